@@ -1,0 +1,110 @@
+"""Every lesson notebook obeys the hygiene rules, and each rule can fail."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+import pytest
+from hygiene import RULES
+
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+
+
+def test_notebooks_exist():
+    assert NOTEBOOKS, "no notebook found in notebooks/"
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_lesson_is_clean(path: Path, rule: str):
+    nb = nbformat.read(path, as_version=4)
+    assert RULES[rule](nb) == []
+
+
+def good_notebook() -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+    }
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# A lesson"),
+        nbformat.v4.new_code_cell("x = 1\nprint(x)", execution_count=1),
+        nbformat.v4.new_code_cell("", execution_count=None),
+        nbformat.v4.new_code_cell("1 / 0", execution_count=2),
+    ]
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    nb.cells[3].metadata["tags"] = ["raises-exception"]
+    nb.cells[3].outputs = [
+        nbformat.v4.new_output(
+            "error", ename="ZeroDivisionError", evalue="division by zero", traceback=[]
+        )
+    ]
+    return nb
+
+
+def test_good_notebook_passes_every_rule():
+    nb = good_notebook()
+    assert {rule: check(nb) for rule, check in RULES.items()} == {r: [] for r in RULES}
+
+
+def _broken(rule: str) -> nbformat.NotebookNode:
+    nb = copy.deepcopy(good_notebook())
+    if rule == "valid":
+        nb.metadata["kernelspec"] = {"name": "ir", "display_name": "R", "language": "R"}
+    elif rule == "execution-order":
+        nb.cells[1].execution_count = 2
+        nb.cells[3].execution_count = 1
+    elif rule == "errors":
+        nb.cells[3].metadata["tags"] = []
+    elif rule == "addresses":
+        nb.cells[1].outputs[0].text = "<Node object at 0x7f3a2c1b9d60>\n"
+    elif rule == "sys-path":
+        nb.cells[1].source = "import sys\nsys.path.insert(0, '..')"
+    return nb
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_each_rule_catches_its_bad_notebook(rule: str):
+    problems = RULES[rule](_broken(rule))
+    assert problems, f"rule {rule!r} accepted a notebook broken for it"
+    # The broken notebook trips only its own rule, so each rule is really tested.
+    others = {r: RULES[r](_broken(rule)) for r in RULES if r != rule}
+    assert others == {r: [] for r in others}
+
+
+def test_unexecuted_cell_is_caught():
+    nb = good_notebook()
+    nb.cells[1].execution_count = None
+    assert RULES["execution-order"](nb) == ["cell 1 was never executed"]
+
+
+def test_schema_violation_is_caught():
+    nb = good_notebook()
+    nb.cells[1]["outputs"] = [{"output_type": "stream"}]  # missing name and text
+    assert any("invalid nbformat" in p for p in RULES["valid"](nb))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "sys.path.append('../')",
+        "sys.path = ['..'] + sys.path",
+        "sys.path += ['..']",
+        "sys.path[0:0] = ['..']",
+        "os.environ['PYTHONPATH'] = '..'",
+    ],
+)
+def test_sys_path_variants_are_caught(source: str):
+    nb = good_notebook()
+    nb.cells[1].source = source
+    assert RULES["sys-path"](nb)
+
+
+def test_sys_path_reading_is_allowed():
+    nb = good_notebook()
+    nb.cells[1].source = "import sys\nprint(len(sys.path) > 0)"
+    assert RULES["sys-path"](nb) == []
