@@ -1,22 +1,33 @@
-"""backproplab: make PyTorch's autograd graph visible.  (temporary: tolerant imports during build)"""
-import importlib as _il
+"""backproplab: make PyTorch's autograd graph visible, and check gradients.
+
+>>> import torch, backproplab as bl
+>>> a = torch.tensor(2.0, requires_grad=True)
+>>> bl.describe(a * a, names={"a": a}).names()
+['MulBackward0', 'AccumulateGrad']
+
+``plot`` and ``widgets`` import matplotlib and ipywidgets only when one of
+their functions is first called, so ``import backproplab`` stays light.
+"""
+
+from . import course, data, plot, widgets
+from .check import (
+    Check,
+    Report,
+    check_function,
+    check_grad,
+    check_graph,
+    compare,
+    diagnose,
+    numerical_grad,
+)
+from .graph import Edge, Graph, LeafInfo, Node, SavedTensor, describe
+from .trace import Step, TensorInfo, Trace, trace_backward
 
 __version__ = "0.1.0"
-for _mod, _names in {
-    "graph": ["Graph", "Node", "Edge", "SavedTensor", "LeafInfo", "describe"],
-    "trace": ["Trace", "Step", "TensorInfo", "trace_backward"],
-    "check": ["Report", "Check", "compare", "diagnose", "numerical_grad", "check_grad", "check_function", "check_graph"],
-}.items():
-    try:
-        _m = _il.import_module(f".{_mod}", __name__)
-        for _n in _names:
-            if hasattr(_m, _n):
-                globals()[_n] = getattr(_m, _n)
-    except ImportError:
-        pass
-from . import data  # noqa: E402
-for _mod in ("plot", "widgets", "course"):
-    try:
-        globals()[_mod] = _il.import_module(f".{_mod}", __name__)
-    except ImportError:
-        pass
+
+__all__ = [
+    "Check", "Edge", "Graph", "LeafInfo", "Node", "Report", "SavedTensor", "Step",
+    "TensorInfo", "Trace", "check_function", "check_grad", "check_graph", "compare",
+    "course", "data", "describe", "diagnose", "numerical_grad", "plot", "trace_backward",
+    "widgets",
+]

@@ -1,0 +1,450 @@
+"""Internals of :mod:`backproplab.check`: value conversion, closeness and diagnosis.
+
+Kept apart so ``check.py`` reads as the public API. Everything here works on
+float64 copies; nothing here is public.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import torch
+
+# (rtol, atol) per dtype. float32/float16/bfloat16 follow torch.testing's
+# defaults; float64 is tighter than torch.testing's (1e-7, 1e-7) on purpose:
+# a hand-derived float64 gradient should agree to ~1e-7 or it is a mistake.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex64: (1.3e-6, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+}
+
+
+# --------------------------------------------------------------------------
+# Input handling and closeness
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Value:
+    tensor: torch.Tensor  # float64 (or complex128) copy for comparison
+    dtype: torch.dtype  # the original dtype
+    is_number: bool  # a Python/NumPy scalar: no shape or dtype of its own
+
+
+def _type_name(obj: object) -> str:
+    return type(obj).__name__
+
+
+def _as_value(obj: object, arg: str) -> _Value:
+    """Convert an accepted value to a float64 tensor, or raise naming ``arg``."""
+    expected = f"{arg}: expected a tensor, number or numpy array, got"
+    if isinstance(obj, bool):
+        raise TypeError(f"{expected} bool (a gradient is never True/False)")
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach()
+        is_number = False
+    elif isinstance(obj, (int, float)):
+        t = torch.tensor(obj)
+        is_number = True
+    elif type(obj).__module__ == "numpy":
+        import numpy as np  # numpy is a torch dependency, imported only when used
+
+        if not isinstance(obj, (np.ndarray, np.generic)):
+            raise TypeError(f"{expected} {_type_name(obj)}")
+        if obj.dtype.kind not in "iufc":
+            raise TypeError(f"{expected} a numpy array of dtype {obj.dtype}")
+        t = torch.from_numpy(np.array(obj))
+        is_number = isinstance(obj, np.generic)
+    elif isinstance(obj, (list, tuple)):
+        try:
+            t = torch.tensor(obj)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(
+                f"{expected} a {_type_name(obj)} that is not a rectangular list of numbers"
+            ) from None
+        is_number = False
+    elif obj is None:
+        # The usual source: reading x.grad before any backward() reached x.
+        raise TypeError(f"{expected} None (a .grad is None until backward() has reached it)")
+    else:
+        raise TypeError(f"{expected} {_type_name(obj)}")
+    if t.dtype == torch.bool:
+        raise TypeError(f"{expected} a boolean tensor (a gradient is never True/False)")
+    if t.is_complex():
+        return _Value(t.to(torch.complex128).cpu(), t.dtype, is_number)
+    return _Value(t.to(torch.float64).cpu(), t.dtype, is_number)
+
+
+def _default_tolerance(*dtypes: torch.dtype) -> tuple[float, float]:
+    """(rtol, atol) of the least precise floating dtype; (0, 0) for integers only."""
+    tols = [TOLERANCES[d] for d in dtypes if d in TOLERANCES]
+    if not tols:
+        return 0.0, 0.0
+    return max(t[0] for t in tols), max(t[1] for t in tols)
+
+
+def _close_mask(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> torch.Tensor:
+    """Element-wise symmetric closeness; equal infinities and NaN==NaN count as close."""
+    with torch.no_grad():
+        diff = (a - b).abs()
+        scale = torch.maximum(a.abs(), b.abs())
+        # isfinite: with an inf on one side, rtol * inf would excuse any gap.
+        ok = (diff <= atol + rtol * scale) & torch.isfinite(diff)
+        both_nan = a.isnan() & b.isnan()
+        same_inf = a.isinf() & (a == b)
+        return ok | both_nan | same_inf
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> bool:
+    if a.shape != b.shape:
+        return False
+    return bool(_close_mask(a, b, rtol, atol).all())
+
+
+def _fmt(x: float, digits: int = 4) -> str:
+    """A float rounded for people: 4 significant digits, no trailing noise."""
+    if isinstance(x, complex):
+        return f"{x:.{digits}g}"
+    if math.isnan(x) or math.isinf(x):
+        return str(x)
+    if x == int(x) and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.{digits}g}"
+
+
+def _shape(s: Sequence[int]) -> str:
+    s = tuple(s)
+    return "(" + ", ".join(map(str, s)) + ("," if len(s) == 1 else "") + ")"
+
+
+def _index(flat: int, shape: Sequence[int]) -> str:
+    if len(shape) == 0:
+        return ""
+    idx = []
+    for size in reversed(shape):
+        idx.append(flat % size)
+        flat //= size
+    return "[" + ", ".join(map(str, reversed(idx))) + "]"
+
+
+def _tol_text(rtol: float, atol: float, dtype_note: str = "") -> str:
+    text = f"rtol={rtol:.2g}, atol={atol:.2g}"
+    return f"{text} for {dtype_note}" if dtype_note else text
+
+
+def _dtype_name(d: torch.dtype) -> str:
+    return str(d).removeprefix("torch.")
+
+
+def _exact_nan_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal except that NaNs sit in the same places on both sides."""
+    nan = a.isnan()
+    return bool(torch.equal(a[~nan], b[~nan])) and bool(nan.any())
+
+
+def _finite_abs(t: torch.Tensor) -> torch.Tensor:
+    t = t.abs()
+    return torch.where(torch.isfinite(t), t, torch.zeros_like(t))
+
+
+def _abs_diff(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """|a - b| with matching NaN/inf counted as 0 and other non-finite as inf."""
+    d = (a - b).abs()
+    same = (a.isnan() & b.isnan()) | (a.isinf() & (a == b))
+    d = torch.where(same, torch.zeros_like(d), d)
+    return torch.where(d.isnan(), torch.full_like(d, math.inf), d)
+
+
+def _diagnose(
+    a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float, *, accumulation: bool = True
+) -> str | None:
+    """Diagnosis of ``a`` (manual) against ``b`` (reference); float64 inputs."""
+    if _close(a, b, rtol, atol):
+        return None
+    if a.is_complex() or b.is_complex():
+        return None  # the mistakes below are about real-valued gradients
+
+    def close(x: torch.Tensor) -> bool:
+        return _close(x, b, rtol, atol)
+
+    # Non-finite values first: nothing else can be judged around a NaN.
+    bad_a = ~torch.isfinite(a)
+    if bad_a.any() and torch.isfinite(b).all():
+        kinds = " and ".join(
+            k for k, mask in (("NaN", a.isnan()), ("inf", a.isinf())) if mask.any()
+        )
+        first = _index(int(bad_a.flatten().nonzero()[0]), a.shape)
+        where = f", first at {first}" if first else ""
+        count = f" ({int(bad_a.sum())} of {a.numel()} entries{where})" if a.numel() > 1 else ""
+        return (
+            f"your answer contains {kinds}{count} "
+            "while the reference is finite: look for a division by zero, log of 0 or sqrt of 0"
+        )
+    if not torch.isfinite(b).all():
+        return None
+
+    if a.shape != b.shape:
+        return _diagnose_shape(a, b, rtol, atol)
+
+    if b.abs().max() > atol and bool((a == 0).all()):
+        return (
+            "your answer is all zeros but the reference is not: is a term of the chain rule "
+            "missing, or was the path cut (detach, no_grad)?"
+        )
+    if a.ndim == 2 and a.shape[0] == a.shape[1] and close(a.T):
+        return "it is transposed: your answer's .T matches the reference (swap the matmul order?)"
+    if a.ndim > 2:
+        perm = _find_permutation(a, b, close)
+        if perm is not None:
+            return f"the dimensions are in the wrong order: .permute{perm} matches the reference"
+    if close(-a):
+        return (
+            "the sign is flipped: your answer is the negative of the reference "
+            "(a minus sign lost or added in the chain rule?)"
+        )
+    factor = _diagnose_factor(a, b, close, accumulation)
+    if factor is not None:
+        return factor
+    # Right up to round-off but a tolerance tighter than float32 arithmetic.
+    if _close(a, b, max(rtol, 1e-4), max(atol, 1e-5)):
+        return (
+            "the difference is small enough to be float32 round-off (it passes with rtol=1e-4): "
+            "compute in float64 or pass a looser rtol"
+        )
+    return None
+
+
+def _find_permutation(
+    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool]
+) -> tuple[int, ...] | None:
+    if a.ndim > 5:  # 720 permutations is the most worth trying
+        return None
+    for perm in itertools.permutations(range(a.ndim)):
+        if perm == tuple(range(a.ndim)):
+            continue
+        p = a.permute(perm)
+        if p.shape == b.shape and close(p):
+            return perm
+    return None
+
+
+def _diagnose_shape(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> str | None:
+    """Mistakes that change the shape: transpose, missing reduction, reshape."""
+
+    def close(x: torch.Tensor) -> bool:
+        return _close(x, b, rtol, atol)
+
+    if a.ndim == 2 and a.T.shape == b.shape and close(a.T):
+        return "it is transposed: your answer's .T matches the reference (swap the matmul order?)"
+    if a.ndim > 2 and sorted(a.shape) == sorted(b.shape):
+        perm = _find_permutation(a, b, close)
+        if perm is not None:
+            return f"the dimensions are in the wrong order: .permute{perm} matches the reference"
+    missing = _diagnose_missing_sum(a, b, close)
+    if missing is not None:
+        return missing
+    # The reverse: the learner reduced a dimension the reference keeps.
+    dims = _broadcast_dims(b.shape, a.shape)
+    if dims is not None:
+        leading, keep = dims
+        reduced = b.sum(dim=keep, keepdim=True) if keep else b
+        reduced = reduced.sum(dim=leading) if leading else reduced
+        if _close(a, reduced, rtol, atol):
+            return (
+                f"you summed over {_dims_text(leading + keep)} but the reference keeps "
+                f"{'it' if len(leading + keep) == 1 else 'them'}: a gradient has the shape of "
+                "the tensor it belongs to, so do not reduce here"
+            )
+    if a.numel() == b.numel() and close(a.reshape(b.shape)):
+        return (
+            f"the values are right but the shape is not: .reshape{_shape(b.shape)} matches "
+            "the reference (a missing keepdim=True, or an extra squeeze/unsqueeze?)"
+        )
+    return None
+
+
+def _dims_text(dims: Sequence[int]) -> str:
+    if len(dims) == 1:
+        return f"dimension {dims[0]}"
+    return "dimensions " + ", ".join(map(str, dims[:-1])) + f" and {dims[-1]}"
+
+
+def _broadcast_dims(big: Sequence[int], small: Sequence[int]) -> tuple[list[int], list[int]] | None:
+    """Dims of ``big`` that broadcasting ``small`` up to ``big`` would add or stretch.
+
+    Returns (leading dims to sum away, dims to sum with keepdim) or None when
+    ``small`` does not broadcast to ``big``.
+    """
+    lead = len(big) - len(small)
+    if lead < 0:
+        return None
+    keep = []
+    for i, (sb, ss) in enumerate(zip(big[lead:], small, strict=False)):
+        if sb == ss:
+            continue
+        if ss != 1:
+            return None
+        keep.append(lead + i)
+    leading = list(range(lead))
+    if not leading and not keep:
+        return None
+    return leading, keep
+
+
+def _diagnose_missing_sum(
+    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool]
+) -> str | None:
+    """``a`` has extra (broadcast) dimensions that should have been summed away."""
+    dims = _broadcast_dims(a.shape, b.shape)
+    if dims is None:
+        return None
+    leading, keep = dims
+    summed = a.sum(dim=keep, keepdim=True) if keep else a
+    summed = summed.sum(dim=leading) if leading else summed
+    all_dims = leading + keep
+    n = math.prod(a.shape[d] for d in all_dims)
+    if len(all_dims) == 1:
+        d = all_dims[0]
+        role = (
+            "the broadcast batch dimension" if d == 0 and leading
+            else f"size {a.shape[d]} in yours, broadcast from size 1"
+        )  # fmt: skip
+    else:
+        role = "the broadcast dimensions"
+    call = ""
+    if keep:
+        call += f".sum({keep[0] if len(keep) == 1 else tuple(keep)}, keepdim=True)"
+    if leading:
+        call += f".sum({leading[0] if len(leading) == 1 else tuple(leading)})"
+    what = _dims_text(all_dims)
+    if close(summed):
+        return (
+            f"you forgot to sum over {what} ({role}): {call} of your answer matches the reference"
+        )
+    if close(summed / n):
+        return (
+            f"you forgot to reduce over {what} ({role}); the reference is the mean, not the sum: "
+            f"{call} / {n} of your answer matches it"
+        )
+    return None
+
+
+def _diagnose_factor(
+    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool], accumulation: bool
+) -> str | None:
+    """A constant factor c with manual == c * reference, named when recognised."""
+    bb = float((b * b).sum())
+    if bb == 0.0:
+        return None
+    c = float((a * b).sum()) / bb  # least-squares fit of manual ≈ c * reference
+    if not math.isfinite(c) or c == 0.0 or not close(a / c):
+        return None
+    sizes = sorted({*a.shape, *b.shape, a.numel()} - {0, 1})
+    # Candidate exact values, most telling first; each is verified, not assumed.
+    named: list[tuple[float, str]] = []
+    for k in (2, 3):
+        named.append((float(k), f"{k}"))
+        named.append((1.0 / k, f"1/{k}"))
+    for n in sizes:
+        named.append((float(n), f"N = {n}"))
+        named.append((1.0 / n, f"1/N = 1/{n}"))
+
+    def verified(sign: float) -> list[tuple[float, str]]:
+        return [
+            (v, label) for v, label in named
+            if math.isclose(sign * c, v, rel_tol=1e-3) and close(sign * a / v)
+        ]  # fmt: skip
+
+    hits = verified(1.0)
+    if hits:
+        return _factor_sentence(c, [label for _, label in hits], a, b, accumulation)
+    hits_neg = verified(-1.0)
+    if hits_neg:
+        frac = _fraction_text(hits_neg[0][0])
+        return (
+            f"your answer is exactly -{frac} × the reference: the sign is flipped and it is "
+            f"off by a factor of {frac}"
+        )
+    # Any two numbers differ by "a factor": only claim a generic factor when
+    # it relates several non-zero entries at once.
+    if int((b.abs() > 0).sum()) < 2:
+        return None
+    sign = "and the sign is flipped " if c < 0 else ""
+    return (
+        f"your answer is off by a constant factor of about {_fmt(c)} {sign}"
+        f"(yours ≈ {_fmt(c)} × reference)"
+    )
+
+
+def _fraction_text(v: float) -> str:
+    f = Fraction(v).limit_denominator(10_000)
+    return str(f)
+
+
+def _dims_of_size(n: int, a: torch.Tensor, b: torch.Tensor) -> str:
+    for t, whose in ((a, "your answer"), (b, "the reference")):
+        dims = [i for i, s in enumerate(t.shape) if s == n]
+        if dims:
+            d = dims[0]
+            return f"the size of dimension {d}" + ("" if t is a else f" of {whose}")
+    return "the number of elements"
+
+
+def _factor_sentence(
+    c: float, labels: list[str], a: torch.Tensor, b: torch.Tensor, accumulation: bool
+) -> str:
+    ideas: list[str] = []
+    v = Fraction(c).limit_denominator(10_000)
+    for label in labels:
+        if label in ("2", "3"):
+            k = int(label)
+            ideas.append(
+                f"a stray factor {k} (e.g. the power rule applied twice)"
+                if k == 2 else "a stray factor 3"
+            )  # fmt: skip
+            if accumulation:
+                ideas.append(
+                    f"gradients accumulated over {k} backward passes because .grad was not "
+                    "zeroed in between (call .grad.zero_() or optimizer.zero_grad())"
+                )
+        elif label in ("1/2", "1/3"):
+            k = int(label[-1])
+            ideas.append(
+                "a missing factor 2 (e.g. d(x²)/dx = 2x)"
+                if k == 2
+                else "a missing factor 3 (e.g. d(x³)/dx = 3x²)"
+            )
+            if accumulation:
+                ideas.append(
+                    f"the reference .grad accumulated {k} backward passes without zeroing "
+                    "(re-running a cell adds to .grad; call .grad.zero_() or zero_grad())"
+                )
+        elif label.startswith("1/N"):
+            n = int(label.split("/")[-1])
+            ideas.append(
+                f"off by a factor of 1/N with N = {n}, {_dims_of_size(n, a, b)}: "
+                "did you average instead of sum?"
+            )
+        elif label.startswith("N"):
+            n = int(label.split("= ")[-1])
+            ideas.append(
+                f"off by a factor of N = {n}, {_dims_of_size(n, a, b)}: "
+                "did you sum where the forward pass takes a mean (a missing 1/N)?"
+            )
+    # Keep one sentence per distinct idea, in order.
+    seen: list[str] = []
+    for idea in ideas:
+        if idea not in seen:
+            seen.append(idea)
+    head = f"your answer is exactly {v} × the reference"
+    if len(seen) == 1:
+        return f"{head}: {seen[0]}"
+    return f"{head}; either " + ", or ".join(seen)

@@ -1,0 +1,449 @@
+"""Exercises as assignments: check the exercise format, write student versions.
+
+Every lesson ends with exercises in nbgrader's format, so an instructor who
+runs nbgrader can use the notebooks as they are. This module is the route
+without nbgrader: :func:`validate` checks a notebook against the course's
+exercise format and :func:`release` writes student notebooks (solutions
+replaced by a stub, hidden tests removed, outputs cleared).
+
+An exercise is two code cells::
+
+    # solution cell, metadata {"nbgrader": {"solution": true, "grade_id": "ex02-cubic", ...}}
+    ### BEGIN SOLUTION
+    dfdx = x.grad
+    ### END SOLUTION
+
+    # check cell, metadata {"nbgrader": {"grade": true, "points": 1, "locked": true, ...}}
+    bl.compare("df/dx", dfdx, torch.tensor(3.0)).assert_ok()
+    ### BEGIN HIDDEN TESTS
+    assert dfdx.shape == ()
+    ### END HIDDEN TESTS
+
+Only ``nbformat`` is needed here: releasing never imports torch.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+
+__all__ = [
+    "CODE_STUB",
+    "TEXT_STUB",
+    "HIDDEN",
+    "SOLUTION",
+    "CourseError",
+    "Released",
+    "find_notebooks",
+    "lesson_number",
+    "read_notebook",
+    "regions",
+    "release",
+    "student_version",
+    "validate",
+    "validate_course",
+]
+
+# The same delimiters and stubs nbgrader uses by default. Like nbgrader, a line
+# is a marker when it *contains* the delimiter, so both tools agree on what a
+# marker is (nbgrader would also see "BEGIN SOLUTION" inside a comment).
+SOLUTION = ("BEGIN SOLUTION", "END SOLUTION")
+HIDDEN = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+CODE_STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
+TEXT_STUB = ("YOUR ANSWER HERE",)
+
+_LESSON = re.compile(r"^(\d+)-")
+_CHECKPOINTS = ".ipynb_checkpoints"
+_NEED_SOL = " but is not a solution cell (nbgrader metadata solution: true)"
+_NEED_GRADE = " but is not a grade cell (nbgrader metadata grade: true)"
+
+
+class CourseError(ValueError):
+    """A notebook or a path that the course tools cannot work with.
+
+    The message is meant for people: it names the file (and cell) at fault.
+    """
+
+
+class _MarkerError(ValueError):
+    """Markers in one cell source that do not pair up (no file context yet)."""
+
+
+@dataclass(frozen=True)
+class Released:
+    """What :func:`release` did to one notebook.
+
+    >>> Released(Path("a.ipynb"), Path("out/a.ipynb"), 2, 1).summary()
+    'released a.ipynb: 2 exercises, 1 hidden test block removed'
+    """
+
+    source: Path
+    dest: Path
+    exercises: int
+    hidden_blocks: int
+
+    def summary(self) -> str:
+        """One progress line, as the command line prints it."""
+        ex = _plural(self.exercises, "exercise")
+        hidden = _plural(self.hidden_blocks, "hidden test block")
+        return f"released {self.source.name}: {ex}, {hidden} removed"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# --------------------------------------------------------------------------
+# markers
+
+
+def regions(source: str, kind: tuple[str, str]) -> list[tuple[int, int]]:
+    """Line spans ``(begin, end)`` (both marker lines, inclusive) of one kind.
+
+    >>> regions("a\\n### BEGIN SOLUTION\\nb\\n### END SOLUTION", SOLUTION)
+    [(1, 3)]
+
+    ``kind`` is :data:`SOLUTION` or :data:`HIDDEN`. Raises ValueError for a
+    nested BEGIN, an END without BEGIN, or a BEGIN never closed. nbgrader
+    silently drops a stray END line; we refuse it, because it nearly always
+    means a BEGIN was mistyped.
+    """
+    begin, end = kind
+    spans: list[tuple[int, int]] = []
+    start: int | None = None
+    for i, line in enumerate(source.split("\n")):
+        if begin in line:
+            if start is not None:
+                raise _MarkerError(
+                    f"{begin} on line {i + 1} is nested inside the one on line {start + 1}"
+                )
+            start = i
+        elif end in line:
+            if start is None:
+                raise _MarkerError(f"{end} on line {i + 1} has no {begin} before it")
+            spans.append((start, i))
+            start = None
+    if start is not None:
+        raise _MarkerError(f"{begin} on line {start + 1} has no {end}")
+    return spans
+
+
+def _check_markers(source: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Both kinds of region in one source, refusing regions that overlap."""
+    solutions = regions(source, SOLUTION)
+    hidden = regions(source, HIDDEN)
+    for s0, s1 in solutions:
+        for h0, h1 in hidden:
+            if s0 <= h1 and h0 <= s1:
+                raise _MarkerError(
+                    f"the solution region on lines {s0 + 1}-{s1 + 1} overlaps "
+                    f"the hidden-tests region on lines {h0 + 1}-{h1 + 1}"
+                )
+    return solutions, hidden
+
+
+def _meta(cell: NotebookNode) -> dict:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return meta if isinstance(meta, dict) else {}
+
+
+def _where(index: int, cell: NotebookNode) -> str:
+    grade_id = _meta(cell).get("grade_id")
+    return f"cell {index}" + (f" ({grade_id})" if grade_id else "")
+
+
+# --------------------------------------------------------------------------
+# validation
+
+
+def lesson_number(path: str | Path) -> str | None:
+    """The lesson number a notebook's file name starts with, if any.
+
+    >>> lesson_number("notebooks/02-chain-rule.ipynb")
+    '02'
+    >>> lesson_number("scratch.ipynb") is None
+    True
+    """
+    match = _LESSON.match(Path(path).name)
+    return match.group(1) if match else None
+
+
+def validate(nb: NotebookNode, lesson: str | None = None) -> list[str]:
+    """Problems with a notebook's exercises; an empty list means all is well.
+
+    ``lesson`` (e.g. ``"02"``) also requires every grade_id to start with
+    the lesson number after an optional word (``"ex02-"``, ``"l02-"``),
+    which keeps ids unique across the whole course.
+
+    >>> nb = nbformat.v4.new_notebook()
+    >>> validate(nb)
+    []
+    >>> nb.cells.append(nbformat.v4.new_code_cell("### BEGIN SOLUTION\\nx = 1"))
+    >>> validate(nb)
+    ['cell 0: BEGIN SOLUTION on line 1 has no END SOLUTION']
+    """
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    cells = list(nb.get("cells", []))
+    for i, cell in enumerate(cells):
+        where = _where(i, cell)
+        meta = _meta(cell)
+        source = cell.get("source", "")
+        try:
+            solutions, hidden = _check_markers(source)
+        except _MarkerError as err:
+            problems.append(f"{where}: {err}")
+            solutions, hidden = [], []
+        solution, grade = bool(meta.get("solution")), bool(meta.get("grade"))
+
+        # Markers only where nbgrader accepts them: it refuses solution regions
+        # outside solution cells and hidden tests outside grade cells.
+        if solutions and not solution:
+            problems.append(f"{where}: has {SOLUTION[0]}{_NEED_SOL}")
+        if hidden and not grade:
+            problems.append(f"{where}: has {HIDDEN[0]}{_NEED_GRADE}")
+        if not meta:
+            continue
+
+        if meta.get("schema_version") != 3:
+            version = meta.get("schema_version")
+            problems.append(f"{where}: nbgrader schema_version must be 3, got {version!r}")
+        grade_id = meta.get("grade_id")
+        if not isinstance(grade_id, str) or not grade_id:
+            problems.append(f"{where}: nbgrader metadata needs a non-empty grade_id")
+        else:
+            if grade_id in seen:
+                problems.append(
+                    f"{where}: grade_id {grade_id!r} is also used by cell {seen[grade_id]}"
+                )
+            seen.setdefault(grade_id, i)
+            # Letters, then the lesson number: "ex02-cubic" and "l02-cubic" both
+            # work, and ids from different lessons can never collide.
+            if lesson is not None and not re.match(rf"[A-Za-z]*{lesson}-", grade_id):
+                problems.append(
+                    f"{where}: grade_id {grade_id!r} should start with the lesson number, "
+                    f"e.g. 'ex{lesson}-'"
+                )
+
+        if solution and grade:
+            problems.append(
+                f"{where}: is both a solution and a grade cell; "
+                "an exercise here is a solution cell followed by a check cell"
+            )
+        if solution:
+            if cell.get("cell_type") != "code":
+                problems.append(f"{where}: a solution cell must be a code cell")
+            elif not solutions:
+                problems.append(
+                    f"{where}: a solution cell needs ### {SOLUTION[0]} / ### {SOLUTION[1]} markers"
+                )
+            code_after = (c for c in cells[i + 1 :] if c.get("cell_type") == "code")
+            nxt = next(code_after, None)
+            if nxt is None or not _meta(nxt).get("grade"):
+                problems.append(
+                    f"{where}: the next code cell must be a check cell (metadata grade: true)"
+                )
+        if grade:
+            points = meta.get("points")
+            if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
+                problems.append(f"{where}: a grade cell needs points > 0, got {points!r}")
+            if cell.get("cell_type") != "code":
+                problems.append(f"{where}: a grade cell must be a code cell")
+    return problems
+
+
+def validate_course(paths: Iterable[str | Path]) -> list[str]:
+    """Problems across several notebooks: each one's, plus grade_ids repeated between them.
+
+    Every problem is prefixed with the notebook's file name.
+    """
+    problems: list[str] = []
+    owner: dict[str, str] = {}
+    for path in paths:
+        path = Path(path)
+        try:
+            nb = read_notebook(path)
+        except CourseError as err:
+            problems.append(str(err))
+            continue
+        problems += [f"{path.name}: {p}" for p in validate(nb, lesson_number(path))]
+        for i, cell in enumerate(nb.cells):
+            grade_id = _meta(cell).get("grade_id")
+            if not isinstance(grade_id, str) or not grade_id:
+                continue
+            if grade_id in owner and owner[grade_id] != path.name:
+                problems.append(
+                    f"{path.name}: cell {i}: grade_id {grade_id!r} also used in {owner[grade_id]}"
+                )
+            owner.setdefault(grade_id, path.name)
+    return problems
+
+
+# --------------------------------------------------------------------------
+# student versions
+
+
+def read_notebook(path: str | Path) -> NotebookNode:
+    """Read and schema-check a notebook, or raise CourseError saying why not."""
+    path = Path(path)
+    try:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+    except OSError as err:
+        raise CourseError(f"{path}: cannot read: {err.strerror or err}") from None
+    except nbformat.reader.NotJSONError:
+        raise CourseError(f"{path}: not a notebook (the file is not valid JSON)") from None
+    except nbformat.ValidationError as err:
+        reason = str(err.message).splitlines()[0]
+        raise CourseError(f"{path}: not a notebook ({reason})") from None
+    except (AttributeError, KeyError, TypeError, ValueError):
+        # JSON of the wrong shape (a list, cells that are not a list...) fails
+        # deep inside nbformat with messages that would only confuse.
+        raise CourseError(
+            f"{path}: not a notebook (the JSON does not have a notebook's structure)"
+        ) from None
+    return nb
+
+
+def _clear_regions(source: str, spans: Sequence[tuple[int, int]], stub: Sequence[str]) -> str:
+    """Replace each span (marker lines included) by ``stub`` at the BEGIN line's indent."""
+    lines = source.split("\n")
+    out: list[str] = []
+    pos = 0
+    for begin, end in spans:
+        out += lines[pos:begin]
+        indent = re.match(r"\s*", lines[begin]).group(0)
+        out += [indent + s for s in stub]
+        pos = end + 1
+    out += lines[pos:]
+    return "\n".join(out)
+
+
+def student_version(nb: NotebookNode, name: str = "notebook") -> tuple[NotebookNode, int, int]:
+    """A student copy of ``nb`` plus its number of exercises and hidden-test blocks removed.
+
+    Solution regions become ``# YOUR CODE HERE`` / ``raise NotImplementedError()``
+    (markdown: ``YOUR ANSWER HERE``), a solution cell without markers is
+    replaced whole, as nbgrader does; hidden-test regions disappear; code
+    outputs and execution counts are cleared. Metadata and cell ids stay.
+    ``nb`` itself is not changed. ``name`` only labels error messages.
+
+    >>> nb = nbformat.v4.new_notebook()
+    >>> source = "def f(x):\\n    ### BEGIN SOLUTION\\n    return 2 * x\\n    ### END SOLUTION"
+    >>> cell = nbformat.v4.new_code_cell(source)
+    >>> cell.metadata["nbgrader"] = {"solution": True, "grade_id": "ex00-f"}
+    >>> nb.cells.append(cell)
+    >>> student, exercises, hidden = student_version(nb)
+    >>> print(student.cells[0].source)
+    def f(x):
+        # YOUR CODE HERE
+        raise NotImplementedError()
+    """
+    out = copy.deepcopy(nb)
+    exercises = hidden_blocks = 0
+    for i, cell in enumerate(out.cells):
+        meta = _meta(cell)
+        source = cell.get("source", "")
+        try:
+            solutions, hidden = _check_markers(source)
+        except _MarkerError as err:
+            raise CourseError(f"{name}: {_where(i, cell)}: {err}") from None
+        # Refuse what nbgrader refuses: a region in the wrong kind of cell
+        # would otherwise be cleared in one tool and fail in the other.
+        if solutions and not meta.get("solution"):
+            raise CourseError(f"{name}: {_where(i, cell)}: has {SOLUTION[0]}{_NEED_SOL}")
+        if hidden and not meta.get("grade"):
+            raise CourseError(f"{name}: {_where(i, cell)}: has {HIDDEN[0]}{_NEED_GRADE}")
+
+        stub = CODE_STUB if cell.cell_type == "code" else TEXT_STUB
+        if meta.get("solution"):
+            exercises += 1
+            source = _clear_regions(source, solutions, stub) if solutions else "\n".join(stub)
+        if hidden:
+            # Solution and hidden regions never overlap (checked above), and
+            # solution cells are not grade cells in practice, so re-finding
+            # the hidden spans in the new source is safe and simple.
+            spans = regions(source, HIDDEN)
+            source = _clear_regions(source, spans, ())
+            hidden_blocks += len(spans)
+        cell.source = source
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    return out, exercises, hidden_blocks
+
+
+def find_notebooks(src: str | Path) -> list[Path]:
+    """The notebooks under a folder (sorted, checkpoints skipped), or ``[src]`` for a file."""
+    src = Path(src)
+    if src.is_file():
+        return [src]
+    if not src.is_dir():
+        raise CourseError(f"{src}: no such folder or notebook")
+    found = (p for p in src.rglob("*.ipynb") if _CHECKPOINTS not in p.relative_to(src).parts)
+    return sorted(p for p in found if p.is_file())
+
+
+def _targets(src: Path, dest: Path, notebooks: Sequence[Path]) -> list[Path]:
+    """Where each student notebook goes; refuses anything that could touch a source."""
+    if src.is_file():
+        # A single notebook goes into DEST (a folder) unless DEST names a notebook.
+        targets = [dest if dest.suffix == ".ipynb" else dest / src.name]
+    else:
+        rs, rd = src.resolve(), dest.resolve()
+        if rd == rs or rs in rd.parents:
+            raise CourseError(
+                f"{dest}: refusing to write student notebooks inside the source folder {src}"
+            )
+        if dest.exists() and not dest.is_dir():
+            raise CourseError(f"{dest}: exists and is not a folder")
+        targets = [dest / p.relative_to(src) for p in notebooks]
+    sources = {p.resolve() for p in notebooks}
+    for target in targets:
+        if target.resolve() in sources:
+            raise CourseError(f"{target}: refusing to overwrite a source notebook")
+    return targets
+
+
+def release(
+    src: str | Path,
+    dest: str | Path,
+    *,
+    log: Callable[[str], object] | None = None,
+) -> list[Path]:
+    """Write student versions of the notebooks in ``src`` (a folder or one notebook) to ``dest``.
+
+    Returns the paths written. Every notebook is read and checked before
+    anything is written, so a bad notebook leaves ``dest`` untouched.
+    ``log`` receives one progress line per notebook.
+
+    >>> release("notebooks", "student", log=print)  # doctest: +SKIP
+    released 02-chain-rule.ipynb: 3 exercises, 1 hidden test block removed
+    [PosixPath('student/02-chain-rule.ipynb')]
+
+    Raises CourseError for a missing SRC, an empty folder, a file that is
+    not a notebook, unbalanced markers, or a DEST that could overwrite SRC.
+    """
+    src, dest = Path(src), Path(dest)
+    notebooks = find_notebooks(src)
+    if not notebooks:
+        raise CourseError(f"{src}: no notebooks (*.ipynb) in this folder")
+    targets = _targets(src, dest, notebooks)
+
+    done: list[tuple[NotebookNode, Released]] = []
+    for path, target in zip(notebooks, targets, strict=True):
+        student, exercises, hidden = student_version(read_notebook(path), name=str(path))
+        done.append((student, Released(path, target, exercises, hidden)))
+
+    for student, info in done:
+        info.dest.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(student, info.dest)
+        if log is not None:
+            log(info.summary())
+    return [info.dest for _, info in done]

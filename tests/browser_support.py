@@ -1,0 +1,782 @@
+"""Drive JupyterLab in headless Chromium and check what a learner sees.
+
+nbval proves that a notebook's kernel produces the stored text; it never
+looks at the page. This module opens a notebook in a real JupyterLab, runs
+it through the menu the way a learner would, and reports every visible
+problem: error outputs, widgets that do not render or do not respond, graph
+drawings that never appear, tracebacks printed by widget callbacks.
+
+The pieces are plain functions and small classes so that the browser test
+and the test of the checker itself (tests/test_browser.py) share them:
+
+    server = LabServer(root_dir)            # one jupyter lab for the session
+    server.start()
+    report = check_notebook(context, server, "lessons/02-chain-rule.ipynb", disk_path)
+    assert report.ok, report.describe()
+    server.stop()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+# Flags that let Debian's chromium run headless as root inside a container and
+# keep it from phoning home (there is no network here, and a blocked request
+# would only slow start-up).
+CHROMIUM_ARGS: tuple[str, ...] = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+)
+
+# A tall viewport so a screenshot taken on failure shows several cells.
+VIEWPORT = {"width": 1280, "height": 1600}
+
+# Seconds; the machine that runs CI may be shared and slow, so every wait is
+# generous and can be stretched with BACKPROPLAB_BROWSER_TIMEOUT (a factor).
+_SCALE = float(os.environ.get("BACKPROPLAB_BROWSER_TIMEOUT", "1") or 1)
+SERVER_START_TIMEOUT = 90 * _SCALE
+NOTEBOOK_RUN_TIMEOUT = 300 * _SCALE
+WIDGET_RENDER_TIMEOUT = 60 * _SCALE
+SLIDER_RESPONSE_TIMEOUT = 45 * _SCALE
+
+# Lab settings written into the isolated settings folder. Windowing "none"
+# keeps every cell attached to the DOM (the default, contentVisibility, may
+# skip off-screen cells); autosave off so nothing is ever written back; no
+# news or update checks (there is no network).
+LAB_SETTINGS: dict[str, dict[str, Any]] = {
+    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+    "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
+    "@jupyterlab/apputils-extension/notification": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+}
+
+
+def find_chromium() -> str | None:
+    """Return the Chromium executable to drive, or None when there is none.
+
+    CHROMIUM (a path or a command name) wins over the `chromium` on PATH;
+    Playwright's own browser downloads are never used.
+
+    >>> find_chromium()  # doctest: +SKIP
+    '/usr/bin/chromium'
+    """
+    wanted = os.environ.get("CHROMIUM", "").strip()
+    if wanted:
+        return shutil.which(wanted) or (wanted if Path(wanted).is_file() else None)
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def free_port() -> int:
+    """Ask the OS for a loopback port nobody is listening on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# --------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------
+
+
+class LabServer:
+    """A `jupyter lab` on 127.0.0.1 with a token and no user settings.
+
+    Everything Jupyter reads or writes for the user (config, data, runtime,
+    lab settings and workspaces, IPython profile, matplotlib config) lives in
+    a temporary folder, so a developer's own settings cannot change what the
+    test sees, and the test cannot change theirs.
+
+    >>> with LabServer(Path("/tmp/root")) as server:  # doctest: +SKIP
+    ...     server.api("GET", "status")["kernels"]
+    0
+    """
+
+    def __init__(self, root_dir: Path) -> None:
+        self.root_dir = Path(root_dir)
+        self.port = free_port()
+        self.token = os.urandom(16).hex()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._home = Path(tempfile.mkdtemp(prefix="bl-lab-home-"))
+        self.log_path = self._home / "server.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: Any = None
+
+    def _environment(self) -> dict[str, str]:
+        home = self._home
+        env = dict(os.environ)
+        settings = home / "config" / "lab" / "user-settings"
+        env.update(
+            JUPYTER_CONFIG_DIR=str(home / "config"),
+            JUPYTER_DATA_DIR=str(home / "data"),
+            JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+            JUPYTERLAB_SETTINGS_DIR=str(settings),
+            JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+            IPYTHONDIR=str(home / "ipython"),
+            MPLCONFIGDIR=str(home / "matplotlib"),
+            # The inline backend draws the PNGs the learner sees; a backend
+            # forced for headless unit tests (Agg) must not leak in.
+            MPLBACKEND="module://matplotlib_inline.backend_inline",
+            PYTHONUNBUFFERED="1",
+        )
+        # The kernel must be this environment's Python, even when the venv
+        # is not "activated" in the calling shell.
+        env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+        for key in ("JUPYTER_PATH", "JUPYTER_PREFER_ENV_PATH", "JPY_SESSION_NAME"):
+            env.pop(key, None)
+        for plugin, values in LAB_SETTINGS.items():
+            path = settings / f"{plugin}.jupyterlab-settings"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(values), encoding="utf-8")
+        return env
+
+    def start(self) -> None:
+        """Launch the server and wait until /api/status answers with the token."""
+        cmd = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            "--port-retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root_dir}",
+            # window.jupyterapp lets the checker read the notebook model
+            # (output types, execution counts) instead of guessing from CSS.
+            "--LabApp.expose_app_in_browser=True",
+            "--ServerApp.terminals_enabled=False",
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")  # CI containers run as root
+        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        # A new session makes the server the leader of its own process group,
+        # so stop() can take the kernels it started down with it.
+        self._proc = subprocess.Popen(
+            cmd,
+            cwd=self.root_dir,
+            env=self._environment(),
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(
+                    f"jupyter lab exited with code {self._proc.returncode}; log:\n{self.log_tail()}"
+                )
+            try:
+                self.api("GET", "status")
+                return
+            except (OSError, urllib.error.URLError):
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(
+            f"jupyter lab did not answer /api/status within {SERVER_START_TIMEOUT:.0f}s; "
+            f"log:\n{self.log_tail()}"
+        )
+
+    def api(self, method: str, path: str) -> Any:
+        """Call the REST API with the token; return the decoded JSON (or None)."""
+        request = urllib.request.Request(
+            f"{self.base_url}/api/{path}",
+            method=method,
+            headers={"Authorization": f"token {self.token}"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def lab_url(self, path: str) -> str:
+        """URL that opens `path` (relative to root_dir) in a fresh workspace.
+
+        `?reset` discards the saved workspace, so the tabs of the previous
+        notebook (and their kernels) are not restored on the next page.
+        """
+        quoted = urllib.parse.quote(path)
+        return f"{self.base_url}/lab/tree/{quoted}?reset&token={self.token}"
+
+    def shutdown_sessions(self, path: str | None = None) -> None:
+        """Shut down the kernels of every session (or only those on `path`)."""
+        for session in self.api("GET", "sessions") or []:
+            if path is None or session.get("path") == path:
+                try:
+                    self.api("DELETE", f"sessions/{session['id']}")
+                except urllib.error.HTTPError:
+                    pass  # already gone
+
+    def log_tail(self, lines: int = 60) -> str:
+        """The last lines of the server log (kernels write here too)."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no server log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Stop the server and every kernel it started; always safe to call."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            # Ask politely first (the server shuts its kernels down), then
+            # kill the whole process group so no kernel outlives the test.
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=15)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=15)
+        self._proc = None
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def cleanup(self) -> None:
+        """Stop, then remove the temporary home (config, data, runtime)."""
+        self.stop()
+        shutil.rmtree(self._home, ignore_errors=True)
+
+    def __enter__(self) -> LabServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+# --------------------------------------------------------------------------
+# What the notebook on disk promises
+# --------------------------------------------------------------------------
+
+# A call of draw_graph, but not its definition (a fixture defines its own).
+_DRAW_GRAPH_CALL = re.compile(r"(?<!def )\bdraw_graph\s*\(")
+# Cells that build a widget: the course's helpers or ipywidgets directly.
+_WIDGET_CALL = re.compile(
+    r"\bbl\.widgets\.\w+\s*\(|\bbackproplab\.widgets\.\w+\s*\(|"
+    r"\b(?:widgets|ipywidgets)\.[A-Z]\w*\s*\(|\binteract(?:ive)?\s*\("
+)
+_WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """What one cell of the notebook on disk should look like in the browser."""
+
+    index: int
+    cell_type: str
+    source: str
+    tags: tuple[str, ...]
+    expects_widget: bool
+    expects_graph_image: bool
+
+    @property
+    def runs(self) -> bool:
+        """JupyterLab gives an execution count only to non-empty code cells."""
+        return self.cell_type == "code" and bool(self.source.strip())
+
+    @property
+    def may_raise(self) -> bool:
+        return "raises-exception" in self.tags
+
+
+def _code_only(source: str) -> str:
+    """Drop comment lines so a mention in a comment does not count as a call."""
+    return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+
+
+def plan_notebook(path: Path) -> list[CellPlan]:
+    """Read the notebook on disk and decide what each cell must show.
+
+    A widget is expected where the stored output holds a widget view, or
+    (for notebooks stored without outputs) where the source builds one; a
+    graph image is expected where the source calls draw_graph.
+    """
+    book = nbformat.read(path, as_version=4)
+    plans = []
+    for index, cell in enumerate(book.cells):
+        source = cell.source
+        code = _code_only(source) if cell.cell_type == "code" else ""
+        stored_widget = any(
+            _WIDGET_MIME in output.get("data", {}) for output in cell.get("outputs", [])
+        )
+        plans.append(
+            CellPlan(
+                index=index,
+                cell_type=cell.cell_type,
+                source=source,
+                tags=tuple(cell.metadata.get("tags", ())),
+                expects_widget=cell.cell_type == "code"
+                and (stored_widget or bool(_WIDGET_CALL.search(code))),
+                expects_graph_image=bool(_DRAW_GRAPH_CALL.search(code)),
+            )
+        )
+    return plans
+
+
+# --------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class NotebookReport:
+    """Everything the checker saw for one notebook; `ok` when nothing is wrong."""
+
+    name: str
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    console: list[str] = field(default_factory=list)
+    sliders_moved: int = 0
+    graph_images: int = 0
+    seconds: float = 0.0
+    artifacts: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def problem(self, text: str) -> None:
+        self.problems.append(text)
+
+    def describe(self) -> str:
+        """A multi-line summary for an assertion message."""
+        lines = [f"{self.name}: {len(self.problems)} problem(s) seen in the browser"]
+        lines += [f"  - {p}" for p in self.problems]
+        if self.artifacts is not None:
+            lines.append(f"  screenshots, page HTML and console log: {self.artifacts.resolve()}")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# JavaScript run in the page
+# --------------------------------------------------------------------------
+
+# The notebook panel for `path`. With a log console docked, the current
+# widget is not necessarily the notebook, so look it up by path.
+_PANEL_JS = """
+(path) => {
+  const app = window.jupyterapp;
+  if (!app) { return null; }
+  for (const w of app.shell.widgets('main')) {
+    if (w.context && w.context.path === path && w.content && w.content.widgets) { return w; }
+  }
+  return null;
+}
+"""
+
+_STATE_JS = (
+    "(path) => { const findPanel = "
+    + _PANEL_JS
+    + """;
+  const panel = findPanel(path);
+  if (!panel) { return null; }
+  const kernel = panel.sessionContext.session ? panel.sessionContext.session.kernel : null;
+  const cells = panel.content.widgets.map((cell, i) => {
+    const m = cell.model;
+    const outputs = [];
+    if (m.type === 'code') {
+      for (let k = 0; k < m.outputs.length; k++) {
+        const o = m.outputs.get(k).toJSON();
+        outputs.push({
+          type: o.output_type,
+          ename: o.ename || null,
+          evalue: o.evalue || null,
+        });
+      }
+    }
+    const prompt = cell.node.querySelector('.jp-InputArea-prompt');
+    return {
+      index: i,
+      type: m.type,
+      count: m.type === 'code' ? (m.executionCount ?? null) : null,
+      prompt: prompt ? prompt.textContent.trim() : '',
+      outputs,
+    };
+  });
+  return {kernel: kernel ? kernel.status : 'none', cells};
+}"""
+)
+
+# A fingerprint of what a widget cell shows, minus the sliders themselves
+# (their readout changes with the value and would always "differ").
+_CELL_VIEW_JS = (
+    "([path, index]) => { const findPanel = "
+    + _PANEL_JS
+    + """;
+  const panel = findPanel(path);
+  const cell = panel.content.widgets[index];
+  const area = cell.node.querySelector('.jp-Cell-outputArea');
+  if (!area) { return {widgets: 0, sliders: 0, text: '', images: [], tracebacks: [], broken: []}; }
+  const clone = area.cloneNode(true);
+  clone.querySelectorAll('.widget-slider, .widget-readout').forEach((n) => n.remove());
+  const images = Array.from(area.querySelectorAll('img')).map((img) => ({
+    src: img.src.length + ':' + img.src.slice(-64),
+    width: img.naturalWidth,
+    visible: img.getBoundingClientRect().width > 0,
+  }));
+  // Errors raised inside a widget's Output context are rendered there as
+  // stderr text; JupyterLab draws an error output and a stderr stream with
+  // the same markup, so recognise a traceback by its text.
+  const tracebacks = [];
+  area.querySelectorAll('.widget-output .jp-OutputArea-output').forEach((out) => {
+    const text = out.textContent || '';
+    const tail = text.split('\\n').slice(-3).join('\\n');
+    if (/Traceback \\(most recent call last\\)/.test(text)
+        || /^\\s*[A-Za-z_][\\w.]*(Error|Exception)\\b.*$/m.test(tail)) {
+      tracebacks.push(text.trim().split('\\n').slice(-1)[0]);
+    }
+  });
+  const broken = [];
+  const whole = area.textContent || '';
+  for (const phrase of ['Error displaying widget', 'Error rendering output item',
+                        'Loading widget...', 'Failed to load model class']) {
+    if (whole.includes(phrase)) { broken.push(phrase); }
+  }
+  return {
+    widgets: area.querySelectorAll('.jupyter-widgets').length,
+    sliders: area.querySelectorAll('.widget-slider .noUi-handle').length,
+    text: clone.textContent,
+    images,
+    tracebacks,
+    broken,
+  };
+}"""
+)
+
+# Entries of the log console at error level: where JupyterLab puts output of
+# kernel messages that belong to no cell, e.g. an exception raised by a
+# widget callback outside any Output widget.
+_LOG_ERRORS_JS = """
+() => Array.from(document.querySelectorAll('.jp-LogConsolePanel [data-log-level]'))
+  .filter((p) => ['error', 'critical'].includes(p.dataset.logLevel))
+  .map((p) => {
+    const out = p.parentElement.querySelector('.jp-OutputArea-output');
+    const lines = (out ? out.textContent : '').trim().split('\\n');
+    return lines[lines.length - 1];
+  })
+"""
+
+_LOG_COUNT_JS = """
+() => {
+  const item = document.querySelector('.jp-LogConsoleStatusItem');
+  const n = item ? parseInt(item.textContent.trim(), 10) : NaN;
+  return Number.isNaN(n) ? 0 : n;
+}
+"""
+
+
+# --------------------------------------------------------------------------
+# The checker
+# --------------------------------------------------------------------------
+
+
+def _wait_for_run(page: Any, path: str, plans: list[CellPlan], timeout: float) -> dict:
+    """Wait until every cell that will run has run and the kernel is idle.
+
+    JupyterLab stops "Run All" at the first unexpected error, and the cells
+    after it never get a count; so "done" is either every count present, or
+    an idle kernel with no queued cell ("[*]") that stays so for a while.
+    """
+    expected = [p.index for p in plans if p.runs]
+    deadline = time.monotonic() + timeout
+    settled_since: float | None = None
+    state: dict = {}
+    while time.monotonic() < deadline:
+        state = page.evaluate(_STATE_JS, path) or {}
+        cells = state.get("cells", [])
+        idle = state.get("kernel") == "idle"
+        queued = any(c["prompt"].startswith("[*]") for c in cells)
+        counted = len(cells) == len(plans) and all(cells[i]["count"] is not None for i in expected)
+        if idle and not queued and counted:
+            return state
+        if idle and not queued:
+            settled_since = settled_since or time.monotonic()
+            if time.monotonic() - settled_since > 4:
+                return state
+        else:
+            settled_since = None
+        time.sleep(0.5)
+    state["timed_out"] = True
+    return state
+
+
+def _wait_kernel_idle(page: Any, path: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = page.evaluate(_STATE_JS, path) or {}
+        if state.get("kernel") == "idle":
+            return
+        time.sleep(0.3)
+
+
+def _cell_view(page: Any, path: str, index: int) -> dict:
+    return page.evaluate(_CELL_VIEW_JS, [path, index])
+
+
+def _move_slider(page: Any, cell: Any) -> str:
+    """Move the first slider of a cell one step with the keyboard.
+
+    Arrow keys on the focused handle are what a keyboard user does, and unlike
+    a drag they do not depend on the slider's pixel width.
+    """
+    handle = cell.locator(".widget-slider .noUi-handle").first
+    handle.scroll_into_view_if_needed()
+    now = handle.get_attribute("aria-valuenow")
+    top = handle.get_attribute("aria-valuemax")
+    key = "ArrowLeft" if now is not None and now == top else "ArrowRight"
+    handle.focus()
+    page.keyboard.press(key)
+    return f"{now} -> {key}"
+
+
+def _check_widget_cell(
+    page: Any, path: str, plan: CellPlan, report: NotebookReport, slider_timeout: float
+) -> None:
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(plan.index)
+    label = f"cell {plan.index + 1}"
+    deadline = time.monotonic() + WIDGET_RENDER_TIMEOUT
+    view = _cell_view(page, path, plan.index)
+    # Widget views attach after the kernel replies; give them time to appear.
+    while view["widgets"] == 0 and not view["broken"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+        view = _cell_view(page, path, plan.index)
+    if view["broken"]:
+        report.problem(f"{label}: the widget failed to display ({', '.join(view['broken'])})")
+        return
+    if view["widgets"] == 0:
+        report.problem(f"{label}: expected a widget, none rendered")
+        return
+    if not cell.locator(".jupyter-widgets").first.is_visible():
+        report.problem(f"{label}: the widget is in the page but not visible")
+        return
+    if view["sliders"] == 0:
+        report.notes.append(f"{label}: widget without a slider, nothing to move")
+        return
+    if not cell.locator(".widget-slider").first.is_visible():
+        report.problem(f"{label}: the slider is not visible")
+        return
+    # The first render may still be arriving (the Output widget fills after
+    # the cell's reply); wait for the view to stop changing before moving.
+    settle_deadline = time.monotonic() + 10
+    while time.monotonic() < settle_deadline:
+        time.sleep(0.5)
+        again = _cell_view(page, path, plan.index)
+        if (again["text"], again["images"]) == (view["text"], view["images"]):
+            break
+        view = again
+    before = view
+    log_before = page.evaluate(_LOG_COUNT_JS)
+    move = _move_slider(page, cell)
+    deadline = time.monotonic() + slider_timeout
+    after = before
+    changed = False
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        after = _cell_view(page, path, plan.index)
+        changed = (after["text"], after["images"]) != (before["text"], before["images"])
+        # Stop early on a visible failure: no point waiting out the timeout.
+        if after["tracebacks"] or page.evaluate(_LOG_COUNT_JS) > log_before:
+            break
+        if changed:
+            break
+    _wait_kernel_idle(page, path, 30)
+    time.sleep(1.0)  # let the last display messages of the callback land
+    after = _cell_view(page, path, plan.index)
+    changed = (after["text"], after["images"]) != (before["text"], before["images"])
+    report.sliders_moved += 1
+    if not changed:
+        report.problem(
+            f"{label}: moving the slider ({move}) did not change what the widget shows "
+            f"within {slider_timeout:.0f}s"
+        )
+    for text in after["tracebacks"]:
+        report.problem(f"{label}: after moving the slider the widget shows an error: {text}")
+    broken_images = [img for img in after["images"] if img["width"] == 0]
+    if broken_images:
+        report.problem(f"{label}: {len(broken_images)} image(s) in the widget failed to load")
+
+
+def _check_graph_cell(page: Any, path: str, plan: CellPlan, report: NotebookReport) -> None:
+    view = _cell_view(page, path, plan.index)
+    shown = [img for img in view["images"] if img["width"] > 0 and img["visible"]]
+    if shown:
+        report.graph_images += 1
+    else:
+        report.problem(
+            f"cell {plan.index + 1}: calls draw_graph but shows no image "
+            f"({len(view['images'])} <img>, none loaded and visible)"
+        )
+
+
+def check_notebook(
+    context: Any,
+    server: LabServer,
+    path: str,
+    disk_path: Path,
+    *,
+    artifacts: Path | None = None,
+    slider_timeout: float = SLIDER_RESPONSE_TIMEOUT,
+) -> NotebookReport:
+    """Open `path` in JupyterLab, run all cells, and report what is wrong.
+
+    `path` is relative to the server's root; `disk_path` is the same notebook
+    on disk (its tags and sources say what to expect). On failure, and when
+    `artifacts` is given, screenshots, the page HTML and the console log are
+    written there. The notebook's kernel is shut down before returning, and
+    nothing is saved back to disk.
+    """
+    started = time.monotonic()
+    report = NotebookReport(name=Path(path).stem)
+    plans = plan_notebook(disk_path)
+    page = context.new_page()
+    page.on("console", lambda msg: report.console.append(f"[{msg.type}] {msg.text}"))
+    page.on("pageerror", lambda err: report.console.append(f"[pageerror] {err}"))
+    try:
+        _run_and_inspect(page, server, path, plans, report, slider_timeout)
+    except Exception as exc:  # noqa: BLE001 - a crash of the checker is a finding too
+        report.problem(f"the browser check itself failed: {type(exc).__name__}: {exc}")
+    finally:
+        report.seconds = time.monotonic() - started
+        if not report.ok and artifacts is not None:
+            save_artifacts(page, server, path, plans, report, artifacts)
+        try:
+            server.shutdown_sessions(path)
+        finally:
+            # run_before_unload=False (the default): the page is dirty after
+            # running, and a "leave page?" prompt must not block closing.
+            page.close()
+    return report
+
+
+def _run_and_inspect(
+    page: Any,
+    server: LabServer,
+    path: str,
+    plans: list[CellPlan],
+    report: NotebookReport,
+    slider_timeout: float,
+) -> None:
+    page.goto(server.lab_url(path), wait_until="domcontentloaded")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000 * _SCALE)
+    # Wait for the kernel JupyterLab starts for the notebook to be ready.
+    page.wait_for_function(
+        "(path) => { const findPanel = "
+        + _PANEL_JS
+        + "; const p = findPanel(path); const s = p && p.sessionContext.session;"
+        " return !!(s && s.kernel && s.kernel.status === 'idle'); }",
+        arg=path,
+        timeout=120_000 * _SCALE,
+    )
+    # Run > Run All Cells, through the menu as a learner would.
+    page.locator("#jp-MainMenu .lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
+    state = _wait_for_run(page, path, plans, NOTEBOOK_RUN_TIMEOUT)
+    if state.get("timed_out"):
+        report.problem(f"the notebook did not finish running within {NOTEBOOK_RUN_TIMEOUT:.0f}s")
+    cells = state.get("cells", [])
+    if len(cells) != len(plans):
+        report.problem(f"the page shows {len(cells)} cells, the file has {len(plans)}")
+        return
+
+    for plan, cell in zip(plans, cells, strict=True):
+        label = f"cell {plan.index + 1}"
+        if plan.runs and cell["count"] is None:
+            report.problem(f"{label} never ran (execution stopped before it?)")
+        errors = [o for o in cell["outputs"] if o["type"] == "error"]
+        if errors and not plan.may_raise:
+            first = errors[0]
+            report.problem(f"{label} shows an error: {first['ename']}: {first['evalue']}")
+        if plan.may_raise and plan.runs and cell["count"] is not None and not errors:
+            report.notes.append(f"{label} is tagged raises-exception but raised nothing")
+
+    for plan in plans:
+        if plan.expects_graph_image:
+            _check_graph_cell(page, path, plan, report)
+    for plan in plans:
+        if plan.expects_widget:
+            _check_widget_cell(page, path, plan, report, slider_timeout)
+
+    # Every picture on the page should have loaded, not only the ones above.
+    broken = page.evaluate(
+        "() => Array.from(document.querySelectorAll('.jp-Notebook img'))"
+        ".filter((img) => img.complete && img.naturalWidth === 0).length"
+    )
+    if broken:
+        report.problem(f"{broken} image(s) in the notebook failed to load")
+
+    # Finally, the log console: exceptions from widget callbacks that ran
+    # outside any Output widget end up there and nowhere else.
+    if page.evaluate(_LOG_COUNT_JS):
+        page.evaluate(
+            "() => window.jupyterapp.commands.execute('logconsole:open',"
+            " {insertMode: 'split-bottom'})"
+        )
+        page.wait_for_selector(".jp-LogConsolePanel", timeout=10_000)
+        time.sleep(0.5)
+        for text in page.evaluate(_LOG_ERRORS_JS):
+            report.problem(f"the log console shows an error (a widget callback?): {text}")
+
+
+def save_artifacts(
+    page: Any,
+    server: LabServer,
+    path: str,
+    plans: list[CellPlan],
+    report: NotebookReport,
+    folder: Path,
+) -> None:
+    """Write what is needed to see the failure without re-running it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    report.artifacts = folder
+    (folder / "problems.txt").write_text(report.describe() + "\n", encoding="utf-8")
+    (folder / "console.log").write_text("\n".join(report.console) + "\n", encoding="utf-8")
+    (folder / "server.log").write_text(server.log_tail(400) + "\n", encoding="utf-8")
+    try:
+        page.screenshot(path=str(folder / "page.png"), full_page=True)
+        (folder / "page.html").write_text(page.content(), encoding="utf-8")
+        # The notebook scrolls inside its own panel, so a page screenshot shows
+        # only part of it; a picture of each cell named in a problem helps.
+        wanted = {
+            int(m.group(1)) - 1
+            for p in report.problems
+            for m in [re.match(r"cell (\d+)", p)]
+            if m is not None
+        }
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        for index in sorted(wanted):
+            if index < cells.count():
+                cells.nth(index).screenshot(path=str(folder / f"cell-{index + 1:02d}.png"))
+    except Exception as exc:  # noqa: BLE001 - keep whatever was saved so far
+        (folder / "screenshot-error.txt").write_text(repr(exc), encoding="utf-8")

@@ -1,0 +1,374 @@
+"""Tests of backproplab.check: compare, Report/Check and diagnose."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from backproplab.check import Check, Report, compare, diagnose
+
+SETTINGS = settings(max_examples=25, deadline=None)
+
+
+def shapes(min_dims: int = 1, max_dims: int = 3, min_side: int = 2, max_side: int = 6):
+    return st.lists(st.integers(min_side, max_side), min_size=min_dims, max_size=max_dims).map(
+        tuple
+    )
+
+
+def ref_tensor(shape: tuple[int, ...], seed: int, dtype=torch.float32) -> torch.Tensor:
+    """A 'correct gradient': random, with no zeros and no accidental symmetry."""
+    g = torch.Generator().manual_seed(seed)
+    t = torch.rand(shape, generator=g, dtype=torch.float64) + 0.5
+    sign = torch.randint(0, 2, shape, generator=g).to(torch.float64) * 2 - 1
+    return (t * sign).to(dtype)
+
+
+seeds = st.integers(0, 10_000)
+
+
+# --------------------------------------------------------------------------
+# Report / Check
+# --------------------------------------------------------------------------
+
+
+def test_report_str_bool_and_assert_ok():
+    good = Report((Check("dx", True, "exact", "exact match"),))
+    bad = Report((Check("dx", True, "exact", "exact match"), Check("dw", False, "mismatch", "no")))
+    assert str(good) == "✓ dx: exact match"
+    assert str(bad).splitlines() == ["✓ dx: exact match", "✗ dw: no"]
+    assert good.ok and bool(good) and not bad.ok and not bad
+    assert good.assert_ok() is good
+    with pytest.raises(AssertionError) as info:
+        bad.assert_ok()
+    assert str(info.value) == str(bad)
+    assert bad["dw"].verdict == "mismatch" and bad[0].name == "dx" and len(bad) == 2
+
+
+def test_report_title_and_warning_symbol():
+    r = Report((Check("ctx", True, "warning", "careful"),), title="Title")
+    assert str(r) == "Title\n⚠ ctx: careful"
+    assert r.ok
+
+
+def test_html_is_escaped_and_coloured():
+    r = compare("<dz/dx>", torch.tensor([1.0, 2.0]), torch.tensor([1.0, 3.0]))
+    page = r._repr_html_()
+    assert "&lt;dz/dx&gt;" in page and "<dz/dx>" not in page
+    assert "#cf222e" in page  # red for a failure
+    assert "#1a7f37" in compare("x", 1.0, 1.0)._repr_html_()  # green for a pass
+
+
+# --------------------------------------------------------------------------
+# compare: verdicts and messages
+# --------------------------------------------------------------------------
+
+
+def test_exact_close_mismatch():
+    ref = torch.tensor([1.0, 2.0, 3.0])
+    exact = compare("dx", ref.clone(), ref)
+    assert str(exact) == "✓ dx: exact match"
+    close = compare("dx", ref + 1e-6, ref)
+    assert close.ok and close[0].verdict == "close"
+    assert "rtol=1.3e-06, atol=1e-05 for float32" in str(close)
+    wrong = compare("dx", torch.tensor([1.0, 2.0, 4.0]), ref)
+    assert not wrong.ok and wrong[0].verdict == "mismatch"
+    assert wrong[0].max_abs_diff == pytest.approx(1.0)
+    assert wrong[0].rel_error == pytest.approx(1 / 3)
+    assert "max abs diff 1" in str(wrong) and "relative error 0.333" in str(wrong)
+    assert "worst entry [2]: yours 4, expected 3" in str(wrong)
+
+
+def test_shape_mismatch_message_and_transpose():
+    ref = ref_tensor((5, 3), 0)
+    r = compare("dW", ref.T, ref)
+    assert str(r).startswith("✗ dW: dW has shape (3, 5); expected (5, 3)")
+    assert "transposed" in str(r)
+    assert r[0].verdict == "shape"
+    # Reversed shape but values unrelated: still says it looks transposed.
+    other = compare("dW", ref_tensor((3, 5), 1), ref)
+    assert "looks transposed" in str(other)
+
+
+def test_assertion_message_reads_on_its_own():
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    (x**2).sum().backward()
+    with pytest.raises(AssertionError) as info:
+        compare("dz/dx", -2 * x.detach(), x.grad).assert_ok()
+    text = str(info.value)
+    assert text.startswith("✗ dz/dx: mismatch")
+    assert "sign is flipped" in text
+    assert "max abs diff 8" in text
+
+
+def test_numbers_int_float_and_numpy():
+    assert compare("dz/dx", 20, torch.tensor(20.0))[0].verdict == "exact"
+    assert compare("dz/dx", 20.0, torch.tensor([20.0])).ok  # a number fits any 1-element shape
+    assert compare("dz/dx", np.array([1.0, 2.0]), torch.tensor([1.0, 2.0])).ok
+    assert compare("dz/dx", np.float32(3.0), 3).ok
+    assert compare("dz/dx", [[1, 2], [3, 4]], torch.tensor([[1.0, 2], [3, 4]])).ok
+    ints = compare("n", torch.tensor([1, 2]), torch.tensor([1, 3]))
+    assert not ints.ok and "integers" in str(ints)
+    # Integer vs float tensors: compared by value, the dtype difference noted.
+    mixed = compare("dx", torch.tensor([1, 2]), torch.tensor([1.0, 2.0]))
+    assert mixed.ok and "dtype int64 vs float32" in str(mixed)
+
+
+def test_float32_vs_float64_uses_looser_tolerance_and_notes_dtype():
+    ref64 = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
+    r = compare("dx", ref64.float(), ref64)
+    assert r.ok and r[0].verdict == "close"
+    assert "for float32" in str(r) and "dtype float32 vs float64" in str(r)
+    # The same values, both float64, are held to the float64 tolerance.
+    # A float32 matmul copied into float64 is held to the float64 tolerance,
+    # and the diagnosis recognises accumulated float32 round-off.
+    x = torch.randn(30, 30, generator=torch.Generator().manual_seed(0))
+    strict = compare("dx", (x @ x).double(), x.double() @ x.double())
+    assert not strict.ok and "round-off" in str(strict)
+
+
+def test_explicit_tolerance_overrides_default():
+    r = compare("dx", 1.01, 1.0, rtol=0.02)
+    assert r.ok and "rtol=0.02" in str(r)
+    assert not compare("dx", 1.01, 1.0).ok
+    with pytest.raises(ValueError, match="rtol"):
+        compare("dx", 1.0, 1.0, rtol=-1)
+
+
+def test_nan_and_inf_positions():
+    nan = torch.tensor([1.0, math.nan])
+    assert compare("dx", nan, nan.clone()).ok  # NaN in the same place on both sides
+    assert compare("dx", torch.tensor([math.inf]), torch.tensor([math.inf])).ok
+    r = compare("dx", nan, torch.tensor([1.0, 2.0]))
+    assert not r.ok and "NaN" in str(r)
+
+
+@pytest.mark.parametrize(
+    ("bad", "kind"),
+    [("3", "str"), (None, "None"), (True, "bool"), ({"a": 1}, "dict"), (["a"], "list")],
+)
+def test_bad_inputs_name_the_argument(bad, kind):
+    expected = rf"^manual: expected a tensor, number or numpy array, got.*{kind}"
+    with pytest.raises(TypeError, match=expected):
+        compare("dx", bad, torch.tensor(1.0))
+    with pytest.raises(TypeError, match=r"^reference: expected a tensor"):
+        compare("dx", torch.tensor(1.0), bad)
+    with pytest.raises(TypeError, match=r"^manual: "):
+        diagnose(bad, torch.tensor(1.0))
+
+
+def test_bool_tensor_and_bad_name_rejected():
+    with pytest.raises(TypeError, match="manual: .*boolean tensor"):
+        compare("dx", torch.tensor([True]), torch.tensor([1.0]))
+    with pytest.raises(TypeError, match="name: expected a str"):
+        compare(3, 1.0, 1.0)
+
+
+# --------------------------------------------------------------------------
+# diagnose: one test per mistake, each built by applying exactly that mistake
+# --------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(m=st.integers(2, 6), n=st.integers(2, 6), seed=seeds)
+def test_diagnose_transposed(m, n, seed):
+    ref = ref_tensor((m, n), seed)
+    d = diagnose(ref.T.contiguous(), ref)
+    assert d is not None and "transposed" in d
+    assert "transposed" in str(compare("dW", ref.T, ref))
+
+
+@SETTINGS
+@given(shape=shapes(2, 4, 2, 4), seed=seeds)
+def test_diagnose_permuted_dims(shape, seed):
+    ref = ref_tensor(shape, seed)
+    perm = tuple(reversed(range(ref.ndim)))
+    if ref.permute(perm).shape == ref.shape and ref.ndim == 2:
+        perm = (1, 0)
+    d = diagnose(ref.permute(perm).contiguous(), ref)
+    assert d is not None and ("transposed" in d or "wrong order" in d)
+
+
+@SETTINGS
+@given(batch=st.integers(2, 7), feat=shapes(1, 2), seed=seeds)
+def test_diagnose_missing_sum_over_batch(batch, feat, seed):
+    per_sample = ref_tensor((batch, *feat), seed)
+    ref = per_sample.sum(0)
+    d = diagnose(per_sample, ref)
+    assert d is not None
+    assert "forgot to sum over dimension 0 (the broadcast batch dimension)" in d
+    text = str(compare("db", per_sample, ref))
+    assert text.startswith("✗ db: db has shape (") and "forgot to sum over dimension 0" in text
+
+
+@SETTINGS
+@given(rows=st.integers(2, 5), cols=st.integers(2, 5), seed=seeds)
+def test_diagnose_missing_keepdim_sum(rows, cols, seed):
+    full = ref_tensor((rows, cols), seed)
+    ref = full.sum(1, keepdim=True)  # a (rows, 1) bias broadcast along dim 1
+    d = diagnose(full, ref)
+    assert d is not None and "forgot to sum over dimension 1" in d and "keepdim=True" in d
+
+
+def test_diagnose_mean_instead_of_missing_sum():
+    full = ref_tensor((4, 3), 0)
+    d = diagnose(full, full.mean(0))
+    assert d is not None and "mean" in d
+
+
+def test_diagnose_reduced_where_reference_keeps():
+    full = ref_tensor((4, 3), 0)
+    d = diagnose(full.sum(0), full)
+    assert d is not None and "summed over dimension 0" in d
+
+
+def test_diagnose_right_values_wrong_shape():
+    ref = ref_tensor((3, 1), 0)
+    d = diagnose(ref.reshape(3), ref)
+    assert d is not None and "reshape(3, 1)" in d
+
+
+@SETTINGS
+@given(shape=shapes(0, 3, 1, 5), seed=seeds)
+def test_diagnose_sign_flip(shape, seed):
+    ref = ref_tensor(shape, seed)
+    d = diagnose(-ref, ref)
+    assert d is not None and "sign is flipped" in d
+
+
+@SETTINGS
+@given(shape=shapes(1, 3, 4, 7), dim=st.integers(0, 2), seed=seeds)
+def test_diagnose_average_instead_of_sum(shape, dim, seed):
+    dim = min(dim, len(shape) - 1)
+    ref = ref_tensor(shape, seed)
+    n = shape[dim]
+    d = diagnose(ref / n, ref)
+    assert d is not None
+    assert f"off by a factor of 1/N with N = {n}, the size of dimension" in d
+    assert "average instead of sum" in d
+    up = diagnose(ref * n, ref)
+    assert up is not None and f"N = {n}" in up
+
+
+def test_diagnose_one_over_n_message_exact_wording():
+    ref = ref_tensor((5, 3), 0)
+    d = diagnose(ref / 5, ref)
+    assert "off by a factor of 1/N with N = 5, the size of dimension 0: did you average" in d
+
+
+@SETTINGS
+@given(shape=shapes(0, 3, 1, 5), seed=seeds)
+def test_diagnose_doubled_names_both_possibilities(shape, seed):
+    ref = ref_tensor(shape, seed)
+    d = diagnose(2 * ref, ref)
+    assert d is not None and "exactly 2 ×" in d
+    assert "stray factor 2" in d and "zero_grad" in d and ".grad" in d
+    half = diagnose(ref / 2, ref)
+    assert half is not None and "missing factor 2" in half and "zero_grad" in half
+
+
+@SETTINGS
+@given(shape=shapes(0, 3, 1, 5), seed=seeds)
+def test_diagnose_tripled_accumulation(shape, seed):
+    ref = ref_tensor(shape, seed)
+    d = diagnose(3 * ref, ref)
+    assert d is not None and "3 backward passes" in d and "zero_grad" in d
+
+
+def test_diagnose_generic_factor_and_negative_factor():
+    ref = ref_tensor((4,), 0)
+    d = diagnose(1.7 * ref, ref)
+    assert d is not None and "constant factor of about 1.7" in d
+    neg = diagnose(-2 * ref, ref)
+    assert neg is not None and "sign is flipped" in neg and "factor of 2" in neg
+    # Two scalars always differ by "some factor": that is no diagnosis.
+    assert diagnose(19.0, torch.tensor(20.0)) is None
+
+
+@SETTINGS
+@given(shape=shapes(0, 3, 1, 5), seed=seeds)
+def test_diagnose_all_zeros(shape, seed):
+    ref = ref_tensor(shape, seed)
+    d = diagnose(torch.zeros_like(ref), ref)
+    assert d is not None and "all zeros" in d
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_diagnose_nan_inf(bad):
+    ref = ref_tensor((2, 3), 0)
+    manual = ref.clone()
+    manual[1, 2] = bad
+    d = diagnose(manual, ref)
+    word = "NaN" if math.isnan(bad) else "inf"
+    assert d is not None and word in d and "[1, 2]" in d
+
+
+# --------------------------------------------------------------------------
+# diagnose never accuses a right answer, nor invents a mistake
+# --------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(shape=shapes(0, 3, 1, 6), seed=seeds)
+def test_correct_and_float32_roundoff_never_diagnosed(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    y = torch.randn(shape, generator=g, dtype=torch.float64)
+    exact = 2 * x * y + x.sin()
+    f32 = 2 * x.float() * y.float() + x.float().sin()  # the same maths in float32
+    for manual, ref in ((exact, exact), (f32, exact), (exact, f32), (f32, f32.double())):
+        report = compare("g", manual, ref)
+        assert report.ok, str(report)
+        assert diagnose(manual, ref) is None
+
+
+@SETTINGS
+@given(shape=shapes(1, 3, 2, 5), seed=seeds)
+def test_unrelated_values_get_no_diagnosis(shape, seed):
+    a = ref_tensor(shape, seed)
+    b = ref_tensor(shape, seed + 1)
+    assert diagnose(a, b) is None
+
+
+# --------------------------------------------------------------------------
+# properties of compare
+# --------------------------------------------------------------------------
+
+finite = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False, width=32)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    data=st.data(),
+    shape=shapes(0, 2, 1, 4),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+)
+def test_compare_symmetric_and_never_crashes(data, shape, dtype):
+    n = math.prod(shape)
+    a = torch.tensor(data.draw(st.lists(finite, min_size=n, max_size=n)), dtype=dtype)
+    b_vals = data.draw(st.lists(finite, min_size=n, max_size=n))
+    b = torch.tensor(b_vals, dtype=dtype).reshape(shape)
+    a = a.reshape(shape)
+    for manual, ref in ((a, b), (a, a.clone()), (a, -a), (a, 2 * a)):
+        one, two = compare("g", manual, ref), compare("g", ref, manual)
+        # The closeness test is symmetric, so ok and verdict never change on a swap
+        # (only rel_error, which is relative to the reference, does).
+        assert one.ok == two.ok
+        assert one[0].verdict == two[0].verdict
+        str(one), one._repr_html_()
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), shape=shapes(0, 3, 1, 4))
+def test_compare_never_crashes_on_extreme_finite_values(data, shape):
+    n = math.prod(shape)
+    values = st.floats(allow_nan=False, allow_infinity=False)
+    a = torch.tensor(data.draw(st.lists(values, min_size=n, max_size=n)), dtype=torch.float64)
+    b = torch.tensor(data.draw(st.lists(values, min_size=n, max_size=n)), dtype=torch.float64)
+    r = compare("g", a.reshape(shape), b.reshape(shape))
+    assert isinstance(str(r), str) and r[0].verdict in {"exact", "close", "mismatch"}
