@@ -6,10 +6,13 @@
 ['MulBackward0', 'AccumulateGrad']
 
 ``plot`` and ``widgets`` import matplotlib and ipywidgets only when one of
-their functions is first called, so ``import backproplab`` stays light.
+their functions is first called, and ``course`` (nbformat) loads on first
+use, so ``import backproplab`` costs little more than ``import torch``.
 """
 
-from . import course, data, plot, widgets
+import importlib
+
+from . import data, plot, widgets
 from .check import (
     Check,
     Report,
@@ -24,6 +27,15 @@ from .graph import Edge, Graph, LeafInfo, Node, SavedTensor, describe
 from .trace import Step, TensorInfo, Trace, trace_backward
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # nbformat pulls in jsonschema, over a second of import time that only
+    # instructors releasing assignments need.
+    if name == "course":
+        return importlib.import_module(".course", __name__)
+    raise AttributeError(f"module 'backproplab' has no attribute {name!r}")
+
 
 __all__ = [
     "Check", "Edge", "Graph", "LeafInfo", "Node", "Report", "SavedTensor", "Step",

@@ -185,7 +185,7 @@ def fit_plot(
 
     Example:
         >>> ax = fit_plot([0, 1, 2], [1, 3, 5], {"true": (2.0, 1.0)})
-        >>> list(ax.get_lines()[0].get_ydata())
+        >>> [float(v) for v in ax.get_lines()[0].get_ydata()]
         [1.0, 5.0]
     """
     xs = _to_float_list(x, "x")

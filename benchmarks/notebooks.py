@@ -14,6 +14,7 @@ no single notebook takes over 20 s.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,8 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 SINGLE_LIMIT_S = 20.0
 SUITE_FACTOR = 2.0
+# The same single torch thread the test suite gives its kernels (tests/conftest.py).
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def nbval_seconds(path: Path, repeat: int) -> float:
@@ -33,7 +36,7 @@ def nbval_seconds(path: Path, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=ENV)
         elapsed = time.perf_counter() - start
         if done.returncode != 0:
             sys.exit(f"{path.name} failed under nbval:\n{done.stdout[-3000:]}")

@@ -282,11 +282,9 @@ class LabServer:
 
 # A call of draw_graph, but not its definition (a fixture defines its own).
 _DRAW_GRAPH_CALL = re.compile(r"(?<!def )\bdraw_graph\s*\(")
-# Cells that build a widget: the course's helpers or ipywidgets directly.
-_WIDGET_CALL = re.compile(
-    r"\bbl\.widgets\.\w+\s*\(|\bbackproplab\.widgets\.\w+\s*\(|"
-    r"\b(?:widgets|ipywidgets)\.[A-Z]\w*\s*\(|\binteract(?:ive)?\s*\("
-)
+# Cells that build a widget with ipywidgets directly (class names are
+# capitalised: widgets.IntSlider(...)).
+_IPYWIDGETS_CALL = re.compile(r"\b(?:widgets|ipywidgets)\.[A-Z]\w*\s*\(|\binteract(?:ive)?\s*\(")
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
@@ -319,9 +317,12 @@ def _code_only(source: str) -> str:
 def plan_notebook(path: Path) -> list[CellPlan]:
     """Read the notebook on disk and decide what each cell must show.
 
-    A widget is expected where the stored output holds a widget view, or
-    (for notebooks stored without outputs) where the source builds one; a
-    graph image is expected where the source calls draw_graph.
+    A widget is expected where the stored output holds a widget view or the
+    source builds an ipywidgets widget; a graph image where the source calls
+    draw_graph. Cells whose live output turns out to hold a widget view (a
+    bl.widgets explorer in a notebook stored without outputs) are added
+    after the run: a name match on `bl.widgets.` alone would also catch its
+    plain functions, such as train_linear.
     """
     book = nbformat.read(path, as_version=4)
     plans = []
@@ -338,7 +339,7 @@ def plan_notebook(path: Path) -> list[CellPlan]:
                 source=source,
                 tags=tuple(cell.metadata.get("tags", ())),
                 expects_widget=cell.cell_type == "code"
-                and (stored_widget or bool(_WIDGET_CALL.search(code))),
+                and (stored_widget or bool(_IPYWIDGETS_CALL.search(code))),
                 expects_graph_image=bool(_DRAW_GRAPH_CALL.search(code)),
             )
         )
@@ -411,6 +412,7 @@ _STATE_JS = (
         const o = m.outputs.get(k).toJSON();
         outputs.push({
           type: o.output_type,
+          widget: !!(o.data && o.data['application/vnd.jupyter.widget-view+json']),
           ename: o.ename || null,
           evalue: o.evalue || null,
         });
@@ -669,7 +671,10 @@ def check_notebook(
         report.problem(f"the browser check itself failed: {type(exc).__name__}: {exc}")
     finally:
         report.seconds = time.monotonic() - started
-        if not report.ok and artifacts is not None:
+        # BACKPROPLAB_BROWSER_SAVE=always keeps the pictures of a passing run
+        # too, to look at what the learner sees without breaking anything.
+        keep = not report.ok or os.environ.get("BACKPROPLAB_BROWSER_SAVE") == "always"
+        if keep and artifacts is not None:
             save_artifacts(page, server, path, plans, report, artifacts)
         try:
             server.shutdown_sessions(path)
@@ -724,8 +729,10 @@ def _run_and_inspect(
     for plan in plans:
         if plan.expects_graph_image:
             _check_graph_cell(page, path, plan, report)
-    for plan in plans:
-        if plan.expects_widget:
+    for plan, cell in zip(plans, cells, strict=True):
+        # The kernel said "show a widget here": whether or not the file
+        # promised one, the learner must see it render and respond.
+        if plan.expects_widget or any(o["widget"] for o in cell["outputs"]):
             _check_widget_cell(page, path, plan, report, slider_timeout)
 
     # Every picture on the page should have loaded, not only the ones above.
@@ -774,6 +781,8 @@ def save_artifacts(
             for m in [re.match(r"cell (\d+)", p)]
             if m is not None
         }
+        if report.ok:  # saved on request: show the cells the checks looked at
+            wanted |= {p.index for p in plans if p.expects_widget or p.expects_graph_image}
         cells = page.locator(".jp-Notebook .jp-Cell")
         for index in sorted(wanted):
             if index < cells.count():

@@ -105,8 +105,11 @@ def _run(
     context: Any, server: LabServer, folder: str, notebook: Path, artifacts: Path
 ) -> NotebookReport:
     shutil.rmtree(artifacts, ignore_errors=True)  # stale pictures would mislead
+    # Expectations come from the copy the server serves, not the repository
+    # file, which may have been edited since the session started.
+    served = server.root_dir / folder / notebook.name
     report = check_notebook(
-        context, server, f"{folder}/{notebook.name}", notebook, artifacts=artifacts
+        context, server, f"{folder}/{notebook.name}", served, artifacts=artifacts
     )
     print(
         f"{notebook.name}: {report.seconds:.1f}s, {report.sliders_moved} slider(s) moved, "

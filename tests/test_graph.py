@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 import torch
@@ -86,7 +87,10 @@ def test_after_backward_saved_tensors_are_freed_and_grads_shown():
     e = (t["a"] + t["b"]) * t["d"]
     e.backward()
     g = describe(e, names=t)
-    assert g.nodes[0].saved == (SavedTensor("other", None, None, True), SavedTensor("self", None, None, True))
+    assert g.nodes[0].saved == (
+        SavedTensor("other", None, None, True),
+        SavedTensor("self", None, None, True),
+    )
     assert g.node("d").leaf.grad == (5.0,) and g.node("d").leaf.has_grad
     assert g.to_text() == (
         "[0] MulBackward0  saved: other (freed), self (freed)\n"
@@ -132,7 +136,13 @@ def test_several_outputs_share_a_subgraph():
     t = scalars(a=2.0, b=3.0)
     y = t["a"] * t["b"]
     g = describe([y + 1, y * 2, y], names=t)
-    assert g.names() == ["AddBackward0", "MulBackward0", "MulBackward0", "AccumulateGrad", "AccumulateGrad"]
+    assert g.names() == [
+        "AddBackward0",
+        "MulBackward0",
+        "MulBackward0",
+        "AccumulateGrad",
+        "AccumulateGrad",
+    ]
     assert g.roots == (0, 1, 2)
     assert sum(n.fn is y.grad_fn for n in g.nodes) == 1
     assert g.to_text() == (
@@ -152,7 +162,13 @@ def test_leaf_output_is_a_one_node_graph():
     g = describe(x, names={"x": x})
     assert len(g.nodes) == 1 and g.edges == () and g.roots == (0,)
     n = g.nodes[0]
-    assert (n.name, n.kind, n.fn, n.leaf.name, n.leaf.value) == ("Leaf", "leaf", None, "x", (1.0, 1.0))
+    assert (n.name, n.kind, n.fn, n.leaf.name, n.leaf.value) == (
+        "Leaf",
+        "leaf",
+        None,
+        "x",
+        (1.0, 1.0),
+    )
     assert g.to_text() == "[0] Leaf  x  shape=(2,)  value=[1.0, 1.0]"
     # a leaf output also used by another output is the same node
     g2 = describe([x.sin(), x], names={"x": x})
@@ -166,7 +182,10 @@ def test_views_and_in_place_ops():
     c[1:].mul_(2)
     c[0] = a
     g = describe(c.sum(), names={"a": a, "b": b})
-    assert g.names() == ["SumBackward0", "CopySlices", "CopySlices", "CloneBackward0"] + ["AccumulateGrad"] * 2
+    assert (
+        g.names()
+        == ["SumBackward0", "CopySlices", "CopySlices", "CloneBackward0"] + ["AccumulateGrad"] * 2
+    )
     parts = b.unbind()
     g = describe(parts[0] * parts[2], names={"b": b})
     assert [(e.dst, e.input_nr) for e in g.edges] == [(1, 0), (1, 2), (2, 0)]
@@ -208,7 +227,10 @@ def test_custom_function():
     assert g.names() == ["MulBackward0", "SquareBackward", "AccumulateGrad"]
     assert [n.kind for n in g.nodes] == ["op", "custom", "leaf"]
     assert g.nodes[1].saved == (SavedTensor("saved_tensors[0]", (), "float32", False),)
-    assert "[1] SquareBackward  (custom Function)  saved: saved_tensors[0] (float32, ())" in g.to_text()
+    assert (
+        "[1] SquareBackward  (custom Function)  saved: saved_tensors[0] (float32, ())"
+        in g.to_text()
+    )
     s.backward()
     assert describe(s).nodes[1].saved == (SavedTensor("saved_tensors", None, None, True),)
 
@@ -226,6 +248,22 @@ def test_double_backward_graph():
 # -- size: no recursion --------------------------------------------------------
 
 
+def free_in_big_stack(holder: list) -> None:
+    """Drop the last references to a deep graph in a thread with a large stack.
+
+    Once Python has seen a node (any grad_fn / next_functions walk does),
+    torch 2.13 frees the chain through the Python wrappers recursively,
+    which overflows the default 8 MB stack at about 50,000 levels.
+    """
+    old = threading.stack_size(512 * 2**20)
+    try:
+        t = threading.Thread(target=holder.clear)
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old)
+
+
 def test_deep_chain_of_100000_ops():
     x = torch.tensor(0.5, requires_grad=True)
     y = x
@@ -234,24 +272,28 @@ def test_deep_chain_of_100000_ops():
     g = describe(y, names={"x": x})
     assert len(g.nodes) == 100_001 and len(g.edges) == 100_000
     assert g.nodes[-1].leaf.name == "x"
+    check_topological(g)
     text = g.to_text()
     assert len(text) < 100 * len(g.nodes)  # indentation is capped: linear size
     assert max(map(len, text.splitlines())) < 200
     assert text.count("[100000] AccumulateGrad  x") == 1
     dot = g.to_dot()
     assert dot.count(" -> ") == 100_000
+    holder = [y, g]
+    del y, g
+    free_in_big_stack(holder)
 
 
 def test_graph_of_a_million_nodes():
+    # 1000 groups of 1000 additions, each group stacked, then all stacked:
+    # 1,001,003 nodes but shallow, so freeing it needs no deep stack.
     x = torch.tensor(1.0, requires_grad=True)
-    s = x
-    for _ in range(1_000_000):
-        s = s + x  # one AddBackward0 per step, every one also pointing at x
-    g = describe(s, names={"x": x})
-    assert len(g.nodes) == 1_000_001 and len(g.edges) == 2_000_000
-    assert g.nodes[-1].leaf.name == "x" and len(g.in_edges(1_000_000)) == 1_000_000
-    assert g.names()[:2] == ["AddBackward0", "AddBackward0"]
-    del s, g
+    out = torch.stack([torch.stack([x + 1 for _ in range(1000)]) for _ in range(1000)]).sum()
+    g = describe(out, names={"x": x})
+    assert len(g.nodes) == 1_001_003 and len(g.edges) == 2_001_001
+    assert g.names()[:3] == ["SumBackward0", "StackBackward0", "StackBackward0"]
+    assert g.nodes[-1].leaf.name == "x" and len(g.in_edges(len(g.nodes) - 1)) == 1_000_000
+    check_topological(g)
 
 
 # -- bad input -----------------------------------------------------------------
@@ -267,7 +309,12 @@ def test_graph_of_a_million_nodes():
         (torch.ones(2), None, ValueError, r"outputs: expected tensors that require grad"),
         ("grad", ["w"], TypeError, r"names: expected a mapping from str to torch.Tensor, got list"),
         ("grad", {1: torch.ones(1)}, TypeError, r"names: expected str keys, got int key 1"),
-        ("grad", {"w": 2.0}, TypeError, r"names: expected torch.Tensor values, got float for key 'w'"),
+        (
+            "grad",
+            {"w": 2.0},
+            TypeError,
+            r"names: expected torch.Tensor values, got float for key 'w'",
+        ),
     ],
 )
 def test_bad_input(outputs, names, error, pattern):
@@ -340,7 +387,7 @@ def test_dot_is_valid_and_quotes_awkward_names():
     g = describe([parts[0] * parts[1], Square.apply(x).sum()], names={'w "weights"\\': w, "x": x})
     nodes, edges = parse_dot(g.to_dot())
     assert len(nodes) == len(g.nodes) and len(edges) == len(g.edges)
-    assert r'w \"weights\"\\' in g.to_dot()
+    assert r"w \"weights\"\\" in g.to_dot()
     assert '[label="output 1"]' in g.to_dot()
     parse_dot(E_DOT)
 

@@ -31,7 +31,7 @@ except ImportError:
         "nbgrader is not installed (pip install 'backproplab[course]')", allow_module_level=True
     )
 
-pytestmark = pytest.mark.nbgrader
+pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "course" / "00-fixture.ipynb"

@@ -119,7 +119,7 @@ def test_stepper_inputs_are_checked():
         widgets.step_text(trace, 1.0)
 
 
-# --------------------------------------------------------------------------- backward_stepper widget
+# ----------------------------------------------------------------- backward_stepper widget
 
 
 def test_backward_stepper_follows_the_slider():

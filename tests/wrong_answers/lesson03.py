@@ -12,7 +12,7 @@ WRONG = {
     ),
     # Accumulates the micro-batch means without dividing by k.
     "l03-microbatch": (
-        "for X_part, t_part in zip(X_ex.chunk(k_ex), t_ex.chunk(k_ex)):\n"
+        "for X_part, t_part in zip(X_ex.chunk(k_ex), t_ex.chunk(k_ex), strict=True):\n"
         "    ((X_part @ w_acc - t_part) ** 2).mean().backward()\n",
         "factor 3",
     ),

@@ -18,6 +18,6 @@ WRONG = {
     # Runs backward again without clearing the stale gradient first.
     "l04-stale-grad": (
         "loss_fn(q).backward()\n",
-        "not zeroed",
+        "accumulated over 3 backward passes",
     ),
 }

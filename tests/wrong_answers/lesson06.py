@@ -13,7 +13,7 @@ z.backward()
 dz_dx = x.grad
 print(dy_dx, dz_dx)
 """,
-        "accumulated",
+        "not zeroed",
     ),
     # The sum of the two losses instead of their average.
     "l06-one-pass": (
