@@ -93,7 +93,8 @@ class Check:
     """One checked item: a name, a verdict and a sentence explaining it.
 
     ``verdict`` is one of ``"exact"``, ``"close"``, ``"mismatch"``,
-    ``"shape"``, ``"error"``, ``"pass"``, ``"fail"``, ``"warning"``.
+    ``"shape"``, ``"missing"`` (no answer: None), ``"error"``, ``"pass"``,
+    ``"fail"``, ``"warning"``.
     A ``"warning"`` is ``ok`` but printed with ``⚠`` so it is not missed.
 
     >>> str(Check("dx", True, "exact", "exact match"))
@@ -207,8 +208,16 @@ def compare(
     """
     if not isinstance(name, str):
         raise TypeError(f"name: expected a str, got {_type_name(name)}")
-    m = _as_value(manual, "manual")
     r = _as_value(reference, "reference")
+    if manual is None:
+        # In a graded cell this is an unanswered exercise or a .grad that was
+        # never filled: a failed check the learner can read, not a TypeError.
+        return Report((Check(
+            name, False, "missing",
+            f"{name} is None: no value yet (a .grad stays None until backward() "
+            "reaches the tensor, and zero_grad() resets it to None)",
+        ),))
+    m = _as_value(manual, "manual")
     return Report((_compare_values(name, m, r, rtol, atol),))
 
 
@@ -233,6 +242,16 @@ def _resolve_tol(
     )
 
 
+def _aligned(m, r) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two tensors to compare; a bare number stands for any one-element tensor."""
+    a, b = m.tensor, r.tensor
+    if m.is_number and b.numel() == 1:
+        a = a.reshape(b.shape)
+    if r.is_number and a.numel() == 1:
+        b = b.reshape(a.shape)
+    return a, b
+
+
 def _compare_values(
     name: str,
     m: _Value,
@@ -243,12 +262,7 @@ def _compare_values(
     accumulation: bool = True,
 ) -> Check:
     rtol_, atol_, note = _resolve_tol(m, r, rtol, atol)
-    a, b = m.tensor, r.tensor
-    # A bare number stands for any one-element reference, whatever its shape.
-    if m.is_number and b.numel() == 1:
-        a = a.reshape(b.shape)
-    if r.is_number and a.numel() == 1:
-        b = b.reshape(a.shape)
+    a, b = _aligned(m, r)
 
     if a.shape != b.shape:
         msg = f"{name} has shape {_shape(a.shape)}; expected {_shape(b.shape)}"
@@ -328,12 +342,7 @@ def diagnose(
     m = _as_value(manual, "manual")
     r = _as_value(reference, "reference")
     rtol_, atol_, _ = _resolve_tol(m, r, rtol, atol)
-    a, b = m.tensor, r.tensor
-    if m.is_number and b.numel() == 1:
-        a = a.reshape(b.shape)
-    if r.is_number and a.numel() == 1:
-        b = b.reshape(a.shape)
-    return _diagnose(a, b, rtol_, atol_)
+    return _diagnose(*_aligned(m, r), rtol_, atol_)
 
 
 # --------------------------------------------------------------------------

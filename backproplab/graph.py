@@ -43,8 +43,9 @@ from __future__ import annotations
 import gc
 import html
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import FrozenInstanceError, dataclass, field
+from itertools import accumulate, chain, repeat
+from operator import attrgetter
 
 import torch
 
@@ -101,25 +102,7 @@ class Node:
 
     def label(self) -> str:
         """One line of the text tree, e.g. ``"[2] AccumulateGrad  a  shape=()  value=2.0"``."""
-        parts = [f"[{self.id}] {self.name}"]
-        if self.kind == "custom":
-            parts.append("(custom Function)")
-        leaf = self.leaf
-        if leaf is not None:
-            parts.append(leaf.name)
-            parts.append(f"shape={_shape(leaf.shape)}")
-            if leaf.dtype != "float32":
-                parts.append(f"dtype={leaf.dtype}")
-            if leaf.value is not None:
-                parts.append(f"value={_values(leaf.value, leaf.shape)}")
-            if leaf.has_grad:
-                parts.append(
-                    "grad="
-                    + (_values(leaf.grad, leaf.shape) if leaf.grad is not None else "(large)")
-                )
-        if self.saved:
-            parts.append("saved: " + ", ".join(map(_saved_text, self.saved)))
-        return "  ".join(parts)
+        return f"[{self.id}] " + _text_tail(self.name, self.kind, self.saved, self.leaf)
 
 
 @dataclass(frozen=True)
@@ -136,7 +119,10 @@ class Edge:
     input_nr: int
 
 
-@dataclass(frozen=True, repr=False)
+_new = object.__new__
+_setattr = object.__setattr__
+
+
 class Graph:
     """An immutable description of an autograd graph.
 
@@ -149,11 +135,75 @@ class Graph:
     >>> g = describe(x.sin(), names={"x": x})
     >>> g.names(), g.node("x").id, [n.name for n in g.children(0)]
     (['SinBackward0', 'AccumulateGrad'], 1, ['AccumulateGrad'])
+
+    `describe` keeps the graph in a compact column form and builds the
+    `Node` and `Edge` objects the first time ``nodes`` / ``edges`` is read;
+    the renderers work from the columns, so ``to_text()`` / ``to_dot()`` of
+    a huge graph never create them.
     """
 
-    nodes: tuple[Node, ...]
-    edges: tuple[Edge, ...]
-    roots: tuple[int, ...]
+    __slots__ = ("_nodes", "_edges", "roots", "_cols", "_out_c", "_in_c", "__weakref__")
+
+    def __init__(self, nodes: tuple[Node, ...], edges: tuple[Edge, ...], roots: tuple[int, ...]):
+        for k, v in (("_nodes", nodes), ("_edges", edges), ("roots", roots), ("_cols", None)):
+            _setattr(self, k, v)
+        _setattr(self, "_out_c", None)
+        _setattr(self, "_in_c", None)
+
+    @classmethod
+    def _of(cls, cols: _Cols, roots: tuple[int, ...]) -> Graph:
+        g = _new(cls)
+        for k, v in (("_nodes", None), ("_edges", None), ("roots", roots), ("_cols", cols)):
+            _setattr(g, k, v)
+        _setattr(g, "_out_c", None)
+        _setattr(g, "_in_c", None)
+        return g
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """All nodes, ``nodes[i].id == i``, in topological order from the roots."""
+        nodes = self._nodes
+        if nodes is None:
+            with _GCPaused():
+                nodes = self._cols.make_nodes()
+            _setattr(self, "_nodes", nodes)
+        return nodes
+
+    @property
+    def edges(self) -> tuple[Edge, ...]:
+        """All edges, grouped by ``src`` in node order, each group in position order."""
+        edges = self._edges
+        if edges is None:
+            with _GCPaused():
+                edges = self._cols.make_edges()
+            _setattr(self, "_edges", edges)
+        return edges
+
+    @property
+    def _columns(self) -> _Cols:
+        cols = self._cols
+        if cols is None:
+            cols = _Cols.of_objects(self.nodes, self.edges)
+            _setattr(self, "_cols", cols)
+        return cols
+
+    # -- immutability and value semantics (as a frozen dataclass would) ----
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.nodes, self.edges, self.roots) == (other.nodes, other.edges, other.roots)
+
+    def __hash__(self) -> int:
+        return hash((self.nodes, self.edges, self.roots))
+
+    def __reduce__(self):
+        return (Graph, (self.nodes, self.edges, self.roots))
 
     # -- queries ---------------------------------------------------------
     def node(self, key: int | str) -> Node:
@@ -162,13 +212,14 @@ class Graph:
             raise TypeError(
                 f"key: expected a node id (int) or a name (str), got {type(key).__name__}"
             )
+        nodes = self.nodes
         if isinstance(key, int):
-            if not 0 <= key < len(self.nodes):
-                raise ValueError(f"key: expected a node id in 0..{len(self.nodes) - 1}, got {key}")
-            return self.nodes[key]
-        hits = [n for n in self.nodes if n.leaf is not None and n.leaf.name == key]
+            if not 0 <= key < len(nodes):
+                raise ValueError(f"key: expected a node id in 0..{len(nodes) - 1}, got {key}")
+            return nodes[key]
+        hits = [n for n in nodes if n.leaf is not None and n.leaf.name == key]
         if not hits:
-            hits = [n for n in self.nodes if n.name == key]
+            hits = [n for n in nodes if n.name == key]
         if len(hits) != 1:
             what = (
                 "no node"
@@ -186,21 +237,31 @@ class Graph:
 
     def names(self) -> list[str]:
         """Node names in topological order (what `check_graph` compares with)."""
-        return [n.name for n in self.nodes]
+        if self._nodes is None:
+            return [s.name for s in self._cols.sigs]
+        return [n.name for n in self._nodes]
 
-    @cached_property
+    @property
     def _out(self) -> tuple[tuple[Edge, ...], ...]:
-        out: list[list[Edge]] = [[] for _ in self.nodes]
-        for e in self.edges:
-            out[e.src].append(e)
-        return tuple(map(tuple, out))
+        out = self._out_c
+        if out is None:
+            lists: list[list[Edge]] = [[] for _ in self.nodes]
+            for e in self.edges:
+                lists[e.src].append(e)
+            out = tuple(map(tuple, lists))
+            _setattr(self, "_out_c", out)
+        return out
 
-    @cached_property
+    @property
     def _in(self) -> tuple[tuple[Edge, ...], ...]:
-        inc: list[list[Edge]] = [[] for _ in self.nodes]
-        for e in self.edges:
-            inc[e.dst].append(e)
-        return tuple(map(tuple, inc))
+        inc = self._in_c
+        if inc is None:
+            lists: list[list[Edge]] = [[] for _ in self.nodes]
+            for e in self.edges:
+                lists[e.dst].append(e)
+            inc = tuple(map(tuple, lists))
+            _setattr(self, "_in_c", inc)
+        return inc
 
     def out_edges(self, id: int) -> tuple[Edge, ...]:
         """Edges leaving node ``id`` (towards the leaves), in position order."""
@@ -222,12 +283,12 @@ class Graph:
     def to_text(self) -> str:
         """A tree from each root; shared nodes are shown once, then ``(see [id])``."""
         with _GCPaused():
-            return _render_text(self)
+            return _render_text(self._columns, self.roots)
 
     def to_dot(self) -> str:
         """Graphviz DOT source; arrows point the way gradients flow (output to leaves)."""
         with _GCPaused():
-            return _render_dot(self)
+            return _render_dot(self._columns)
 
     def __str__(self) -> str:
         return self.to_text()
@@ -243,6 +304,113 @@ class Graph:
 
 
 # ---------------------------------------------------------------------------
+# the column form shared by describe, the lazy nodes/edges and the renderers
+
+
+class _Sig:
+    """Everything about a node except its id and fn, with its rendered pieces.
+
+    Nodes that read the same (same type, same saved shapes) share one.
+    """
+
+    __slots__ = ("name", "kind", "saved", "leaf", "text", "dot", "ref")
+
+    def __init__(
+        self, name: str, kind: str, saved: tuple[SavedTensor, ...], leaf: LeafInfo | None
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.saved = saved
+        self.leaf = leaf
+        self.text = _text_tail(name, kind, saved, leaf)  # the text line after "[id] "
+        self.dot = _dot_format(name, kind, saved, leaf)  # the DOT node line, "{0}" for the id
+        self.ref = name if leaf is None else f"{name} {leaf.name}"
+
+
+class _Cols:
+    """A graph as columns in node-id order.
+
+    ``sigs[k]``/``fns[k]`` describe node k; its edges are
+    ``off[k]:off[k + 1]`` in the flat ``dst`` (node ids), ``pos`` and ``nrs``
+    (``None`` when every position is the index within the node and every
+    input_nr is 0, the usual case).
+    """
+
+    __slots__ = ("sigs", "fns", "off", "dst", "pos", "nrs", "edge_order")
+
+    def __init__(self, sigs, fns, off, dst, pos, nrs, edge_order=None) -> None:
+        self.sigs = sigs
+        self.fns = fns
+        self.off = off
+        self.dst = dst
+        self.pos = pos
+        self.nrs = nrs
+        self.edge_order = edge_order  # edges in given order, when not grouped by src
+
+    @classmethod
+    def of_objects(cls, nodes: Sequence[Node], edges: Sequence[Edge]) -> _Cols:
+        """Columns for a Graph built from Node and Edge objects directly."""
+        sigs = [_Sig(n.name, n.kind, n.saved, n.leaf) for n in nodes]
+        groups: list[list[Edge]] = [[] for _ in nodes]
+        for e in edges:
+            groups[e.src].append(e)
+        flat = [e for grp in groups for e in grp]
+        off = [0, *accumulate(map(len, groups))]
+        return cls(
+            sigs,
+            [n.fn for n in nodes],
+            off,
+            [e.dst for e in flat],
+            [e.position for e in flat],
+            [e.input_nr for e in flat],
+            None if flat == list(edges) else list(edges),
+        )
+
+    def make_nodes(self) -> tuple[Node, ...]:
+        return tuple(
+            _make(
+                Node,
+                {
+                    "id": k,
+                    "name": s.name,
+                    "kind": s.kind,
+                    "saved": s.saved,
+                    "leaf": s.leaf,
+                    "fn": fn,
+                },
+            )
+            for k, (s, fn) in enumerate(zip(self.sigs, self.fns, strict=True))
+        )
+
+    def make_edges(self) -> tuple[Edge, ...]:
+        off, dst, pos, nrs = self.off, self.dst, self.pos, self.nrs
+        edges = []
+        add = edges.append
+        for k in range(len(self.sigs)):
+            a = off[k]
+            for i in range(a, off[k + 1]):
+                add(
+                    _make(
+                        Edge,
+                        {
+                            "src": k,
+                            "dst": dst[i],
+                            "position": i - a if pos is None else pos[i],
+                            "input_nr": 0 if nrs is None else nrs[i],
+                        },
+                    )
+                )
+        return tuple(edges)
+
+
+def _make(cls: type, fields: dict) -> object:
+    # Frozen dataclass without its __init__: about 3x faster for millions of nodes.
+    obj = _new(cls)
+    _setattr(obj, "__dict__", fields)
+    return obj
+
+
+# ---------------------------------------------------------------------------
 # describe
 
 
@@ -255,14 +423,36 @@ class _BareLeaf:
         self.variable = tensor
 
 
+class _TypeInfo:
+    """What is fixed for every autograd node of one Python type."""
+
+    __slots__ = ("name", "kind", "attrs", "sig", "one", "memo", "memo1")
+
+    def __init__(self, name: str | None, kind: str, attrs: list) -> None:
+        self.name = name  # None: ask each node (its name is not fixed by its type)
+        self.kind = kind
+        self.memo: dict = {}  # what the nodes read -> _Sig
+        self.memo1: dict = {}  # (shape, dtype) of the only saved attribute -> _Sig
+        self.set_attrs(attrs)
+
+    def set_attrs(self, attrs: list) -> None:
+        self.attrs = attrs  # [(attr, short), ...] that may hold tensors
+        plain = self.name is not None and self.kind == "op"
+        # The one description all nodes of this type share, when nothing varies.
+        self.sig = _Sig(self.name, "op", (), None) if plain and not attrs else None
+        # The attribute to read first when it is the only one (e.g. SinBackward0).
+        self.one = attrs[0][0] if plain and len(attrs) == 1 else None
+        self.memo1.clear()
+
+
 _BACKWARD_CFUNCTION = torch.autograd.function.BackwardCFunction
 _ACC = "AccumulateGrad"
-# type(fn) -> [name or None (per instance), kind, [(attr, short), ...], set of non-tensor attrs]
-_TYPES: dict[type, list] = {}
+_TYPES: dict[type, _TypeInfo] = {}
 _DTYPES: dict[torch.dtype, str] = {}
+_Tensor = torch.Tensor
 
 
-def _type_info(fn: object) -> list:
+def _type_info(fn: object) -> _TypeInfo:
     cls = type(fn)
     info = _TYPES.get(cls)
     if info is None:
@@ -274,7 +464,7 @@ def _type_info(fn: object) -> list:
             # _saved_* are class-level properties: list them once per type.
             attrs = [(a, a[7:]) for a in dir(cls) if a.startswith("_saved_")]
         # C++ node names are fixed per class; anything else is asked per node.
-        info = [name if name == cls.__name__ or name == _ACC else None, kind, attrs, set()]
+        info = _TypeInfo(name if name == cls.__name__ or name == _ACC else None, kind, attrs)
         _TYPES[cls] = info
     return info
 
@@ -300,63 +490,70 @@ def _flat(t: torch.Tensor) -> tuple[float, ...] | None:
         return tuple(vals)
 
 
-def _saved_of(fn: object, info: list, memo: dict) -> tuple[SavedTensor, ...]:
-    if info[1] == "custom":
-        try:
-            ts = fn.saved_tensors
-        except RuntimeError:
-            return (SavedTensor("saved_tensors", None, None, True),)
-        return tuple(
-            SavedTensor(f"saved_tensors[{i}]", tuple(t.shape), _dtype(t.dtype), False)
-            for i, t in enumerate(ts)
-            if isinstance(t, torch.Tensor)
-        )
-    skip = info[3]
-    out = []
-    for attr, short in info[2]:
-        if attr in skip:
-            continue
-        try:
-            v = getattr(fn, attr)
-        except RuntimeError:  # released by a backward pass
-            out.append(_intern(memo, short, None, None))
-            continue
-        if isinstance(v, torch.Tensor):
-            out.append(_intern(memo, short, tuple(v.shape), v.dtype))
-        elif isinstance(v, (tuple, list)):
-            tensors = [(i, t) for i, t in enumerate(v) if isinstance(t, torch.Tensor)]
-            for i, t in tensors:
-                out.append(_intern(memo, f"{short}[{i}]", tuple(t.shape), t.dtype))
-            if v and not tensors and all(t is not None for t in v):
-                skip.add(attr)  # e.g. sizes: never a tensor for this node type
-        elif v is not None:
-            skip.add(attr)  # ints, floats, dtypes... fixed per node type
-    # Equal tuples are shared: saves memory and lets renderers cache by id.
-    key = tuple(map(id, out))
-    got = memo.get(key)
-    if got is None:
-        got = memo[key] = tuple(out)
-    return got
+def _sig_of(fn: object, info: _TypeInfo) -> _Sig:
+    """The shared description of one node whose type does not fix it."""
+    name = info.name or _norm(fn.name())
+    if info.kind == "custom":
+        saved = _custom_saved(fn)
+        key = (name, saved)
+    else:
+        # Read each saved attribute once; the key is what varies between
+        # nodes of this type (shapes, dtypes, freed or not).
+        attrs = info.attrs
+        parts: list = [name]
+        add = parts.append
+        drop = None
+        for attr, _ in attrs:
+            try:
+                v = getattr(fn, attr)
+            except RuntimeError:  # released by a backward pass
+                add(None)
+                continue
+            if isinstance(v, _Tensor):
+                add((v.shape, v.dtype))
+            elif isinstance(v, (tuple, list)):
+                ts = tuple((i, t.shape, t.dtype) for i, t in enumerate(v) if isinstance(t, _Tensor))
+                add(("seq", ts))
+                if v and not ts and all(t is not None for t in v):
+                    drop = (drop or set()) | {attr}  # e.g. sizes: never a tensor for this type
+            else:
+                add(False)
+                if v is not None:
+                    drop = (drop or set()) | {attr}  # ints, floats, dtypes... fixed per type
+        if drop:
+            info.set_attrs([a for a in attrs if a[0] not in drop])
+        key = tuple(parts)
+        sig = info.memo.get(key)
+        if sig is not None:
+            return sig
+        saved = []
+        for (_, short), part in zip(attrs, parts[1:], strict=True):
+            if part is None:
+                saved.append(SavedTensor(short, None, None, True))
+            elif part is False:
+                pass
+            elif part[0] == "seq":
+                for i, shape, dt in part[1]:
+                    saved.append(SavedTensor(f"{short}[{i}]", tuple(shape), _dtype(dt), False))
+            else:
+                saved.append(SavedTensor(short, tuple(part[0]), _dtype(part[1]), False))
+        saved = tuple(saved)
+    sig = info.memo.get(key)
+    if sig is None:
+        sig = info.memo[key] = _Sig(name, info.kind, saved, None)
+    return sig
 
 
-def _intern(memo: dict, name: str, shape: tuple | None, dtype: torch.dtype | None) -> SavedTensor:
-    key = (name, shape, dtype)
-    st = memo.get(key)
-    if st is None:
-        freed = shape is None
-        st = memo[key] = SavedTensor(name, shape, None if freed else _dtype(dtype), freed)
-    return st
-
-
-_new = object.__new__
-_setattr = object.__setattr__
-
-
-def _make(cls: type, fields: dict) -> object:
-    # Frozen dataclass without its __init__: about 3x faster for millions of nodes.
-    obj = _new(cls)
-    _setattr(obj, "__dict__", fields)
-    return obj
+def _custom_saved(fn: object) -> tuple[SavedTensor, ...]:
+    try:
+        ts = fn.saved_tensors
+    except RuntimeError:
+        return (SavedTensor("saved_tensors", None, None, True),)
+    return tuple(
+        SavedTensor(f"saved_tensors[{i}]", tuple(t.shape), _dtype(t.dtype), False)
+        for i, t in enumerate(ts)
+        if isinstance(t, _Tensor)
+    )
 
 
 class _GCPaused:
@@ -452,119 +649,154 @@ def describe(
 
 
 def _describe(outs: list[torch.Tensor], name_of: dict[int, str]) -> Graph:
-
     # 1. Discover every node once (a work list, not recursion), remembering
-    #    each node's children by discovery index and how many edges reach it.
+    #    each node's children by discovery index, how many edges reach it,
+    #    and its shared description (_Sig; leaves get theirs in step 3).
+    #    Nodes are keyed by the node object itself: fns keeps them alive.
     fns: list = []
-    index: dict[int, int] = {}
-    kids: list[list] = []
+    index: dict = {}
+    rows: list[list[int]] = []
     indeg: list[int] = []
+    sigs: list = []
+    leaves: list[int] = []
+    special: list[int] = []  # nodes with an input_nr != 0 or a None before a child
     root_disc: list[int | None] = []
     for t in outs:
         fn = t.grad_fn
         if fn is None:
             root_disc.append(None)  # leaf output: resolved after the walk
             continue
-        j = index.get(id(fn))
+        j = index.get(fn)
         if j is None:
-            j = index[id(fn)] = len(fns)
+            j = index[fn] = len(fns)
             fns.append(fn)
             indeg.append(0)
         root_disc.append(j)
-    i = 0
-    while i < len(fns):
+    types = _TYPES
+    get = index.get
+    add_fn = fns.append
+    add_deg = indeg.append
+    add_row = rows.append
+    add_sig = sigs.append
+    j = 0
+    for fn in fns:  # fns grows while we walk it
         row = []
-        for child, nr in fns[i].next_functions:
+        hole = False
+        for child, nr in fn.next_functions:
             if child is None:
-                row.append(None)  # an input that needs no gradient
+                hole = True  # an input that needs no gradient
                 continue
-            j = index.get(id(child))
-            if j is None:
-                j = index[id(child)] = len(fns)
-                fns.append(child)
-                indeg.append(0)
-            indeg[j] += 1
-            row.append((j, nr))
-        kids.append(row)
-        i += 1
+            i = get(child)
+            if i is None:
+                i = index[child] = len(fns)
+                add_fn(child)
+                add_deg(1)
+            else:
+                indeg[i] += 1
+            row.append(i)
+            if nr or hole:
+                special.append(j)
+        add_row(row)
+        info = types.get(type(fn)) or _type_info(fn)
+        sig = info.sig
+        if sig is None:
+            if info.kind == "leaf":
+                leaves.append(j)
+            elif info.one is not None:  # one saved attribute: read it inline
+                try:
+                    v = getattr(fn, info.one)
+                except RuntimeError:
+                    v = None
+                if type(v) is _Tensor:
+                    key = (v.shape, v.dtype)
+                    sig = info.memo1.get(key)
+                    if sig is None:
+                        sig = _sig_of(fn, info)
+                        if info.one is not None:
+                            info.memo1[key] = sig
+                else:
+                    sig = _sig_of(fn, info)
+            else:
+                sig = _sig_of(fn, info)
+        add_sig(sig)
+        j += 1
 
-    # 2. Leaf tensors behind AccumulateGrad nodes; leaf outputs join them.
-    infos = [_type_info(fn) for fn in fns]
-    variables: dict[int, int] = {}
-    for j, fn in enumerate(fns):
-        if infos[j][1] == "leaf":
-            variables.setdefault(id(fn.variable), j)
-    for k, t in enumerate(outs):
-        if root_disc[k] is None:
-            j = variables.get(id(t))
-            if j is None:
-                j = variables[id(t)] = len(fns)
-                fns.append(_BareLeaf(t))
-                infos.append(["Leaf", "leaf", [], set()])
-                kids.append([])
-                indeg.append(0)
-            root_disc[k] = j
+    # 2. Leaf outputs join the AccumulateGrad of the same tensor, if any.
+    if None in root_disc:
+        variables: dict[int, int] = {}
+        for j in leaves:
+            variables.setdefault(id(fns[j].variable), j)
+        for k, t in enumerate(outs):
+            if root_disc[k] is None:
+                j = variables.get(id(t))
+                if j is None:
+                    j = variables[id(t)] = len(fns)
+                    fns.append(_BareLeaf(t))
+                    rows.append([])
+                    indeg.append(0)
+                    sigs.append(None)
+                    leaves.append(j)
+                root_disc[k] = j
 
     # 3. Topological order (Kahn's algorithm with a stack, children taken in
     #    position order): deterministic, and reads like a depth-first walk.
     order: list[int] = []
+    add = order.append
     stack = [j for j in dict.fromkeys(root_disc) if indeg[j] == 0][::-1]
+    push = stack.append
+    pop = stack.pop
     while stack:
-        j = stack.pop()
-        order.append(j)
-        for entry in reversed(kids[j]):
-            if entry is not None:
-                c = entry[0]
-                indeg[c] -= 1
-                if indeg[c] == 0:
-                    stack.append(c)
-    new_id = [0] * len(fns)
+        j = pop()
+        add(j)
+        for c in reversed(rows[j]):
+            d = indeg[c] - 1
+            indeg[c] = d
+            if not d:
+                push(c)
+    n = len(order)
+    new_id = [0] * n
     for k, j in enumerate(order):
         new_id[j] = k
 
-    # 4. Build the immutable description.
-    nodes = []
-    edges = []
-    append_edge = edges.append
+    # Leaves, named in node order.
     n_default = 0
-    memo: dict = {}
-    for k, j in enumerate(order):
+    for j in sorted(leaves, key=new_id.__getitem__):
         fn = fns[j]
-        info = infos[j]
-        kind = info[1]
-        leaf = None
-        if kind == "leaf":
-            var = fn.variable
-            lname = name_of.get(id(var))
-            if lname is None:
-                lname = f"leaf{n_default}"
-                n_default += 1
-            leaf = _leaf_info(var, lname)
-            if type(fn) is _BareLeaf:
-                fn = None
-        saved = _saved_of(fn, info, memo) if info[2] or kind == "custom" else ()
-        nodes.append(
-            _make(
-                Node,
-                {
-                    "id": k,
-                    "name": info[0] or _norm(fn.name()),
-                    "kind": kind,
-                    "saved": saved,
-                    "leaf": leaf,
-                    "fn": fn,
-                },
-            )
-        )
-        for pos, entry in enumerate(kids[j]):
-            if entry is not None:
-                append_edge(
-                    _make(
-                        Edge,
-                        {"src": k, "dst": new_id[entry[0]], "position": pos, "input_nr": entry[1]},
-                    )
-                )
-    return Graph(tuple(nodes), tuple(edges), tuple(new_id[j] for j in root_disc))
+        var = fn.variable
+        lname = name_of.get(id(var))
+        if lname is None:
+            lname = f"leaf{n_default}"
+            n_default += 1
+        if type(fn) is _BareLeaf:
+            fns[j] = None
+            name, saved = "Leaf", ()
+        else:
+            info = types[type(fn)]
+            name = info.name or _norm(fn.name())
+            saved = _sig_of(fn, info).saved if info.attrs else ()
+        sigs[j] = _Sig(name, "leaf", saved, _leaf_info(var, lname))
+
+    # 4. The columns, in node-id order.
+    rows_new = list(map(rows.__getitem__, order))
+    off = [0, *accumulate(map(len, rows_new))]
+    dst = list(map(new_id.__getitem__, chain.from_iterable(rows_new)))
+    pos = nrs = None
+    if special:
+        special_set = set(special)
+        pos, nrs = [], []
+        for j in order:
+            if j in special_set:
+                for p, (child, nr) in enumerate(fns[j].next_functions):
+                    if child is not None:
+                        pos.append(p)
+                        nrs.append(nr)
+            else:
+                pos.extend(range(len(rows[j])))
+                nrs.extend(repeat(0, len(rows[j])))
+    cols = _Cols(
+        list(map(sigs.__getitem__, order)), list(map(fns.__getitem__, order)), off, dst, pos, nrs
+    )
+    return Graph._of(cols, tuple(new_id[j] for j in root_disc))
 
 
 # ---------------------------------------------------------------------------
@@ -597,88 +829,121 @@ def _saved_text(s: SavedTensor) -> str:
     return f"{s.name} (freed)" if s.freed else f"{s.name} ({s.dtype}, {_shape(s.shape)})"
 
 
-def _ref(node: Node) -> str:
-    return f"(see [{node.id}]) {node.name}" + (
-        f" {node.leaf.name}" if node.leaf is not None else ""
-    )
+def _text_tail(name: str, kind: str, saved: tuple, leaf: LeafInfo | None) -> str:
+    """A node's text line after its ``"[id] "``."""
+    parts = [name]
+    if kind == "custom":
+        parts.append("(custom Function)")
+    if leaf is not None:
+        parts.append(leaf.name)
+        parts.append(f"shape={_shape(leaf.shape)}")
+        if leaf.dtype != "float32":
+            parts.append(f"dtype={leaf.dtype}")
+        if leaf.value is not None:
+            parts.append(f"value={_values(leaf.value, leaf.shape)}")
+        if leaf.has_grad:
+            parts.append(
+                "grad=" + (_values(leaf.grad, leaf.shape) if leaf.grad is not None else "(large)")
+            )
+    if saved:
+        parts.append("saved: " + ", ".join(map(_saved_text, saved)))
+    return "  ".join(parts)
 
 
-def _render_text(g: Graph) -> str:
-    nodes = g.nodes
-    out = g._out
+def _dot_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _dot_format(name: str, kind: str, saved: tuple, leaf: LeafInfo | None) -> str:
+    """A node's DOT line as a str.format template taking its id."""
+    text = name
+    attrs = ""
+    if leaf is not None:
+        text += f"\n{leaf.name}  {_shape(leaf.shape)}"
+        if leaf.value is not None and len(leaf.value) == 1:
+            text += f"  value={_fmt(leaf.value[0])}"
+        attrs = ', style=filled, fillcolor="lightblue"'
+    elif kind == "custom":
+        attrs = ', style=filled, fillcolor="lightyellow"'
+    if saved:
+        text += "\nsaved: " + ", ".join(s.name + (" (freed)" if s.freed else "") for s in saved)
+    body = _dot_escape(text).replace("{", "{{").replace("}", "}}")
+    return f'  n{{0}} [label="[{{0}}] {body}"{attrs}];'
+
+
+def _render_text(c: _Cols, roots: tuple[int, ...]) -> str:
+    sigs, off, dst, nrs = c.sigs, c.off, c.dst, c.nrs
     lines: list[str] = []
     add = lines.append
-    shown = [False] * len(nodes)
-    saved_text: dict[int, str] = {}  # id(saved tuple) -> text; describe shares equal tuples
-    blocks = list(dict.fromkeys(g.roots))
-    b = 0
-    while b < len(blocks):
+    shown = [False] * len(sigs)
+    blocks = list(dict.fromkeys(roots))
+    for k0 in blocks:  # grows when a deep subtree is continued in a block of its own
         # (node id, prefix of its line, prefix of its children's lines, depth, input_nr)
-        stack = [(blocks[b], "", "", 0, 0)]
-        b += 1
+        stack = [(k0, "", "", 0, 0)]
+        pop = stack.pop
         while stack:
-            k, lead, cont, depth, nr = stack.pop()
-            node = nodes[k]
-            tag = f"  (output {nr})" if nr else ""
-            if shown[k]:
-                add(lead + _ref(node) + tag)
-                continue
-            es = out[k]
-            if es and depth >= MAX_DEPTH:
-                add(f"{lead}[{k}] {node.name}{tag}  (continued below)")
-                blocks.append(k)
-                continue
-            shown[k] = True
-            if node.kind == "op":  # the common case, without building a parts list
-                saved = node.saved
-                if saved:
-                    st = saved_text.get(id(saved))
-                    if st is None:
-                        st = saved_text[id(saved)] = "  saved: " + ", ".join(
-                            map(_saved_text, saved)
-                        )
-                    add(f"{lead}[{k}] {node.name}{st}{tag}")
-                else:
-                    add(f"{lead}[{k}] {node.name}{tag}")
-            else:
-                add(lead + node.label() + tag)
-            last = len(es) - 1
-            for i in range(last, -1, -1):
-                e = es[i]
-                if i == last:
-                    stack.append((e.dst, cont + " └─", cont + "   ", depth + 1, e.input_nr))
-                else:
-                    stack.append((e.dst, cont + " ├─", cont + " │ ", depth + 1, e.input_nr))
+            k, lead, cont, depth, nr = pop()
+            while True:  # follows a node's only child without the stack
+                tag = f"  (output {nr})" if nr else ""
+                if shown[k]:
+                    add(f"{lead}(see [{k}]) {sigs[k].ref}{tag}")
+                    break
+                a = off[k]
+                z = off[k + 1]
+                if a != z and depth >= MAX_DEPTH:
+                    add(f"{lead}[{k}] {sigs[k].name}{tag}  (continued below)")
+                    blocks.append(k)
+                    break
+                shown[k] = True
+                add(f"{lead}[{k}] {sigs[k].text}{tag}")
+                if a == z:
+                    break
+                depth += 1
+                if z - a == 1:
+                    k = dst[a]
+                    nr = nrs[a] if nrs else 0
+                    lead = cont + " └─"
+                    cont += "   "
+                    continue
+                last = z - 1
+                stack.append(
+                    (dst[last], cont + " └─", cont + "   ", depth, nrs[last] if nrs else 0)
+                )
+                stack.extend(
+                    zip(
+                        reversed(dst[a:last]),
+                        repeat(cont + " ├─"),
+                        repeat(cont + " │ "),
+                        repeat(depth),
+                        reversed(nrs[a:last]) if nrs else repeat(0),
+                    )
+                )
+                break
     return "\n".join(lines)
 
 
-def _dot_quote(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-def _render_dot(g: Graph) -> str:
+def _render_dot(c: _Cols) -> str:
     lines = [
         "digraph autograd {",
         "  rankdir=TB;",
         '  node [shape=box, fontname="Helvetica", fontsize=10];',
     ]
-    for n in g.nodes:
-        text = f"[{n.id}] {n.name}"
-        attrs = ""
-        if n.leaf is not None:
-            text += f"\n{n.leaf.name}  {_shape(n.leaf.shape)}"
-            if n.leaf.value is not None and len(n.leaf.value) == 1:
-                text += f"  value={_fmt(n.leaf.value[0])}"
-            attrs = ', style=filled, fillcolor="lightblue"'
-        elif n.kind == "custom":
-            attrs = ', style=filled, fillcolor="lightyellow"'
-        if n.saved:
-            text += "\nsaved: " + ", ".join(
-                s.name + (" (freed)" if s.freed else "") for s in n.saved
-            )
-        lines.append(f"  n{n.id} [label={_dot_quote(text)}{attrs}];")
-    for e in g.edges:
-        extra = f' [label="output {e.input_nr}"]' if e.input_nr else ""
-        lines.append(f"  n{e.src} -> n{e.dst}{extra};")
+    n = len(c.sigs)
+    lines.extend(map(str.format, map(attrgetter("dot"), c.sigs), range(n)))
+    if c.edge_order is not None:
+        src = [e.src for e in c.edge_order]
+        dst = [e.dst for e in c.edge_order]
+        nrs = [e.input_nr for e in c.edge_order]
+    else:
+        off = c.off
+        src = chain.from_iterable(map(repeat, range(n), map(int.__sub__, off[1:], off)))
+        dst, nrs = c.dst, c.nrs
+    if nrs is None or not any(nrs):
+        lines.extend(map("  n{} -> n{};".format, src, dst))
+    else:
+        lines.extend(
+            f'  n{s} -> n{d} [label="output {nr}"];' if nr else f"  n{s} -> n{d};"
+            for s, d, nr in zip(src, dst, nrs, strict=True)
+        )
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -154,12 +154,21 @@ def test_nan_and_inf_positions():
 )
 def test_bad_inputs_name_the_argument(bad, kind):
     expected = rf"^manual: expected a tensor, number or numpy array, got.*{kind}"
-    with pytest.raises(TypeError, match=expected):
-        compare("dx", bad, torch.tensor(1.0))
+    if bad is not None:  # a missing answer is a failed check instead: see below
+        with pytest.raises(TypeError, match=expected):
+            compare("dx", bad, torch.tensor(1.0))
     with pytest.raises(TypeError, match=r"^reference: expected a tensor"):
         compare("dx", torch.tensor(1.0), bad)
     with pytest.raises(TypeError, match=r"^manual: "):
         diagnose(bad, torch.tensor(1.0))
+
+
+def test_missing_answer_is_a_failed_check_not_a_crash():
+    report = compare("dx", None, torch.tensor([1.0, 2.0]))
+    assert not report.ok and report.checks[0].verdict == "missing"
+    assert str(report).startswith("✗ dx: dx is None")
+    with pytest.raises(AssertionError, match="backward"):
+        report.assert_ok()
 
 
 def test_bool_tensor_and_bad_name_rejected():

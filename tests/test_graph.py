@@ -398,3 +398,60 @@ def test_node_and_edge_are_frozen():
     with pytest.raises(AttributeError):
         g.nodes[0].name = "x"  # type: ignore[misc]
     assert isinstance(g.nodes, tuple) and isinstance(g.nodes[0], Node)
+
+
+# -- the column form behind describe ------------------------------------------
+
+
+def test_graph_built_from_objects_equals_described_graph():
+    t = scalars(a=2.0, b=3.0, d=4.0)
+    g = describe((t["a"] + t["b"]) * t["d"], names=t)
+    text, dot = g.to_text(), g.to_dot()  # rendered before nodes/edges exist
+    assert g.names() == ["MulBackward0", "AddBackward0"] + ["AccumulateGrad"] * 3
+    same = Graph(g.nodes, g.edges, g.roots)
+    assert same == g and hash(same) == hash(g)
+    assert same.to_text() == text == E_TEXT and same.to_dot() == dot == E_DOT
+    assert g.nodes is g.nodes and g.edges is g.edges  # built once
+    assert g.nodes[2].label() == "[2] AccumulateGrad  a  shape=()  value=2.0"
+
+
+def test_graph_is_frozen():
+    t = scalars(a=1.0)
+    g = describe(t["a"] * 3)
+    for attr in ("nodes", "edges", "roots", "extra"):
+        with pytest.raises(AttributeError):
+            setattr(g, attr, ())
+    with pytest.raises(AttributeError):
+        del g.roots
+
+
+def test_one_saved_tensor_fast_path_tracks_shapes_and_freeing():
+    x = torch.ones(2, 3, requires_grad=True)
+    s = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    ys = [x.sin(), s.sin(), x.sin().sin()]
+    g = describe(ys, names={"x": x, "s": s})
+    saved = {n.id: n.saved for n in g.nodes if n.name == "SinBackward0"}
+    assert sorted(map(str, saved.values())) == sorted(
+        [str((SavedTensor("self", (2, 3), "float32", False),))] * 3
+        + [str((SavedTensor("self", (), "float64", False),))]
+    )
+    ys[1].backward()
+    g = describe(ys[1], names={"s": s})
+    assert g.nodes[0].saved == (SavedTensor("self", None, None, True),)
+    assert g.to_text().startswith("[0] SinBackward0  saved: self (freed)\n")
+    # a fresh node of the same type after a freed one still reads its tensor
+    assert describe(s.sin()).nodes[0].saved == (SavedTensor("self", (), "float64", False),)
+
+
+def test_edges_with_gaps_and_output_numbers_from_columns():
+    x = torch.tensor(2.0, requires_grad=True)
+    parts = torch.stack([x, x * 3]).unbind()
+    y = torch.tensor(1.5) * parts[1]  # next_functions starts with None: position 1
+    g = describe([parts[1] * 2 + y], names={"x": x})
+    expected = [(e.src, e.dst, e.position, e.input_nr) for e in g.edges]
+    assert any(nr == 1 for *_, nr in expected)
+    lone = [e for e in g.edges if len(g.out_edges(e.src)) == 1]
+    assert any(e.position == 1 for e in lone)  # the None before it still counts
+    again = Graph(g.nodes, g.edges, g.roots)
+    assert again.to_text() == g.to_text() and again.to_dot() == g.to_dot()
+    assert '[label="output 1"]' in g.to_dot()
