@@ -674,17 +674,36 @@ def check_function(fn_class: type, *inputs: Any) -> Report:
         checks.append(Check("backward", False, "error", _exc_text("backward", exc)))
         return Report(tuple(checks), title)
     numerical = _numerical_jacobians(apply, xs, in_idx, out_idx)
+    ignored = _ignores_grad_output(apply, xs, in_idx, out_idx, numerical)
 
+    jac_checks = []
+    in_ok = dict.fromkeys(in_idx, True)
     for j in out_idx:
         for i in in_idx:
-            checks.append(
+            jac_checks.append(
                 _jacobian_check(
                     f"d {out_name[j]}/d {in_name[i]}", analytical[j, i], numerical[j, i],
                     outs[j].shape, xs[i].shape, out_name[j], in_name[i],
+                    ignored.get(i),
                 )
             )  # fmt: skip
+            in_ok[i] = in_ok[i] and jac_checks[-1].ok
+    checks.extend(jac_checks)
+    # The Jacobian is built from one-hot grad_outputs, so with a scalar output
+    # (grad_output always 1) a backward ignoring grad_output still matches it.
+    missed = [i for i in ignored if in_ok[i]]
+    for i in missed:
+        checks.append(
+            Check(
+                f"grad_output → {in_name[i]}", False, "mismatch",
+                "the Jacobian matches, but it only sends grad_outputs made of a single 1; "
+                f"for other grad_outputs the gradient for {in_name[i]} does not change. "
+                f"Likely mistake: {_sentence(ignored[i])}",
+                diagnosis=ignored[i],
+            )
+        )  # fmt: skip
 
-    first_order_ok = all(c.ok for c in checks)
+    first_order_ok = all(c.ok for c in jac_checks)
     gc_ok, gc_err = _run_check(torch.autograd.gradcheck, apply, xs)
     if gc_ok:
         checks.append(Check("gradcheck", True, "pass", "passed in float64"))
@@ -693,7 +712,7 @@ def check_function(fn_class: type, *inputs: Any) -> Report:
         checks.append(Check("gradcheck", False, "fail", msg))
     else:
         checks.append(Check("gradcheck", False, "fail", f"failed: {gc_err}"))
-    if gc_ok and first_order_ok:
+    if gc_ok and first_order_ok and not missed:
         checks.append(_gradgrad_check(apply, xs, in_idx))
     return Report(tuple(checks), title)
 
@@ -792,6 +811,7 @@ def _jacobian_check(
     in_shape: Sequence[int],
     out_name: str,
     in_name: str,
+    ignored: str | None = None,
 ) -> Check:
     size = f"{ana.shape[0]} × {ana.shape[1]} entries"
     bad = ~_close_mask(ana, num, _JAC_RTOL, _JAC_ATOL)
@@ -806,13 +826,101 @@ def _jacobian_check(
         f"finite differences give {_fmt(num[r, c].item())}; {int(bad.sum())} of {bad.numel()} "
         f"entries differ (rtol={_JAC_RTOL:g}, atol={_JAC_ATOL:g})"
     )
-    diag = _diagnose(ana, num, _JAC_RTOL, _JAC_ATOL, accumulation=False)
+    if ignored is not None:
+        # Verified by probing backward directly; it explains the whole pattern of
+        # wrong entries, so it wins over any fit of the Jacobian's numbers.
+        diag: str | None = ignored
+    else:
+        diag = _diagnose(ana, num, _JAC_RTOL, _JAC_ATOL, accumulation=False)
+        if diag:
+            diag = diag.replace("your answer", "backward's Jacobian").replace(
+                "yours", "backward's"
+            )
     if diag:
-        diag = diag.replace("your answer", "backward's Jacobian").replace("yours", "backward's")
         msg += f". Likely mistake: {_sentence(diag)}"
     return Check(
         name, False, "mismatch", msg, diagnosis=diag, max_abs_diff=float((ana - num).abs().max())
     )
+
+
+_IGNORED_LOCAL = (
+    "backward ignores grad_output: it returns the local derivative but must multiply it "
+    "by the incoming gradient grad_output (chain rule)"
+)
+_IGNORED_OTHER = (
+    "backward ignores grad_output: it returns the same gradient whatever grad_output is, "
+    "but the chain rule needs the local derivative multiplied by the incoming gradient "
+    "grad_output"
+)
+
+
+def _ignores_grad_output(
+    apply: Callable[..., Any],
+    xs: list[Any],
+    in_idx: list[int],
+    out_idx: list[int],
+    numerical: dict[tuple[int, int], torch.Tensor],
+) -> dict[int, str]:
+    """Inputs whose gradient from backward does not depend on grad_output at all.
+
+    A correct backward is linear in grad_output: scaling grad_output scales
+    the gradient. So if three quite different grad_outputs (all ones, all
+    -0.5, and random values) give the same non-zero gradient, backward
+    cannot be using grad_output. Returns input index -> diagnosis; an
+    exception, or anything short of equality within tolerance, claims nothing.
+    """
+    if not in_idx or not out_idx:
+        return {}
+    gen = torch.Generator().manual_seed(0)
+    probes: list[list[torch.Tensor]] = []
+    try:
+        outs = apply(*xs)
+        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        wrt = [xs[i] for i in in_idx]
+        chosen = [outs[j] for j in out_idx]
+        makers = (
+            lambda o: torch.ones_like(o),
+            lambda o: torch.full_like(o, -0.5),
+            # Random in [0.5, 2.5) with random signs: no entry is 0 or ±1.
+            lambda o: (torch.rand(o.shape, generator=gen, dtype=torch.float64) * 2 + 0.5)
+            * torch.where(torch.rand(o.shape, generator=gen) < 0.5, -1.0, 1.0).to(
+                torch.float64
+            ),
+        )
+        for make in makers:
+            vs = [make(o).to(o.dtype) for o in chosen]
+            grads = torch.autograd.grad(
+                chosen, wrt, grad_outputs=vs, retain_graph=True, allow_unused=True
+            )
+            probes.append([
+                torch.zeros_like(xs[i]) if g is None else g.detach()
+                for i, g in zip(in_idx, grads, strict=True)
+            ])  # fmt: skip
+    except Exception:  # backward errors are reported by the Jacobian check
+        return {}
+    found: dict[int, str] = {}
+    for k, i in enumerate(in_idx):
+        first = probes[0][k].to(torch.float64).reshape(-1)
+        if first.is_complex() or bool((first.abs() <= _JAC_ATOL).all()):
+            continue  # an all-zero gradient is the same for every grad_output anyway
+        if not all(
+            _close(p[k].to(torch.float64).reshape(-1), first, _JAC_RTOL, _JAC_ATOL)
+            for p in probes[1:]
+        ):
+            continue
+        # What backward should give when grad_output is all ones: the column
+        # sums of the (finite-difference) Jacobians, i.e. the local derivative.
+        local = sum(numerical[j, i].sum(dim=0) for j in out_idx)
+        if _close(first, local, _JAC_RTOL, _JAC_ATOL):
+            found[i] = _IGNORED_LOCAL
+        else:
+            extra = _diagnose(first, local, _JAC_RTOL, _JAC_ATOL, accumulation=False)
+            found[i] = _IGNORED_OTHER + (
+                "; also, even for grad_output all ones "
+                + extra.replace("your answer", "its result").replace("yours", "its")
+                if extra else ""
+            )  # fmt: skip
+    return found
 
 
 def _run_check(

@@ -423,9 +423,11 @@ def release(
     anything is written, so a bad notebook leaves ``dest`` untouched.
     ``log`` receives one progress line per notebook.
 
-    >>> release("notebooks", "student", log=print)  # doctest: +SKIP
-    released 02-chain-rule.ipynb: 3 exercises, 1 hidden test block removed
-    [PosixPath('student/02-chain-rule.ipynb')]
+    Usage (it writes files, so this is not run as a doctest)::
+
+        release("notebooks", "student", log=print)
+        # released 02-chain-rule.ipynb: 3 exercises, 0 hidden test blocks removed
+        # -> [PosixPath('student/02-chain-rule.ipynb'), ...]
 
     Raises CourseError for a missing SRC, an empty folder, a file that is
     not a notebook, unbalanced markers, or a DEST that could overwrite SRC.

@@ -477,7 +477,10 @@ def tangent_plot(
 # --------------------------------------------------------------------------- draw_graph
 
 
-def _leaf_label(node: Any, values: bool, grads: bool) -> list[str]:
+def _leaf_label(
+    node: Any, values: bool, grads: bool, final_grads: Mapping[str, Any] | None = None
+) -> list[str]:
+    """Box text of a leaf; ``final_grads`` (name -> TensorInfo) replaces ``leaf.grad``."""
     leaf = node.leaf
     if leaf is None:  # defensive: a leaf-kind node without its tensor info
         return [node.name]
@@ -491,12 +494,18 @@ def _leaf_label(node: Any, values: bool, grads: bool) -> list[str]:
             first = f"{leaf.name}  shape {_fmt_shape(leaf.shape)}"
     lines = [first]
     if grads:
-        if not leaf.has_grad:
+        if final_grads is not None:
+            # A Trace's graph was described before backward: use what backward left.
+            info = final_grads.get(leaf.name)
+            has_grad, grad = info is not None, None if info is None else info.values
+        else:
+            has_grad, grad = leaf.has_grad, leaf.grad
+        if not has_grad:
             lines.append("grad None")
-        elif leaf.grad is not None and len(leaf.grad) == 1:
-            lines.append(f"grad {_fmt(leaf.grad[0])}")
-        elif leaf.grad is not None and len(leaf.grad) <= 3:
-            lines.append(f"grad [{', '.join(_fmt(v) for v in leaf.grad)}]")
+        elif grad is not None and len(grad) == 1:
+            lines.append(f"grad {_fmt(grad[0])}")
+        elif grad is not None and len(grad) <= 3:
+            lines.append(f"grad [{', '.join(_fmt(v) for v in grad)}]")
         else:
             lines.append(f"grad shape {_fmt_shape(leaf.shape)}")
     return lines
@@ -699,12 +708,15 @@ def draw_graph(
 ) -> Axes:
     """Draw the autograd graph with matplotlib (no graphviz needed).
 
-    ``graph_or_tensor`` is a :class:`backproplab.graph.Graph` or the output
-    tensor(s) to describe (then ``names`` names the leaves, as in
-    ``describe``). The output (root) is at the top and the leaves at the
-    bottom. **Arrows point the way backward runs**: from the output down to
-    the leaves, which is the direction gradients flow (and the direction of
-    ``grad_fn.next_functions``).
+    ``graph_or_tensor`` is a :class:`backproplab.graph.Graph`, a
+    :class:`backproplab.trace.Trace`, or the output tensor(s) to describe
+    (then ``names`` names the leaves, as in ``describe``). A Trace draws its
+    ``graph``; as that graph was described *before* backward ran, its leaves
+    carry no ``.grad``, so ``grads=True`` then shows the trace's recorded
+    final leaf gradients (``Trace.leaf_grads``) instead. The output (root)
+    is at the top and the leaves at the bottom. **Arrows point the way
+    backward runs**: from the output down to the leaves, which is the
+    direction gradients flow (and the direction of ``grad_fn.next_functions``).
 
     Boxes: green = leaf (AccumulateGrad, labelled with the leaf's name),
     blue = built-in operation, purple = custom ``autograd.Function``; a grey
@@ -725,16 +737,26 @@ def draw_graph(
         >>> ax = draw_graph(e, names={"a": a, "b": b, "d": d}, values=True)
         >>> ax.backproplab["node_ids"]
         [0, 1, 2, 3, 4]
+        >>> t = bl.trace_backward(e, names={"a": a, "b": b, "d": d})
+        >>> draw_graph(t, grads=True).backproplab["labels"][2].splitlines()  # de/da = d
+        ['a', 'grad 4.0']
     """
     from .graph import Graph, describe
+    from .trace import Trace
 
-    if isinstance(graph_or_tensor, Graph):
+    final_grads: dict[str, Any] | None = None
+    if isinstance(graph_or_tensor, (Graph, Trace)):
         if names is not None:
+            kind = type(graph_or_tensor).__name__
             raise ValueError(
-                "names: only used when graph_or_tensor is a tensor; a Graph already "
+                f"names: only used when graph_or_tensor is a tensor; a {kind} already "
                 "carries its leaf names"
             )
-        graph = graph_or_tensor
+        if isinstance(graph_or_tensor, Trace):
+            graph = graph_or_tensor.graph
+            final_grads = dict(graph_or_tensor.leaf_grads)
+        else:
+            graph = graph_or_tensor
     else:
         graph = describe(graph_or_tensor, names=names)
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
@@ -769,7 +791,10 @@ def draw_graph(
             lines = [f"… {hidden} more node{'s' if hidden != 1 else ''} hidden"]
         else:
             node = graph.nodes[kept[i]]
-            lines = _leaf_label(node, values, grads) if node.kind == "leaf" else [node.name]
+            lines = (
+                _leaf_label(node, values, grads, final_grads)
+                if node.kind == "leaf" else [node.name]
+            )  # fmt: skip
             labels[node.id] = "\n".join(lines)
             if node.saved:
                 note_lines[i] = _saved_label(node)

@@ -82,8 +82,8 @@ def find_chromium() -> str | None:
     CHROMIUM (a path or a command name) wins over the `chromium` on PATH;
     Playwright's own browser downloads are never used.
 
-    >>> find_chromium()  # doctest: +SKIP
-    '/usr/bin/chromium'
+    For example, on Debian with the chromium package installed it returns
+    ``'/usr/bin/chromium'``.
     """
     wanted = os.environ.get("CHROMIUM", "").strip()
     if wanted:
@@ -115,9 +115,10 @@ class LabServer:
     a temporary folder, so a developer's own settings cannot change what the
     test sees, and the test cannot change theirs.
 
-    >>> with LabServer(Path("/tmp/root")) as server:  # doctest: +SKIP
-    ...     server.api("GET", "status")["kernels"]
-    0
+    Usage (it starts a real server, so this is not run as a doctest)::
+
+        with LabServer(Path("/tmp/root")) as server:
+            server.api("GET", "status")["kernels"]   # 0
     """
 
     def __init__(self, root_dir: Path) -> None:

@@ -208,6 +208,75 @@ def test_check_function_wrong_backward_names_first_entry_and_mistake():
     assert not r["gradcheck"].ok
 
 
+class Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return 3 * x**2 * grad_output
+
+
+class CubeIgnoresGradOutput(Cube):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return 3 * x**2  # the local derivative only: grad_output is never used
+
+
+class CubeIgnoresGradOutputAndFactor(Cube):
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return x**2
+
+
+POINTS = torch.linspace(-1.5, 1.5, 7, dtype=torch.float64)
+
+
+def test_check_function_backward_ignoring_grad_output_is_diagnosed():
+    r = check_function(CubeIgnoresGradOutput, POINTS)
+    assert not r.ok
+    c = r["d out/d input0"]
+    assert "36 of 49 entries differ" in c.message
+    assert c.diagnosis is not None
+    assert "Likely mistake: backward ignores grad_output" in c.message
+    assert "returns the local derivative" in c.message and "chain rule" in c.message
+
+
+def test_check_function_correct_cube_is_not_said_to_ignore_grad_output():
+    r = check_function(Cube, POINTS)
+    assert r.ok, str(r)
+    assert "grad_output" not in str(r)
+
+
+def test_check_function_ignoring_grad_output_with_a_wrong_local_derivative():
+    # Not the local derivative either: the claim is only "ignores", plus the factor.
+    c = check_function(CubeIgnoresGradOutputAndFactor, POINTS)["d out/d input0"]
+    assert "backward ignores grad_output" in c.message
+    assert "returns the local derivative" not in c.message
+    assert "missing factor 3" in c.message
+
+
+def test_check_function_ignoring_grad_output_with_scalar_output():
+    # One output element: the one-hot Jacobian row is grad_output = 1, so it
+    # matches; the probe with other grad_outputs still catches the mistake.
+    r = check_function(CubeIgnoresGradOutput, torch.tensor(2.0))
+    assert not r.ok
+    assert r["d out/d input0"].ok
+    line = str(r["grad_output → input0"])
+    assert line.startswith("✗") and "backward ignores grad_output" in line
+
+
+def test_check_function_wrong_factor_is_not_said_to_ignore_grad_output():
+    line = str(check_function(WrongSquare, POINTS)["d out/d input0"])
+    assert "missing factor 2" in line
+    assert "grad_output" not in line
+
+
 def test_check_function_two_inputs_points_at_the_wrong_pair():
     g = torch.Generator().manual_seed(0)
     x, w = torch.randn(2, 3, generator=g), torch.randn(3, 2, generator=g)

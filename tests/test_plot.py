@@ -266,6 +266,58 @@ def test_draw_graph_grads_and_highlight():
     assert any("freed" in t for t in _texts(ax))  # backward released the saved tensors
 
 
+def _chain_rule_trace():
+    from backproplab.trace import trace_backward
+
+    x, w, b = (torch.tensor(v, requires_grad=True) for v in (1.0, 2.0, 3.0))
+    return trace_backward((w * x + b) ** 2, names={"x": x, "w": w, "b": b})
+
+
+def _leaf_labels(ax):
+    """Leaf name -> its drawn label (the name is the label's first word)."""
+    return {lab.split()[0]: lab for lab in ax.backproplab["labels"].values()}
+
+
+def test_draw_graph_trace_shows_final_leaf_grads():
+    t = _chain_rule_trace()
+    labels = _leaf_labels(plot.draw_graph(t, values=True, grads=True))
+    assert labels["x"] == "x = 1.0\ngrad 20.0"
+    assert "grad 10.0" in labels["w"] and "grad 10.0" in labels["b"]
+    # Same drawing as the trace's graph, only the grads differ.
+    ax = plot.draw_graph(t)
+    assert ax.backproplab["node_ids"] == list(range(len(t.graph.nodes)))
+    assert "grad" not in _leaf_labels(ax)["x"]
+
+
+def test_draw_graph_of_trace_graph_keeps_the_graphs_own_grads():
+    # The Graph was described before backward: drawn as given, grads unknown.
+    t = _chain_rule_trace()
+    labels = _leaf_labels(plot.draw_graph(t.graph, grads=True))
+    assert labels["x"] == "x\ngrad None"
+
+
+def test_draw_graph_trace_large_and_missing_leaf_grads():
+    from backproplab.trace import trace_backward
+
+    w = torch.ones(5, 4, requires_grad=True)
+    v = torch.ones(2, requires_grad=True)
+    t = trace_backward((w.sum() * v).sum(), names={"w": w, "v": v})
+    labels = _leaf_labels(plot.draw_graph(t, grads=True))
+    assert labels["w"] == "w\ngrad shape 5×4"  # 20 values: more than a trace keeps
+    assert labels["v"] == "v\ngrad [20.0, 20.0]"
+    # A trace with a leaf name it has no grad for draws "grad None".
+    from dataclasses import replace
+
+    t2 = replace(t, leaf_grads=tuple(p for p in t.leaf_grads if p[0] != "v"))
+    assert _leaf_labels(plot.draw_graph(t2, grads=True))["v"] == "v\ngrad None"
+
+
+def test_draw_graph_trace_rejects_names():
+    t = _chain_rule_trace()
+    with pytest.raises(ValueError, match="names: only used when.*a Trace already"):
+        plot.draw_graph(t, names={"x": torch.tensor(1.0)})
+
+
 def test_draw_graph_tensor_values_show_shapes_and_custom_kind():
     class Square(torch.autograd.Function):
         @staticmethod
