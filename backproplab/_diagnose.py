@@ -1,7 +1,8 @@
 """Internals of :mod:`backproplab.check`: value conversion, closeness and diagnosis.
 
-Kept apart so ``check.py`` reads as the public API. Everything here works on
-float64 copies; nothing here is public.
+Kept apart so ``check.py`` reads as the public API; the other private checker
+modules (``_numerical``, ``_function_check``, ``_graph_quiz``) share it too.
+Everything here works on float64 copies; nothing here is public.
 """
 
 from __future__ import annotations
@@ -142,6 +143,11 @@ def _tol_text(rtol: float, atol: float, dtype_note: str = "") -> str:
 
 def _dtype_name(d: torch.dtype) -> str:
     return str(d).removeprefix("torch.")
+
+
+def _sentence(text: str) -> str:
+    """End a diagnosis with exactly one full stop (or its own question mark)."""
+    return text if text.endswith((".", "?", "!")) else text + "."
 
 
 def _exact_nan_equal(a: torch.Tensor, b: torch.Tensor) -> bool:

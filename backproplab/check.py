@@ -31,16 +31,20 @@ Documented choices
   relative to the reference and so changes on a swap.
 * NaN equals NaN and ``inf`` equals ``inf`` when both sides have it in the
   same place; a NaN or ``inf`` only on the learner's side is diagnosed.
+
+Where the rest lives
+--------------------
+This module is the public face: the checkers, their documentation, and the
+comparison that ``compare`` and ``check_grad`` share. The machinery behind the
+others is in private modules, one job each: ``_report`` (``Check`` and
+``Report``), ``_diagnose`` (value conversion, closeness, naming the mistake),
+``_numerical`` (finite differences), ``_function_check`` (custom
+``autograd.Function`` checks) and ``_graph_quiz`` (``check_graph``'s diff).
 """
 
 from __future__ import annotations
 
-import difflib
-import html
-import re
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -58,11 +62,19 @@ from ._diagnose import (
     _finite_abs,
     _fmt,
     _index,
+    _sentence,
     _shape,
     _tol_text,
     _type_name,
     _Value,
 )
+from ._function_check import check_custom_function
+from ._graph_quiz import diff_node_names
+from ._numerical import central_differences
+from ._report import Check, Report
+
+# Learners meet these classes as backproplab.check.*; help() should say so.
+Check.__module__ = Report.__module__ = __name__
 
 __all__ = [
     "Check",
@@ -79,103 +91,6 @@ __all__ = [
 # Tolerance for a finite-difference reference: central differences in float64
 # with eps=1e-6 are good to roughly 1e-8 relative, far from float64 round-off.
 FD_TOLERANCE = (1e-5, 1e-6)
-
-_SYMBOL = {True: "✓", False: "✗"}
-
-
-# --------------------------------------------------------------------------
-# Result objects
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Check:
-    """One checked item: a name, a verdict and a sentence explaining it.
-
-    ``verdict`` is one of ``"exact"``, ``"close"``, ``"mismatch"``,
-    ``"shape"``, ``"missing"`` (no answer: None), ``"error"``, ``"pass"``,
-    ``"fail"``, ``"warning"``.
-    A ``"warning"`` is ``ok`` but printed with ``⚠`` so it is not missed.
-
-    >>> str(Check("dx", True, "exact", "exact match"))
-    '✓ dx: exact match'
-    """
-
-    name: str
-    ok: bool
-    verdict: str
-    message: str
-    diagnosis: str | None = None
-    max_abs_diff: float | None = None
-    rel_error: float | None = None
-
-    @property
-    def symbol(self) -> str:
-        return "⚠" if self.verdict == "warning" else _SYMBOL[self.ok]
-
-    def __str__(self) -> str:
-        return f"{self.symbol} {self.name}: {self.message}"
-
-
-@dataclass(frozen=True)
-class Report:
-    """A list of checks, printed one line per check.
-
-    >>> r = Report((Check("dx", True, "exact", "exact match"),))
-    >>> bool(r), str(r)
-    (True, '✓ dx: exact match')
-    >>> r.assert_ok() is r
-    True
-    """
-
-    checks: tuple[Check, ...]
-    title: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    def __str__(self) -> str:
-        lines = [self.title] if self.title else []
-        lines += [str(c) for c in self.checks]
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return str(self)
-
-    def __getitem__(self, key: int | str) -> Check:
-        """A check by position or by name."""
-        if isinstance(key, str):
-            for c in self.checks:
-                if c.name == key:
-                    return c
-            raise KeyError(key)
-        return self.checks[key]
-
-    def __len__(self) -> int:
-        return len(self.checks)
-
-    def assert_ok(self) -> Report:
-        """Raise ``AssertionError`` carrying the report text unless all passed."""
-        if not self.ok:
-            raise AssertionError(str(self))
-        return self
-
-    def _repr_html_(self) -> str:
-        colours = {"✓": "#1a7f37", "✗": "#cf222e", "⚠": "#9a6700"}
-        rows = []
-        if self.title:
-            rows.append(f"<div><b>{html.escape(self.title)}</b></div>")
-        for c in self.checks:
-            colour = colours[c.symbol]
-            rows.append(
-                f'<div style="color:{colour};font-family:monospace;white-space:pre-wrap">'
-                f"{c.symbol} <b>{html.escape(c.name)}</b>: {html.escape(c.message)}</div>"
-            )
-        return "<div>" + "".join(rows) + "</div>"
 
 
 # --------------------------------------------------------------------------
@@ -311,6 +226,15 @@ def _compare_values(
     return Check(name, False, "mismatch", msg, diagnosis=diag, max_abs_diff=max_diff, rel_error=rel)
 
 
+def _pair(mine: torch.Tensor, ref: torch.Tensor) -> str:
+    """'yours A, expected B' with just enough digits that A and B look different."""
+    x, y = mine.item(), ref.item()
+    for digits in (4, 6, 8, 10, 17):
+        if _fmt(x, digits) != _fmt(y, digits) or x == y:
+            break
+    return f"yours {_fmt(x, digits)}, expected {_fmt(y, digits)}"
+
+
 # --------------------------------------------------------------------------
 # diagnose
 # --------------------------------------------------------------------------
@@ -349,17 +273,6 @@ def diagnose(
 # finite differences
 # --------------------------------------------------------------------------
 
-# Largest number of float64 elements one batched (vmap) evaluation may hold.
-_BATCH_ELEMENTS = 1 << 22
-
-
-def _as_output(y: Any, arg: str = "f") -> torch.Tensor:
-    if isinstance(y, torch.Tensor):
-        return y.detach().to(torch.float64)
-    if isinstance(y, (int, float)) and not isinstance(y, bool):
-        return torch.tensor(float(y), dtype=torch.float64)
-    raise TypeError(f"{arg}: expected f to return a tensor or a number, got {_type_name(y)}")
-
 
 def numerical_grad(
     f: Callable[..., Any],
@@ -381,113 +294,7 @@ def numerical_grad(
     >>> numerical_grad(lambda x: (x ** 2).sum(), torch.tensor([1.0, 3.0]))[0]
     tensor([2.0000, 6.0000], dtype=torch.float64)
     """
-    if not callable(f):
-        raise TypeError(f"f: expected a callable, got {_type_name(f)}")
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps > 0:
-        raise ValueError(f"eps: expected a positive number, got {eps!r}")
-    if not inputs:
-        raise ValueError("inputs: expected at least one input tensor, got none")
-    xs = []
-    for i, x in enumerate(inputs):
-        if isinstance(x, torch.Tensor) and x.is_floating_point():
-            xs.append(x.detach().to(torch.float64).clone())
-        elif isinstance(x, (int, float)) and not isinstance(x, bool):
-            xs.append(torch.tensor(float(x), dtype=torch.float64))
-        else:
-            what = f"a {x.dtype} tensor" if isinstance(x, torch.Tensor) else _type_name(x)
-            raise TypeError(f"inputs[{i}]: expected a floating-point tensor or number, got {what}")
-    with torch.no_grad():
-        y0 = _as_output(f(*xs))
-    if v is None:
-        if y0.numel() != 1:
-            raise ValueError(
-                f"v: f returns a tensor of shape {_shape(y0.shape)}, not a scalar, so v "
-                "(the vector in vᵀJ, shaped like the output) is required"
-            )
-        w = torch.ones(1, dtype=torch.float64)
-    else:
-        w = _as_value(v, "v").tensor.to(torch.float64)
-        if w.numel() != y0.numel():
-            raise ValueError(
-                f"v: expected shape {_shape(y0.shape)} (the output's), got {_shape(w.shape)}"
-            )
-        w = w.reshape(-1)
-    return tuple(_fd_one(f, xs, i, w, float(eps)) for i in range(len(xs)))
-
-
-def _fd_one(
-    f: Callable[..., Any], xs: list[torch.Tensor], i: int, w: torch.Tensor, eps: float
-) -> torch.Tensor:
-    """vᵀJ for input ``i``: rows of the Jacobian by central differences."""
-    x = xs[i]
-    n = x.numel()
-    if n == 0:
-        return torch.zeros_like(x)
-    rows = _fd_rows_vmap(f, xs, i, eps)
-    if rows is None:
-        rows = _fd_rows_loop(f, xs, i, eps)
-    # rows[k] = d output / d x.flat[k], flattened; contract with v.
-    return (rows @ w).reshape(x.shape)
-
-
-def _fd_rows_vmap(
-    f: Callable[..., Any], xs: list[torch.Tensor], i: int, eps: float
-) -> torch.Tensor | None:
-    """All nudges of input ``i`` through ``torch.func.vmap``; None if f can't be vmapped."""
-    x = xs[i]
-    n = x.numel()
-    chunk = max(1, _BATCH_ELEMENTS // (2 * n))
-
-    def g(xi: torch.Tensor) -> torch.Tensor:
-        args = list(xs)
-        args[i] = xi
-        out = f(*args)
-        if not isinstance(out, torch.Tensor):
-            raise TypeError("f returned a non-tensor")
-        return out.to(torch.float64).reshape(-1)
-
-    try:
-        batched = torch.func.vmap(g)
-        parts = []
-        with torch.no_grad():
-            for start in range(0, n, chunk):
-                k = torch.arange(start, min(n, start + chunk))
-                bump = torch.zeros(len(k), n, dtype=torch.float64)
-                bump[torch.arange(len(k)), k] = eps
-                bump = bump.reshape(len(k), *x.shape)
-                plus = batched(x + bump)
-                minus = batched(x - bump)
-                parts.append((plus - minus) / (2 * eps))
-        rows = torch.cat(parts)
-    except Exception:  # vmap rejects .item(), data-dependent control flow, etc.
-        return None
-    # Guard against f that silently mixes batch entries: spot-check one row.
-    probe = _fd_rows_loop(f, xs, i, eps, only=int(n // 2))
-    if not torch.allclose(rows[n // 2], probe[0], rtol=1e-6, atol=1e-9):
-        return None
-    return rows
-
-
-def _fd_rows_loop(
-    f: Callable[..., Any], xs: list[torch.Tensor], i: int, eps: float, only: int | None = None
-) -> torch.Tensor:
-    x = xs[i]
-    flat = x.view(-1)
-    rows = []
-    args = list(xs)
-    with torch.no_grad():
-        for k in range(flat.numel()) if only is None else [only]:
-            old = flat[k].item()
-            xp = x.clone()
-            xp.view(-1)[k] = old + eps
-            xm = x.clone()
-            xm.view(-1)[k] = old - eps
-            args[i] = xp
-            plus = _as_output(f(*args)).reshape(-1)
-            args[i] = xm
-            minus = _as_output(f(*args)).reshape(-1)
-            rows.append((plus - minus) / (2 * eps))
-    return torch.stack(rows)
+    return central_differences(f, inputs, v, eps)
 
 
 # --------------------------------------------------------------------------
@@ -600,9 +407,6 @@ def _verdict_word(c: Check, tol: tuple[float, float] | None) -> str:
 # check_function
 # --------------------------------------------------------------------------
 
-# gradcheck's own defaults: finite differences limit how tight this can be.
-_JAC_RTOL, _JAC_ATOL, _JAC_EPS = 1e-3, 1e-5, 1e-6
-
 
 def check_function(fn_class: type, *inputs: Any) -> Report:
     """Check a custom ``torch.autograd.Function``'s backward, readably.
@@ -632,386 +436,12 @@ def check_function(fn_class: type, *inputs: Any) -> Report:
     ✓ gradcheck: passed in float64
     ✓ gradgradcheck: passed (backward is itself differentiable and correct)
     """
-    if not (isinstance(fn_class, type) and issubclass(fn_class, torch.autograd.Function)):
-        raise TypeError(
-            "fn_class: expected a subclass of torch.autograd.Function, got "
-            f"{fn_class.__name__ if isinstance(fn_class, type) else _type_name(fn_class)}"
-        )
-    if not inputs:
-        raise ValueError("inputs: expected at least one input, got none")
-    xs: list[Any] = []
-    notes = []
-    for i, x in enumerate(inputs):
-        if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
-            if x.dtype not in (torch.float64, torch.complex128):
-                notes.append(f"input {i} cast from {_dtype_name(x.dtype)} to float64")
-                x = x.to(torch.complex128 if x.is_complex() else torch.float64)
-            xs.append(x.detach().clone().requires_grad_(True))
-        else:
-            xs.append(x)
-    title = f"check_function({fn_class.__name__}): " + (
-        "; ".join(notes) + " for the check" if notes else "inputs already float64"
-    )
-    apply = fn_class.apply
-    checks: list[Check] = []
-
-    try:
-        out = apply(*xs)
-    except Exception as exc:  # the learner's forward: report, don't crash
-        return Report((Check("forward", False, "error", _exc_text("forward", exc)),), title)
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    stash = _ctx_stash_warning(outs)
-    if stash is not None:
-        checks.append(stash)
-
-    in_idx = [i for i, x in enumerate(xs) if isinstance(x, torch.Tensor) and x.requires_grad]
-    out_idx = [j for j, o in enumerate(outs) if isinstance(o, torch.Tensor) and o.requires_grad]
-    in_name = {i: f"input{i}" for i in in_idx}
-    out_name = {j: "out" if len(outs) == 1 else f"out{j}" for j in out_idx}
-    try:
-        analytical = _analytical_jacobians(outs, xs, in_idx, out_idx)
-    except Exception as exc:
-        checks.append(Check("backward", False, "error", _exc_text("backward", exc)))
-        return Report(tuple(checks), title)
-    numerical = _numerical_jacobians(apply, xs, in_idx, out_idx)
-    ignored = _ignores_grad_output(apply, xs, in_idx, out_idx, numerical)
-
-    jac_checks = []
-    in_ok = dict.fromkeys(in_idx, True)
-    for j in out_idx:
-        for i in in_idx:
-            jac_checks.append(
-                _jacobian_check(
-                    f"d {out_name[j]}/d {in_name[i]}", analytical[j, i], numerical[j, i],
-                    outs[j].shape, xs[i].shape, out_name[j], in_name[i],
-                    ignored.get(i),
-                )
-            )  # fmt: skip
-            in_ok[i] = in_ok[i] and jac_checks[-1].ok
-    checks.extend(jac_checks)
-    # The Jacobian is built from one-hot grad_outputs, so with a scalar output
-    # (grad_output always 1) a backward ignoring grad_output still matches it.
-    missed = [i for i in ignored if in_ok[i]]
-    for i in missed:
-        checks.append(
-            Check(
-                f"grad_output → {in_name[i]}", False, "mismatch",
-                "the Jacobian matches, but it only sends grad_outputs made of a single 1; "
-                f"for other grad_outputs the gradient for {in_name[i]} does not change. "
-                f"Likely mistake: {_sentence(ignored[i])}",
-                diagnosis=ignored[i],
-            )
-        )  # fmt: skip
-
-    first_order_ok = all(c.ok for c in jac_checks)
-    gc_ok, gc_err = _run_check(torch.autograd.gradcheck, apply, xs)
-    if gc_ok:
-        checks.append(Check("gradcheck", True, "pass", "passed in float64"))
-    elif not first_order_ok:
-        msg = "failed: backward does not match finite differences (details above)"
-        checks.append(Check("gradcheck", False, "fail", msg))
-    else:
-        checks.append(Check("gradcheck", False, "fail", f"failed: {gc_err}"))
-    if gc_ok and first_order_ok and not missed:
-        checks.append(_gradgrad_check(apply, xs, in_idx))
-    return Report(tuple(checks), title)
-
-
-def _sentence(text: str) -> str:
-    """End a diagnosis with exactly one full stop (or its own question mark)."""
-    return text if text.endswith((".", "?", "!")) else text + "."
-
-
-def _pair(mine: torch.Tensor, ref: torch.Tensor) -> str:
-    """'yours A, expected B' with just enough digits that A and B look different."""
-    x, y = mine.item(), ref.item()
-    for digits in (4, 6, 8, 10, 17):
-        if _fmt(x, digits) != _fmt(y, digits) or x == y:
-            break
-    return f"yours {_fmt(x, digits)}, expected {_fmt(y, digits)}"
-
-
-def _exc_text(where: str, exc: BaseException) -> str:
-    first = str(exc).strip().splitlines()[0].rstrip(",:; ") if str(exc).strip() else ""
-    return f"{where} raised {type(exc).__name__}: {first}"
-
-
-def _ctx_stash_warning(outs: list[Any]) -> Check | None:
-    """Tensors hung on ctx as attributes: they dodge save_for_backward's checks."""
-    for o in outs:
-        node = getattr(o, "grad_fn", None)
-        if node is None:
-            continue
-        found = []
-        for key, val in vars(node).items() if hasattr(node, "__dict__") else []:
-            items = val if isinstance(val, (list, tuple)) else [val]
-            if any(isinstance(t, torch.Tensor) for t in items):
-                found.append(f"ctx.{key}")
-        if found:
-            return Check(
-                "ctx", True, "warning",
-                f"forward stores tensors as ctx attributes ({', '.join(found)}); use "
-                "ctx.save_for_backward(...) and ctx.saved_tensors instead, so autograd can "
-                "detect in-place changes to them and free them after backward",
-            )  # fmt: skip
-        return None
-    return None
-
-
-def _analytical_jacobians(
-    outs: list[Any], xs: list[Any], in_idx: list[int], out_idx: list[int]
-) -> dict[tuple[int, int], torch.Tensor]:
-    """Jacobians (n_out, n_in) built row by row from one-hot backward calls."""
-    jac: dict[tuple[int, int], torch.Tensor] = {}
-    wrt = [xs[i] for i in in_idx]
-    for j in out_idx:
-        o = outs[j]
-        rows: dict[int, list[torch.Tensor]] = {i: [] for i in in_idx}
-        for k in range(o.numel()):
-            onehot = torch.zeros_like(o).reshape(-1)
-            onehot[k] = 1
-            grads = torch.autograd.grad(
-                o, wrt, grad_outputs=onehot.reshape(o.shape), retain_graph=True,
-                allow_unused=True,
-            )  # fmt: skip
-            for i, g in zip(in_idx, grads, strict=False):
-                g = torch.zeros_like(xs[i]) if g is None else g
-                rows[i].append(g.detach().reshape(-1).to(torch.float64))
-        for i in in_idx:
-            n_in = xs[i].numel()
-            jac[j, i] = (
-                torch.stack(rows[i]) if rows[i] else torch.zeros(0, n_in, dtype=torch.float64)
-            )
-    return jac
-
-
-def _numerical_jacobians(
-    apply: Callable[..., Any], xs: list[Any], in_idx: list[int], out_idx: list[int]
-) -> dict[tuple[int, int], torch.Tensor]:
-    plain = [x.detach() if isinstance(x, torch.Tensor) else x for x in xs]
-    jac: dict[tuple[int, int], torch.Tensor] = {}
-    for j in out_idx:
-
-        def f(*args: Any, _j: int = j) -> torch.Tensor:
-            out = apply(*args)
-            return out[_j] if isinstance(out, (tuple, list)) else out
-
-        for i in in_idx:
-            # The loop, not vmap: a custom Function need not support vmap.
-            rows = _fd_rows_loop(f, plain, i, _JAC_EPS)  # (n_in, n_out)
-            jac[j, i] = rows.T.contiguous()
-    return jac
-
-
-def _jacobian_check(
-    name: str,
-    ana: torch.Tensor,
-    num: torch.Tensor,
-    out_shape: Sequence[int],
-    in_shape: Sequence[int],
-    out_name: str,
-    in_name: str,
-    ignored: str | None = None,
-) -> Check:
-    size = f"{ana.shape[0]} × {ana.shape[1]} entries"
-    bad = ~_close_mask(ana, num, _JAC_RTOL, _JAC_ATOL)
-    if not bad.any():
-        msg = f"Jacobian from backward matches finite differences ({size})"
-        return Check(name, True, "pass", msg)
-    r, c = (int(v) for v in bad.nonzero()[0])
-    where = f"d {out_name}{_index(r, out_shape)} / d {in_name}{_index(c, in_shape)}"
-    msg = (
-        f"Jacobian mismatch at entry [{r}, {c}] ({where}): "
-        f"backward gives {_fmt(ana[r, c].item())}, "
-        f"finite differences give {_fmt(num[r, c].item())}; {int(bad.sum())} of {bad.numel()} "
-        f"entries differ (rtol={_JAC_RTOL:g}, atol={_JAC_ATOL:g})"
-    )
-    if ignored is not None:
-        # Verified by probing backward directly; it explains the whole pattern of
-        # wrong entries, so it wins over any fit of the Jacobian's numbers.
-        diag: str | None = ignored
-    else:
-        diag = _diagnose(ana, num, _JAC_RTOL, _JAC_ATOL, accumulation=False)
-        if diag:
-            diag = diag.replace("your answer", "backward's Jacobian").replace(
-                "yours", "backward's"
-            )
-    if diag:
-        msg += f". Likely mistake: {_sentence(diag)}"
-    return Check(
-        name, False, "mismatch", msg, diagnosis=diag, max_abs_diff=float((ana - num).abs().max())
-    )
-
-
-_IGNORED_LOCAL = (
-    "backward ignores grad_output: it returns the local derivative but must multiply it "
-    "by the incoming gradient grad_output (chain rule)"
-)
-_IGNORED_OTHER = (
-    "backward ignores grad_output: it returns the same gradient whatever grad_output is, "
-    "but the chain rule needs the local derivative multiplied by the incoming gradient "
-    "grad_output"
-)
-
-
-def _ignores_grad_output(
-    apply: Callable[..., Any],
-    xs: list[Any],
-    in_idx: list[int],
-    out_idx: list[int],
-    numerical: dict[tuple[int, int], torch.Tensor],
-) -> dict[int, str]:
-    """Inputs whose gradient from backward does not depend on grad_output at all.
-
-    A correct backward is linear in grad_output: scaling grad_output scales
-    the gradient. So if three quite different grad_outputs (all ones, all
-    -0.5, and random values) give the same non-zero gradient, backward
-    cannot be using grad_output. Returns input index -> diagnosis; an
-    exception, or anything short of equality within tolerance, claims nothing.
-    """
-    if not in_idx or not out_idx:
-        return {}
-    gen = torch.Generator().manual_seed(0)
-    probes: list[list[torch.Tensor]] = []
-    try:
-        outs = apply(*xs)
-        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-        wrt = [xs[i] for i in in_idx]
-        chosen = [outs[j] for j in out_idx]
-        makers = (
-            lambda o: torch.ones_like(o),
-            lambda o: torch.full_like(o, -0.5),
-            # Random in [0.5, 2.5) with random signs: no entry is 0 or ±1.
-            lambda o: (torch.rand(o.shape, generator=gen, dtype=torch.float64) * 2 + 0.5)
-            * torch.where(torch.rand(o.shape, generator=gen) < 0.5, -1.0, 1.0).to(
-                torch.float64
-            ),
-        )
-        for make in makers:
-            vs = [make(o).to(o.dtype) for o in chosen]
-            grads = torch.autograd.grad(
-                chosen, wrt, grad_outputs=vs, retain_graph=True, allow_unused=True
-            )
-            probes.append([
-                torch.zeros_like(xs[i]) if g is None else g.detach()
-                for i, g in zip(in_idx, grads, strict=True)
-            ])  # fmt: skip
-    except Exception:  # backward errors are reported by the Jacobian check
-        return {}
-    found: dict[int, str] = {}
-    for k, i in enumerate(in_idx):
-        first = probes[0][k].to(torch.float64).reshape(-1)
-        if first.is_complex() or bool((first.abs() <= _JAC_ATOL).all()):
-            continue  # an all-zero gradient is the same for every grad_output anyway
-        if not all(
-            _close(p[k].to(torch.float64).reshape(-1), first, _JAC_RTOL, _JAC_ATOL)
-            for p in probes[1:]
-        ):
-            continue
-        # What backward should give when grad_output is all ones: the column
-        # sums of the (finite-difference) Jacobians, i.e. the local derivative.
-        local = sum(numerical[j, i].sum(dim=0) for j in out_idx)
-        if _close(first, local, _JAC_RTOL, _JAC_ATOL):
-            found[i] = _IGNORED_LOCAL
-        else:
-            extra = _diagnose(first, local, _JAC_RTOL, _JAC_ATOL, accumulation=False)
-            found[i] = _IGNORED_OTHER + (
-                "; also, even for grad_output all ones "
-                + extra.replace("your answer", "its result").replace("yours", "its")
-                if extra else ""
-            )  # fmt: skip
-    return found
-
-
-def _run_check(
-    fn: Callable[..., Any], apply: Callable[..., Any], xs: list[Any]
-) -> tuple[bool, str]:
-    try:
-        ok = bool(fn(apply, tuple(xs), raise_exception=True))
-        return ok, ""
-    except Exception as exc:  # GradcheckError, or the learner's code raising
-        return False, _exc_text(fn.__name__, exc).split(": ", 1)[-1]
-
-
-def _gradgrad_check(apply: Callable[..., Any], xs: list[Any], in_idx: list[int]) -> Check:
-    """gradgradcheck, telling 'backward not differentiable' apart from 'wrong'."""
-    not_diff = (
-        "backward is correct but is not itself differentiable, so double backward "
-        "(second derivatives, create_graph=True) fails: {why}. Fine for first-order "
-        "training; to support it, compute backward from differentiable torch operations"
-    )
-    try:
-        outs = apply(*xs)
-        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-        outs = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
-        grads = torch.autograd.grad(
-            # grad_outputs that require grad, as gradgradcheck uses: a backward
-            # that only detaches a saved tensor still has a grad_fn then, and
-            # is caught below as wrong rather than excused as non-differentiable.
-            outs, [xs[i] for i in in_idx],
-            grad_outputs=[torch.ones_like(o, requires_grad=True) for o in outs],
-            create_graph=True, allow_unused=True,
-        )  # fmt: skip
-    except Exception as exc:
-        why = _exc_text("it", exc)
-        return Check("gradgradcheck", True, "warning", not_diff.format(why=why))
-    # @once_differentiable hands back results whose grad_fn is an Error node.
-    if any(g is not None and g.grad_fn is not None and "Error" in g.grad_fn.name() for g in grads):
-        why = "backward is marked @once_differentiable"
-        return Check("gradgradcheck", True, "warning", not_diff.format(why=why))
-    if all(g is None or not g.requires_grad for g in grads):
-        why = (
-            "its result has no grad_fn (it leaves the graph, e.g. via .detach(), .item(), "
-            "numpy or no_grad)"
-        )
-        return Check("gradgradcheck", True, "warning", not_diff.format(why=why))
-    ok, err = _run_check(torch.autograd.gradgradcheck, apply, xs)
-    if ok:
-        return Check(
-            "gradgradcheck", True, "pass", "passed (backward is itself differentiable and correct)"
-        )
-    if re.search(r"once_differentiable|does not require grad|does not have a grad_fn", err):
-        return Check("gradgradcheck", True, "warning", not_diff.format(why=err))
-    return Check(
-        "gradgradcheck", False, "fail",
-        "backward gives the right first derivatives, but differentiating backward itself "
-        f"gives wrong second derivatives (does backward use a detached copy of a saved "
-        f"tensor?): {err}",
-    )  # fmt: skip
+    return check_custom_function(fn_class, inputs)
 
 
 # --------------------------------------------------------------------------
 # check_graph
 # --------------------------------------------------------------------------
-
-
-def _parse_names(prediction: Any) -> list[str]:
-    if isinstance(prediction, str):
-        parts = re.split(r"->|→|,|\n", prediction)
-    elif isinstance(prediction, (list, tuple)) and all(isinstance(p, str) for p in prediction):
-        parts = list(prediction)
-    else:
-        raise TypeError(
-            "prediction: expected a list of node names or one string separated by newlines, "
-            f"commas or '->', got {_type_name(prediction)}"
-        )
-    return [p.strip() for p in parts if p.strip()]
-
-
-def _actual_names(output: Any) -> list[str]:
-    if isinstance(output, torch.Tensor):
-        from .graph import describe  # lazy: graph.py is a sibling module, imported on use
-
-        return list(describe(output).names())
-    names = getattr(output, "names", None)
-    if callable(names):
-        return list(names())
-    if isinstance(output, (list, tuple)) and all(isinstance(n, str) for n in output):
-        return list(output)
-    raise TypeError(
-        "output: expected a torch.Tensor, a Graph or a list of node names, got "
-        f"{_type_name(output)}"
-    )
 
 
 def check_graph(prediction: str | Sequence[str], output: Any) -> Report:
@@ -1029,93 +459,4 @@ def check_graph(prediction: str | Sequence[str], output: Any) -> Report:
     ✓ nodes: all 3 nodes named
     ✗ order: AccumulateGrad is out of order: it comes after AddBackward0
     """
-    predicted = _parse_names(prediction)
-    actual = _actual_names(output)
-    want, got = Counter(actual), Counter(predicted)
-    missing, extra = want - got, got - want
-
-    def listing(c: Counter[str]) -> str:
-        return ", ".join(n if k == 1 else f"{n} (×{k})" for n, k in c.items())
-
-    checks = []
-    if not missing and not extra:
-        checks.append(Check("nodes", True, "pass", f"all {len(actual)} nodes named"))
-    else:
-        parts = []
-        if missing:
-            parts.append(f"missing {listing(missing)}")
-        if extra:
-            hints = []
-            unused = list(missing)
-            for name in extra:
-                close = [m for m in unused if m.lower().startswith(name.lower())]
-                if not close:
-                    # Compare stems: a shared "Backward0" suffix says nothing.
-                    stems = {_stem(m): m for m in unused}
-                    near = difflib.get_close_matches(_stem(name), list(stems), n=1, cutoff=0.75)
-                    close = [stems[n] for n in near]
-                if close:
-                    unused.remove(close[0])
-                hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
-            parts.append("extra " + ", ".join(hints))
-        checks.append(Check("nodes", False, "fail", "; ".join(parts)))
-
-    # Order: among the names both lists share, keep a longest common
-    # subsequence; whatever falls outside it is out of order.
-    left = Counter(want)
-    shared = []
-    for name in predicted:
-        if left[name] > 0:
-            shared.append(name)
-            left[name] -= 1
-    left = Counter(got)
-    actual_shared = []
-    for name in actual:
-        if left[name] > 0:
-            actual_shared.append(name)
-            left[name] -= 1
-    keep = _lcs_mask(shared, actual_shared)
-    wrong = [name for name, k in zip(shared, keep, strict=False) if not k]
-    if not wrong:
-        checks.append(Check("order", True, "pass", "the nodes are in the right order"))
-    else:
-        lines = []
-        for name in dict.fromkeys(wrong):
-            pos = actual_shared.index(name)
-            after = f"it comes after {actual_shared[pos - 1]}" if pos else "it comes first"
-            lines.append(f"{name} is out of order: {after}")
-        checks.append(Check("order", False, "fail", "; ".join(lines)))
-    return Report(tuple(checks))
-
-
-def _stem(name: str) -> str:
-    return re.sub(r"Backward\d*$", "", name).lower()
-
-
-def _lcs_mask(a: list[str], b: list[str]) -> list[bool]:
-    """For each item of ``a``: is it part of a longest common subsequence with ``b``?"""
-    if len(a) * len(b) > 4_000_000:  # too big for the table: difflib's good-enough match
-        mask = [False] * len(a)
-        for block in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks():
-            for k in range(block.a, block.a + block.size):
-                mask[k] = True
-        return mask
-    n, m = len(a), len(b)
-    table = [[0] * (m + 1) for _ in range(n + 1)]
-    for i in range(n - 1, -1, -1):
-        for j in range(m - 1, -1, -1):
-            table[i][j] = (
-                table[i + 1][j + 1] + 1 if a[i] == b[j] else max(table[i + 1][j], table[i][j + 1])
-            )
-    mask = [False] * n
-    i = j = 0
-    while i < n and j < m:
-        if a[i] == b[j]:
-            mask[i] = True
-            i += 1
-            j += 1
-        elif table[i + 1][j] >= table[i][j + 1]:
-            i += 1
-        else:
-            j += 1
-    return mask
+    return diff_node_names(prediction, output)

@@ -4,7 +4,8 @@
 a chain of 100,000 ops or a graph of a million nodes is fine) and returns a
 `Graph`: nodes in a deterministic topological order, the edges between them,
 the leaf tensor behind every ``AccumulateGrad`` and the tensors each node
-saved for its backward formula.
+saved for its backward formula. `Graph.to_text` (what ``print`` shows) and
+`Graph.to_dot` render it; that code lives in `backproplab._render`.
 
 >>> import torch
 >>> a = torch.tensor(2.0, requires_grad=True)
@@ -45,17 +46,15 @@ import html
 from collections.abc import Mapping, Sequence
 from dataclasses import FrozenInstanceError, dataclass, field
 from itertools import accumulate, chain, repeat
-from operator import attrgetter
 
 import torch
+
+from ._render import dot_format, render_dot, render_text, text_tail
 
 __all__ = ["SavedTensor", "LeafInfo", "Node", "Edge", "Graph", "describe"]
 
 # Values of tensors up to this many elements are copied into the description.
 SMALL = 16
-# The text tree indents at most this many levels; deeper subtrees are
-# continued in a new block, which keeps the text linear in the graph size.
-MAX_DEPTH = 24
 
 
 @dataclass(frozen=True)
@@ -102,7 +101,7 @@ class Node:
 
     def label(self) -> str:
         """One line of the text tree, e.g. ``"[2] AccumulateGrad  a  shape=()  value=2.0"``."""
-        return f"[{self.id}] " + _text_tail(self.name, self.kind, self.saved, self.leaf)
+        return f"[{self.id}] " + text_tail(self.name, self.kind, self.saved, self.leaf)
 
 
 @dataclass(frozen=True)
@@ -279,16 +278,16 @@ class Graph:
         """Distinct nodes that send gradients to ``id``."""
         return _distinct(self.nodes[e.src] for e in self.in_edges(id))
 
-    # -- renderers -------------------------------------------------------
+    # -- renderers (the work is in backproplab._render) -------------------
     def to_text(self) -> str:
         """A tree from each root; shared nodes are shown once, then ``(see [id])``."""
         with _GCPaused():
-            return _render_text(self._columns, self.roots)
+            return render_text(self._columns, self.roots)
 
     def to_dot(self) -> str:
         """Graphviz DOT source; arrows point the way gradients flow (output to leaves)."""
         with _GCPaused():
-            return _render_dot(self._columns)
+            return render_dot(self._columns)
 
     def __str__(self) -> str:
         return self.to_text()
@@ -303,6 +302,10 @@ class Graph:
         return f"<pre>{html.escape(self.to_text())}</pre>"
 
 
+def _distinct(nodes) -> tuple[Node, ...]:
+    return tuple({n.id: n for n in nodes}.values())
+
+
 # ---------------------------------------------------------------------------
 # the column form shared by describe, the lazy nodes/edges and the renderers
 
@@ -310,7 +313,8 @@ class Graph:
 class _Sig:
     """Everything about a node except its id and fn, with its rendered pieces.
 
-    Nodes that read the same (same type, same saved shapes) share one.
+    Nodes that read the same (same type, same saved shapes) share one, so
+    each piece is rendered once per distinct description, not once per node.
     """
 
     __slots__ = ("name", "kind", "saved", "leaf", "text", "dot", "ref")
@@ -322,8 +326,8 @@ class _Sig:
         self.kind = kind
         self.saved = saved
         self.leaf = leaf
-        self.text = _text_tail(name, kind, saved, leaf)  # the text line after "[id] "
-        self.dot = _dot_format(name, kind, saved, leaf)  # the DOT node line, "{0}" for the id
+        self.text = text_tail(name, kind, saved, leaf)  # the text line after "[id] "
+        self.dot = dot_format(name, kind, saved, leaf)  # the DOT node line, "{0}" for the id
         self.ref = name if leaf is None else f"{name} {leaf.name}"
 
 
@@ -797,153 +801,3 @@ def _describe(outs: list[torch.Tensor], name_of: dict[int, str]) -> Graph:
         list(map(sigs.__getitem__, order)), list(map(fns.__getitem__, order)), off, dst, pos, nrs
     )
     return Graph._of(cols, tuple(new_id[j] for j in root_disc))
-
-
-# ---------------------------------------------------------------------------
-# renderers
-
-
-def _distinct(nodes) -> tuple[Node, ...]:
-    return tuple({n.id: n for n in nodes}.values())
-
-
-def _fmt(v: float) -> str:
-    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
-        return f"{v:.1f}"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-def _shape(shape: tuple[int, ...] | None) -> str:
-    return "?" if shape is None else str(tuple(shape))
-
-
-def _values(vals: tuple[float, ...] | None, shape: tuple[int, ...]) -> str:
-    if vals is None:
-        return "?"
-    if len(shape) == 0:
-        return _fmt(vals[0])
-    return "[" + ", ".join(map(_fmt, vals)) + "]"
-
-
-def _saved_text(s: SavedTensor) -> str:
-    return f"{s.name} (freed)" if s.freed else f"{s.name} ({s.dtype}, {_shape(s.shape)})"
-
-
-def _text_tail(name: str, kind: str, saved: tuple, leaf: LeafInfo | None) -> str:
-    """A node's text line after its ``"[id] "``."""
-    parts = [name]
-    if kind == "custom":
-        parts.append("(custom Function)")
-    if leaf is not None:
-        parts.append(leaf.name)
-        parts.append(f"shape={_shape(leaf.shape)}")
-        if leaf.dtype != "float32":
-            parts.append(f"dtype={leaf.dtype}")
-        if leaf.value is not None:
-            parts.append(f"value={_values(leaf.value, leaf.shape)}")
-        if leaf.has_grad:
-            parts.append(
-                "grad=" + (_values(leaf.grad, leaf.shape) if leaf.grad is not None else "(large)")
-            )
-    if saved:
-        parts.append("saved: " + ", ".join(map(_saved_text, saved)))
-    return "  ".join(parts)
-
-
-def _dot_escape(s: str) -> str:
-    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _dot_format(name: str, kind: str, saved: tuple, leaf: LeafInfo | None) -> str:
-    """A node's DOT line as a str.format template taking its id."""
-    text = name
-    attrs = ""
-    if leaf is not None:
-        text += f"\n{leaf.name}  {_shape(leaf.shape)}"
-        if leaf.value is not None and len(leaf.value) == 1:
-            text += f"  value={_fmt(leaf.value[0])}"
-        attrs = ', style=filled, fillcolor="lightblue"'
-    elif kind == "custom":
-        attrs = ', style=filled, fillcolor="lightyellow"'
-    if saved:
-        text += "\nsaved: " + ", ".join(s.name + (" (freed)" if s.freed else "") for s in saved)
-    body = _dot_escape(text).replace("{", "{{").replace("}", "}}")
-    return f'  n{{0}} [label="[{{0}}] {body}"{attrs}];'
-
-
-def _render_text(c: _Cols, roots: tuple[int, ...]) -> str:
-    sigs, off, dst, nrs = c.sigs, c.off, c.dst, c.nrs
-    lines: list[str] = []
-    add = lines.append
-    shown = [False] * len(sigs)
-    blocks = list(dict.fromkeys(roots))
-    for k0 in blocks:  # grows when a deep subtree is continued in a block of its own
-        # (node id, prefix of its line, prefix of its children's lines, depth, input_nr)
-        stack = [(k0, "", "", 0, 0)]
-        pop = stack.pop
-        while stack:
-            k, lead, cont, depth, nr = pop()
-            while True:  # follows a node's only child without the stack
-                tag = f"  (output {nr})" if nr else ""
-                if shown[k]:
-                    add(f"{lead}(see [{k}]) {sigs[k].ref}{tag}")
-                    break
-                a = off[k]
-                z = off[k + 1]
-                if a != z and depth >= MAX_DEPTH:
-                    add(f"{lead}[{k}] {sigs[k].name}{tag}  (continued below)")
-                    blocks.append(k)
-                    break
-                shown[k] = True
-                add(f"{lead}[{k}] {sigs[k].text}{tag}")
-                if a == z:
-                    break
-                depth += 1
-                if z - a == 1:
-                    k = dst[a]
-                    nr = nrs[a] if nrs else 0
-                    lead = cont + " └─"
-                    cont += "   "
-                    continue
-                last = z - 1
-                stack.append(
-                    (dst[last], cont + " └─", cont + "   ", depth, nrs[last] if nrs else 0)
-                )
-                stack.extend(
-                    zip(
-                        reversed(dst[a:last]),
-                        repeat(cont + " ├─"),
-                        repeat(cont + " │ "),
-                        repeat(depth),
-                        reversed(nrs[a:last]) if nrs else repeat(0),
-                    )
-                )
-                break
-    return "\n".join(lines)
-
-
-def _render_dot(c: _Cols) -> str:
-    lines = [
-        "digraph autograd {",
-        "  rankdir=TB;",
-        '  node [shape=box, fontname="Helvetica", fontsize=10];',
-    ]
-    n = len(c.sigs)
-    lines.extend(map(str.format, map(attrgetter("dot"), c.sigs), range(n)))
-    if c.edge_order is not None:
-        src = [e.src for e in c.edge_order]
-        dst = [e.dst for e in c.edge_order]
-        nrs = [e.input_nr for e in c.edge_order]
-    else:
-        off = c.off
-        src = chain.from_iterable(map(repeat, range(n), map(int.__sub__, off[1:], off)))
-        dst, nrs = c.dst, c.nrs
-    if nrs is None or not any(nrs):
-        lines.extend(map("  n{} -> n{};".format, src, dst))
-    else:
-        lines.extend(
-            f'  n{s} -> n{d} [label="output {nr}"];' if nr else f"  n{s} -> n{d};"
-            for s, d, nr in zip(src, dst, nrs, strict=True)
-        )
-    lines.append("}")
-    return "\n".join(lines) + "\n"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+from notebook_runner import run
 
 from backproplab import course
 from backproplab.__main__ import main
@@ -66,17 +66,8 @@ class Run:
     @property
     def executed(self):
         if self._executed is None:
-            nb = copy.deepcopy(self.student)
-            # allow_errors: keep going past the stubs so every check cell runs.
-            client = NotebookClient(
-                nb,
-                kernel_name="python3",
-                timeout=300,
-                allow_errors=True,
-                resources={"metadata": {"path": str(self.dest.parent)}},
-            )
-            client.execute()
-            self._executed = nb
+            # Errors allowed: keep going past the stubs so every check cell runs.
+            self._executed = run(copy.deepcopy(self.student), self.dest.parent, timeout=300)
         return self._executed
 
 

@@ -86,3 +86,13 @@ def test_lab_command_serves_the_lessons(tmp_path):
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def test_helper_package_example_runs(capsys):
+    # The README's example is the first thing a reader copies; it must work.
+    section = README.split("## The helper package", 1)[1].split("\n## ", 1)[0]
+    (example,) = re.findall(r"```python\n(.*?)\n```", section, re.DOTALL)
+    exec(compile(example, "README.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "[0] MulBackward0" in printed and "AccumulateGrad  a" in printed
+    assert "AddBackward0" in printed.split("step")[1]  # the trace table follows

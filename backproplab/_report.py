@@ -1,0 +1,104 @@
+"""The result objects every checker returns: :class:`Check` and :class:`Report`.
+
+A :class:`Check` is one line of verdict; a :class:`Report` is a list of them
+that prints one line each, renders as HTML in Jupyter, is truthy when every
+check passed and has ``assert_ok()`` for graded cells. Both are re-exported by
+:mod:`backproplab.check`, which is where learners meet them.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+_SYMBOL = {True: "✓", False: "✗"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One checked item: a name, a verdict and a sentence explaining it.
+
+    ``verdict`` is one of ``"exact"``, ``"close"``, ``"mismatch"``,
+    ``"shape"``, ``"missing"`` (no answer: None), ``"error"``, ``"pass"``,
+    ``"fail"``, ``"warning"``.
+    A ``"warning"`` is ``ok`` but printed with ``⚠`` so it is not missed.
+
+    >>> str(Check("dx", True, "exact", "exact match"))
+    '✓ dx: exact match'
+    """
+
+    name: str
+    ok: bool
+    verdict: str
+    message: str
+    diagnosis: str | None = None
+    max_abs_diff: float | None = None
+    rel_error: float | None = None
+
+    @property
+    def symbol(self) -> str:
+        return "⚠" if self.verdict == "warning" else _SYMBOL[self.ok]
+
+    def __str__(self) -> str:
+        return f"{self.symbol} {self.name}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Report:
+    """A list of checks, printed one line per check.
+
+    >>> r = Report((Check("dx", True, "exact", "exact match"),))
+    >>> bool(r), str(r)
+    (True, '✓ dx: exact match')
+    >>> r.assert_ok() is r
+    True
+    """
+
+    checks: tuple[Check, ...]
+    title: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        lines = [self.title] if self.title else []
+        lines += [str(c) for c in self.checks]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def __getitem__(self, key: int | str) -> Check:
+        """A check by position or by name."""
+        if isinstance(key, str):
+            for c in self.checks:
+                if c.name == key:
+                    return c
+            raise KeyError(key)
+        return self.checks[key]
+
+    def __len__(self) -> int:
+        return len(self.checks)
+
+    def assert_ok(self) -> Report:
+        """Raise ``AssertionError`` carrying the report text unless all passed."""
+        if not self.ok:
+            raise AssertionError(str(self))
+        return self
+
+    def _repr_html_(self) -> str:
+        colours = {"✓": "#1a7f37", "✗": "#cf222e", "⚠": "#9a6700"}
+        rows = []
+        if self.title:
+            rows.append(f"<div><b>{html.escape(self.title)}</b></div>")
+        for c in self.checks:
+            colour = colours[c.symbol]
+            rows.append(
+                f'<div style="color:{colour};font-family:monospace;white-space:pre-wrap">'
+                f"{c.symbol} <b>{html.escape(c.name)}</b>: {html.escape(c.message)}</div>"
+            )
+        return "<div>" + "".join(rows) + "</div>"
