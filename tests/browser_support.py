@@ -14,6 +14,17 @@ and the test of the checker itself (tests/test_browser.py) share them:
     report = check_notebook(context, server, "lessons/02-chain-rule.ipynb", disk_path)
     assert report.ok, report.describe()
     server.stop()
+
+A test that does more than "run all and look" (edit a cell, run it again)
+builds on the same pieces:
+
+    with notebook_page(context, server, path, report, artifacts=folder) as page:
+        open_notebook(page, server, path)
+        run_all_cells(page)
+        wait_for_run(page, path, plans, NOTEBOOK_RUN_TIMEOUT)
+        set_cell_source(page, path, 27, "dfdx = 3.0")
+        cell = run_cell(page, path, 27)
+    assert report.ok, report.describe()
 """
 
 from __future__ import annotations
@@ -31,6 +42,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +74,7 @@ SERVER_START_TIMEOUT = 90 * _SCALE
 NOTEBOOK_RUN_TIMEOUT = 300 * _SCALE
 WIDGET_RENDER_TIMEOUT = 60 * _SCALE
 SLIDER_RESPONSE_TIMEOUT = 45 * _SCALE
+CELL_RUN_TIMEOUT = 60 * _SCALE
 
 # Lab settings written into the isolated settings folder. Windowing "none"
 # keeps every cell attached to the DOM (the default, contentVisibility, may
@@ -505,7 +519,7 @@ _LOG_COUNT_JS = """
 # --------------------------------------------------------------------------
 
 
-def _wait_for_run(page: Any, path: str, plans: list[CellPlan], timeout: float) -> dict:
+def wait_for_run(page: Any, path: str, plans: Sequence[CellPlan], timeout: float) -> dict:
     """Wait until every cell that will run has run and the kernel is idle.
 
     JupyterLab stops "Run All" at the first unexpected error, and the cells
@@ -517,7 +531,7 @@ def _wait_for_run(page: Any, path: str, plans: list[CellPlan], timeout: float) -
     settled_since: float | None = None
     state: dict = {}
     while time.monotonic() < deadline:
-        state = page.evaluate(_STATE_JS, path) or {}
+        state = notebook_state(page, path)
         cells = state.get("cells", [])
         idle = state.get("kernel") == "idle"
         queued = any(c["prompt"].startswith("[*]") for c in cells)
@@ -538,10 +552,145 @@ def _wait_for_run(page: Any, path: str, plans: list[CellPlan], timeout: float) -
 def _wait_kernel_idle(page: Any, path: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        state = page.evaluate(_STATE_JS, path) or {}
-        if state.get("kernel") == "idle":
+        if notebook_state(page, path).get("kernel") == "idle":
             return
         time.sleep(0.3)
+
+
+# --------------------------------------------------------------------------
+# One cell at a time: read, edit and run it the way a learner does
+# --------------------------------------------------------------------------
+
+# Prefix of a function of [path, index] with `app`, `panel` and `cell` bound;
+# it returns null when the notebook or the cell is not on the page.
+_CELL_PREFIX_JS = (
+    "([path, index]) => { const findPanel = "
+    + _PANEL_JS
+    + """;
+  const app = window.jupyterapp;
+  const panel = findPanel(path);
+  const cell = panel ? panel.content.widgets[index] : undefined;
+  if (!cell) { return null; }
+"""
+)
+
+_SOURCE_JS = _CELL_PREFIX_JS + "  return cell.model.sharedModel.getSource();\n}"
+
+# What the editor on the page shows (CodeMirror draws one .cm-line per line).
+_EDITOR_TEXT_JS = (
+    _CELL_PREFIX_JS
+    + """  return Array.from(cell.node.querySelectorAll('.jp-Cell-inputArea .cm-line'))
+    .map((line) => line.textContent).join('\\n');
+}"""
+)
+
+# What the output area on the page shows, tracebacks included.
+_OUTPUT_TEXT_JS = (
+    _CELL_PREFIX_JS
+    + """  const area = cell.node.querySelector('.jp-Cell-outputArea');
+  return area ? (area.innerText || area.textContent || '') : '';
+}"""
+)
+
+# Replace the cell's whole text through the shared model, the same document
+# the editor shows and that typing changes.
+_SET_SOURCE_JS = (
+    "([path, index, text]) => { const findPanel = "
+    + _PANEL_JS
+    + """;
+  const panel = findPanel(path);
+  const cell = panel ? panel.content.widgets[index] : undefined;
+  if (!cell) { return false; }
+  cell.model.sharedModel.setSource(text);
+  return true;
+}"""
+)
+
+# Make the cell the only selected, active one of the current notebook, then
+# Run > Run Selected Cell (notebook:run-cell runs it and stays on it).
+_RUN_CELL_JS = (
+    _CELL_PREFIX_JS
+    + """  if (!app.commands.hasCommand('notebook:run-cell')) {
+    return 'there is no notebook:run-cell command';
+  }
+  app.shell.activateById(panel.id);
+  const notebook = panel.content;
+  notebook.mode = 'command';
+  notebook.activeCellIndex = index;
+  notebook.deselectAll();
+  if (notebook.activeCell !== cell) { return 'could not make the cell active'; }
+  // Not awaited: the caller watches the execution count instead.
+  app.commands.execute('notebook:run-cell');
+  return 'ok';
+}"""
+)
+
+
+def notebook_state(page: Any, path: str) -> dict:
+    """The kernel's status and, per cell, its type, execution count, prompt and outputs.
+
+    Read from the notebook model JupyterLab renders, e.g.
+    ``{"kernel": "idle", "cells": [{"index": 0, "type": "code", "count": 1,
+    "prompt": "[1]:", "outputs": [{"type": "error", "ename": ..., ...}]}, ...]}``;
+    ``{}`` when the notebook is not open in the page.
+    """
+    return page.evaluate(_STATE_JS, path) or {}
+
+
+def _cell_call(page: Any, script: str, path: str, index: int) -> Any:
+    result = page.evaluate(script, [path, index])
+    if result is None:
+        raise LookupError(f"cell {index + 1} of {path} is not on the page")
+    return result
+
+
+def cell_source(page: Any, path: str, index: int) -> str:
+    """The text of cell `index` (0-based) as the notebook model holds it."""
+    return _cell_call(page, _SOURCE_JS, path, index)
+
+
+def cell_editor_text(page: Any, path: str, index: int) -> str:
+    """The text the cell's editor shows on the page, lines joined by newlines."""
+    return _cell_call(page, _EDITOR_TEXT_JS, path, index)
+
+
+def cell_output_text(page: Any, path: str, index: int) -> str:
+    """The text the cell's output area shows on the page ('' without outputs)."""
+    return _cell_call(page, _OUTPUT_TEXT_JS, path, index)
+
+
+def set_cell_source(page: Any, path: str, index: int, text: str) -> None:
+    """Replace the whole text of cell `index` in the open notebook, as an edit would."""
+    if not page.evaluate(_SET_SOURCE_JS, [path, index, text]):
+        raise LookupError(f"cell {index + 1} of {path} is not on the page")
+
+
+def run_cell(page: Any, path: str, index: int, timeout: float = CELL_RUN_TIMEOUT) -> dict:
+    """Run cell `index` alone and return its state once the kernel is done with it.
+
+    The cell is made the active one and run with JupyterLab's
+    notebook:run-cell command (what Shift+Enter does, without moving on).
+    Done means: a new execution count, no "[*]" prompt, the kernel idle.
+    Returns the cell's entry of :func:`notebook_state`; raises TimeoutError
+    when the cell has not finished within `timeout` seconds.
+    """
+    before = notebook_state(page, path).get("cells", [])
+    if index >= len(before):
+        raise LookupError(f"cell {index + 1} of {path} is not on the page")
+    old_count = before[index]["count"]
+    outcome = _cell_call(page, _RUN_CELL_JS, path, index)
+    if outcome != "ok":
+        raise RuntimeError(f"cannot run cell {index + 1} of {path}: {outcome}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        state = notebook_state(page, path)
+        cell = state.get("cells", [])[index]
+        counted = cell["count"] is not None and cell["count"] != old_count
+        if counted and state.get("kernel") == "idle" and not cell["prompt"].startswith("[*]"):
+            time.sleep(0.3)  # let the page draw the outputs that came with the reply
+            return notebook_state(page, path)["cells"][index]
+    raise TimeoutError(f"cell {index + 1} did not finish running within {timeout:.0f}s")
 
 
 def _cell_view(page: Any, path: str, index: int) -> dict:
@@ -660,40 +809,60 @@ def check_notebook(
     written there. The notebook's kernel is shut down before returning, and
     nothing is saved back to disk.
     """
-    started = time.monotonic()
     report = NotebookReport(name=Path(path).stem)
     plans = plan_notebook(disk_path)
+    with notebook_page(context, server, path, report, plans=plans, artifacts=artifacts) as page:
+        _run_and_inspect(page, server, path, plans, report, slider_timeout)
+    return report
+
+
+@contextmanager
+def notebook_page(
+    context: Any,
+    server: LabServer,
+    path: str,
+    report: NotebookReport,
+    *,
+    plans: Sequence[CellPlan] = (),
+    artifacts: Path | None = None,
+) -> Iterator[Any]:
+    """A fresh page for the notebook `path`, cleaned up and recorded on leaving.
+
+    The page's console goes into `report.console`. An exception inside the
+    block becomes a problem in `report` instead of propagating (a failed
+    `assert` by its message alone), so the caller ends with
+    `assert report.ok, report.describe()`. On leaving, when the report has
+    problems and `artifacts` is given, screenshots, the page HTML and the
+    logs are written there; then the notebook's kernel is shut down and the
+    page closed, with nothing saved back to disk.
+    """
+    started = time.monotonic()
     page = context.new_page()
     page.on("console", lambda msg: report.console.append(f"[{msg.type}] {msg.text}"))
     page.on("pageerror", lambda err: report.console.append(f"[pageerror] {err}"))
     try:
-        _run_and_inspect(page, server, path, plans, report, slider_timeout)
+        yield page
+    except AssertionError as exc:
+        report.problem(str(exc).strip() or "an assertion failed")
     except Exception as exc:  # noqa: BLE001 - a crash of the checker is a finding too
         report.problem(f"the browser check itself failed: {type(exc).__name__}: {exc}")
     finally:
-        report.seconds = time.monotonic() - started
+        report.seconds += time.monotonic() - started
         # BACKPROPLAB_BROWSER_SAVE=always keeps the pictures of a passing run
         # too, to look at what the learner sees without breaking anything.
         keep = not report.ok or os.environ.get("BACKPROPLAB_BROWSER_SAVE") == "always"
         if keep and artifacts is not None:
-            save_artifacts(page, server, path, plans, report, artifacts)
+            save_artifacts(page, server, path, list(plans), report, artifacts)
         try:
             server.shutdown_sessions(path)
         finally:
             # run_before_unload=False (the default): the page is dirty after
             # running, and a "leave page?" prompt must not block closing.
             page.close()
-    return report
 
 
-def _run_and_inspect(
-    page: Any,
-    server: LabServer,
-    path: str,
-    plans: list[CellPlan],
-    report: NotebookReport,
-    slider_timeout: float,
-) -> None:
+def open_notebook(page: Any, server: LabServer, path: str) -> None:
+    """Open `path` in a fresh workspace and wait until its kernel is idle."""
     page.goto(server.lab_url(path), wait_until="domcontentloaded")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000 * _SCALE)
     # Wait for the kernel JupyterLab starts for the notebook to be ready.
@@ -705,10 +874,25 @@ def _run_and_inspect(
         arg=path,
         timeout=120_000 * _SCALE,
     )
-    # Run > Run All Cells, through the menu as a learner would.
+
+
+def run_all_cells(page: Any) -> None:
+    """Run > Run All Cells, through the menu as a learner would."""
     page.locator("#jp-MainMenu .lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
-    state = _wait_for_run(page, path, plans, NOTEBOOK_RUN_TIMEOUT)
+
+
+def _run_and_inspect(
+    page: Any,
+    server: LabServer,
+    path: str,
+    plans: list[CellPlan],
+    report: NotebookReport,
+    slider_timeout: float,
+) -> None:
+    open_notebook(page, server, path)
+    run_all_cells(page)
+    state = wait_for_run(page, path, plans, NOTEBOOK_RUN_TIMEOUT)
     if state.get("timed_out"):
         report.problem(f"the notebook did not finish running within {NOTEBOOK_RUN_TIMEOUT:.0f}s")
     cells = state.get("cells", [])

@@ -4,7 +4,9 @@ nbval compares kernel output; this test looks at the page. For each lesson
 it opens the notebook in a real JupyterLab, runs Run > Run All Cells, and
 checks that no cell shows an error (cells tagged raises-exception aside),
 that widgets render and respond to their slider, and that graph drawings
-appear as images. The checker is itself tested on small notebooks in
+appear as images. A student version of lesson 2 is also opened and worked
+like a student would: stubs shown, a wrong answer caught, the right one
+accepted. The checker is itself tested on small notebooks in
 tests/fixtures/browser/ that are broken on purpose.
 
 One server and one browser serve the whole session; each notebook gets its
@@ -25,15 +27,29 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 from browser_support import (
     CHROMIUM_ARGS,
+    NOTEBOOK_RUN_TIMEOUT,
     VIEWPORT,
     LabServer,
     NotebookReport,
+    cell_editor_text,
+    cell_output_text,
+    cell_source,
     check_notebook,
     find_chromium,
+    notebook_page,
+    open_notebook,
+    plan_notebook,
+    run_all_cells,
+    run_cell,
+    set_cell_source,
+    wait_for_run,
 )
+
+from backproplab.course import CODE_STUB, release
 
 pytestmark = pytest.mark.browser
 
@@ -125,6 +141,132 @@ def _run(
 )
 def test_lesson_in_browser(browser_context: Any, lab_server: LabServer, lesson: Path) -> None:
     report = _run(browser_context, lab_server, "lessons", lesson, ARTIFACTS / lesson.stem)
+    assert report.ok, report.describe()
+
+
+# ---------------------------------------------------------------------------
+# A student version, worked as a student would.
+# ---------------------------------------------------------------------------
+
+# Lesson 2's first exercise: d/dx (x**3 - 4x**2 + 5) at x = 3 is 27 - 24 = 3.
+STUDENT_LESSON = NOTEBOOKS / "02-chain-rule.ipynb"
+STUDENT_EXERCISE = "l02-cubic"
+WRONG_ANSWER = "dfdx = 3 * 3.0**2 - 8 * 3.0 + 5"  # differentiates the constant too: 8
+RIGHT_ANSWER = "dfdx = 3 * 3.0**2 - 8 * 3.0"
+
+
+def _exercise_cells(book: nbformat.NotebookNode, grade_id: str) -> tuple[int, int]:
+    """Indices of the solution cell `grade_id` and of the check cell after it."""
+    meta = [cell.metadata.get("nbgrader", {}) for cell in book.cells]
+    solution = next(i for i, m in enumerate(meta) if m.get("grade_id") == grade_id)
+    code = [i for i, cell in enumerate(book.cells) if cell.cell_type == "code"]
+    check = next(i for i in code if i > solution)
+    assert meta[check].get("grade"), f"cell {check + 1} after {grade_id} is not a check cell"
+    return solution, check
+
+
+def _answer(page: Any, path: str, solution: int, check: int, source: str) -> tuple[dict, str]:
+    """Give the solution cell `source`, run it and then its check cell, as a student would.
+
+    Returns the check cell's state and the text its output area shows.
+    """
+    set_cell_source(page, path, solution, source)
+    shown = cell_editor_text(page, path, solution)
+    assert shown == source, f"cell {solution + 1}: the editor shows {shown!r}, not {source!r}"
+    ran = run_cell(page, path, solution)
+    errors = [f"{o['ename']}: {o['evalue']}" for o in ran["outputs"] if o["type"] == "error"]
+    assert not errors, f"cell {solution + 1} with {source!r} shows an error: {errors}"
+    return run_cell(page, path, check), cell_output_text(page, path, check)
+
+
+def test_student_version_in_browser(browser_context: Any, lab_server: LabServer) -> None:
+    """A released lesson 2 shows blanks, and its check cells grade what a student types.
+
+    The student version is written into the folder the server serves, opened
+    in a fresh workspace and run with Run All, which must stop at the first
+    stub; then the first exercise is answered wrongly (the check must fail
+    and say why) and rightly (the check must pass).
+    """
+    report = NotebookReport(name=f"student-{STUDENT_LESSON.stem}")
+    artifacts = ARTIFACTS / report.name
+    shutil.rmtree(artifacts, ignore_errors=True)  # stale pictures would mislead
+    (released,) = release(STUDENT_LESSON, lab_server.root_dir / "student")
+    path = f"student/{released.name}"
+    book = nbformat.read(released, as_version=4)
+    first_exercise = next(
+        i for i, c in enumerate(book.cells) if c.metadata.get("nbgrader", {}).get("solution")
+    )
+    solution, check = _exercise_cells(book, STUDENT_EXERCISE)
+    assert solution == first_exercise, f"{STUDENT_EXERCISE} is not the first exercise"
+    plans = plan_notebook(released)
+
+    with notebook_page(
+        browser_context, lab_server, path, report, plans=plans, artifacts=artifacts
+    ) as page:
+        open_notebook(page, lab_server, path)
+        run_all_cells(page)
+        state = wait_for_run(page, path, plans, NOTEBOOK_RUN_TIMEOUT)
+        assert not state.get("timed_out"), "Run All did not finish"
+        cells = state["cells"]
+        assert len(cells) == len(plans), f"the page shows {len(cells)} cells, not {len(plans)}"
+
+        # Everything before the first exercise runs cleanly.
+        for plan, cell in zip(plans[:first_exercise], cells, strict=False):
+            errors = [o for o in cell["outputs"] if o["type"] == "error"]
+            if plan.runs and cell["count"] is None:
+                report.problem(f"cell {plan.index + 1} never ran")
+            if errors:
+                first = errors[0]
+                report.problem(
+                    f"cell {plan.index + 1} shows an error: {first['ename']}: {first['evalue']}"
+                )
+
+        # The first exercise is a blank that says so when run.
+        label = f"cell {solution + 1} ({STUDENT_EXERCISE})"
+        shown = cell_editor_text(page, path, solution)
+        assert "# YOUR CODE HERE" in shown, f"{label}: the editor shows no stub: {shown!r}"
+        raised = [o["ename"] for o in cells[solution]["outputs"] if o["type"] == "error"]
+        assert raised == ["NotImplementedError"], (
+            f"{label}: expected a NotImplementedError after Run All, the outputs show "
+            f"{raised or 'no error'}"
+        )
+        assert "NotImplementedError" in cell_output_text(page, path, solution), (
+            f"{label}: the page does not show the NotImplementedError"
+        )
+
+        # The student writes over the stub, keeping the rest of the cell.
+        blank = cell_source(page, path, solution)
+        stub = "\n".join(CODE_STUB)
+        assert stub in blank, f"{label}: the cell's text has no {stub!r}: {blank!r}"
+
+        # A wrong answer: the check cell fails and says what was expected.
+        wrong = blank.replace(stub, WRONG_ANSWER)
+        graded, text = _answer(page, path, solution, check, wrong)
+        errors = [o for o in graded["outputs"] if o["type"] == "error"]
+        assert [o["ename"] for o in errors] == ["AssertionError"], (
+            f"cell {check + 1}: the check accepted the wrong answer {WRONG_ANSWER!r} "
+            f"(outputs: {graded['outputs']}; page: {text!r})"
+        )
+        message = errors[0]["evalue"] or ""
+        assert "✗" in message and "expected 3" in message, (
+            f"cell {check + 1}: the AssertionError lacks the diagnostic: {message!r}"
+        )
+        assert "expected 3" in text, f"cell {check + 1}: the page does not show it: {text!r}"
+
+        # The right answer: the check cell passes and shows a tick.
+        right = blank.replace(stub, RIGHT_ANSWER)
+        graded, text = _answer(page, path, solution, check, right)
+        rejected = [
+            f"{o['ename']}: {o['evalue']}" for o in graded["outputs"] if o["type"] == "error"
+        ]
+        assert not rejected, (
+            f"cell {check + 1}: the check rejects the right answer {RIGHT_ANSWER!r}: {rejected}"
+        )
+        assert "✓" in text and "✗" not in text, (
+            f"cell {check + 1}: the check shows no ✓ for the right answer: {text!r}"
+        )
+
+    print(f"{path}: {report.seconds:.1f}s")
     assert report.ok, report.describe()
 
 
