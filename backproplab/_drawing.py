@@ -3,10 +3,6 @@
 This module turns a :class:`~backproplab.graph.Graph` into text and box
 sizes, asks :mod:`backproplab._layout` where the boxes go, and draws them.
 It is private: use it as ``backproplab.plot.draw_graph``, which re-exports it.
-The general figure helpers (``_fmt``, ``_new_or_given_ax``, ...) live in
-:mod:`backproplab.plot`; they are imported inside the functions because
-``plot`` imports this module while it is itself being imported.
-
 Like the rest of ``plot``, matplotlib is imported on first draw only.
 """
 
@@ -16,6 +12,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._figure import _fmt, _fmt_shape, _new_or_given_ax, _pyplot
 from ._layout import V_GAP, layered_layout
 
 if TYPE_CHECKING:  # only for annotations; importing these is what we avoid at runtime
@@ -51,7 +48,6 @@ def _leaf_label(
     node: Any, values: bool, grads: bool, final_grads: Mapping[str, Any] | None = None
 ) -> list[str]:
     """Box text of a leaf; ``final_grads`` (name -> TensorInfo) replaces ``leaf.grad``."""
-    from .plot import _fmt, _fmt_shape
     leaf = node.leaf
     if leaf is None:  # defensive: a leaf-kind node without its tensor info
         return [node.name]
@@ -84,7 +80,6 @@ def _leaf_label(
 
 def _saved_label(node: Any) -> list[str]:
     """Text of the grey note listing what a node saved for backward."""
-    from .plot import _fmt_shape
     lines = ["saved:"]
     for s in node.saved:
         if s.freed:
@@ -156,7 +151,6 @@ def draw_graph(
         ['a', 'grad 4.0']
     """
     from .graph import Graph, describe
-    from .plot import _new_or_given_ax, _pyplot
     from .trace import Trace
 
     final_grads: dict[str, Any] | None = None

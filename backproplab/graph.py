@@ -144,19 +144,19 @@ class Graph:
     __slots__ = ("_nodes", "_edges", "roots", "_cols", "_out_c", "_in_c", "__weakref__")
 
     def __init__(self, nodes: tuple[Node, ...], edges: tuple[Edge, ...], roots: tuple[int, ...]):
-        for k, v in (("_nodes", nodes), ("_edges", edges), ("roots", roots), ("_cols", None)):
-            _setattr(self, k, v)
-        _setattr(self, "_out_c", None)
-        _setattr(self, "_in_c", None)
+        self._fill(nodes, edges, roots, None)
 
     @classmethod
     def _of(cls, cols: _Cols, roots: tuple[int, ...]) -> Graph:
         g = _new(cls)
-        for k, v in (("_nodes", None), ("_edges", None), ("roots", roots), ("_cols", cols)):
-            _setattr(g, k, v)
-        _setattr(g, "_out_c", None)
-        _setattr(g, "_in_c", None)
+        g._fill(None, None, roots, cols)
         return g
+
+    def _fill(self, nodes, edges, roots, cols) -> None:
+        # Either nodes/edges or cols is given; the other side is built on demand.
+        for k, v in (("_nodes", nodes), ("_edges", edges), ("roots", roots), ("_cols", cols),
+                     ("_out_c", None), ("_in_c", None)):
+            _setattr(self, k, v)
 
     @property
     def nodes(self) -> tuple[Node, ...]:

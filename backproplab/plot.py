@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 # The graph drawing is big enough for a module of its own (its layout, with no
 # matplotlib at all, is in _layout); re-exported so `bl.plot.draw_graph` works.
 from ._drawing import draw_graph
+from ._figure import _fmt, _new_or_given_ax
 
 if TYPE_CHECKING:  # only for annotations; importing these is what we avoid at runtime
     import torch
@@ -44,36 +45,6 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _pyplot() -> Any:
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _new_or_given_ax(ax: Any, figsize: tuple[float, float]) -> Axes:
-    """Return ``ax`` after checking it, or a fresh Axes on a new figure."""
-    if ax is None:
-        _fig, new_ax = _pyplot().subplots(figsize=figsize)
-        return new_ax
-    from matplotlib.axes import Axes as _Axes
-
-    if not isinstance(ax, _Axes):
-        raise TypeError(f"ax: expected a matplotlib Axes or None, got {type(ax).__name__}")
-    return ax
-
-
-def _fmt(v: float) -> str:
-    """Compact number for a label: 4 significant digits, floats keep a '.0'."""
-    s = f"{v:.4g}"
-    if s.lstrip("-").isdigit():
-        s += ".0"  # "2.0" reads as a float value, as torch prints it
-    return s
-
-
-def _fmt_shape(shape: Sequence[int]) -> str:
-    return "scalar" if len(shape) == 0 else "×".join(str(d) for d in shape)
 
 
 def _to_float_list(values: Any, argname: str) -> list[float]:

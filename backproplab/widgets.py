@@ -25,6 +25,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._figure import _fmt, _fmt_shape
+
 if TYPE_CHECKING:
     import torch
     from matplotlib.axes import Axes
@@ -62,7 +64,6 @@ def _png(fig: Figure) -> bytes:
 
 def _fmt_info(info: Any) -> str:
     """One-line description of a TensorInfo (or None: no gradient flows there)."""
-    from .plot import _fmt, _fmt_shape
 
     if info is None:
         return "None (no gradient)"
@@ -76,7 +77,6 @@ def _fmt_info(info: Any) -> str:
 
 def _short_info(info: Any) -> str:
     """Shorter form for an arrow label: the value, up to 3 values, or the shape."""
-    from .plot import _fmt, _fmt_shape
 
     if info.values is not None and len(info.values) <= 3:
         inner = ", ".join(_fmt(v) for v in info.values)

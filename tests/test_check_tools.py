@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from custom_functions import Square
 
 from backproplab.check import check_function, check_grad, check_graph, numerical_grad
 
@@ -112,18 +113,6 @@ def test_check_grad_bad_arguments():
 # --------------------------------------------------------------------------
 # check_function
 # --------------------------------------------------------------------------
-
-
-class Square(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x**2
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return 2 * x * grad
 
 
 class WrongSquare(Square):

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 import torch
+from custom_functions import Square
 
 from backproplab.graph import Edge, Graph, LeafInfo, Node, SavedTensor, describe
 
@@ -207,17 +208,6 @@ def test_mlp():
     assert g.node(3).saved == (SavedTensor("result", (2, 3), "float32", False),)
     check_topological(g)
 
-
-class Square(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return 2 * x * grad
 
 
 def test_custom_function():

@@ -11,6 +11,7 @@ matplotlib.use("Agg")  # off-screen, before pyplot is imported
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from custom_functions import Square  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
 from backproplab import plot  # noqa: E402
@@ -319,17 +320,6 @@ def test_draw_graph_trace_rejects_names():
 
 
 def test_draw_graph_tensor_values_show_shapes_and_custom_kind():
-    class Square(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x**2
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 2 * x * g
-
     w = torch.ones(5, 3, requires_grad=True)
     out = Square.apply(torch.ones(5) @ w).sum()
     ax = plot.draw_graph(out, names={"w": w}, values=True, grads=True)

@@ -10,7 +10,7 @@ import torch  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
 from backproplab import widgets  # noqa: E402
-from backproplab.plot import _fmt  # noqa: E402
+from backproplab._figure import _fmt  # noqa: E402
 from backproplab.trace import trace_backward  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"

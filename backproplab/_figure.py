@@ -1,0 +1,43 @@
+"""Small helpers shared by the figure modules (plot, _drawing, widgets).
+
+Nothing here imports matplotlib at module level: the figures load it on
+their first call, so ``import backproplab`` stays light.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # only for annotations
+    from matplotlib.axes import Axes
+
+
+def _pyplot() -> Any:
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _new_or_given_ax(ax: Any, figsize: tuple[float, float]) -> Axes:
+    """Return ``ax`` after checking it, or a fresh Axes on a new figure."""
+    if ax is None:
+        _fig, new_ax = _pyplot().subplots(figsize=figsize)
+        return new_ax
+    from matplotlib.axes import Axes as _Axes
+
+    if not isinstance(ax, _Axes):
+        raise TypeError(f"ax: expected a matplotlib Axes or None, got {type(ax).__name__}")
+    return ax
+
+
+def _fmt(v: float) -> str:
+    """Compact number for a label: 4 significant digits, floats keep a '.0'."""
+    s = f"{v:.4g}"
+    if s.lstrip("-").isdigit():
+        s += ".0"  # "2.0" reads as a float value, as torch prints it
+    return s
+
+
+def _fmt_shape(shape: Sequence[int]) -> str:
+    return "scalar" if len(shape) == 0 else "×".join(str(d) for d in shape)
