@@ -14,8 +14,8 @@ little more than a loop over its ids:
 >>> from backproplab.graph import SavedTensor
 >>> text_tail("MulBackward0", "op", (SavedTensor("self", (), "float32", False),), None)
 'MulBackward0  saved: self (float32, ())'
->>> dot_format("SinBackward0", "op", (), None).format(3)
-'  n3 [label="[3] SinBackward0"];'
+>>> dot_format("SinBackward0", "op", (), None) % (3, 3)
+'  n3 [label="[3] SinBackward0"];\\n'
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _dot_escape(s: str) -> str:
 
 
 def dot_format(name: str, kind: str, saved: tuple, leaf: LeafInfo | None) -> str:
-    """A node's DOT line as a str.format template taking its id."""
+    """A node's DOT line, newline included, as a ``%`` template taking its id twice."""
     text = name
     attrs = ""
     if leaf is not None:
@@ -92,35 +92,46 @@ def dot_format(name: str, kind: str, saved: tuple, leaf: LeafInfo | None) -> str
         attrs = ', style=filled, fillcolor="lightyellow"'
     if saved:
         text += "\nsaved: " + ", ".join(s.name + (" (freed)" if s.freed else "") for s in saved)
-    body = _dot_escape(text).replace("{", "{{").replace("}", "}}")
-    return f'  n{{0}} [label="[{{0}}] {body}"{attrs}];'
+    body = _dot_escape(text).replace("%", "%%")
+    return f'  n%d [label="[%d] {body}"{attrs}];\n'
 
 
 def render_text(c: _Cols, roots: tuple[int, ...]) -> str:
     sigs, off, dst, nrs = c.sigs, c.off, c.dst, c.nrs
-    lines: list[str] = []
-    add = lines.append
+    # Every line's prefix starts with its "\n", so the pieces are joined once
+    # with no per-line formatting of the prefix; the leading "\n" is cut at the end.
+    parts: list[str] = []
+    add = parts.append
     shown = [False] * len(sigs)
+    see: dict[int, str] = {}  # "(see [k]) ..." for nodes referred to again
     blocks = list(dict.fromkeys(roots))
     for k0 in blocks:  # grows when a deep subtree is continued in a block of its own
         # (node id, prefix of its line, prefix of its children's lines, depth, input_nr)
-        stack = [(k0, "", "", 0, 0)]
+        stack = [(k0, "\n", "\n", 0, 0)]
         pop = stack.pop
         while stack:
             k, lead, cont, depth, nr = pop()
             while True:  # follows a node's only child without the stack
-                tag = f"  (output {nr})" if nr else ""
+                add(lead)
                 if shown[k]:
-                    add(f"{lead}(see [{k}]) {sigs[k].ref}{tag}")
+                    line = see.get(k)
+                    if line is None:
+                        line = see[k] = f"(see [{k}]) {sigs[k].ref}"
+                    add(line)
+                    if nr:
+                        add(f"  (output {nr})")
                     break
                 a = off[k]
                 z = off[k + 1]
                 if a != z and depth >= MAX_DEPTH:
-                    add(f"{lead}[{k}] {sigs[k].name}{tag}  (continued below)")
+                    tag = f"  (output {nr})" if nr else ""
+                    add(f"[{k}] {sigs[k].name}{tag}  (continued below)")
                     blocks.append(k)
                     break
                 shown[k] = True
-                add(f"{lead}[{k}] {sigs[k].text}{tag}")
+                add(f"[{k}] {sigs[k].text}")
+                if nr:
+                    add(f"  (output {nr})")
                 if a == z:
                     break
                 depth += 1
@@ -144,31 +155,33 @@ def render_text(c: _Cols, roots: tuple[int, ...]) -> str:
                     )
                 )
                 break
-    return "\n".join(lines)
+    return "".join(parts)[1:]
 
 
 def render_dot(c: _Cols) -> str:
-    lines = [
-        "digraph autograd {",
-        "  rankdir=TB;",
-        '  node [shape=box, fontname="Helvetica", fontsize=10];',
-    ]
+    # One `%` over a template of the whole section formats every id in C: about
+    # twice as fast as a Python-level format call per line.
     n = len(c.sigs)
-    lines.extend(map(str.format, map(attrgetter("dot"), c.sigs), range(n)))
+    ids = range(n)
+    twice = chain.from_iterable(zip(ids, ids, strict=True))
+    nodes = "".join(map(attrgetter("dot"), c.sigs)) % tuple(twice)
     if c.edge_order is not None:
         src = [e.src for e in c.edge_order]
         dst = [e.dst for e in c.edge_order]
         nrs = [e.input_nr for e in c.edge_order]
     else:
         off = c.off
-        src = chain.from_iterable(map(repeat, range(n), map(int.__sub__, off[1:], off)))
+        src = chain.from_iterable(map(repeat, ids, map(int.__sub__, off[1:], off)))
         dst, nrs = c.dst, c.nrs
     if nrs is None or not any(nrs):
-        lines.extend(map("  n{} -> n{};".format, src, dst))
+        pairs = chain.from_iterable(zip(src, dst, strict=True))
+        edges = ("  n%d -> n%d;\n" * len(dst)) % tuple(pairs)
     else:
-        lines.extend(
-            f'  n{s} -> n{d} [label="output {nr}"];' if nr else f"  n{s} -> n{d};"
+        edges = "".join(
+            f'  n{s} -> n{d} [label="output {nr}"];\n' if nr else f"  n{s} -> n{d};\n"
             for s, d, nr in zip(src, dst, nrs, strict=True)
         )
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    return (
+        'digraph autograd {\n  rankdir=TB;\n  node [shape=box, fontname="Helvetica", '
+        f"fontsize=10];\n{nodes}{edges}}}\n"
+    )

@@ -154,8 +154,14 @@ class Graph:
 
     def _fill(self, nodes, edges, roots, cols) -> None:
         # Either nodes/edges or cols is given; the other side is built on demand.
-        for k, v in (("_nodes", nodes), ("_edges", edges), ("roots", roots), ("_cols", cols),
-                     ("_out_c", None), ("_in_c", None)):
+        for k, v in (
+            ("_nodes", nodes),
+            ("_edges", edges),
+            ("roots", roots),
+            ("_cols", cols),
+            ("_out_c", None),
+            ("_in_c", None),
+        ):
             _setattr(self, k, v)
 
     @property
@@ -327,7 +333,7 @@ class _Sig:
         self.saved = saved
         self.leaf = leaf
         self.text = text_tail(name, kind, saved, leaf)  # the text line after "[id] "
-        self.dot = dot_format(name, kind, saved, leaf)  # the DOT node line, "{0}" for the id
+        self.dot = dot_format(name, kind, saved, leaf)  # the DOT node line, "%d" twice for the id
         self.ref = name if leaf is None else f"{name} {leaf.name}"
 
 
