@@ -108,10 +108,29 @@ def check_sys_path(nb: nbformat.NotebookNode) -> Problems:
     ]
 
 
+def check_install_paths(nb: nbformat.NotebookNode) -> Problems:
+    """No stored traceback shows a frame by its file path on the machine that
+    ran it (tests/notebook_runner.py trims those frames when re-executing)."""
+    from notebook_runner import file_frame
+
+    problems = []
+    for i, cell in _code_cells(nb):
+        for out in cell.get("outputs", []):
+            for entry in out.get("traceback", []) if out.get("output_type") == "error" else []:
+                path = file_frame(entry)
+                if path is not None:
+                    problems.append(
+                        f"cell {i} stores a traceback frame in {path}: re-execute it with "
+                        "python tests/notebook_runner.py"
+                    )
+    return problems
+
+
 RULES: dict[str, Callable[[nbformat.NotebookNode], Problems]] = {
     "valid": check_valid,
     "execution-order": check_execution_order,
     "errors": check_errors,
     "addresses": check_addresses,
     "sys-path": check_sys_path,
+    "install-paths": check_install_paths,
 }

@@ -64,6 +64,12 @@ def _broken(rule: str) -> nbformat.NotebookNode:
         nb.cells[1].outputs[0].text = "<Node object at 0x7f3a2c1b9d60>\n"
     elif rule == "sys-path":
         nb.cells[1].source = "import sys\nsys.path.insert(0, '..')"
+    elif rule == "install-paths":
+        nb.cells[3].outputs[0].traceback = [
+            "\x1b[36mFile \x1b[39m\x1b[32m/home/me/.venv/lib/python3.11/site-packages/torch/"
+            "_tensor.py:623\x1b[39m, in \x1b[36mTensor.backward\x1b[39m",
+            "\x1b[31mZeroDivisionError\x1b[39m: division by zero",
+        ]
     return nb
 
 
@@ -108,3 +114,31 @@ def test_sys_path_reading_is_allowed():
     nb = good_notebook()
     nb.cells[1].source = "import sys\nprint(len(sys.path) > 0)"
     assert RULES["sys-path"](nb) == []
+
+
+def test_trim_tracebacks_keeps_cell_frames_and_names_the_packages():
+    from notebook_runner import trim_tracebacks
+
+    nb = good_notebook()
+    cell_frame = "\x1b[36mCell\x1b[39m \x1b[32mIn[2]\x1b[39m, line 1\n----> 1 1 / 0\n"
+    nb.cells[3].outputs[0].traceback = [
+        "---",
+        cell_frame,
+        "\x1b[36mFile \x1b[39m\x1b[32m/x/lib/python3.11/site-packages/torch/_tensor.py:623\x1b[39m",
+        "File /x/lib/python3.11/site-packages/torch/autograd/__init__.py:388, in backward()",
+        "File /x/lib/python3.11/site-packages/numpy/core.py:1, in f()",
+        cell_frame,
+        "File /opt/py/lib/python3.11/dist-packages/six.py:9, in g()",
+        "ZeroDivisionError: division by zero",
+    ]
+    assert RULES["install-paths"](nb)
+    assert trim_tracebacks(nb) == 4
+    assert nb.cells[3].outputs[0].traceback == [
+        "---",
+        cell_frame,
+        "\x1b[36m[3 frames inside torch, numpy]\x1b[39m",
+        cell_frame,
+        "\x1b[36m[1 frame inside six]\x1b[39m",
+        "ZeroDivisionError: division by zero",
+    ]
+    assert RULES["install-paths"](nb) == []
