@@ -150,6 +150,17 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "?", "!")) else text + "."
 
 
+_TWO = "two mistakes: "  # how a diagnosis of two mistakes at once begins
+
+
+def _likely(diag: str) -> str:
+    """A diagnosis as a check message puts it: "Likely mistake: ..." or, for
+    a pair, "Likely two mistakes: ..."."""
+    if diag.startswith(_TWO):
+        return f"Likely two mistakes: {_sentence(diag[len(_TWO):])}"
+    return f"Likely mistake: {_sentence(diag)}"
+
+
 def _exact_nan_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal except that NaNs sit in the same places on both sides."""
     nan = a.isnan()
@@ -198,7 +209,7 @@ def _diagnose(
         return None
 
     if a.shape != b.shape:
-        return _diagnose_shape(a, b, rtol, atol)
+        return _diagnose_shape(a, b, rtol, atol, accumulation)
 
     if b.abs().max() > atol and bool((a == 0).all()):
         return (
@@ -211,21 +222,61 @@ def _diagnose(
         perm = _find_permutation(a, b, close)
         if perm is not None:
             return f"the dimensions are in the wrong order: .permute{perm} matches the reference"
-    if close(-a):
-        return (
-            "the sign is flipped: your answer is the negative of the reference "
-            "(a minus sign lost or added in the chain rule?)"
-        )
-    factor = _diagnose_factor(a, b, close, accumulation)
-    if factor is not None:
-        return factor
+    value = _value_mistake(a, b, close, accumulation)
+    if value is not None:
+        return value
     # Right up to round-off but a tolerance tighter than float32 arithmetic.
     if _close(a, b, max(rtol, 1e-4), max(atol, 1e-5)):
         return (
             "the difference is small enough to be float32 round-off (it passes with rtol=1e-4): "
             "compute in float64 or pass a looser rtol"
         )
+    return _two_mistakes(a, b, close, accumulation)
+
+
+def _value_mistake(
+    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool], accumulation: bool
+) -> str | None:
+    """A flipped sign or a constant factor between same-shaped ``a`` and ``b``."""
+    if close(-a):
+        return (
+            "the sign is flipped: your answer is the negative of the reference "
+            "(a minus sign lost or added in the chain rule?)"
+        )
+    return _diagnose_factor(a, b, close, accumulation)
+
+
+def _two_mistakes(
+    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool], accumulation: bool
+) -> str | None:
+    """One mistake of arrangement (transpose, dimension order, a missing sum,
+    a shape) and one of value (sign, factor) together: undo the first, then
+    name the second. Each pairing is verified on the numbers."""
+    for what, fixed in _rearrangements(a, b):
+        value = _value_mistake(fixed, b, close, accumulation)
+        if value is not None:
+            return f"{_TWO}{what}; with that undone, {value}"
     return None
+
+
+def _rearrangements(a: torch.Tensor, b: torch.Tensor):
+    """(description, rearranged a) for each single rearrangement of ``a``
+    that gives the reference's shape."""
+    if a.ndim == 2 and a.T.shape == b.shape:
+        yield "it is transposed (your answer's .T lines up with the reference)", a.T
+    if 2 < a.ndim <= 5 and sorted(a.shape) == sorted(b.shape):
+        for perm in itertools.permutations(range(a.ndim)):
+            p = a.permute(perm)
+            if perm != tuple(range(a.ndim)) and p.shape == b.shape:
+                yield f"the dimensions are in the wrong order (.permute{perm})", p
+    dims = _broadcast_dims(a.shape, b.shape)
+    if dims is not None:
+        leading, keep = dims
+        summed = a.sum(dim=keep, keepdim=True) if keep else a
+        summed = summed.sum(dim=leading) if leading else summed
+        yield f"you forgot to sum over {_dims_text(leading + keep)}", summed
+    if a.shape != b.shape and a.numel() == b.numel():
+        yield f"the shape is wrong (.reshape{_shape(b.shape)} lines up)", a.reshape(b.shape)
 
 
 def _find_permutation(
@@ -242,7 +293,9 @@ def _find_permutation(
     return None
 
 
-def _diagnose_shape(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> str | None:
+def _diagnose_shape(
+    a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float, accumulation: bool
+) -> str | None:
     """Mistakes that change the shape: transpose, missing reduction, reshape."""
 
     def close(x: torch.Tensor) -> bool:
@@ -274,7 +327,7 @@ def _diagnose_shape(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) 
             f"the values are right but the shape is not: .reshape{_shape(b.shape)} matches "
             "the reference (a missing keepdim=True, or an extra squeeze/unsqueeze?)"
         )
-    return None
+    return _two_mistakes(a, b, close, accumulation)
 
 
 def _dims_text(dims: Sequence[int]) -> str:

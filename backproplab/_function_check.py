@@ -28,6 +28,7 @@ from ._diagnose import (
     _dtype_name,
     _fmt,
     _index,
+    _likely,
     _sentence,
     _type_name,
 )
@@ -231,7 +232,7 @@ def _jacobian_check(
                 "yours", "backward's"
             )
     if diag:
-        msg += f". Likely mistake: {_sentence(diag)}"
+        msg += f". {_likely(diag)}"
     return Check(
         name, False, "mismatch", msg, diagnosis=diag, max_abs_diff=float((ana - num).abs().max())
     )

@@ -62,7 +62,7 @@ from ._diagnose import (
     _finite_abs,
     _fmt,
     _index,
-    _sentence,
+    _likely,
     _shape,
     _tol_text,
     _type_name,
@@ -185,7 +185,7 @@ def _compare_values(
         if diag is None and a.ndim >= 2 and tuple(reversed(a.shape)) == tuple(b.shape):
             diag = "it looks transposed (the shape is reversed), though the values differ too"
         if diag:
-            msg += f". Likely mistake: {_sentence(diag)}"
+            msg += f". {_likely(diag)}"
         return Check(name, False, "shape", msg, diagnosis=diag)
 
     extra = ""
@@ -220,7 +220,7 @@ def _compare_values(
     )
     diag = _diagnose(a, b, rtol_, atol_, accumulation=accumulation)
     if diag:
-        msg = f"mismatch. Likely mistake: {_sentence(diag)} Numbers: {numbers}"
+        msg = f"mismatch. {_likely(diag)} Numbers: {numbers}"
     else:
         msg = f"mismatch: {numbers}"
     return Check(name, False, "mismatch", msg, diagnosis=diag, max_abs_diff=max_diff, rel_error=rel)
@@ -254,7 +254,10 @@ def diagnose(
     such as 2, 1/2, N or 1/N, doubled/tripled by ``.grad`` accumulation, all
     zeros, NaN/inf, float32 round-off) are each *verified* with the same
     closeness test as :func:`compare`; a diagnosis is only returned when it
-    holds. Returns ``None`` when the values already match or nothing fits.
+    holds. When no single mistake fits, one mistake of arrangement
+    (transpose, permutation, missing sum, shape) together with one of value
+    (sign, factor) is tried, and the text then begins ``"two mistakes: "``.
+    Returns ``None`` when the values already match or nothing fits.
 
     >>> import torch
     >>> ref = torch.tensor([1.0, 2.0, 3.0])
@@ -262,6 +265,8 @@ def diagnose(
     the sign is flipped: your answer is the negative of the reference...
     >>> diagnose(torch.ones(4, 3), torch.full((3,), 4.0))  # doctest: +ELLIPSIS
     'you forgot to sum over dimension 0 (the broadcast batch dimension): ...'
+    >>> print(diagnose(-2 * ref.reshape(3, 1), ref))  # doctest: +ELLIPSIS
+    two mistakes: the shape is wrong (.reshape(3,) lines up); with that undone, ...exactly -2 × ...
     """
     m = _as_value(manual, "manual")
     r = _as_value(reference, "reference")

@@ -289,6 +289,57 @@ def test_diagnose_tripled_accumulation(shape, seed):
     assert d is not None and "3 backward passes" in d and "zero_grad" in d
 
 
+# Two mistakes at once: one of arrangement, one of value.
+ARRANGE = {
+    "transposed": (lambda t: t.T.contiguous(), "it is transposed"),
+    # four per-sample copies whose sum is the reference
+    "unsummed": (lambda t: t.expand(4, *t.shape) / 4, "forgot to sum over dimension 0"),
+    "reshaped": (lambda t: t.reshape(-1).contiguous(), "the shape is wrong (.reshape("),
+}
+VALUE = {
+    "negated": (lambda t: -t, "the sign is flipped"),
+    "doubled": (lambda t: 2 * t, "exactly 2 × the reference"),
+    "negative half": (lambda t: -t / 2, "exactly -1/2 × the reference"),
+}
+
+
+@SETTINGS
+@given(
+    rows=st.integers(2, 5),
+    cols=st.integers(2, 5),
+    seed=seeds,
+    arrange=st.sampled_from(sorted(ARRANGE)),
+    value=st.sampled_from(sorted(VALUE)),
+)
+def test_diagnose_two_mistakes_names_both(rows, cols, seed, arrange, value):
+    ref = ref_tensor((rows, cols), seed)
+    move, move_words = ARRANGE[arrange]
+    scale, value_words = VALUE[value]
+    wrong = scale(move(ref))
+    if arrange == "transposed" and rows == cols and torch.allclose(ref, ref.T):
+        return  # a symmetric reference hides a transpose
+    d = diagnose(wrong, ref)
+    assert d is not None and d.startswith("two mistakes: "), d
+    assert move_words in d and value_words in d, d
+    text = str(compare("dW", wrong, ref))
+    assert "Likely two mistakes: " in text and "Likely mistake" not in text
+
+
+def test_diagnose_two_mistakes_permuted_and_negated():
+    ref = ref_tensor((2, 3, 4), 0)
+    d = diagnose(-ref.permute(2, 0, 1).contiguous(), ref)
+    assert d is not None and "wrong order (.permute(1, 2, 0))" in d and "sign is flipped" in d
+
+
+def test_single_mistakes_are_not_reported_as_two():
+    ref = ref_tensor((3, 4), 0)
+    for wrong in (ref.T, -ref, 2 * ref, ref.expand(5, 3, 4)):
+        d = diagnose(wrong.contiguous(), ref)
+        assert d is not None and not d.startswith("two mistakes"), d
+    # Unrelated values in a reversed shape: no pairing is claimed.
+    assert diagnose(ref_tensor((4, 3), 1), ref) is None
+
+
 def test_diagnose_generic_factor_and_negative_factor():
     ref = ref_tensor((4,), 0)
     d = diagnose(1.7 * ref, ref)
