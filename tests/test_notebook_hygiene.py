@@ -142,3 +142,35 @@ def test_trim_tracebacks_keeps_cell_frames_and_names_the_packages():
         "ZeroDivisionError: division by zero",
     ]
     assert RULES["install-paths"](nb) == []
+
+
+def test_runner_executes_and_stores_a_clean_lesson(tmp_path: Path):
+    from nbclient.exceptions import CellExecutionError
+    from notebook_runner import main
+
+    nb = good_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("import torch\nx = torch.ones(2, requires_grad=True)"),
+        nbformat.v4.new_code_cell("(2 * x).backward()"),
+        nbformat.v4.new_code_cell("print(x.requires_grad)"),
+    ]
+    nb.cells[1].metadata["tags"] = ["raises-exception"]
+    path = tmp_path / "lesson.ipynb"
+    nbformat.write(nb, path)
+    assert main([str(path)]) == 0
+
+    done = nbformat.read(path, as_version=4)
+    assert [c.execution_count for c in done.cells] == [1, 2, 3]
+    error = done.cells[1].outputs[0]
+    assert error.ename == "RuntimeError" and "scalar outputs" in error.evalue
+    assert any("frames inside torch]" in entry for entry in error.traceback)
+    assert done.cells[2].outputs[0].text == "True\n"
+    assert {rule: check(done) for rule, check in RULES.items()} == {r: [] for r in RULES}
+
+    # An error in an untagged cell stops the run and leaves the file as it was.
+    done.cells[1].metadata["tags"] = []
+    nbformat.write(done, path)
+    before = path.read_text()
+    with pytest.raises(CellExecutionError):
+        main([str(path)])
+    assert path.read_text() == before
