@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 
 import nbformat
+from notebook_runner import file_frame
 
 Problems = list[str]
 
@@ -111,8 +112,6 @@ def check_sys_path(nb: nbformat.NotebookNode) -> Problems:
 def check_install_paths(nb: nbformat.NotebookNode) -> Problems:
     """No stored traceback shows a frame by its file path on the machine that
     ran it (tests/notebook_runner.py trims those frames when re-executing)."""
-    from notebook_runner import file_frame
-
     problems = []
     for i, cell in _code_cells(nb):
         for out in cell.get("outputs", []):
