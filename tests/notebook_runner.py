@@ -11,6 +11,8 @@ Errors are allowed only in cells tagged ``raises-exception``. Their stored
 tracebacks keep the learner's own frames (``Cell In[3], line 1``) and the
 error line; the frames inside installed packages are replaced by one line
 naming the package, so a saved lesson shows no path of the machine that ran it.
+Cells keep no run timestamps, so re-running a lesson whose outputs did not
+change leaves its file unchanged.
 """
 
 from __future__ import annotations
@@ -108,6 +110,8 @@ def execute(path: Path, timeout: int = 120) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
     run(nb, path.resolve().parent, allow_errors=False, timeout=timeout)
     trim_tracebacks(nb)
+    for cell in nb.cells:  # run timestamps: they would change on every re-run
+        cell.get("metadata", {}).pop("execution", None)
     nbformat.write(nb, path)
     return nb
 

@@ -165,6 +165,7 @@ def test_runner_executes_and_stores_a_clean_lesson(tmp_path: Path):
     assert error.ename == "RuntimeError" and "scalar outputs" in error.evalue
     assert any("frames inside torch]" in entry for entry in error.traceback)
     assert done.cells[2].outputs[0].text == "True\n"
+    assert not any("execution" in c.metadata for c in done.cells)
     assert {rule: check(done) for rule, check in RULES.items()} == {r: [] for r in RULES}
 
     # An error in an untagged cell stops the run and leaves the file as it was.
