@@ -264,26 +264,34 @@ def _rearrangements(a: torch.Tensor, b: torch.Tensor):
     that gives the reference's shape."""
     if a.ndim == 2 and a.T.shape == b.shape:
         yield "it is transposed (your answer's .T lines up with the reference)", a.T
-    if 2 < a.ndim <= 5 and sorted(a.shape) == sorted(b.shape):
-        for perm in itertools.permutations(range(a.ndim)):
-            p = a.permute(perm)
-            if perm != tuple(range(a.ndim)) and p.shape == b.shape:
-                yield f"the dimensions are in the wrong order (.permute{perm})", p
+    if a.ndim > 2 and sorted(a.shape) == sorted(b.shape):
+        for perm, p in _permutations(a, b.shape):
+            yield f"the dimensions are in the wrong order (.permute{perm})", p
     dims = _broadcast_dims(a.shape, b.shape)
     if dims is not None:
         leading, keep = dims
-        summed = a.sum(dim=keep, keepdim=True) if keep else a
-        summed = summed.sum(dim=leading) if leading else summed
+        summed = _sum_away(a, leading, keep)
         yield f"you forgot to sum over {_dims_text(leading + keep)}", summed
     if a.shape != b.shape and a.numel() == b.numel():
         yield f"the shape is wrong (.reshape{_shape(b.shape)} lines up)", a.reshape(b.shape)
 
 
+def _permutations(a: torch.Tensor, shape: torch.Size):
+    """(perm, a.permute(perm)) for every non-identity order of a's dimensions
+    that gives ``shape``; none beyond 5 dimensions (720 orders is the most
+    worth trying)."""
+    if a.ndim > 5:
+        return
+    for perm in itertools.permutations(range(a.ndim)):
+        p = a.permute(perm)
+        if perm != tuple(range(a.ndim)) and p.shape == shape:
+            yield perm, p
+
+
 def _find_permutation(
     a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool]
 ) -> tuple[int, ...] | None:
-    if a.ndim > 5:  # 720 permutations is the most worth trying
-        return None
+    return next((perm for perm, p in _permutations(a, b.shape) if close(p)), None)
     for perm in itertools.permutations(range(a.ndim)):
         if perm == tuple(range(a.ndim)):
             continue
@@ -314,8 +322,7 @@ def _diagnose_shape(
     dims = _broadcast_dims(b.shape, a.shape)
     if dims is not None:
         leading, keep = dims
-        reduced = b.sum(dim=keep, keepdim=True) if keep else b
-        reduced = reduced.sum(dim=leading) if leading else reduced
+        reduced = _sum_away(b, leading, keep)
         if _close(a, reduced, rtol, atol):
             return (
                 f"you summed over {_dims_text(leading + keep)} but the reference keeps "
@@ -358,6 +365,13 @@ def _broadcast_dims(big: Sequence[int], small: Sequence[int]) -> tuple[list[int]
     return leading, keep
 
 
+def _sum_away(t: torch.Tensor, leading: list[int], keep: list[int]) -> torch.Tensor:
+    """Undo broadcasting: sum over the stretched dims (kept as size 1), then
+    over the leading dims broadcasting added (`_broadcast_dims` gives both)."""
+    t = t.sum(dim=keep, keepdim=True) if keep else t
+    return t.sum(dim=leading) if leading else t
+
+
 def _diagnose_missing_sum(
     a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool]
 ) -> str | None:
@@ -366,8 +380,7 @@ def _diagnose_missing_sum(
     if dims is None:
         return None
     leading, keep = dims
-    summed = a.sum(dim=keep, keepdim=True) if keep else a
-    summed = summed.sum(dim=leading) if leading else summed
+    summed = _sum_away(a, leading, keep)
     all_dims = leading + keep
     n = math.prod(a.shape[d] for d in all_dims)
     if len(all_dims) == 1:
