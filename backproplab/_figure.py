@@ -41,3 +41,25 @@ def _fmt(v: float) -> str:
 
 def _fmt_shape(shape: Sequence[int]) -> str:
     return "scalar" if len(shape) == 0 else "×".join(str(d) for d in shape)
+
+
+def _to_float_list(values: Any, argname: str) -> list[float]:
+    """Turn a sequence/array/1-D tensor of numbers into floats, or raise naming ``argname``."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise TypeError(
+            f"{argname}: expected a tensor or sequence of numbers, got {type(values).__name__}"
+        )
+    if hasattr(values, "detach"):  # a torch tensor
+        values = values.detach()
+    if hasattr(values, "reshape") and hasattr(values, "tolist"):  # tensor or numpy array: flatten
+        values = values.reshape(-1).tolist()
+    out: list[float] = []
+    for i, v in enumerate(values):
+        try:
+            out.append(float(v))
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{argname}: expected a tensor or sequence of numbers, item {i} is "
+                f"{type(v).__name__} ({v!r})"
+            ) from None
+    return out

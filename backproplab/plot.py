@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 # The graph drawing is big enough for a module of its own (its layout, with no
 # matplotlib at all, is in _layout); re-exported so `bl.plot.draw_graph` works.
 from ._drawing import draw_graph
-from ._figure import _fmt, _new_or_given_ax
+from ._figure import _fmt, _new_or_given_ax, _to_float_list
 
 if TYPE_CHECKING:  # only for annotations; importing these is what we avoid at runtime
     import torch
@@ -42,29 +42,6 @@ __all__ = [
     "jacobian_heatmap",
     "tangent_plot",
 ]
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _to_float_list(values: Any, argname: str) -> list[float]:
-    """Turn a sequence/array/1-D tensor of numbers into floats, or raise naming ``argname``."""
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise TypeError(
-            f"{argname}: expected a sequence of numbers, got {type(values).__name__}"
-        )
-    if hasattr(values, "detach"):  # a torch tensor: flatten it
-        values = values.detach().reshape(-1).tolist()
-    out: list[float] = []
-    for i, v in enumerate(values):
-        try:
-            out.append(float(v))
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"{argname}: expected a sequence of numbers, item {i} is "
-                f"{type(v).__name__} ({v!r})"
-            ) from None
-    return out
 
 
 # --------------------------------------------------------------------------- loss_curve

@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._figure import _fmt, _fmt_shape
+from ._figure import _fmt, _fmt_shape, _to_float_list
 
 if TYPE_CHECKING:
     import torch
@@ -246,15 +246,9 @@ def backward_stepper(trace: Trace) -> Any:
 def _as_1d_float(t: Any, argname: str) -> torch.Tensor:
     import torch
 
-    if isinstance(t, torch.Tensor):
-        out = t.detach()
-    else:
-        try:
-            out = torch.as_tensor(t)
-        except (TypeError, ValueError, RuntimeError):
-            raise TypeError(
-                f"{argname}: expected a tensor or sequence of numbers, got {type(t).__name__}"
-            ) from None
+    # A tensor keeps its float dtype; anything else goes through the one
+    # converter the figures share, which names the bad item.
+    out = t.detach() if isinstance(t, torch.Tensor) else torch.tensor(_to_float_list(t, argname))
     if not out.is_floating_point():
         out = out.float()
     # Flatten: an (n, 1) x against an (n,) y would silently broadcast to (n, n).
