@@ -23,6 +23,13 @@ from .check import (
     diagnose,
     numerical_grad,
 )
+from .exercise import (
+    AutogradForbidden,
+    check_by_hand,
+    check_prediction,
+    count_autograd,
+    forbid_autograd,
+)
 from .graph import Edge, Graph, LeafInfo, Node, SavedTensor, describe
 from .trace import Step, TensorInfo, Trace, trace_backward
 
@@ -38,6 +45,8 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "AutogradForbidden", "check_by_hand", "check_prediction", "count_autograd",
+    "forbid_autograd",
     "Check", "Edge", "Graph", "LeafInfo", "Node", "Report", "SavedTensor", "Step",
     "TensorInfo", "Trace", "check_function", "check_grad", "check_graph", "compare",
     "course", "data", "describe", "diagnose", "numerical_grad", "plot", "trace_backward",

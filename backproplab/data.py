@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["linear_data", "xor_data", "regression_data"]
+__all__ = ["linear_data", "xor_data", "regression_data", "spiral_data"]
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -83,3 +83,35 @@ def regression_data(
     v = torch.randn(features, 1, generator=gen) / features**0.5
     y = x @ w + torch.relu(x @ v) + 0.1 * torch.randn(n, 1, generator=gen)
     return x, y
+
+
+def spiral_data(
+    n_per_class: int = 100, classes: int = 3, noise: float = 0.2, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Interleaved spiral arms in 2-D, one arm per class: a classic that no
+    straight line can separate.
+
+    Arm ``k`` starts at the origin and turns outwards; each point's angle is
+    jittered by Gaussian noise of standard deviation ``noise`` (radians).
+    Returns ``x`` of shape ``(n_per_class * classes, 2)``, float32 and inside
+    the unit disc, and the class ids ``y`` of shape ``(n_per_class * classes,)``,
+    int64, grouped by class.
+
+    >>> x, y = spiral_data()
+    >>> tuple(x.shape), tuple(y.shape), y.bincount().tolist()
+    ((300, 2), (300,), [100, 100, 100])
+    """
+    n_per_class = _positive_int("n_per_class", n_per_class)
+    classes = _positive_int("classes", classes)
+    if not isinstance(noise, (int, float)) or isinstance(noise, bool) or not noise >= 0:
+        raise ValueError(f"noise: expected a standard deviation >= 0, got {noise!r}")
+    gen = torch.Generator().manual_seed(seed)
+    radius = torch.linspace(0.0, 1.0, n_per_class)
+    xs, ys = [], []
+    for k in range(classes):
+        # Each arm turns through 4 radians, starting where the previous one started + 2*pi/classes.
+        start = 2 * torch.pi * k / classes
+        angle = start + 4.0 * radius + noise * torch.randn(n_per_class, generator=gen)
+        xs.append(torch.stack([radius * torch.cos(angle), radius * torch.sin(angle)], dim=1))
+        ys.append(torch.full((n_per_class,), k, dtype=torch.int64))
+    return torch.cat(xs), torch.cat(ys)

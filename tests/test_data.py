@@ -66,3 +66,40 @@ def test_regression_data_shapes_and_nonlinearity():
 def test_bad_arguments_are_named(call, argument):
     with pytest.raises(ValueError, match=rf"^{argument}: expected"):
         call()
+
+
+def test_spiral_data_shapes_classes_and_range():
+    x, y = data.spiral_data()
+    assert x.shape == (300, 2) and x.dtype == torch.float32
+    assert y.shape == (300,) and y.dtype == torch.int64
+    assert y.bincount().tolist() == [100, 100, 100]
+    assert float(x.norm(dim=1).max()) <= 1.0 + 1e-6
+    x5, y5 = data.spiral_data(n_per_class=7, classes=5)
+    assert x5.shape == (35, 2) and sorted(set(y5.tolist())) == [0, 1, 2, 3, 4]
+
+
+def test_spiral_data_is_reproducible_and_arms_are_not_linearly_separable():
+    torch.manual_seed(5)
+    before = torch.rand(1)
+    torch.manual_seed(5)
+    x1, y1 = data.spiral_data(seed=3)
+    assert torch.equal(before, torch.rand(1))
+    x2, y2 = data.spiral_data(seed=3)
+    assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    assert not torch.equal(x1, data.spiral_data(seed=4)[0])
+    # The best linear classifier (least squares on one-hot targets) misses many points.
+    features = torch.cat([x1.double(), torch.ones(len(x1), 1, dtype=torch.float64)], dim=1)
+    onehot = torch.nn.functional.one_hot(y1).double()
+    coef = torch.linalg.lstsq(features, onehot).solution
+    accuracy = ((features @ coef).argmax(1) == y1).double().mean().item()
+    assert accuracy < 0.75
+
+
+@pytest.mark.parametrize(
+    "kwargs, arg",
+    [({"n_per_class": 0}, "n_per_class"), ({"classes": 1.5}, "classes"),
+     ({"noise": -1.0}, "noise"), ({"noise": float("nan")}, "noise")],
+)
+def test_spiral_data_rejects_bad_arguments_by_name(kwargs, arg):
+    with pytest.raises(ValueError, match=arg):
+        data.spiral_data(**kwargs)
