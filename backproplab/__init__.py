@@ -1,54 +1,61 @@
-"""backproplab: make PyTorch's autograd graph visible, and check gradients.
+"""backproplab: see what PyTorch's autograd does, and check gradients you derive.
+
+The modules, in the order the lessons meet them:
+
+- ``graph``     describe(outputs): the autograd graph as plain data (nodes,
+                edges, leaves, saved tensors and their memory), as text or DOT
+- ``trace``     trace_backward(loss): a real backward pass, node by node
+- ``check``     compare, diagnose, numerical_grad, check_grad, check_function,
+                check_graph: say what is wrong with a hand-derived gradient
+- ``exercise``  check_by_hand, check_prediction, count_autograd: how the
+                lessons' exercises are graded
+- ``plot``      figures: graph drawings, loss curves, fits, gradient flow
+- ``widgets``   a backward stepper and a learning-rate explorer
+- ``data``      tiny data sets made in code
+- ``course``    student versions of the lessons (``backproplab release``)
+- ``notebook``  short_tracebacks(): errors in a notebook show your own code
 
 >>> import torch, backproplab as bl
 >>> a = torch.tensor(2.0, requires_grad=True)
 >>> bl.describe(a * a, names={"a": a}).names()
 ['MulBackward0', 'AccumulateGrad']
 
-``plot`` and ``widgets`` import matplotlib and ipywidgets only when one of
-their functions is first called, and ``course`` (nbformat) loads on first
-use, so ``import backproplab`` costs little more than ``import torch``.
+Every name is loaded on first use, so ``import backproplab`` is quick and
+``backproplab --help`` never waits for torch.
 """
 
 import importlib
 
-from . import data, plot, widgets
-from .check import (
-    Check,
-    Report,
-    check_function,
-    check_grad,
-    check_graph,
-    compare,
-    diagnose,
-    numerical_grad,
-)
-from .exercise import (
-    AutogradForbidden,
-    check_by_hand,
-    check_prediction,
-    count_autograd,
-    forbid_autograd,
-)
-from .graph import Edge, Graph, LeafInfo, Node, SavedTensor, describe
-from .trace import Step, TensorInfo, Trace, trace_backward
-
 __version__ = "0.1.0"
+
+# Public name -> the module that defines it.
+_HOME = {
+    "describe": "graph", "Graph": "graph", "Node": "graph", "Edge": "graph",
+    "LeafInfo": "graph", "SavedTensor": "graph",
+    "trace_backward": "trace", "Trace": "trace", "Step": "trace", "TensorInfo": "trace",
+    "compare": "check", "diagnose": "check", "numerical_grad": "check",
+    "check_grad": "check", "check_function": "check", "check_graph": "check",
+    "Check": "check", "Report": "check",
+    "check_by_hand": "exercise", "check_prediction": "exercise",
+    "count_autograd": "exercise", "forbid_autograd": "exercise",
+    "AutogradForbidden": "exercise",
+    "short_tracebacks": "notebook",
+}
+_MODULES = {"graph", "trace", "check", "exercise", "plot", "widgets", "data", "course", "notebook"}
 
 
 def __getattr__(name: str):
-    # nbformat pulls in jsonschema, over a second of import time that only
-    # instructors releasing assignments need.
-    if name == "course":
-        return importlib.import_module(".course", __name__)
+    if name in _MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _HOME:
+        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
     raise AttributeError(f"module 'backproplab' has no attribute {name!r}")
 
 
-__all__ = [
-    "AutogradForbidden", "check_by_hand", "check_prediction", "count_autograd",
-    "forbid_autograd",
-    "Check", "Edge", "Graph", "LeafInfo", "Node", "Report", "SavedTensor", "Step",
-    "TensorInfo", "Trace", "check_function", "check_grad", "check_graph", "compare",
-    "course", "data", "describe", "diagnose", "numerical_grad", "plot", "trace_backward",
-    "widgets",
-]
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME, *_MODULES})
+
+
+__all__ = sorted({*_HOME, *_MODULES})

@@ -14,6 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from . import __version__
 from .course import CourseError, find_notebooks, release, validate_course
 
 
@@ -22,7 +23,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="backproplab",
         description="Course tools for the backproplab notebooks.",
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action="version", version=f"backproplab {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     rel = commands.add_parser(
         "release",
@@ -35,6 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     rel.add_argument(
         "src", metavar="SRC", help="a folder of notebooks (searched recursively) or one .ipynb file"
+    )
+    rel.add_argument(
+        "--force",
+        action="store_true",
+        help="replace existing files in DEST even if they are not student versions",
     )
     rel.add_argument(
         "dest",
@@ -56,17 +63,29 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 1 format problems, 2 bad input)."""
-    args = _parser().parse_args(argv)
+    # A terminal that cannot show a character (PYTHONIOENCODING=ascii) must not
+    # turn a finished release into a traceback.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # a bare `backproplab`: say what it can do
+        parser.print_help()
+        return 0
     try:
         if args.command == "release":
-            release(args.src, args.dest, log=print)
+            release(args.src, args.dest, log=print, force=args.force)
             return 0
-        problems = validate_course(find_notebooks(args.src))
+        checked = find_notebooks(args.src)
+        problems = validate_course(checked)
     except CourseError as err:
         print(f"backproplab {args.command}: error: {err}", file=sys.stderr)
         return 2
     for problem in problems:
         print(problem)
+    if not problems:
+        print(f"{len(checked)} notebook{'' if len(checked) == 1 else 's'} checked: no problems")
     return 1 if problems else 0
 
 

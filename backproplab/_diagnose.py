@@ -51,9 +51,19 @@ def _as_value(obj: object, arg: str) -> _Value:
         raise TypeError(f"{expected} bool (a gradient is never True/False)")
     if isinstance(obj, torch.Tensor):
         t = obj.detach()
+        if t.device.type == "meta":
+            raise TypeError(f"{expected} a tensor on the meta device (it holds no values)")
+        if t.layout != torch.strided:  # sparse gradients (e.g. an embedding's) compare densely
+            t = t.to_dense()
         is_number = False
     elif isinstance(obj, (int, float)):
-        t = torch.tensor(obj)
+        # A Python float carries float64 precision: compare it as float64, never
+        # as torch's default float32 (which would make 1e40 inf and 0.1 + 0.2 == 0.3).
+        # Integers beyond int64 are compared as float64 too.
+        if isinstance(obj, int) and -(2**63) <= obj < 2**63:
+            t = torch.tensor(obj, dtype=torch.int64)
+        else:
+            t = torch.tensor(float(obj), dtype=torch.float64)
         is_number = True
     elif type(obj).__module__ == "numpy":
         import numpy as np  # numpy is a torch dependency, imported only when used
@@ -206,6 +216,9 @@ def _diagnose(
             "while the reference is finite: look for a division by zero, log of 0 or sqrt of 0"
         )
     if not torch.isfinite(b).all():
+        # Around an inf in the reference only a flipped sign can still be judged.
+        if a.shape == b.shape and close(-a):
+            return _value_mistake(a, b, close, accumulation)
         return None
 
     if a.shape != b.shape:
@@ -225,7 +238,12 @@ def _diagnose(
     value = _value_mistake(a, b, close, accumulation)
     if value is not None:
         return value
-    # Right up to round-off but a tolerance tighter than float32 arithmetic.
+    # Right up to round-off, but the tolerance is tighter than the arithmetic.
+    if _close(a, b, max(rtol, 1e-12), atol):
+        return (
+            "the difference is float64 round-off (the operations ran in another order; it "
+            "passes with rtol=1e-12): pass a looser rtol if that is all you expect"
+        )
     if _close(a, b, max(rtol, 1e-4), max(atol, 1e-5)):
         return (
             "the difference is small enough to be float32 round-off (it passes with rtol=1e-4): "

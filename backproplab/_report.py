@@ -86,8 +86,9 @@ class Report:
 
     def assert_ok(self) -> Report:
         """Raise ``AssertionError`` carrying the report text unless all passed."""
+        __tracebackhide__ = True  # the learner's cell is the place to look, not this frame
         if not self.ok:
-            raise AssertionError(str(self))
+            raise AssertionError(str(self)) from None
         return self
 
     def _repr_html_(self) -> str:

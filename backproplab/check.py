@@ -44,6 +44,7 @@ others is in private modules, one job each: ``_report`` (``Check`` and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -142,8 +143,11 @@ def _resolve_tol(
     """Tolerance to use and the dtype note explaining where it came from."""
     d_rtol, d_atol = _default_tolerance(m.dtype, r.dtype)
     for arg, val in (("rtol", rtol), ("atol", atol)):
-        if val is not None and (not isinstance(val, (int, float)) or val < 0):
-            raise ValueError(f"{arg}: expected a non-negative number, got {val!r}")
+        if val is not None and (
+            isinstance(val, bool) or not isinstance(val, (int, float))
+            or not math.isfinite(val) or val < 0
+        ):
+            raise ValueError(f"{arg}: expected a finite number >= 0, got {val!r}")
     if rtol is not None or atol is not None:
         note = ""
     else:
@@ -208,7 +212,12 @@ def _compare_values(
             max_abs_diff=max_diff, rel_error=rel,
         )  # fmt: skip
 
-    rel_text = f"relative error {_fmt(rel, 3)}" if rel is not None else "the reference is all zeros"
+    if rel is not None:
+        rel_text = f"relative error {_fmt(rel, 3)}"
+    elif bool((b == 0).all()):
+        rel_text = "the reference is all zeros"
+    else:
+        rel_text = "no relative error (the reference has no finite non-zero entry)"
     worst = int(diff.flatten().argmax()) if diff.numel() else 0
     at = _index(worst, a.shape)
     bad = int((~_close_mask(a, b, rtol_, atol_)).sum())

@@ -24,8 +24,11 @@ Only ``nbformat`` is needed here: releasing never imports torch.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import re
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -381,7 +384,7 @@ def student_version(nb: NotebookNode, name: str = "notebook") -> tuple[NotebookN
 
 def find_notebooks(src: str | Path) -> list[Path]:
     """The notebooks under a folder (sorted, checkpoints skipped), or ``[src]`` for a file."""
-    src = Path(src)
+    src = _as_path(src, "src")
     if src.is_file():
         return [src]
     if not src.is_dir():
@@ -390,8 +393,23 @@ def find_notebooks(src: str | Path) -> list[Path]:
     return sorted(p for p in found if p.is_file())
 
 
-def _targets(src: Path, dest: Path, notebooks: Sequence[Path]) -> list[Path]:
-    """Where each student notebook goes; refuses anything that could touch a source."""
+# Student versions carry this mark in their notebook metadata, so release
+# knows which files it may replace: its own earlier output, never anything else.
+STUDENT_MARK = "backproplab"
+
+
+def is_student_version(path: Path) -> bool:
+    """Whether the notebook at ``path`` was written by :func:`release` (or ``learn``)."""
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception:  # unreadable or not a notebook: certainly not ours
+        return False
+    mark = nb.get("metadata", {}).get(STUDENT_MARK)
+    return isinstance(mark, dict) and mark.get("student_version") is True
+
+
+def _targets(src: Path, dest: Path, notebooks: Sequence[Path], force: bool) -> list[Path]:
+    """Where each student notebook goes; refuses anything that could lose work."""
     if src.is_file():
         # A single notebook goes into DEST (a folder) unless DEST names a notebook.
         targets = [dest if dest.suffix == ".ipynb" else dest / src.name]
@@ -401,14 +419,49 @@ def _targets(src: Path, dest: Path, notebooks: Sequence[Path]) -> list[Path]:
             raise CourseError(
                 f"{dest}: refusing to write student notebooks inside the source folder {src}"
             )
-        if dest.exists() and not dest.is_dir():
-            raise CourseError(f"{dest}: exists and is not a folder")
         targets = [dest / p.relative_to(src) for p in notebooks]
     sources = {p.resolve() for p in notebooks}
     for target in targets:
+        for parent in reversed(target.parents):
+            if parent.exists() and not parent.is_dir():
+                raise CourseError(f"{target}: cannot write here: {parent} is a file, not a folder")
         if target.resolve() in sources:
             raise CourseError(f"{target}: refusing to overwrite a source notebook")
+        if target.is_dir():
+            raise CourseError(f"{target}: is a folder, not a notebook: refusing to replace it")
+        if target.exists() and not force and not is_student_version(target):
+            raise CourseError(
+                f"{target}: exists and is not a student version written by backproplab: "
+                "refusing to overwrite it (pass --force to replace it anyway)"
+            )
     return targets
+
+
+def _write_all(files: Sequence[tuple[Path, str]]) -> None:
+    """Write every file or none: each goes to a temporary file beside its target
+    first, and only when all of them are written are they renamed into place."""
+    made_dirs: list[Path] = []
+    temps: list[tuple[Path, Path]] = []
+    try:
+        for target, text in files:
+            for parent in reversed(target.parents):
+                if not parent.exists():
+                    parent.mkdir()
+                    made_dirs.append(parent)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+            temps.append((Path(tmp), target))
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+        for tmp, target in temps:
+            os.replace(tmp, target)
+    except OSError as err:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
+        for folder in reversed(made_dirs):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        where = err.filename or (files[len(temps) - 1][0] if temps else files[0][0])
+        raise CourseError(f"{where}: cannot write: {err.strerror or err}") from None
 
 
 def release(
@@ -416,12 +469,16 @@ def release(
     dest: str | Path,
     *,
     log: Callable[[str], object] | None = None,
+    force: bool = False,
 ) -> list[Path]:
     """Write student versions of the notebooks in ``src`` (a folder or one notebook) to ``dest``.
 
-    Returns the paths written. Every notebook is read and checked before
-    anything is written, so a bad notebook leaves ``dest`` untouched.
-    ``log`` receives one progress line per notebook.
+    Returns the paths written. It is all or nothing: every notebook is read,
+    checked and converted before anything is written, and the files are
+    written to temporary names first, so a failure leaves ``dest`` as it was.
+    It never replaces a source notebook, a folder, or a file that is not a
+    student version it wrote earlier (``force=True`` allows the last).
+    ``log`` receives one progress line per notebook once all are written.
 
     Usage (it writes files, so this is not run as a doctest)::
 
@@ -430,22 +487,33 @@ def release(
         # -> [PosixPath('student/02-chain-rule.ipynb'), ...]
 
     Raises CourseError for a missing SRC, an empty folder, a file that is
-    not a notebook, unbalanced markers, or a DEST that could overwrite SRC.
+    not a notebook, unbalanced markers, a DEST that could overwrite SRC or
+    another file, or a DEST that cannot be written.
     """
-    src, dest = Path(src), Path(dest)
+    if log is not None and not callable(log):
+        raise TypeError(
+            f"log: expected a function taking one str, or None, got {type(log).__name__}"
+        )
+    src, dest = _as_path(src, "src"), _as_path(dest, "dest")
     notebooks = find_notebooks(src)
     if not notebooks:
         raise CourseError(f"{src}: no notebooks (*.ipynb) in this folder")
-    targets = _targets(src, dest, notebooks)
+    targets = _targets(src, dest, notebooks, force)
 
-    done: list[tuple[NotebookNode, Released]] = []
+    done: list[tuple[str, Released]] = []
     for path, target in zip(notebooks, targets, strict=True):
         student, exercises, hidden = student_version(read_notebook(path), name=str(path))
-        done.append((student, Released(path, target, exercises, hidden)))
+        student.metadata[STUDENT_MARK] = {"student_version": True, "source": path.name}
+        done.append((nbformat.writes(student), Released(path, target, exercises, hidden)))
 
-    for student, info in done:
-        info.dest.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(student, info.dest)
-        if log is not None:
+    _write_all([(info.dest, text) for text, info in done])
+    if log is not None:
+        for _, info in done:
             log(info.summary())
     return [info.dest for _, info in done]
+
+
+def _as_path(value: object, arg: str) -> Path:
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{arg}: expected a path (str or Path), got {type(value).__name__}")
+    return Path(value)

@@ -25,12 +25,12 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from backproplab.notebook import fold_frames, frame_file
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# IPython's frame header for a file: "File /path/to/module.py:623, in f(...)".
-_FILE_FRAME = re.compile(r"File (\S+?):\d+")
+_FOLDED = re.compile(r"\[\d+ frames? inside ")
 
 
 def run(nb: nbformat.NotebookNode, cwd: Path = NOTEBOOKS, *, allow_errors: bool = True,
@@ -61,45 +61,25 @@ def grade_id(cell: nbformat.NotebookNode) -> str | None:
 
 def file_frame(entry: str) -> str | None:
     """The file path of a traceback entry that is a frame in a file, else None."""
-    match = _FILE_FRAME.match(_ANSI.sub("", entry))
-    return match.group(1) if match else None
-
-
-def _package(path: str) -> str:
-    parts = Path(path).parts
-    for marker in ("site-packages", "dist-packages"):
-        if marker in parts:
-            return parts[parts.index(marker) + 1].removesuffix(".py")
-    if Path(path).is_relative_to(ROOT):
-        return Path(path).relative_to(ROOT).parts[0]
-    return Path(path).name
+    return frame_file(entry)
 
 
 def trim_tracebacks(nb: nbformat.NotebookNode) -> int:
-    """Replace each run of file frames in the stored tracebacks by one line
-    naming their packages; return how many frames were dropped."""
+    """Fold the frames inside packages in the stored tracebacks, exactly as
+    ``bl.short_tracebacks()`` does live; return how many frames were dropped."""
     dropped = 0
     for cell in nb.cells:
         for out in cell.get("outputs", []):
-            if out.get("output_type") != "error":
-                continue
-            kept: list[str] = []
-            run_of: list[str] = []
-            for entry in [*out.traceback, None]:
-                path = None if entry is None else file_frame(entry)
-                if path is not None:
-                    run_of.append(_package(path))
-                    continue
-                if run_of:
-                    names = ", ".join(dict.fromkeys(run_of))
-                    frames = "frame" if len(run_of) == 1 else "frames"
-                    kept.append(f"\x1b[36m[{len(run_of)} {frames} inside {names}]\x1b[39m")
-                    dropped += len(run_of)
-                    run_of = []
-                if entry is not None:
-                    kept.append(entry)
-            out.traceback = kept
+            if out.get("output_type") == "error":
+                before = out.traceback
+                out.traceback = fold_frames(before)
+                dropped += _frames(before) - _frames(out.traceback)
     return dropped
+
+
+def _frames(entries: list[str]) -> int:
+    """Entries that are not already a folded "[n frames inside ...]" line."""
+    return sum(1 for e in entries if not _FOLDED.search(e))
 
 
 def execute(path: Path, timeout: int = 120) -> nbformat.NotebookNode:

@@ -26,6 +26,7 @@ import nbformat
 import pytest
 from notebook_runner import run
 
+import backproplab
 from backproplab import course
 from backproplab.__main__ import main
 
@@ -418,7 +419,7 @@ def test_cli_unbalanced_markers(src: Path, tmp_path: Path, capsys) -> None:
 
 
 def test_cli_validate(src: Path, capsys) -> None:
-    assert _cli(capsys, "validate", src) == (0, "", "")
+    assert _cli(capsys, "validate", src) == (0, "1 notebook checked: no problems\n", "")
     nb = _fixture()
     _zero_points(nb)
     nbformat.write(nb, src / "00-fixture.ipynb")
@@ -432,8 +433,32 @@ def test_cli_help_runs_as_module() -> None:
             [sys.executable, "-m", "backproplab", *args], capture_output=True, text=True
         )
         assert done.returncode == 0 and "release" in done.stdout, done.stderr
+    # A bare call shows the help rather than a usage error.
     done = subprocess.run([sys.executable, "-m", "backproplab"], capture_output=True, text=True)
-    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.returncode == 0 and "release" in done.stdout and "validate" in done.stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "backproplab", "--version"], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and done.stdout.strip() == f"backproplab {backproplab.__version__}"
+
+
+def test_cli_help_does_not_import_torch() -> None:
+    code = (
+        "import sys, runpy\n"
+        "sys.argv = ['backproplab', '--help']\n"
+        "try:\n    runpy.run_module('backproplab', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print('torch' in sys.modules, 'matplotlib' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip().splitlines()[-1] == "False False", done.stderr
+
+
+def test_every_public_name_resolves() -> None:
+    for name in backproplab.__all__:
+        assert getattr(backproplab, name) is not None, name
+    assert set(backproplab.__all__) <= set(dir(backproplab))
+    assert len(backproplab.__doc__.splitlines()) < 40  # help(backproplab) is a short map
 
 
 # --------------------------------------------------------------------------
