@@ -31,7 +31,7 @@ __version__ = "0.1.0"
 # Public name -> the module that defines it.
 _HOME = {
     "describe": "graph", "Graph": "graph", "Node": "graph", "Edge": "graph",
-    "LeafInfo": "graph", "SavedTensor": "graph",
+    "LeafInfo": "graph", "SavedTensor": "graph", "SavedMemory": "graph",
     "trace_backward": "trace", "Trace": "trace", "Step": "trace", "TensorInfo": "trace",
     "compare": "check", "diagnose": "check", "numerical_grad": "check",
     "check_grad": "check", "check_function": "check", "check_graph": "check",

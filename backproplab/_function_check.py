@@ -48,6 +48,30 @@ def check_custom_function(fn_class: type, inputs: Sequence[Any]) -> Report:
         )
     if not inputs:
         raise ValueError("inputs: expected at least one input, got none")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor):
+            continue
+        if x.is_complex():
+            raise TypeError(
+                f"inputs[{i}]: expected real tensors, got a {_dtype_name(x.dtype)} tensor "
+                "(complex gradients follow other conventions and are not checked here)"
+            )
+        if x.is_floating_point() and x.numel() == 0:
+            raise ValueError(f"inputs[{i}]: expected a tensor with elements, got an empty one")
+        if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+            raise ValueError(
+                f"inputs[{i}]: expected finite values, got NaN or inf: no derivative can be "
+                "checked at such a point; pick an input where the function is finite"
+            )
+    if not any(isinstance(x, torch.Tensor) and x.is_floating_point() for x in inputs):
+        kinds = ", ".join(
+            _dtype_name(x.dtype) + " tensor" if isinstance(x, torch.Tensor) else _type_name(x)
+            for x in inputs
+        )
+        raise TypeError(
+            "inputs: expected at least one floating-point tensor (the gradients are checked "
+            f"with respect to those), got {kinds}"
+        )
     xs: list[Any] = []
     notes = []
     for i, x in enumerate(inputs):
@@ -69,6 +93,13 @@ def check_custom_function(fn_class: type, inputs: Sequence[Any]) -> Report:
     except Exception as exc:  # the learner's forward: report, don't crash
         return Report((Check("forward", False, "error", _exc_text("forward", exc)),), title)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    if not any(isinstance(o, torch.Tensor) and o.requires_grad for o in outs):
+        what = _type_name(out) if not isinstance(out, torch.Tensor) else "a tensor without a graph"
+        message = (
+            f"forward returned {what}; expected a tensor (or a tuple of tensors) computed "
+            "from the inputs, so that backward has something to differentiate"
+        )
+        return Report((Check("forward", False, "error", message),), title)
     stash = _ctx_stash_warning(outs)
     if stash is not None:
         checks.append(stash)

@@ -8,6 +8,7 @@ extra nodes, with a "did you mean" for near-misses) and as two sequences
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 from collections import Counter
@@ -116,14 +117,37 @@ def _within(names: list[str], allowed: Counter) -> list[str]:
 
 
 def _lcs_mask(a: list[str], b: list[str]) -> list[bool]:
-    """For each item of ``a``: is it part of a longest common subsequence with ``b``?"""
-    if len(a) * len(b) > 4_000_000:  # too big for the table: difflib's good-enough match
-        mask = [False] * len(a)
-        for block in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks():
-            for k in range(block.a, block.a + block.size):
-                mask[k] = True
-        return mask
+    """For each item of ``a``: is it part of a longest common subsequence with ``b``?
+
+    The common start and end are matched directly, so a prediction that is
+    right except in a few places costs time in proportion to its length; only
+    the differing middle goes through the table.
+    """
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < min(len(a), len(b)) - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    middle_a, middle_b = a[start:len(a) - end], b[start:len(b) - end]
+    return [True] * start + _middle_mask(middle_a, middle_b) + [True] * end
+
+
+def _middle_mask(a: list[str], b: list[str]) -> list[bool]:
     n, m = len(a), len(b)
+    if n * m > 4_000_000:
+        # Too big for the table: match greedily in order (not always the longest,
+        # but linear, and every name it marks really is in order).
+        places: dict[str, list[int]] = {}
+        for k, name in enumerate(b):
+            places.setdefault(name, []).append(k)
+        mask, j = [False] * n, 0
+        for i, name in enumerate(a):
+            where = places.get(name, [])
+            k = bisect.bisect_left(where, j)
+            if k < len(where):
+                mask[i], j = True, where[k] + 1
+        return mask
     table = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):
         for j in range(m - 1, -1, -1):

@@ -8,6 +8,7 @@ when ``f`` allows it (checked against one nudge run plainly), else in a loop.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,8 +34,11 @@ def central_differences(
     """``vᵀJ`` of ``f`` at ``inputs`` per input (see ``numerical_grad``, which documents it)."""
     if not callable(f):
         raise TypeError(f"f: expected a callable, got {_type_name(f)}")
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps > 0:
-        raise ValueError(f"eps: expected a positive number, got {eps!r}")
+    if (
+        not isinstance(eps, (int, float)) or isinstance(eps, bool)
+        or not math.isfinite(eps) or not eps > 0
+    ):
+        raise ValueError(f"eps: expected a small positive number such as 1e-6, got {eps!r}")
     if not inputs:
         raise ValueError("inputs: expected at least one input tensor, got none")
     xs = []
@@ -46,8 +50,23 @@ def central_differences(
         else:
             what = f"a {x.dtype} tensor" if isinstance(x, torch.Tensor) else _type_name(x)
             raise TypeError(f"inputs[{i}]: expected a floating-point tensor or number, got {what}")
+    originals = [x.clone() for x in xs]
     with torch.no_grad():
-        y0 = _as_output(f(*xs))
+        raw = f(*xs)
+    if any(not torch.equal(x, x0) for x, x0 in zip(xs, originals, strict=True)):
+        raise ValueError(
+            "f: it changed its input in place (e.g. with add_ or +=), so every nudge would "
+            "start from a different point; compute on a copy (x = x + 1) instead"
+        )
+    if isinstance(raw, torch.Tensor) and raw.dtype in (torch.float32, torch.float16,
+                                                       torch.bfloat16, torch.complex64):
+        raise ValueError(
+            f"f: it returned a {str(raw.dtype).removeprefix('torch.')} tensor for float64 "
+            "inputs, so its result is rounded far more than the nudge eps and the slopes "
+            "would be off in the 3rd digit; compute in float64 (e.g. avoid torch.tensor(...) "
+            "without dtype, and .float())"
+        )
+    y0 = _as_output(raw)
     if v is None:
         if y0.numel() != 1:
             raise ValueError(

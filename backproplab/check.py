@@ -346,6 +346,8 @@ def check_grad(
     if not callable(f):
         raise TypeError(f"f: expected a callable, got {_type_name(f)}")
     xs = _as_tensor_list(inputs)
+    if not xs:
+        raise ValueError("inputs: expected at least one floating-point tensor, got none")
     grads = _as_tensor_list(manual_grads)
     for i, x in enumerate(xs):
         if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
@@ -357,7 +359,10 @@ def check_grad(
         )
     if names is None:
         names = [f"d(input {i})" for i in range(len(xs))] if len(xs) > 1 else ["grad"]
-    elif isinstance(names, str) or len(names) != len(xs):
+    elif (
+        isinstance(names, str) or not isinstance(names, Sequence) or len(names) != len(xs)
+        or not all(isinstance(n, str) for n in names)
+    ):
         raise ValueError(f"names: expected a sequence of {len(xs)} str, got {names!r}")
     values = [_as_value(g, f"manual_grads[{i}]") for i, g in enumerate(grads)]
 

@@ -19,6 +19,7 @@ gradients, so every ``.grad`` is bitwise what an untraced backward gives.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -199,6 +200,29 @@ def trace_backward(
             "loss: expected a tensor that requires grad, got one with requires_grad=False "
             "(it has no autograd graph to trace)"
         )
+    if loss.is_complex():
+        raise TypeError(
+            "loss: expected a real tensor, got a complex one: backward of a complex loss "
+            "needs an explicit gradient and is not traced here; trace loss.real or loss.abs()"
+        )
+    for arg, value in (("retain_graph", retain_graph), ("create_graph", create_graph)):
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"{arg}: expected True, False or None, got {value!r}")
+    if gradient is not None and not isinstance(gradient, torch.Tensor):
+        raise TypeError(
+            f"gradient: expected a tensor shaped like loss or None, got {type(gradient).__name__}"
+        )
+    if gradient is None and loss.numel() != 1:
+        raise ValueError(
+            f"gradient: loss has shape {tuple(loss.shape)}, not a single number, so backward "
+            "needs gradient= (a tensor of the same shape: the vector in the vector-Jacobian "
+            "product, lesson 05)"
+        )
+    if gradient is not None and gradient.shape != loss.shape:
+        raise ValueError(
+            f"gradient: expected shape {tuple(loss.shape)} (the loss's), "
+            f"got {tuple(gradient.shape)}"
+        )
     graph = describe(loss, names)
     notes = _notes(graph, loss, names) if len(graph.nodes) <= EXPLAIN_MAX_NODES else None
 
@@ -304,6 +328,22 @@ def _symbol_times(coef: float, sym: str, power: float | None = None) -> str:
     return f"{_num(coef)}{body}" if len(sym) == 1 else f"{_num(coef)}*{body}"
 
 
+def _div(a: float, b: float) -> float:
+    """a / b as the tensors compute it: dividing by zero gives inf (or nan for 0/0)."""
+    if b == 0:
+        return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * (
+            math.copysign(1.0, b)
+        )
+    return a / b
+
+
+def _pow(x: float, p: float) -> float:
+    try:
+        return x**p
+    except ZeroDivisionError:  # 0 to a negative power
+        return math.inf
+
+
 def _local(
     name: str, pos: int, s: dict, ins: list[str], out: str
 ) -> tuple[str, float, list[str]] | None:
@@ -323,14 +363,14 @@ def _local(
             return ins[1 - pos], other, [ins[1 - pos]]
         if name == "DivBackward0":
             if pos == 0:
-                return f"1/{ins[1]}", 1.0 / s["other"], [ins[1]]
-            return f"-{ins[0]}/{ins[1]}^2", -s["self"] / s["other"] ** 2, ins[:2]
+                return f"1/{ins[1]}", _div(1.0, s["other"]), [ins[1]]
+            return f"-{ins[0]}/{ins[1]}^2", _div(-s["self"], s["other"] ** 2), ins[:2]
         if name == "PowBackward0":
             p, x = s["exponent"], s["self"]
             if p == 1:
                 return "1", 1.0, []
             expr = _symbol_times(p, ins[0], None if p == 2 else p - 1)
-            return expr, p * x ** (p - 1), [ins[0]]
+            return expr, p * _pow(x, p - 1), [ins[0]]
         if name == "NegBackward0":
             return "-1", -1.0, []
         if name == "ReciprocalBackward0":
@@ -342,7 +382,7 @@ def _local(
         if name == "ExpBackward0":
             return f"exp({ins[0]})", s["result"], [ins[0]]
         if name == "LogBackward0":
-            return f"1/{ins[0]}", 1.0 / s["self"], [ins[0]]
+            return f"1/{ins[0]}", _div(1.0, s["self"]), [ins[0]]
         if name == "TanhBackward0":
             return f"1 - {out}^2", 1.0 - s["result"] ** 2, [out]
         if name == "SigmoidBackward0":
@@ -492,6 +532,7 @@ def _explain(t: Trace) -> str:
 
     paths: dict[int, list[float]] = {}
     grads: dict[int, float] = {}
+    infinite: list[str] = []  # local derivatives that are not finite (a division by zero)
     for step in t.steps:
         k = step.node_id
         node = g.nodes[k]
@@ -516,6 +557,11 @@ def _explain(t: Trace) -> str:
             if local is None:
                 return _explain_missing(node.name)
             expr, lval, syms = local
+            if not math.isfinite(lval):
+                at = ", ".join(f"{sym} = {_num(v)}" for sym in dict.fromkeys(syms)
+                               if (v := _sym_value(sym, k, c, ins, var, value)) is not None)
+                infinite.append(f"{node.name}'s local derivative {expr} is {_num(lval)}"
+                                + (f" at {at}" if at else ""))
             lhs = f"d{z}/d{var[c]}"
             if in_count[c] > 1:
                 paths.setdefault(c, []).append(result)
@@ -550,6 +596,12 @@ def _explain(t: Trace) -> str:
         f"d{z}/d{var[n.id]} = {_num(grads[n.id])}" for n in g.leaves() if n.id in grads
     )
     lines.append(f"Result (added to .grad): {leaf_text}")
+    for text in infinite:
+        note = (
+            f"Note: {text}: the function has no finite slope at this point (a division by "
+            "zero), so the gradient is inf or nan there."
+        )
+        lines.append(textwrap.fill(note, 88, subsequent_indent="  "))
     return "\n".join(lines)
 
 
@@ -567,6 +619,6 @@ def _sym_value(sym: str, k: int, c: int, ins: list[str], var: dict, value: dict)
 
 def _explain_missing(name: str) -> str:
     return (
-        f"explain() cannot explain this graph: a number {name} needs was not available "
-        "(its saved tensors were already freed?). Trace.to_text() lists the recorded steps."
+        f"explain() cannot explain this graph: a number {name} needs was not recorded "
+        "before backward ran. Trace.to_text() lists the recorded steps."
     )

@@ -60,7 +60,7 @@ def test_numerical_grad_bad_arguments():
         numerical_grad(3, torch.ones(2))
     with pytest.raises(TypeError, match=r"^inputs\[0\]: expected a floating-point tensor"):
         numerical_grad(lambda x: x.sum(), torch.ones(2, dtype=torch.int64))
-    with pytest.raises(ValueError, match="^eps: expected a positive number"):
+    with pytest.raises(ValueError, match="^eps: expected a small positive number"):
         numerical_grad(lambda x: x.sum(), torch.ones(2), eps=0)
 
 
