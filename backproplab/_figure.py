@@ -51,11 +51,20 @@ def _to_float_list(values: Any, argname: str) -> list[float]:
         )
     if hasattr(values, "detach"):  # a torch tensor
         values = values.detach()
-    if hasattr(values, "reshape") and hasattr(values, "tolist"):  # tensor or numpy array: flatten
+    if hasattr(values, "reshape") and hasattr(values, "tolist"):  # tensor or numpy array
+        # One column or one row of numbers is fine (x of shape (100, 1)); a
+        # real table is not a list of numbers and must not be flattened silently.
+        shape = tuple(values.shape)
+        if sum(d > 1 for d in shape) > 1:
+            raise ValueError(
+                f"{argname}: expected one row or column of numbers, got shape {shape}"
+            )
         values = values.reshape(-1).tolist()
     out: list[float] = []
     for i, v in enumerate(values):
         try:
+            if isinstance(v, (str, bytes, bool)):
+                raise TypeError
             out.append(float(v))
         except (TypeError, ValueError):
             raise TypeError(

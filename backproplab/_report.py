@@ -9,9 +9,21 @@ check passed and has ``assert_ok()`` for graded cells. Both are re-exported by
 from __future__ import annotations
 
 import html
+import textwrap
 from dataclasses import dataclass
 
 _SYMBOL = {True: "✓", False: "✗"}
+# Longer lines wrap, mid-word, in a default JupyterLab window.
+WIDTH = 88
+
+
+def _wrap(text: str) -> str:
+    """Each line of ``text`` wrapped at word boundaries, continuation lines indented."""
+    return "\n".join(
+        textwrap.fill(line, WIDTH, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 2),
+                      break_long_words=False, break_on_hyphens=False)
+        for line in text.split("\n")
+    )
 
 
 @dataclass(frozen=True)
@@ -40,7 +52,7 @@ class Check:
         return "⚠" if self.verdict == "warning" else _SYMBOL[self.ok]
 
     def __str__(self) -> str:
-        return f"{self.symbol} {self.name}: {self.message}"
+        return _wrap(f"{self.symbol} {self.name}: {self.message}")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ one never disturbs the global random state a lesson has seeded.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 __all__ = ["linear_data", "xor_data", "regression_data", "spiral_data"]
@@ -19,6 +21,20 @@ def _positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name}: expected a positive int, got {value!r}")
     return value
+
+
+def _finite(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: expected a number, got {type(value).__name__} {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _generator(seed: object) -> torch.Generator:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ValueError(f"seed: expected an int between 0 and 2**63 - 1, got {seed!r}")
+    return torch.Generator().manual_seed(seed)
 
 
 def linear_data(
@@ -40,11 +56,16 @@ def linear_data(
     True
     """
     n = _positive_int("n", n)
+    slope, intercept, low, high = (
+        _finite(name, v)
+        for name, v in (("slope", slope), ("intercept", intercept), ("low", low), ("high", high))
+    )
     if not high > low:
         raise ValueError(f"high: expected a value greater than low={low!r}, got {high!r}")
+    noise = _finite("noise", noise)
     if noise < 0:
         raise ValueError(f"noise: expected a standard deviation >= 0, got {noise!r}")
-    gen = torch.Generator().manual_seed(seed)
+    gen = _generator(seed)
     x = low + (high - low) * torch.rand(n, 1, generator=gen)
     y = slope * x + intercept + noise * torch.randn(n, 1, generator=gen)
     return x, y
@@ -77,7 +98,7 @@ def regression_data(
     """
     n = _positive_int("n", n)
     features = _positive_int("features", features)
-    gen = torch.Generator().manual_seed(seed)
+    gen = _generator(seed)
     x = torch.randn(n, features, generator=gen)
     w = torch.randn(features, 1, generator=gen) / features**0.5
     v = torch.randn(features, 1, generator=gen) / features**0.5
@@ -105,7 +126,7 @@ def spiral_data(
     classes = _positive_int("classes", classes)
     if not isinstance(noise, (int, float)) or isinstance(noise, bool) or not noise >= 0:
         raise ValueError(f"noise: expected a standard deviation >= 0, got {noise!r}")
-    gen = torch.Generator().manual_seed(seed)
+    gen = _generator(seed)
     radius = torch.linspace(0.0, 1.0, n_per_class)
     xs, ys = [], []
     for k in range(classes):

@@ -69,6 +69,11 @@ def loss_curve(
         if not losses:
             raise ValueError("losses: expected at least one curve, got an empty mapping")
         curves = {str(k): _to_float_list(v, f"losses[{k!r}]") for k, v in losses.items()}
+        if len(curves) != len(losses):
+            raise ValueError(
+                f"losses: expected labels that differ as text, got {list(losses)!r} "
+                "(two of them print the same, so their curves could not be told apart)"
+            )
         show_legend = True
     else:
         curves = {"loss": _to_float_list(losses, "losses")}
@@ -130,6 +135,10 @@ def fit_plot(
     parsed: dict[str, tuple[float, float]] = {}
     for label, pair in lines.items():
         try:
+            if isinstance(pair, (str, bytes)) or len(pair) != 2:
+                raise TypeError
+            if any(isinstance(v, (str, bytes, bool)) for v in pair):
+                raise TypeError
             slope, intercept = (float(v) for v in pair)
         except (TypeError, ValueError):
             raise TypeError(
@@ -261,6 +270,10 @@ def jacobian_heatmap(
     """
     import numpy as np
 
+    if jac is None or isinstance(jac, (str, bytes, bool)):
+        raise TypeError(
+            f"jac: expected a 2-D tensor or array of numbers, got {type(jac).__name__}"
+        )
     if hasattr(jac, "detach"):
         arr = jac.detach().cpu().double().numpy()
     else:
@@ -283,9 +296,14 @@ def jacobian_heatmap(
     if arr.size == 0:
         raise ValueError(f"jac: expected a non-empty matrix, got shape {tuple(arr.shape)}")
     for labels, n, argname in ((in_labels, n_in, "in_labels"), (out_labels, n_out, "out_labels")):
-        if labels is not None and (isinstance(labels, str) or len(labels) != n):
-            got = "a string" if isinstance(labels, str) else f"{len(labels)} labels"
-            raise ValueError(f"{argname}: expected {n} labels, got {got}")
+        if labels is None:
+            continue
+        if isinstance(labels, str) or not isinstance(labels, Sequence):
+            raise TypeError(
+                f"{argname}: expected a sequence of {n} labels, got {type(labels).__name__}"
+            )
+        if len(labels) != n:
+            raise ValueError(f"{argname}: expected {n} labels, got {len(labels)} labels")
 
     ax = _new_or_given_ax(ax, (max(4.0, 0.5 * n_in + 2.5), max(3.0, 0.45 * n_out + 1.5)))
     finite = arr[np.isfinite(arr)]
@@ -349,14 +367,16 @@ def tangent_plot(
         else:
             raise TypeError(f"x0: expected a number, got {type(x0).__name__}")
     x0 = float(x0)
+    if not math.isfinite(x0):
+        raise ValueError(f"x0: expected a finite number, got {x0}")
     if xlim is None:
         xlim = (x0 - 3.0, x0 + 3.0)
     try:
         lo, hi = (float(v) for v in xlim)
     except (TypeError, ValueError):
         raise TypeError(f"xlim: expected (low, high), got {xlim!r}") from None
-    if not lo < hi:
-        raise ValueError(f"xlim: expected low < high, got {xlim!r}")
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"xlim: expected finite numbers with low < high, got {xlim!r}")
 
     x = torch.tensor(x0, dtype=torch.float64, requires_grad=True)
     y = f(x)
@@ -370,6 +390,11 @@ def tangent_plot(
     (slope_t,) = torch.autograd.grad(y.reshape(()), x, allow_unused=True)
     slope = 0.0 if slope_t is None else float(slope_t)
     y0 = float(y.detach())
+    if not (math.isfinite(y0) and math.isfinite(slope)):
+        raise ValueError(
+            f"f: at x0 = {_fmt(x0)} it gives f = {y0} with slope {slope}; a tangent needs a "
+            "finite value and slope there (pick another x0)"
+        )
 
     xs = torch.linspace(lo, hi, 300, dtype=torch.float64)
     with torch.no_grad():
@@ -388,7 +413,8 @@ def tangent_plot(
     ax.scatter([x0], [y0], color="#d62728", zorder=3, s=40)
     ax.annotate(f"({_fmt(x0)}, {_fmt(y0)})", (x0, y0), textcoords="offset points",
                 xytext=(8, -14), fontsize=9)
-    # The tangent can run far off; keep the y-range about the curve.
+    # The tangent can run far off, and f may blow up near a pole: keep the
+    # y-range about the finite part of the curve.
     finite = [v for v in ys_l if math.isfinite(v)] + [y0]
     y_lo, y_hi = min(finite), max(finite)
     pad = 0.15 * (y_hi - y_lo) or 1.0

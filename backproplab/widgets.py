@@ -43,6 +43,39 @@ __all__ = [
 ]
 
 _PNG_DPI = 90
+# The stepper draws at most this many nodes (a bigger picture is unreadable).
+MAX_DRAWN = 200
+
+
+def _picture_box(children: list, what: str) -> Any:
+    """A VBox that also carries a still picture of itself.
+
+    Besides the live widget, its display data hold the latest PNG and a line
+    of text, so a saved notebook can show a picture where the widget was
+    (a widget needs a running kernel; a picture does not).
+    """
+    import base64
+
+    import ipywidgets as W
+
+    class PictureBox(W.VBox):
+        def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+            data = super()._repr_mimebundle_(**kwargs) or {}
+            data["text/plain"] = f"{what} (run the cell to use it)"
+            png = getattr(self, "image", None)
+            if png is not None and png.value:
+                data["image/png"] = base64.b64encode(png.value).decode("ascii")
+            return data
+
+    return PictureBox(children)
+
+
+def _show_png(image: Any, fig: Figure) -> None:
+    """Put the figure into the Image widget at its own pixel size (never stretched)."""
+    png = _png(fig)
+    image.value = png
+    width = int.from_bytes(png[16:20], "big")  # a PNG's header stores its width here
+    image.layout.width = f"{width}px"
 
 
 def _figure(figsize: tuple[float, float]) -> Figure:
@@ -123,13 +156,14 @@ def step_text(trace: Trace, step: int) -> str:
         >>> import torch, backproplab as bl
         >>> x = torch.tensor(3.0, requires_grad=True)
         >>> print(step_text(bl.trace_backward(x * x, names={"x": x}), 0).splitlines()[0])
-        step 1 of 2: [0] MulBackward0
+        step 0 (of 0-1): [0] MulBackward0
     """
     _check_trace(trace)
     i = _check_step(trace, step)
     s = trace.steps[i]
     graph = trace.graph
-    lines = [f"step {i + 1} of {len(trace.steps)}: {_node_desc(graph, s.node_id)}"]
+    # Steps count from 0, as the slider and Trace.to_text() do.
+    lines = [f"step {i} (of 0-{len(trace.steps) - 1}): {_node_desc(graph, s.node_id)}"]
     arriving = ", ".join(_fmt_info(g) for g in s.grad_outputs) or "none recorded"
     lines.append(f"grad arriving (w.r.t. its output): {arriving}")
     node = graph.nodes[s.node_id]
@@ -176,10 +210,15 @@ def render_step(trace: Trace, step: int, ax: Axes | None = None) -> tuple[Axes, 
     done |= {e.dst for e in graph.edges
              if e.src in done and e.dst not in stepped and graph.nodes[e.dst].kind == "leaf"}
     current = trace.steps[step]
+    if current.node_id >= MAX_DRAWN:
+        raise ValueError(
+            f"step: its node [{current.node_id}] is past the first {MAX_DRAWN} nodes a drawing "
+            "can show; for a graph this big, read Trace.to_text() instead"
+        )
     notes = {(current.node_id, pos): _short_info(g)
              for pos, g in enumerate(current.grad_inputs) if g is not None}
     ax = draw_graph(graph, values=True, highlight=current.node_id, ax=ax, _done=done,
-                    _edge_notes=notes)
+                    _edge_notes=notes, max_nodes=max(60, current.node_id + 1))
     return ax, text
 
 
@@ -212,9 +251,9 @@ def backward_stepper(trace: Trace) -> Any:
                          layout=W.Layout(width="420px"))
     play = W.Play(value=0, min=0, max=n - 1, step=1, interval=1200, description="play")
     W.jslink((play, "value"), (slider, "value"))  # browser-side link: no kernel round trip
-    image = W.Image(format="png", layout=W.Layout(max_width="100%"))
+    image = W.Image(format="png")
     text = W.HTML()
-    box = W.VBox([W.HBox([play, slider]), image, text])
+    box = _picture_box([W.HBox([play, slider]), image, text], "backward stepper")
     box.add_class("bl-stepper")
     fig = _figure((8, 5))
     box.slider, box.play, box.image, box.output, box.text, box.figure = (
@@ -227,7 +266,7 @@ def backward_stepper(trace: Trace) -> Any:
         step = trace.steps[i]
         box.state = {"step": i, "node_id": step.node_id, "name": step.name, "text": body}
         box.current_text = body
-        image.value = _png(fig)
+        _show_png(image, fig)
         text.value = f"<pre class='bl-step-text'>{html.escape(body)}</pre>"
 
     # Size the figure to the graph's shape once, so boxes stay legible.
@@ -350,8 +389,9 @@ def lr_explorer(x: Any, y: Any, *, lr: float = 0.01, epochs: int = 50) -> Any:
         value=epochs, min=1, max=max(500, epochs), step=1, description="epochs",
         layout=W.Layout(width="360px"))
     message = W.HTML()
-    image = W.Image(format="png", layout=W.Layout(max_width="100%"))
-    box = W.VBox([W.HBox([lr_slider, epochs_slider]), message, image])
+    image = W.Image(format="png")
+    box = _picture_box([W.HBox([lr_slider, epochs_slider]), message, image],
+                       "learning-rate explorer")
     box.add_class("bl-lr-explorer")
     fig = _figure((10, 3.8))
     box.lr_slider, box.epochs_slider, box.message, box.image, box.figure = (
@@ -370,10 +410,14 @@ def lr_explorer(x: Any, y: Any, *, lr: float = 0.01, epochs: int = 50) -> Any:
             ax_loss.set_title(f"loss, lr = {cur_lr:.2g}: diverged", color="#c62828")
         else:
             ax_loss.set_title(f"loss, lr = {cur_lr:.2g}")
-        fit_plot(xs, ys, {"fit": (w, b)}, ax=ax_fit)
-        ax_fit.set_title("data and fitted line")
+        if math.isfinite(w) and math.isfinite(b):
+            fit_plot(xs, ys, {"fit": (w, b)}, ax=ax_fit)
+            ax_fit.set_title("data and fitted line")
+        else:  # no line to draw: w and b overflowed
+            fit_plot(xs, ys, {}, ax=ax_fit)
+            ax_fit.set_title("data (the fit diverged: no line)", color="#c62828")
         fig.tight_layout()
-        image.value = _png(fig)
+        _show_png(image, fig)
         colour = "#c62828" if diverged else "#2e7d32"
         message.value = f"<b style='color:{colour}'>{html.escape(msg)}</b>"
 

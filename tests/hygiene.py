@@ -125,7 +125,52 @@ def check_install_paths(nb: nbformat.NotebookNode) -> Problems:
     return problems
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# Printed lines longer than this wrap (mid-word) in a default JupyterLab window.
+MAX_WIDTH = 88
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def check_widget_views(nb: nbformat.NotebookNode) -> Problems:
+    """No stored live widget view or widget state: opened before it is run, a
+    lesson would show "Error displaying widget" (the runner keeps the picture)."""
+    problems = []
+    if "widgets" in nb.get("metadata", {}):
+        problems.append("the notebook stores widget state: re-execute it with "
+                        "python tests/notebook_runner.py")
+    for i, cell in _code_cells(nb):
+        for out in cell.get("outputs", []):
+            if WIDGET_VIEW in out.get("data", {}):
+                problems.append(f"cell {i} stores a live widget view: re-execute it with "
+                                "python tests/notebook_runner.py")
+    return problems
+
+
+def check_width(nb: nbformat.NotebookNode) -> Problems:
+    """What the lesson prints (stdout, text results, the checks' failure
+    messages) stays within MAX_WIDTH. Torch's own errors and warnings are
+    left as torch writes them."""
+    problems = []
+    for i, cell in _code_cells(nb):
+        for out in cell.get("outputs", []):
+            texts = [out.get("text", "")] if out.get("name") != "stderr" else []
+            if "image/png" not in out.get("data", {}):  # a figure's text/plain is never shown
+                texts.append(out.get("data", {}).get("text/plain", ""))
+            if out.get("output_type") == "error" and out.get("ename") == "AssertionError":
+                texts.append(f"{out.get('ename')}: {out.get('evalue')}")
+            for text in texts:
+                for line in _ANSI.sub("", text).splitlines():
+                    if len(line) > MAX_WIDTH:
+                        problems.append(
+                            f"cell {i} prints a line of {len(line)} characters (at most "
+                            f"{MAX_WIDTH}): {line[:50]}..."
+                        )
+    return problems
+
+
 RULES: dict[str, Callable[[nbformat.NotebookNode], Problems]] = {
+    "widget-views": check_widget_views,
+    "width": check_width,
     "valid": check_valid,
     "execution-order": check_execution_order,
     "errors": check_errors,

@@ -82,6 +82,30 @@ def _frames(entries: list[str]) -> int:
     return sum(1 for e in entries if not _FOLDED.search(e))
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def keep_still_pictures(nb: nbformat.NotebookNode) -> None:
+    """Store a widget as the picture it carries, not as a live view.
+
+    A live view needs the kernel that made it; opened before it is run, a
+    saved lesson would show "Error displaying widget: model not found". The
+    widgets of backproplab carry a PNG and a line of text for exactly this.
+    Widget state in the notebook metadata goes too.
+    """
+    nb.get("metadata", {}).pop("widgets", None)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET_VIEW in data:
+                if "image/png" not in data:
+                    raise ValueError(
+                        "a widget without a still picture cannot be stored: "
+                        f"{data.get('text/plain', '')[:60]}"
+                    )
+                del data[WIDGET_VIEW]
+
+
 def execute(path: Path, timeout: int = 120) -> nbformat.NotebookNode:
     """Run the lesson at ``path`` top to bottom in a fresh kernel, trim its
     tracebacks and write it back with its outputs."""
@@ -90,6 +114,7 @@ def execute(path: Path, timeout: int = 120) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
     run(nb, path.resolve().parent, allow_errors=False, timeout=timeout)
     trim_tracebacks(nb)
+    keep_still_pictures(nb)
     for cell in nb.cells:  # run timestamps: they would change on every re-run
         cell.get("metadata", {}).pop("execution", None)
     nbformat.write(nb, path)

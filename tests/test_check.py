@@ -15,6 +15,11 @@ from backproplab.check import Check, Report, compare, diagnose
 SETTINGS = settings(max_examples=25, deadline=None)
 
 
+
+def flat(obj: object) -> str:
+    """A report's text with its line wrapping undone, for looking up phrases."""
+    return " ".join(str(obj).split())
+
 def shapes(min_dims: int = 1, max_dims: int = 3, min_side: int = 2, max_side: int = 6):
     return st.lists(st.integers(min_side, max_side), min_size=min_dims, max_size=max_dims).map(
         tuple
@@ -75,24 +80,24 @@ def test_exact_close_mismatch():
     assert str(exact) == "✓ dx: exact match"
     close = compare("dx", ref + 1e-6, ref)
     assert close.ok and close[0].verdict == "close"
-    assert "rtol=1.3e-06, atol=1e-05 for float32" in str(close)
+    assert "rtol=1.3e-06, atol=1e-05 for float32" in flat(close)
     wrong = compare("dx", torch.tensor([1.0, 2.0, 4.0]), ref)
     assert not wrong.ok and wrong[0].verdict == "mismatch"
     assert wrong[0].max_abs_diff == pytest.approx(1.0)
     assert wrong[0].rel_error == pytest.approx(1 / 3)
-    assert "max abs diff 1" in str(wrong) and "relative error 0.333" in str(wrong)
-    assert "worst entry [2]: yours 4, expected 3" in str(wrong)
+    assert "max abs diff 1" in flat(wrong) and "relative error 0.333" in flat(wrong)
+    assert "worst entry [2]: yours 4, expected 3" in flat(wrong)
 
 
 def test_shape_mismatch_message_and_transpose():
     ref = ref_tensor((5, 3), 0)
     r = compare("dW", ref.T, ref)
-    assert str(r).startswith("✗ dW: dW has shape (3, 5); expected (5, 3)")
-    assert "transposed" in str(r)
+    assert flat(r).startswith("✗ dW: dW has shape (3, 5); expected (5, 3)")
+    assert "transposed" in flat(r)
     assert r[0].verdict == "shape"
     # Reversed shape but values unrelated: still says it looks transposed.
     other = compare("dW", ref_tensor((3, 5), 1), ref)
-    assert "looks transposed" in str(other)
+    assert "looks transposed" in flat(other)
 
 
 def test_assertion_message_reads_on_its_own():
@@ -100,7 +105,7 @@ def test_assertion_message_reads_on_its_own():
     (x**2).sum().backward()
     with pytest.raises(AssertionError) as info:
         compare("dz/dx", -2 * x.detach(), x.grad).assert_ok()
-    text = str(info.value)
+    text = flat(info.value)
     assert text.startswith("✗ dz/dx: mismatch")
     assert "sign is flipped" in text
     assert "max abs diff 8" in text
@@ -113,28 +118,28 @@ def test_numbers_int_float_and_numpy():
     assert compare("dz/dx", np.float32(3.0), 3).ok
     assert compare("dz/dx", [[1, 2], [3, 4]], torch.tensor([[1.0, 2], [3, 4]])).ok
     ints = compare("n", torch.tensor([1, 2]), torch.tensor([1, 3]))
-    assert not ints.ok and "integers" in str(ints)
+    assert not ints.ok and "integers" in flat(ints)
     # Integer vs float tensors: compared by value, the dtype difference noted.
     mixed = compare("dx", torch.tensor([1, 2]), torch.tensor([1.0, 2.0]))
-    assert mixed.ok and "dtype int64 vs float32" in str(mixed)
+    assert mixed.ok and "dtype int64 vs float32" in flat(mixed)
 
 
 def test_float32_vs_float64_uses_looser_tolerance_and_notes_dtype():
     ref64 = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
     r = compare("dx", ref64.float(), ref64)
     assert r.ok and r[0].verdict == "close"
-    assert "for float32" in str(r) and "dtype float32 vs float64" in str(r)
+    assert "for float32" in flat(r) and "dtype float32 vs float64" in flat(r)
     # The same values, both float64, are held to the float64 tolerance.
     # A float32 matmul copied into float64 is held to the float64 tolerance,
     # and the diagnosis recognises accumulated float32 round-off.
     x = torch.randn(30, 30, generator=torch.Generator().manual_seed(0))
     strict = compare("dx", (x @ x).double(), x.double() @ x.double())
-    assert not strict.ok and "round-off" in str(strict)
+    assert not strict.ok and "round-off" in flat(strict)
 
 
 def test_explicit_tolerance_overrides_default():
     r = compare("dx", 1.01, 1.0, rtol=0.02)
-    assert r.ok and "rtol=0.02" in str(r)
+    assert r.ok and "rtol=0.02" in flat(r)
     assert not compare("dx", 1.01, 1.0).ok
     with pytest.raises(ValueError, match="rtol"):
         compare("dx", 1.0, 1.0, rtol=-1)
@@ -145,7 +150,7 @@ def test_nan_and_inf_positions():
     assert compare("dx", nan, nan.clone()).ok  # NaN in the same place on both sides
     assert compare("dx", torch.tensor([math.inf]), torch.tensor([math.inf])).ok
     r = compare("dx", nan, torch.tensor([1.0, 2.0]))
-    assert not r.ok and "NaN" in str(r)
+    assert not r.ok and "NaN" in flat(r)
 
 
 @pytest.mark.parametrize(
@@ -189,7 +194,7 @@ def test_diagnose_transposed(m, n, seed):
     ref = ref_tensor((m, n), seed)
     d = diagnose(ref.T.contiguous(), ref)
     assert d is not None and "transposed" in d
-    assert "transposed" in str(compare("dW", ref.T, ref))
+    assert "transposed" in flat(compare("dW", ref.T, ref))
 
 
 @SETTINGS
@@ -211,7 +216,7 @@ def test_diagnose_missing_sum_over_batch(batch, feat, seed):
     d = diagnose(per_sample, ref)
     assert d is not None
     assert "forgot to sum over dimension 0 (the broadcast batch dimension)" in d
-    text = str(compare("db", per_sample, ref))
+    text = flat(compare("db", per_sample, ref))
     assert text.startswith("✗ db: db has shape (") and "forgot to sum over dimension 0" in text
 
 
@@ -321,7 +326,7 @@ def test_diagnose_two_mistakes_names_both(rows, cols, seed, arrange, value):
     d = diagnose(wrong, ref)
     assert d is not None and d.startswith("two mistakes: "), d
     assert move_words in d and value_words in d, d
-    text = str(compare("dW", wrong, ref))
+    text = flat(compare("dW", wrong, ref))
     assert "Likely two mistakes: " in text and "Likely mistake" not in text
 
 
@@ -432,3 +437,24 @@ def test_compare_never_crashes_on_extreme_finite_values(data, shape):
     b = torch.tensor(data.draw(st.lists(values, min_size=n, max_size=n)), dtype=torch.float64)
     r = compare("g", a.reshape(shape), b.reshape(shape))
     assert isinstance(str(r), str) and r[0].verdict in {"exact", "close", "mismatch"}
+
+
+def test_failure_messages_fit_the_lab_and_hide_the_package_frame():
+    import traceback
+
+    ref = torch.arange(12.0).reshape(3, 4)
+    for wrong in (ref.T, ref * 2, ref + 100, ref.sum(0)):
+        report = compare("a long gradient name dL/dW1", wrong, ref)
+        assert all(len(line) <= 88 for line in str(report).splitlines()), str(report)
+    with pytest.raises(AssertionError) as info:
+        compare("dW", ref * 2, ref).assert_ok()
+    frames = traceback.extract_tb(info.tb)
+    hidden = [f for f in info.traceback if f.frame.f_locals.get("__tracebackhide__")]
+    assert frames[-1].name == "assert_ok" and hidden  # IPython and pytest skip this frame
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_an_unnamed_mismatch_still_says_what_to_try_next():
+    text = flat(compare("df/dx", 51.0, torch.tensor(3.0)))
+    assert "no common single mistake" in text and "numerical_grad" in text
+    assert text.index("Work out") < text.index("worst entry")  # the advice comes first

@@ -70,6 +70,10 @@ def _broken(rule: str) -> nbformat.NotebookNode:
             "_tensor.py:623\x1b[39m, in \x1b[36mTensor.backward\x1b[39m",
             "\x1b[31mZeroDivisionError\x1b[39m: division by zero",
         ]
+    elif rule == "widget-views":
+        nb.metadata["widgets"] = {"state": {}}
+    elif rule == "width":
+        nb.cells[1].outputs[0].text = "a line far too long for the lab " * 4 + "\n"
     return nb
 
 
@@ -175,3 +179,44 @@ def test_runner_executes_and_stores_a_clean_lesson(tmp_path: Path):
     with pytest.raises(CellExecutionError):
         main([str(path)])
     assert path.read_text() == before
+
+
+def test_width_rule_catches_a_long_printed_line_but_not_torch_errors():
+    nb = good_notebook()
+    assert RULES["width"](nb) == []
+    nb.cells[1].outputs[0]["text"] = "x" * 89 + "\n"
+    assert "89 characters" in RULES["width"](nb)[0]
+    nb = good_notebook()
+    nb.cells[3].outputs[0]["evalue"] = "y" * 300  # torch's message: not ours to wrap
+    assert RULES["width"](nb) == []
+    nb.cells[3].outputs[0]["ename"] = "AssertionError"  # a check's message: must fit
+    assert RULES["width"](nb)
+
+
+def test_widget_rule_catches_live_views_and_widget_state():
+    nb = good_notebook()
+    assert RULES["widget-views"](nb) == []
+    nb.cells[1].outputs.append(nbformat.v4.new_output(
+        "display_data",
+        data={"application/vnd.jupyter.widget-view+json": {"model_id": "x"}, "text/plain": "w"},
+    ))
+    assert "live widget view" in RULES["widget-views"](nb)[0]
+    nb = good_notebook()
+    nb.metadata["widgets"] = {}
+    assert "widget state" in RULES["widget-views"](nb)[0]
+
+
+def test_runner_keeps_the_still_picture_of_a_widget():
+    from notebook_runner import keep_still_pictures
+
+    nb = good_notebook()
+    nb.metadata["widgets"] = {"state": {}}
+    nb.cells[1].outputs.append(nbformat.v4.new_output(
+        "display_data",
+        data={"application/vnd.jupyter.widget-view+json": {"model_id": "x"},
+              "image/png": "iVBORw0KGgo=", "text/plain": "stepper (run the cell to use it)"},
+    ))
+    keep_still_pictures(nb)
+    assert "widgets" not in nb.metadata
+    assert set(nb.cells[1].outputs[1]["data"]) == {"image/png", "text/plain"}
+    assert RULES["widget-views"](nb) == []

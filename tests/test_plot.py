@@ -219,7 +219,7 @@ def test_tangent_plot_bad_input():
         plot.tangent_plot(3, 0.0)
     with pytest.raises(TypeError, match="x0: expected a number"):
         plot.tangent_plot(torch.sin, "0")
-    with pytest.raises(ValueError, match="xlim: expected low < high"):
+    with pytest.raises(ValueError, match="xlim: expected finite numbers with low < high"):
         plot.tangent_plot(torch.sin, 0.0, xlim=(1.0, -1.0))
     with pytest.raises(ValueError, match="f: expected f"):
         plot.tangent_plot(lambda x: torch.stack([x, x]), 0.0)

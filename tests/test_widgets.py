@@ -9,6 +9,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
+import backproplab as bl  # noqa: E402
 from backproplab import widgets  # noqa: E402
 from backproplab._figure import _fmt  # noqa: E402
 from backproplab.trace import trace_backward  # noqa: E402
@@ -79,7 +80,8 @@ def test_train_linear_bad_input():
 def test_step_text_names_node_and_grads():
     trace = _chain_rule_trace()
     first = widgets.step_text(trace, 0)
-    assert first.splitlines()[0] == f"step 1 of {len(trace.steps)}: [0] PowBackward0"
+    last = len(trace.steps) - 1
+    assert first.splitlines()[0] == f"step 0 (of 0-{last}): [0] PowBackward0"
     assert "grad arriving (w.r.t. its output): 1.0" in first
     assert "input 0 -> [1] AddBackward0: 10.0" in first
     last = widgets.step_text(trace, len(trace.steps) - 1)
@@ -138,7 +140,8 @@ def test_backward_stepper_follows_the_slider():
                            "text": widgets.step_text(trace, i)}
         assert w.current_text == w.state["text"]
         assert w.figure.axes[0].backproplab["highlight"] == step.node_id
-        assert f"step {i + 1} of" in w.text.value
+        # The slider's number and the text's agree (both count from 0, like Trace.to_text).
+        assert w.text.value.split(">", 1)[1].startswith(f"step {i} (of 0-")
         images.add(bytes(w.image.value))
         texts.add(w.text.value)
     assert len(images) == 4 and len(texts) == 4  # every step redrew picture and text
@@ -186,3 +189,39 @@ def test_lr_explorer_bad_input():
         widgets.lr_explorer(x, y, lr=0)
     with pytest.raises(ValueError, match="x, y: expected the same number"):
         widgets.lr_explorer(x, y[:3])
+
+
+def test_widgets_carry_a_still_picture_for_saved_notebooks():
+    import base64
+
+    x = torch.tensor(3.0, requires_grad=True)
+    stepper = widgets.backward_stepper(bl.trace_backward(x * x, names={"x": x}))
+    explorer = widgets.lr_explorer(*bl.data.linear_data(), lr=0.01, epochs=5)
+    for w, what in ((stepper, "backward stepper"), (explorer, "learning-rate explorer")):
+        bundle = w._repr_mimebundle_()
+        assert "application/vnd.jupyter.widget-view+json" in bundle
+        assert bundle["text/plain"].startswith(what)
+        assert base64.b64decode(bundle["image/png"]) == w.image.value
+
+
+def test_stepper_picture_is_shown_at_its_own_size():
+    import io
+
+    from PIL import Image
+
+    x = torch.tensor(3.0, requires_grad=True)
+    w = widgets.backward_stepper(bl.trace_backward((x * x).sin(), names={"x": x}))
+    width = Image.open(io.BytesIO(w.image.value)).size[0]
+    assert w.image.layout.width == f"{width}px"
+    w.slider.value = 1
+    assert Image.open(io.BytesIO(w.image.value)).size[0] == int(w.image.layout.width[:-2])
+
+
+def test_lr_explorer_never_writes_nan_in_its_legend():
+    w = widgets.lr_explorer(*bl.data.linear_data(), lr=0.01, epochs=50)
+    w.lr_slider.value = 1.0
+    assert w.result["diverged"]
+    legends = [ax.get_legend() for ax in w.figure.axes if ax.get_legend() is not None]
+    texts = [t.get_text() for legend in legends for t in legend.get_texts()]
+    texts += [ax.get_title() for ax in w.figure.axes]
+    assert not any("nan" in t for t in texts), texts
