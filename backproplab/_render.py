@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # graph.py imports this module; its names are for annotations
 
 # The text tree indents at most this many levels; a deeper subtree is
 # continued in a block of its own, so the text stays linear in the graph size.
-MAX_DEPTH = 24
+MAX_DEPTH = 12
 
 
 def _fmt(v: float) -> str:
@@ -33,12 +33,23 @@ def _shape(shape: tuple[int, ...] | None) -> str:
     return "?" if shape is None else str(tuple(shape))
 
 
-def _values(values: tuple[float, ...] | None, shape: tuple[int, ...]) -> str:
+# Lines of the text tree stay within this width where they can (a notebook
+# wraps longer ones, mid-word): long value lists are cut short with "...", and
+# saved tensors move to a line of their own.
+WIDTH = 88
+
+
+def _values(
+    values: tuple[float, ...] | None, shape: tuple[int, ...], shown: int | None = None
+) -> str:
+    """The values as a list; only the first ``shown`` of them, then "...", when given."""
     if values is None:
         return "?"
     if len(shape) == 0:
         return _fmt(values[0])
-    return "[" + ", ".join(map(_fmt, values)) + "]"
+    if shown is None or shown >= len(values):
+        return "[" + ", ".join(map(_fmt, values)) + "]"
+    return "[" + ", ".join(map(_fmt, values[:shown])) + ", ...]"
 
 
 def saved_text(s: SavedTensor) -> str:
@@ -51,28 +62,51 @@ def saved_text(s: SavedTensor) -> str:
     return f"{s.name} ({s.dtype}, {_shape(s.shape)})"
 
 
-def _leaf_text(leaf: LeafInfo) -> list[str]:
+def _leaf_text(leaf: LeafInfo, room: int) -> list[str]:
     parts = [leaf.name, f"shape={_shape(leaf.shape)}"]
     if leaf.dtype != "float32":
         parts.append(f"dtype={leaf.dtype}")
-    if leaf.value is not None:
-        parts.append(f"value={_values(leaf.value, leaf.shape)}")
-    if leaf.has_grad:
-        grad = _values(leaf.grad, leaf.shape) if leaf.grad is not None else "(large)"
-        parts.append(f"grad={grad}")
-    return parts
+    # Show every value and grad entry that fits in the room left: drop one at
+    # a time from the longer of the two lists until the line fits.
+    n = len(leaf.value) if leaf.value is not None else 0
+    value_shown, grad_shown = n, (n if leaf.grad is not None else 0)
+
+    def numbers() -> list[str]:
+        out = []
+        if leaf.value is not None:
+            out.append(f"value={_values(leaf.value, leaf.shape, value_shown)}")
+        if leaf.has_grad:
+            grad = "(large)" if leaf.grad is None else _values(leaf.grad, leaf.shape, grad_shown)
+            out.append(f"grad={grad}")
+        return out
+
+    while len("  ".join(parts + numbers())) > room and max(value_shown, grad_shown) > 1:
+        if value_shown >= grad_shown:
+            value_shown -= 1
+        else:
+            grad_shown -= 1
+    return parts + numbers()
 
 
-def node_text(node: Node) -> str:
-    """A node's line of the text tree after its ``[id] ``."""
+def node_text(node: Node, room: int | None = None) -> str:
+    """A node's line of the text tree after its ``[id] ``.
+
+    When the line would not fit in ``room`` characters, the saved tensors go
+    on a second line (the caller indents it).
+    """
     parts = [node.name]
     if node.kind == "custom":
         parts.append("(custom Function)")
     if node.leaf is not None:
-        parts += _leaf_text(node.leaf)
+        left = 10**9 if room is None else room - len(node.name) - 2
+        parts += _leaf_text(node.leaf, left)
+    line = "  ".join(parts)
     if node.saved:
-        parts.append("saved: " + ", ".join(map(saved_text, node.saved)))
-    return "  ".join(parts)
+        saved = "saved: " + ", ".join(map(saved_text, node.saved))
+        if room is not None and len(line) + 2 + len(saved) > room:
+            return f"{line}\n{saved}"
+        line += "  " + saved
+    return line
 
 
 def _reference(node: Node) -> str:
@@ -106,7 +140,13 @@ def to_text(graph: Graph) -> str:
                 blocks.append(k)
                 continue
             shown[k] = True
-            lines.append(f"{lead}[{k}] {node_text(node)}{output}")
+            head = f"{lead}[{k}] "
+            text = node_text(node, WIDTH - len(head) - len(output))
+            first, _, saved = text.partition("\n")
+            lines.append(f"{head}{first}{output}")
+            if saved:  # under the node, inside the tree's own indentation
+                bar = " │ " if children[k] else "   "
+                lines.append(f"{cont}{bar}    {saved}")
             # Push the last child first, so the first child is drawn next.
             last = len(children[k]) - 1
             for i in range(last, -1, -1):

@@ -403,6 +403,8 @@ def check_prediction(name: str, prediction: Any, answer: Any, why: str) -> Repor
                      "missing")
     if isinstance(answer, str):
         right = isinstance(prediction, str) and prediction.strip().lower() == answer.lower()
+    elif isinstance(answer, bool) or isinstance(prediction, (bool, str)):
+        right = type(prediction) is type(answer) and prediction == answer
     else:
         try:
             right = compare(name, prediction, answer).ok

@@ -23,6 +23,7 @@ import sys
 import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 __all__ = ["fold_frames", "short_tracebacks"]
@@ -78,7 +79,23 @@ def _package_of_entry(entry: str) -> str | None:
     return None if path is None else _package_of(path)
 
 
+def _without_hidden(tb: TracebackType | None) -> TracebackType | None:
+    """The traceback minus frames that set ``__tracebackhide__`` (a checker's
+    own ``assert_ok``, say). IPython skips such frames too, except the frame
+    that raised, which is exactly the one a failed check does not need."""
+    frames = []
+    while tb is not None:
+        if not tb.tb_frame.f_locals.get("__tracebackhide__"):
+            frames.append(tb)
+        tb = tb.tb_next
+    rebuilt = None
+    for t in reversed(frames):
+        rebuilt = TracebackType(rebuilt, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return rebuilt
+
+
 def _show_short(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset=None):
+    tb = _without_hidden(tb) or tb
     stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
     stb = fold_frames(stb)
     shell._showtraceback(etype, value, stb)

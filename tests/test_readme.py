@@ -1,4 +1,4 @@
-"""The README's Quickstart is what CI runs, and its lab command serves the lessons."""
+"""The README's Quickstart is what CI runs, and command (a) serves the learner's lessons."""
 
 from __future__ import annotations
 
@@ -23,23 +23,46 @@ def quickstart_commands() -> list[str]:
     return re.findall(r"```bash\n(.*?)\n```", section, re.DOTALL)
 
 
-def test_quickstart_has_exactly_two_single_line_commands():
-    commands = quickstart_commands()
-    assert len(commands) == 2, commands
-    assert all("\n" not in c for c in commands)
-    lab, test = commands
-    assert lab.endswith("jupyter lab notebooks/")
-    assert test.endswith("python -m pytest")
+LOCK = ".ci/constraints.txt"
+# The two Quickstart commands are an interface (learners copy them, CI runs (b)):
+# they change only together with this test and .ci/run.
+LEARN_COMMAND = (
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -c .ci/constraints.txt -e . "
+    "&& backproplab learn notebooks/ my-lessons/ && jupyter lab my-lessons/"
+)
+TEST_COMMAND = (
+    "python3 -m venv .venv && . .venv/bin/activate && "
+    'pip install -c .ci/constraints.txt -e ".[test,course]" && python -m pytest'
+)
 
 
-def test_both_commands_install_the_pinned_project():
+def test_quickstart_has_exactly_the_two_agreed_commands():
+    assert quickstart_commands() == [LEARN_COMMAND, TEST_COMMAND]
+
+
+def test_both_commands_install_the_project_through_the_lock():
     for command in quickstart_commands():
-        assert re.search(r'pip install -e "?\.', command), command
-    assert '"torch==2.13.0"' in (ROOT / "pyproject.toml").read_text()
+        install = next(step for step in command.split(" && ") if step.startswith("pip install"))
+        args = shlex.split(install)
+        assert args[args.index("-c") + 1] == LOCK, command
+        assert args[-1].startswith("."), f"{command} does not install this project"
+    assert (ROOT / LOCK).is_file()
+    assert "\ntorch==2.13.0\n" in (ROOT / LOCK).read_text()
 
 
 def test_ci_runs_the_readme_test_command_verbatim():
     assert quickstart_commands()[1] in (ROOT / ".ci" / "run").read_text()
+
+
+def test_cpu_route_installs_the_locked_torch_from_pytorchs_cpu_index():
+    section = README.split("## Installing", 1)[1].split("\n## ", 1)[0]
+    commands = [c for c in re.findall(r"```bash\n(.*?)\n```", section, re.DOTALL)
+                if "download.pytorch.org" in c]
+    assert commands, "README, Installing: no command for the CPU build"
+    locked = re.search(r"^torch==(\S+)$", (ROOT / LOCK).read_text(), re.MULTILINE).group(1)
+    for command in commands:
+        assert "--index-url https://download.pytorch.org/whl/cpu" in command
+        assert f"torch=={locked}" in command, f"{command} installs another torch than the lock"
 
 
 def _free_port() -> int:
@@ -48,11 +71,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_lab_command_serves_the_lessons(tmp_path):
-    # Command (a) without its install steps: the server it starts must list
-    # every lesson. The browser test goes on to open and run them.
-    lab = shlex.split(quickstart_commands()[0].rsplit("&&", 1)[1])
-    assert lab[:2] == ["jupyter", "lab"]
+def test_learn_command_serves_copies_of_the_lessons(tmp_path):
+    # Command (a) without its install steps, run as written in a folder that
+    # has the lessons at notebooks/: `backproplab learn` makes the learner's
+    # copies and the server it starts lists every lesson among them. The
+    # browser test goes on to open and run the lessons.
+    _, _, _, learn, lab = quickstart_commands()[0].split(" && ")
+    learn, lab = shlex.split(learn), shlex.split(lab)
+    assert learn[:2] == ["backproplab", "learn"] and lab[:2] == ["jupyter", "lab"]
+    work = tmp_path / "checkout"
+    work.mkdir()
+    (work / "notebooks").symlink_to(ROOT / "notebooks", target_is_directory=True)
+    made = subprocess.run([sys.executable, "-m", "backproplab", *learn[1:]], cwd=work,
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, f"{' '.join(learn)} failed:\n{made.stderr}"
+    expected = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    copies = work / lab[2]
+    assert expected and sorted(p.name for p in copies.glob("*.ipynb")) == expected
+    for name in expected:  # copies, not the lessons with their stored answers
+        assert (copies / name).read_bytes() != (ROOT / "notebooks" / name).read_bytes()
+
     port, token = _free_port(), "readme-test"
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
                JUPYTER_DATA_DIR=str(tmp_path / "data"),
@@ -61,7 +99,7 @@ def test_lab_command_serves_the_lessons(tmp_path):
            f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={token}"]
     if os.geteuid() == 0:  # CI runs as root; jupyter refuses that unless told
         cmd.append("--allow-root")
-    server = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+    server = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}/api/contents?token={token}"
@@ -76,8 +114,7 @@ def test_lab_command_serves_the_lessons(tmp_path):
                 assert time.monotonic() < deadline, "jupyter lab did not answer in 60 s"
                 time.sleep(0.5)
         served = sorted(item["name"] for item in listing["content"] if item["type"] == "notebook")
-        expected = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
-        assert expected and served == expected
+        assert served == expected
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}") as page:
             assert b"JupyterLab" in page.read()
     finally:
