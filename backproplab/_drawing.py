@@ -9,7 +9,7 @@ Like the rest of ``plot``, matplotlib is imported on first draw only.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._figure import _fmt, _fmt_shape, _new_or_given_ax, _pyplot
@@ -42,6 +42,7 @@ _PAD_X = 1.2
 _PAD_Y = 0.8
 _NOTE_SCALE = 0.8  # saved-tensor notes use a smaller font
 _INCH_PER_EM = 0.13  # ~9.4 pt text when we pick the figure size ourselves
+_ID_W = 1.2  # room left of each box for its id
 
 
 def _leaf_label(
@@ -49,8 +50,8 @@ def _leaf_label(
 ) -> list[str]:
     """Box text of a leaf; ``final_grads`` (name -> TensorInfo) replaces ``leaf.grad``."""
     leaf = node.leaf
-    if leaf is None:  # defensive: a leaf-kind node without its tensor info
-        return [node.name]
+    if leaf is None:  # a leaf box of draw_dag: its label is all there is
+        return node.name.split("\n")
     first = leaf.name
     if values:
         if leaf.value is not None and len(leaf.value) == 1:
@@ -92,6 +93,68 @@ def _saved_label(node: Any) -> list[str]:
     return lines
 
 
+def dag_as_graph(
+    labels: Any, edges: Any, kinds: Any, edge_labels: Any
+) -> tuple[Any, dict[tuple[int, int], str]]:
+    """A `Graph` holding any DAG, so `draw_graph` can draw it; checks the input.
+
+    Returns the graph and the edge texts keyed by (src, position), the form
+    draw_graph's notes take. Boxes keep their indices as node ids.
+    """
+    from .graph import Edge, Graph, Node
+
+    if isinstance(labels, str) or not isinstance(labels, Sequence) or not labels:
+        raise TypeError(f"labels: expected a non-empty list of str, got {labels!r:.60}")
+    for i, label in enumerate(labels):
+        if not isinstance(label, str):
+            raise TypeError(f"labels: expected str items, got {type(label).__name__} at {i}")
+    n = len(labels)
+    pairs = []
+    for e in edges if isinstance(edges, Sequence) else [edges]:
+        if (
+            not isinstance(e, (tuple, list)) or len(e) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n for v in e)
+        ):
+            raise ValueError(
+                f"edges: expected (src, dst) pairs of box indices 0..{n - 1}, got {e!r}"
+            )
+        pairs.append((e[0], e[1]))
+    if kinds is None:
+        has_out = {s for s, _ in pairs}
+        kinds = ["op" if i in has_out else "leaf" for i in range(n)]
+    elif len(kinds) != n or any(k not in ("op", "leaf", "custom") for k in kinds):
+        raise ValueError(f'kinds: expected {n} of "op", "leaf" or "custom", got {kinds!r:.80}')
+    # A topological order (Kahn's algorithm); what is left over lies on a cycle.
+    waiting = [0] * n
+    for _, d in pairs:
+        waiting[d] += 1
+    ready = [i for i in range(n) if waiting[i] == 0]
+    order = []
+    while ready:
+        i = ready.pop(0)
+        order.append(i)
+        for s, d in pairs:
+            if s == i:
+                waiting[d] -= 1
+                if waiting[d] == 0:
+                    ready.append(d)
+    if len(order) < n:
+        raise ValueError("edges: they form a cycle, so this is not a DAG to draw")
+    nodes = tuple(Node(i, labels[i], kinds[i], (), None, None) for i in range(n))
+    position: dict[int, int] = {}
+    graph_edges, notes = [], {}
+    for s, d in sorted(pairs, key=lambda p: p[0]):
+        pos = position.get(s, 0)
+        position[s] = pos + 1
+        graph_edges.append(Edge(s, d, pos, 0))
+        if edge_labels and (s, d) in edge_labels:
+            notes[(s, pos)] = str(edge_labels[(s, d)])
+    for key in edge_labels or {}:
+        if tuple(key) not in set(pairs):
+            raise ValueError(f"edge_labels: {key!r} is not one of the edges")
+    return Graph(nodes, tuple(graph_edges), (order[0],)), notes
+
+
 def _border_point(
     centre: tuple[float, float], w: float, h: float, toward: tuple[float, float]
 ) -> tuple[float, float]:
@@ -112,8 +175,11 @@ def draw_graph(
     highlight: int | None = None,
     max_nodes: int = 60,
     ax: Axes | None = None,
+    edge_grads: bool = False,
     _done: Iterable[int] = (),
     _edge_notes: Mapping[tuple[int, int], str] | None = None,
+    _title: str = "autograd graph — arrows: backward pass, output → leaves",
+    _kind_names: Mapping[str, str] | None = None,
 ) -> Axes:
     """Draw the autograd graph with matplotlib (no graphviz needed).
 
@@ -130,9 +196,12 @@ def draw_graph(
     Boxes: green = leaf (AccumulateGrad, labelled with the leaf's name),
     blue = built-in operation, purple = custom ``autograd.Function``; a grey
     note beside a box lists the tensors it saved for backward. Each box's
-    id (as in ``Graph.to_text()``) is written above its top-left corner.
+    id (as in ``Graph.to_text()``) is written to its left.
     ``values=True`` writes leaf values (or shapes), ``grads=True`` their
-    ``.grad``. ``highlight`` is a node id drawn with a thick orange border.
+    ``.grad``. With a Trace, ``edge_grads=True`` writes on every arrow the
+    gradient that flowed along it in the recorded backward pass (what the
+    arrow's upper node sent to that input, as ``Trace.to_text`` prints it).
+    ``highlight`` is a node id drawn with a thick orange border.
     Graphs with more than ``max_nodes`` nodes keep the first ``max_nodes``
     in topological order and show one "… N more nodes hidden" box.
 
@@ -170,6 +239,18 @@ def draw_graph(
         graph = describe(graph_or_tensor, names=names)
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
         raise ValueError(f"max_nodes: expected a positive int, got {max_nodes!r}")
+    if edge_grads:
+        if not isinstance(graph_or_tensor, Trace):
+            raise TypeError(
+                "edge_grads: needs a Trace (from bl.trace_backward) to take the gradients "
+                f"from, got {type(graph_or_tensor).__name__}"
+            )
+        _edge_notes = {
+            (s.node_id, pos): str(g)
+            for s in graph_or_tensor.steps
+            for pos, g in enumerate(s.grad_inputs)
+            if g is not None
+        } | dict(_edge_notes or {})
     n_all = len(graph.nodes)
     if highlight is not None and (
         isinstance(highlight, bool) or not isinstance(highlight, int)
@@ -202,7 +283,7 @@ def draw_graph(
             node = graph.nodes[kept[i]]
             lines = (
                 _leaf_label(node, values, grads, final_grads)
-                if node.kind == "leaf" else [node.name]
+                if node.kind == "leaf" else node.name.split("\n")
             )  # fmt: skip
             labels[node.id] = "\n".join(lines)
             if node.saved:
@@ -228,7 +309,9 @@ def draw_graph(
             else:
                 stubs[local[e.src]] = stubs.get(local[e.src], 0) + 1
     n_kept = len(kept)
-    extents = [(box_w[i] / 2, slot_w[i] - box_w[i] / 2) for i in range(n_kept)]
+    # The left extent makes room for the box's id, written beside it, where
+    # no arrow ends (arrows enter boxes from above).
+    extents = [(box_w[i] / 2 + _ID_W, slot_w[i] - box_w[i] / 2) for i in range(n_kept)]
     layout = layered_layout(n_kept, pairs, extents, box_h[:n_kept])
     box_c, bends = layout.centres, layout.bends
     if marker is not None:
@@ -245,9 +328,9 @@ def draw_graph(
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
     from matplotlib.path import Path
 
-    # Extent of everything (+1 em above each box for its id label).
+    # Extent of everything.
     xs = [box_c[i][0] + d for i in range(n_boxes) for d in (-extents[i][0], extents[i][1])]
-    ys = [box_c[i][1] + d for i in range(n_boxes) for d in (-box_h[i] / 2, box_h[i] / 2 + 1)]
+    ys = [box_c[i][1] + d for i in range(n_boxes) for d in (-box_h[i] / 2, box_h[i] / 2)]
     margin = 1.0
     x_lo, x_hi = min(xs, default=0) - margin, max(xs, default=1) + margin
     y_lo, y_hi = min(ys, default=0) - margin, max(ys, default=1) + margin
@@ -255,7 +338,8 @@ def draw_graph(
     # Legend: only the kinds present, so it explains exactly what is on screen.
     kinds_present = [k for k in _KIND_STYLE if any(graph.nodes[n].kind == k for n in kept)]
     handles: list[Any] = [
-        Patch(facecolor=_KIND_STYLE[k][0], edgecolor=_KIND_STYLE[k][1], label=_KIND_STYLE[k][2])
+        Patch(facecolor=_KIND_STYLE[k][0], edgecolor=_KIND_STYLE[k][1],
+              label=(_kind_names or {}).get(k, _KIND_STYLE[k][2]))
         for k in kinds_present
     ]
     if note_lines:
@@ -327,7 +411,7 @@ def draw_graph(
         if nid is not None:
             patches[nid] = box
             node_ids.append(nid)
-            ax.text(cx - bw / 2, cy + bh / 2 + 0.15, str(nid), ha="left", va="bottom",
+            ax.text(cx - bw / 2 - 0.25, cy, str(nid), ha="right", va="center",
                     fontsize=fontsize * 0.7, color="#777777", zorder=3)
         if i in note_lines:
             nx = cx + bw / 2 + 0.6 + note_w[i] / 2
@@ -358,6 +442,7 @@ def draw_graph(
         ))
 
     edge_notes = dict(_edge_notes)
+    drawn_notes: dict[tuple[int, int, int], str] = {}
     for (u, v), pos in zip(pairs, positions, strict=True):
         k = seen.get((u, v), 0)
         seen[(u, v)] = k + 1
@@ -372,6 +457,7 @@ def draw_graph(
         arrow([start, *mids, end], highlight is not None and kept[u] == highlight)
         note = edge_notes.get((kept[u], pos))
         if note is not None:  # e.g. the gradient the stepper's current node sends here
+            drawn_notes[(kept[u], kept[v], pos)] = note
             nxt = mids[0] if mids else end
             ax.text((start[0] + nxt[0]) / 2, (start[1] + nxt[1]) / 2, note,
                     ha="center", va="center", fontsize=fontsize * 0.85, color="#b35900",
@@ -388,8 +474,7 @@ def draw_graph(
     legend_fs = max(6.0, min(9.0, fontsize))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0),
               ncol=min(len(handles), 3), fontsize=legend_fs, frameon=False)
-    ax.set_title("autograd graph — arrows: backward pass, output → leaves",
-                 fontsize=legend_fs + 1)
+    ax.set_title(_title, fontsize=legend_fs + 1)
     ax.backproplab = {
         "node_ids": node_ids,
         "labels": labels,
@@ -398,5 +483,7 @@ def draw_graph(
         "hidden": hidden,
         "figsize": (fig_w, fig_h),  # what draw_graph would pick for a figure of its own
         "edges": [(kept[u], kept[v]) for u, v in pairs],
+        # text written on edges, keyed by (src id, dst id, position in src's inputs)
+        "edge_labels": drawn_notes,
     }
     return ax

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # only for annotations; importing these is what we avoid at r
     from matplotlib.axes import Axes
 
 __all__ = [
+    "draw_dag",
     "draw_graph",
     "loss_curve",
     "fit_plot",
@@ -42,6 +43,53 @@ __all__ = [
     "jacobian_heatmap",
     "tangent_plot",
 ]
+
+
+# --------------------------------------------------------------------------- draw_dag
+
+
+def draw_dag(
+    labels: Sequence[str],
+    edges: Sequence[tuple[int, int]],
+    *,
+    kinds: Sequence[str] | None = None,
+    edge_labels: Mapping[tuple[int, int], str] | None = None,
+    highlight: int | None = None,
+    title: str | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Draw any graph of boxes and arrows in the style of `draw_graph`.
+
+    For graphs that are not torch's: lesson 12's home-made engine, say.
+    ``labels[i]`` is the text of box ``i`` (it may hold line breaks);
+    ``edges`` are ``(src, dst)`` pairs, drawn as arrows from ``src`` down to
+    ``dst``: as in `draw_graph`, from the output towards the inputs, the way
+    gradients flow. ``kinds[i]`` colours box ``i`` ("op", "leaf" or
+    "custom"; by default a box with no outgoing edge is a "leaf"), and
+    ``edge_labels`` maps an edge ``(src, dst)`` to a short text written on it.
+
+    Example:
+        >>> ax = draw_dag(["z = x*y", "x = 2", "y = 3"], [(0, 1), (0, 2)],
+        ...               edge_labels={(0, 1): "3", (0, 2): "2"})
+        >>> sorted(ax.backproplab["edge_labels"].values())
+        ['2', '3']
+    """
+    from ._drawing import dag_as_graph, draw_graph
+
+    graph, notes = dag_as_graph(labels, edges, kinds, edge_labels)
+    if highlight is not None and (
+        isinstance(highlight, bool) or not isinstance(highlight, int)
+        or not 0 <= highlight < len(labels)
+    ):
+        raise ValueError(
+            f"highlight: expected a box index between 0 and {len(labels) - 1} or None, "
+            f"got {highlight!r}"
+        )
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title: expected a str or None, got {type(title).__name__}")
+    return draw_graph(graph, highlight=highlight, ax=ax, max_nodes=max(60, len(labels)),
+                      _edge_notes=notes, _title=title or "arrows: backward pass, output → inputs",
+                      _kind_names={"leaf": "input", "op": "operation", "custom": "custom"})
 
 
 # --------------------------------------------------------------------------- loss_curve
