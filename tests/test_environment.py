@@ -127,7 +127,9 @@ def readme_tested_torch_versions() -> list[str]:
     """torch versions from the README's table of .ci/torch-versions runs."""
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Installing", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| *(\d+\.\d+\.\d+)[^|]*\|[^|]*\|[^|]*\bpass", section, re.MULTILINE)
+    # | torch | build | Python | unit tests | ...: rows whose unit tests passed
+    row = r"^\| *(\d+\.\d+\.\d+) *\|[^|]*\|[^|]*\|[^|]*\bpassed\b"
+    rows = re.findall(row, section, re.MULTILINE)
     assert rows, "README, Installing: no table row of a tested torch version"
     return rows
 

@@ -128,8 +128,8 @@ def test_metadata_renders_as_pypi_requires(dist):
 
 def test_wheel_metadata_matches_pyproject(dist):
     with zipfile.ZipFile(dist["wheel"]) as whl:
-        meta = email.message_from_bytes(
-            whl.read(f"backproplab-{VERSION}.dist-info/METADATA"))
+        meta = email.message_from_string(
+            whl.read(f"backproplab-{VERSION}.dist-info/METADATA").decode("utf-8"))
         entry_points = whl.read(f"backproplab-{VERSION}.dist-info/entry_points.txt").decode()
         files = set(whl.namelist())
     assert Version(meta["Version"]) == Version(VERSION)
