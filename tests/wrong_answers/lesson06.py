@@ -1,30 +1,68 @@
-"""Plausible wrong answers for the lesson 06 exercises (see tests/test_exercises.py)."""
+"""Plausible wrong answers for the exercises of 06-retain-graph.ipynb."""
+
+TWO = "def two_grads(step, w, h0, xs):\n{}"
 
 WRONG = {
-    # dy_dx is the x.grad tensor itself, so the second backward adds into it.
-    "l06-two-derivatives": (
-        """x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
-h = x ** 2
-y = h.sum()
-z = (2 * h).sum()
-y.backward(retain_graph=True)
-dy_dx = x.grad
-z.backward()
-dz_dx = x.grad
-print(dy_dx, dz_dx)
-""",
-        "not zeroed",
-    ),
-    # The sum of the two losses instead of their average.
-    "l06-one-pass": (
-        """x = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
-h = torch.tanh(x)
-loss_a = (h ** 2).sum()
-loss_b = h.sum()
-(loss_a + loss_b).backward()
-grad_avg = x.grad
-print(grad_avg)
-""",
-        "exactly 2 × the reference",
-    ),
+    "l06-predict-second": [
+        ("z_works_after_y = True\n", "the first call freed"),
+    ],
+    "l06-two-derivatives": [
+        # No retain_graph on the first call.
+        (
+            TWO.format(
+                "    h, states = h0, []\n"
+                "    for x_t in xs:\n"
+                "        h = step(w, h, x_t)\n"
+                "        states.append(h)\n"
+                "    (a,) = torch.autograd.grad(states[1], w)\n"
+                "    (b,) = torch.autograd.grad(states[-1], w)\n"
+                "    return a, b\n"
+            ),
+            "retain_graph=True",
+        ),
+        # The easy way out: build the graph twice.
+        (
+            TWO.format(
+                "    out = []\n"
+                "    for stop in (2, len(xs)):\n"
+                "        h = h0\n"
+                "        for x_t in xs[:stop]:\n"
+                "            h = step(w, h, x_t)\n"
+                "        out.append(torch.autograd.grad(h, w)[0])\n"
+                "    return tuple(out)\n"
+            ),
+            "run the loop once",
+        ),
+        # backward twice into .grad: the second result holds the sum of both.
+        (
+            TWO.format(
+                "    h, states = h0, []\n"
+                "    for x_t in xs:\n"
+                "        h = step(w, h, x_t)\n"
+                "        states.append(h)\n"
+                "    states[1].backward(retain_graph=True)\n"
+                "    first = w.grad.clone()\n"
+                "    states[-1].backward()\n"
+                "    return first, w.grad\n"
+            ),
+            "d h_final / dw",
+        ),
+    ],
+    "l06-one-pass": [
+        # One backward per loss, keeping the graph each time.
+        (
+            "def weighted_backward(losses, weights):\n"
+            "    for w, loss in zip(weights, losses, strict=True):\n"
+            "        (w * loss).backward(retain_graph=True)\n",
+            "backward passes; the exercise asks for one",
+        ),
+        # Right pass, but the graph kept alive for nothing.
+        (
+            "def weighted_backward(losses, weights):\n"
+            "    sum(w * loss for w, loss in zip(weights, losses)).backward(retain_graph=True)\n",
+            "still alive",
+        ),
+        # Weights forgotten.
+        ("def weighted_backward(losses, weights):\n    sum(losses).backward()\n", "mismatch"),
+    ],
 }
