@@ -95,6 +95,17 @@ def test_lock_pins_the_torch_of_the_stored_outputs():
     assert lock()["torch"] == Version(LOCKED_TORCH)
 
 
+def lock_python() -> Version:
+    found = re.search(r"^# Made with Python (\d+\.\d+) ", LOCK_PATH.read_text(), re.MULTILINE)
+    assert found, "constraints.txt does not say which Python it was made with"
+    return Version(found.group(1))
+
+
+def test_conda_python_is_the_python_of_the_lock():
+    # Some pins (numpy 2.4, for one) need the Python the lock was made with.
+    assert env_python() == lock_python()
+
+
 def test_lock_says_what_it_is_and_how_to_regenerate_it():
     header = LOCK_PATH.read_text().split("\n\n", 1)[0]
     assert "README commands (a) and (b)" in header
