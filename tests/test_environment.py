@@ -158,6 +158,10 @@ def test_version_has_one_source():
         and isinstance(node.value, ast.Constant)
     ]
     assert len(literals) == 1 and Version(literals[0])
+    # The README names release files; they must carry the same version.
+    named = set(re.findall(r"backproplab-(\d[^-\s]*?)(?:-py3|\.tar\.gz)",
+                           (ROOT / "README.md").read_text()))
+    assert named <= {literals[0]}, f"README names backproplab {named}, the package is {literals}"
 
 
 def test_conda_python_is_inside_requires_python():
