@@ -223,8 +223,8 @@ def fit_plot(
 def grad_flow(model: Any, ax: Axes | None = None, *, log: bool = True) -> Axes:
     """Bar chart of mean and max |grad| for each parameter of ``model`` (after backward).
 
-    Parameters appear in registration order (input layer first), so shrinking
-    bars from right to left are vanishing gradients. ``log=True`` (default)
+    Parameters appear in registration order, the input layer at the top, so
+    bars that shrink towards the top are vanishing gradients. ``log=True`` (default)
     makes tiny gradients visible. Parameters whose ``.grad`` is None (no
     backward yet, or unused) get a grey "no grad" marker (frozen ones, with
     ``requires_grad=False``, are marked "frozen") instead of a bar, so they
@@ -258,29 +258,31 @@ def grad_flow(model: Any, ax: Axes | None = None, *, log: bool = True) -> Axes:
             means.append(float(g.mean()))
             maxes.append(float(g.max()))
 
-    ax = _new_or_given_ax(ax, (max(5.0, 0.8 * len(names) + 2), 4))
+    # Horizontal bars: the parameter names read left to right, first layer on top.
+    ax = _new_or_given_ax(ax, (6.5, max(3.0, 0.32 * len(names) + 1.2)))
     idx = list(range(len(names)))
-    width = 0.38
-    ax.bar([i - width / 2 for i in idx], maxes, width, label="max |grad|", color="#1f77b4")
-    ax.bar([i + width / 2 for i in idx], means, width, label="mean |grad|", color="#ff7f0e")
+    height = 0.38
+    ax.barh([i - height / 2 for i in idx], maxes, height, label="max |grad|", color="#1f77b4")
+    ax.barh([i + height / 2 for i in idx], means, height, label="mean |grad|", color="#ff7f0e")
     if log:
-        ax.set_yscale("log")
+        ax.set_xscale("log")
     # Markers for missing grads sit on the axis floor, whichever scale is used.
     finite = [v for v in maxes + means if v == v and v > 0]
     floor = (min(finite) / 3 if finite else 1e-3) if log else 0.0
     for i, name in enumerate(names):
         if name in missing:
-            ax.scatter([i], [floor], marker="x", color="#7f7f7f", s=50, zorder=3)
-            ax.annotate("frozen" if name in frozen else "no grad", (i, floor),
-                        textcoords="offset points", xytext=(0, 6),
-                        ha="center", fontsize=8, color="#7f7f7f")
-    ax.set_xticks(idx)
-    ax.set_xticklabels(names, rotation=30, ha="right")
-    ax.set_xlabel("parameter")
-    ax.set_ylabel("|grad|" + (" (log scale)" if log else ""))
+            ax.scatter([floor], [i], marker="x", color="#7f7f7f", s=50, zorder=3)
+            ax.annotate("frozen" if name in frozen else "no grad", (floor, i),
+                        textcoords="offset points", xytext=(8, 0),
+                        va="center", fontsize=9, color="#7f7f7f")
+    ax.set_yticks(idx)
+    ax.set_yticklabels(names, fontsize=9)
+    ax.invert_yaxis()  # registration order: the input layer first, at the top
+    ax.set_ylabel("parameter")
+    ax.set_xlabel("|grad|" + (" (log scale)" if log else ""))
     ax.set_title("gradient flow per parameter")
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend()
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=9)
     ax.backproplab = {
         "names": names,
         "mean": means,

@@ -144,13 +144,13 @@ def test_grad_flow_bars_and_missing_grads():
     w = net[2].weight.grad.abs()
     assert info["mean"][2] == pytest.approx(float(w.mean()))
     assert info["max"][2] == pytest.approx(float(w.max()))
-    assert [t.get_text() for t in ax.get_xticklabels()] == info["names"]
-    assert ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_yticklabels()] == info["names"]
+    assert ax.get_xscale() == "log"
     notes = [t.get_text() for t in ax.texts]
     assert notes.count("no grad") == 2 and notes.count("frozen") == 1
     # 2 bars per parameter (max, mean)
     assert len(ax.patches) == 2 * len(info["names"])
-    assert plot.grad_flow(net, log=False).get_yscale() == "linear"
+    assert plot.grad_flow(net, log=False).get_xscale() == "linear"
 
 
 def test_grad_flow_bad_input():
