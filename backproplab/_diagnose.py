@@ -244,7 +244,7 @@ def _diagnose(
             "the difference is float64 round-off (the operations ran in another order; it "
             "passes with rtol=1e-12): pass a looser rtol if that is all you expect"
         )
-    if _close(a, b, max(rtol, 1e-4), max(atol, 1e-5)):
+    if _close(a, b, max(rtol, 1e-4), atol):
         return (
             "the difference is small enough to be float32 round-off (it passes with rtol=1e-4): "
             "compute in float64 or pass a looser rtol"
