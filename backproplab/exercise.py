@@ -401,7 +401,7 @@ def check_prediction(name: str, prediction: Any, answer: Any, why: str) -> Repor
     """Grade a "predict, then run" guess; a wrong guess is told the answer and why.
 
     Numbers and tensors are compared with `compare` (so 4 and 4.0 agree);
-    strings are compared ignoring case and surrounding spaces. ``None`` or
+    strings, and tuples of strings, ignoring case and surrounding spaces. ``None`` or
     ``...`` means no prediction was recorded yet.
 
     >>> print(check_prediction("a.grad", 4, 4.0, "each backward() adds 2"))
@@ -418,6 +418,13 @@ def check_prediction(name: str, prediction: Any, answer: Any, why: str) -> Repor
                      "missing")
     if isinstance(answer, str):
         right = isinstance(prediction, str) and prediction.strip().lower() == answer.lower()
+    elif isinstance(answer, (tuple, list)) and any(isinstance(a, str) for a in answer):
+        # a row of choices, e.g. ("jacfwd", "jacrev"): each compared like a single word
+        right = (
+            isinstance(prediction, (tuple, list)) and len(prediction) == len(answer)
+            and all(isinstance(p, str) and p.strip().lower() == str(a).lower()
+                    for p, a in zip(prediction, answer, strict=True))
+        )
     elif isinstance(answer, bool) or isinstance(prediction, (bool, str)):
         right = type(prediction) is type(answer) and prediction == answer
     else:
