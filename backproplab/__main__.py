@@ -1,4 +1,4 @@
-"""Command line: ``backproplab release SRC DEST`` and ``backproplab validate SRC``.
+"""Command line: ``backproplab learn``, ``backproplab release`` and ``backproplab validate``.
 
 Also runs as ``python -m backproplab``. Problems with the input are reported
 on stderr in one line each, with exit code 2 and no traceback.
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .course import CourseError, find_notebooks, release, validate_course
+from .course import CourseError, find_notebooks, learn, release, validate_course
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,6 +52,18 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
 
+    lrn = commands.add_parser(
+        "learn",
+        help="copy the lessons for working through them yourself",
+        description=(
+            "Write learner copies of the lessons: exercises blank, each worked solution "
+            "behind a 'Show a solution' block. Copies already in DEST are kept as they are, "
+            "so running it again only adds new lessons."
+        ),
+    )
+    lrn.add_argument("src", metavar="SRC", help="the lessons: a folder or one .ipynb file")
+    lrn.add_argument("dest", metavar="DEST", help="your folder (created if missing)")
+
     val = commands.add_parser(
         "validate",
         help="check the exercise format of notebooks",
@@ -76,6 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "release":
             release(args.src, args.dest, log=print, force=args.force)
+            return 0
+        if args.command == "learn":
+            learn(args.src, args.dest, log=print)
             return 0
         checked = find_notebooks(args.src)
         problems = validate_course(checked)

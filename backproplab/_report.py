@@ -100,7 +100,9 @@ class Report:
         """Raise ``AssertionError`` carrying the report text unless all passed."""
         __tracebackhide__ = True  # the learner's cell is the place to look, not this frame
         if not self.ok:
-            raise AssertionError(str(self)) from None
+            # The report starts on a line of its own: the lab shows "AssertionError: " before
+            # the message, and the report's lines are already as wide as the lab allows.
+            raise AssertionError("\n" + str(self)) from None
         return self
 
     def _repr_html_(self) -> str:

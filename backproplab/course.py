@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import os
 import re
 import tempfile
@@ -44,6 +45,8 @@ __all__ = [
     "CourseError",
     "Released",
     "find_notebooks",
+    "learn",
+    "learner_version",
     "lesson_number",
     "read_notebook",
     "regions",
@@ -117,6 +120,10 @@ def regions(source: str, kind: tuple[str, str]) -> list[tuple[int, int]]:
     silently drops a stray END line; we refuse it, because it nearly always
     means a BEGIN was mistyped.
     """
+    if not isinstance(source, str):
+        raise TypeError(f"source: expected a cell's source as a str, got {type(source).__name__}")
+    if kind not in (SOLUTION, HIDDEN):
+        raise ValueError(f"kind: expected course.SOLUTION or course.HIDDEN, got {kind!r}")
     begin, end = kind
     spans: list[tuple[int, int]] = []
     start: int | None = None
@@ -177,6 +184,13 @@ def lesson_number(path: str | Path) -> str | None:
     return match.group(1) if match else None
 
 
+def _check_notebook(nb: object, arg: str = "nb") -> None:
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise TypeError(
+            f"{arg}: expected a notebook (nbformat.read(...)), got {type(nb).__name__}"
+        )
+
+
 def validate(nb: NotebookNode, lesson: str | None = None) -> list[str]:
     """Problems with a notebook's exercises; an empty list means all is well.
 
@@ -191,11 +205,20 @@ def validate(nb: NotebookNode, lesson: str | None = None) -> list[str]:
     >>> validate(nb)
     ['cell 0: BEGIN SOLUTION on line 1 has no END SOLUTION']
     """
+    _check_notebook(nb)
+    if lesson is not None and not (isinstance(lesson, str) and lesson.isdigit()):
+        raise ValueError(f"lesson: expected the lesson number as digits, e.g. '02', got {lesson!r}")
     problems: list[str] = []
     seen: dict[str, int] = {}
     cells = list(nb.get("cells", []))
     for i, cell in enumerate(cells):
         where = _where(i, cell)
+        raw = cell.get("metadata", {}).get("nbgrader")
+        if raw is not None and not isinstance(raw, dict):
+            problems.append(
+                f"{where}: nbgrader metadata must be a mapping, got {type(raw).__name__}"
+            )
+            continue
         meta = _meta(cell)
         source = cell.get("source", "")
         try:
@@ -254,8 +277,11 @@ def validate(nb: NotebookNode, lesson: str | None = None) -> list[str]:
                 )
         if grade:
             points = meta.get("points")
-            if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
-                problems.append(f"{where}: a grade cell needs points > 0, got {points!r}")
+            if (
+                isinstance(points, bool) or not isinstance(points, (int, float))
+                or not math.isfinite(points) or points <= 0
+            ):
+                problems.append(f"{where}: a grade cell needs finite points > 0, got {points!r}")
             if cell.get("cell_type") != "code":
                 problems.append(f"{where}: a grade cell must be a code cell")
     return problems
@@ -266,6 +292,11 @@ def validate_course(paths: Iterable[str | Path]) -> list[str]:
 
     Every problem is prefixed with the notebook's file name.
     """
+    if isinstance(paths, (str, os.PathLike)):
+        raise TypeError(
+            "paths: expected a list of notebook paths (find_notebooks(folder) gives one), "
+            f"got the single path {str(paths)!r}"
+        )
     problems: list[str] = []
     owner: dict[str, str] = {}
     for path in paths:
@@ -331,10 +362,11 @@ def _clear_regions(source: str, spans: Sequence[tuple[int, int]], stub: Sequence
 def student_version(nb: NotebookNode, name: str = "notebook") -> tuple[NotebookNode, int, int]:
     """A student copy of ``nb`` plus its number of exercises and hidden-test blocks removed.
 
-    Solution regions become ``# YOUR CODE HERE`` / ``raise NotImplementedError()``
-    (markdown: ``YOUR ANSWER HERE``), a solution cell without markers is
-    replaced whole, as nbgrader does; hidden-test regions disappear; code
-    outputs and execution counts are cleared. Metadata and cell ids stay.
+    Solution regions become ``# YOUR CODE HERE`` / ``raise NotImplementedError()``;
+    hidden-test regions disappear; code outputs and execution counts are
+    cleared. A solution cell must be a code cell with markers, as `validate`
+    requires: otherwise CourseError (nbgrader would replace such a cell
+    whole, set-up lines included). Metadata and cell ids stay.
     ``nb`` itself is not changed. ``name`` only labels error messages.
 
     >>> nb = nbformat.v4.new_notebook()
@@ -348,6 +380,7 @@ def student_version(nb: NotebookNode, name: str = "notebook") -> tuple[NotebookN
         # YOUR CODE HERE
         raise NotImplementedError()
     """
+    _check_notebook(nb)
     out = copy.deepcopy(nb)
     exercises = hidden_blocks = 0
     for i, cell in enumerate(out.cells):
@@ -364,10 +397,18 @@ def student_version(nb: NotebookNode, name: str = "notebook") -> tuple[NotebookN
         if hidden and not meta.get("grade"):
             raise CourseError(f"{name}: {_where(i, cell)}: has {HIDDEN[0]}{_NEED_GRADE}")
 
-        stub = CODE_STUB if cell.cell_type == "code" else TEXT_STUB
         if meta.get("solution"):
+            # The same two rules validate applies: a solution is code between markers.
+            # (nbgrader would replace an unmarked cell whole, set-up lines and all.)
+            if cell.cell_type != "code":
+                raise CourseError(f"{name}: {_where(i, cell)}: a solution cell must be a code cell")
+            if not solutions:
+                raise CourseError(
+                    f"{name}: {_where(i, cell)}: a solution cell needs ### {SOLUTION[0]} / "
+                    f"### {SOLUTION[1]} markers"
+                )
             exercises += 1
-            source = _clear_regions(source, solutions, stub) if solutions else "\n".join(stub)
+            source = _clear_regions(source, solutions, CODE_STUB)
         if hidden:
             # Solution and hidden regions never overlap (checked above), and
             # solution cells are not grade cells in practice, so re-finding
@@ -517,3 +558,85 @@ def _as_path(value: object, arg: str) -> Path:
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{arg}: expected a path (str or Path), got {type(value).__name__}")
     return Path(value)
+
+
+# --------------------------------------------------------------------------
+# a self-learner's copies
+
+
+def learner_version(nb: NotebookNode, name: str = "notebook") -> tuple[NotebookNode, int]:
+    """A student version with each worked solution one deliberate click away.
+
+    Right after every solution cell comes a markdown cell holding the solution
+    in a collapsed "Show a solution" block; the notebook runs exactly as the
+    student version does. Returns the notebook and its number of exercises.
+    """
+    student, exercises, _ = student_version(nb, name)
+    cells = []
+    for original, cell in zip(nb.cells, student.cells, strict=True):
+        cells.append(cell)
+        if not _meta(original).get("solution"):
+            continue
+        # The whole cell as the lesson has it, marker lines left out.
+        code = "\n".join(
+            line for line in original.source.split("\n")
+            if SOLUTION[0] not in line and SOLUTION[1] not in line
+        )
+        reveal = nbformat.v4.new_markdown_cell(
+            "<details><summary>Show a solution</summary>\n\n"
+            "Try it yourself first; the check cell below tells you what is wrong.\n\n"
+            f"```python\n{code}\n```\n\n</details>"
+        )
+        reveal.id = f"{cell.get('id', 'cell')}-solution"[:64]
+        reveal.metadata["backproplab"] = {"solution_of": _meta(original).get("grade_id")}
+        cells.append(reveal)
+    student.cells = cells
+    student.metadata[STUDENT_MARK] = {"student_version": True, "learner": True}
+    return student, exercises
+
+
+def learn(
+    src: str | Path,
+    dest: str | Path,
+    *,
+    log: Callable[[str], object] | None = None,
+) -> list[Path]:
+    """Write learner copies of the lessons in ``src`` to ``dest``, keeping existing ones.
+
+    Each copy has blank exercises (as `release` makes them) and a collapsed
+    worked solution after each. A copy that already exists in ``dest`` is the
+    learner's work and is never touched; only lessons not there yet are
+    added. Returns the paths written.
+    """
+    if log is not None and not callable(log):
+        raise TypeError(
+            f"log: expected a function taking one str, or None, got {type(log).__name__}"
+        )
+    src, dest = _as_path(src, "src"), _as_path(dest, "dest")
+    notebooks = find_notebooks(src)
+    if not notebooks:
+        raise CourseError(f"{src}: no notebooks (*.ipynb) in this folder")
+    if src.is_dir():
+        rs, rd = src.resolve(), dest.resolve()
+        if rd == rs or rs in rd.parents:
+            raise CourseError(f"{dest}: refusing to write the learner copies inside {src}")
+        targets = [dest / p.relative_to(src) for p in notebooks]
+    else:
+        targets = [dest if dest.suffix == ".ipynb" else dest / src.name]
+    todo, kept = [], []
+    for path, target in zip(notebooks, targets, strict=True):
+        for parent in reversed(target.parents):
+            if parent.exists() and not parent.is_dir():
+                raise CourseError(f"{target}: cannot write here: {parent} is a file")
+        if target.exists():
+            kept.append(target)
+            continue
+        book, exercises = learner_version(read_notebook(path), name=str(path))
+        todo.append((target, nbformat.writes(book), exercises))
+    _write_all([(target, text) for target, text, _ in todo])
+    if log is not None:
+        for target, _, exercises in todo:
+            log(f"added {target.name}: {_plural(exercises, 'exercise')}")
+        for target in kept:
+            log(f"kept your {target.name} as it is")
+    return [target for target, _, _ in todo]

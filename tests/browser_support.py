@@ -775,6 +775,17 @@ def _check_widget_cell(
         )
     for text in after["tracebacks"]:
         report.problem(f"{label}: after moving the slider the widget shows an error: {text}")
+    # The backward stepper's slider and its text must name the same step.
+    step_text = re.search(r"step (\d+) \(of 0-\d+\)", after["text"])
+    if step_text is not None:
+        value = cell.locator(".widget-slider .noUi-handle").first.get_attribute("aria-valuenow")
+        if value is not None and int(float(value)) != int(step_text.group(1)):
+            report.problem(
+                f"{label}: the slider says step {value} but the text says step "
+                f"{step_text.group(1)}"
+            )
+        else:
+            report.notes.append(f"{label}: slider and text agree on step {step_text.group(1)}")
     broken_images = [img for img in after["images"] if img["width"] == 0]
     if broken_images:
         report.problem(f"{label}: {len(broken_images)} image(s) in the widget failed to load")
@@ -891,6 +902,12 @@ def _run_and_inspect(
     slider_timeout: float,
 ) -> None:
     open_notebook(page, server, path)
+    # Before anything runs, the stored outputs are all a learner sees: a widget
+    # saved as a live view would show "Error displaying widget" here.
+    time.sleep(1.0)
+    opened = page.locator(".jp-Notebook").first.inner_text()
+    if "Error displaying widget" in opened:
+        report.problem("on opening, before running, the page shows 'Error displaying widget'")
     run_all_cells(page)
     state = wait_for_run(page, path, plans, NOTEBOOK_RUN_TIMEOUT)
     if state.get("timed_out"):

@@ -49,7 +49,7 @@ from browser_support import (
     wait_for_run,
 )
 
-from backproplab.course import CODE_STUB, release
+from backproplab.course import CODE_STUB, learn
 
 pytestmark = pytest.mark.browser
 
@@ -148,11 +148,11 @@ def test_lesson_in_browser(browser_context: Any, lab_server: LabServer, lesson: 
 # A student version, worked as a student would.
 # ---------------------------------------------------------------------------
 
-# Lesson 2's first exercise: d/dx (x**3 - 4x**2 + 5) at x = 3 is 27 - 24 = 3.
+# Lesson 2's first exercise is a graded prediction: a.grad for c = a + a is 2.
 STUDENT_LESSON = NOTEBOOKS / "02-chain-rule.ipynb"
-STUDENT_EXERCISE = "l02-cubic"
-WRONG_ANSWER = "dfdx = 3 * 3.0**2 - 8 * 3.0 + 5"  # differentiates the constant too: 8
-RIGHT_ANSWER = "dfdx = 3 * 3.0**2 - 8 * 3.0"
+STUDENT_EXERCISE = "l02-predict-paths"
+WRONG_ANSWER = "aa_guess = 1.0"  # one path only
+RIGHT_ANSWER = "aa_guess = 2.0"
 
 
 def _exercise_cells(book: nbformat.NotebookNode, grade_id: str) -> tuple[int, int]:
@@ -179,26 +179,29 @@ def _answer(page: Any, path: str, solution: int, check: int, source: str) -> tup
     return run_cell(page, path, check), cell_output_text(page, path, check)
 
 
-def test_student_version_in_browser(browser_context: Any, lab_server: LabServer) -> None:
-    """A released lesson 2 shows blanks, and its check cells grade what a student types.
+def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -> None:
+    """The self-learner's route: `backproplab learn` copies, worked in the lab.
 
-    The student version is written into the folder the server serves, opened
-    in a fresh workspace and run with Run All, which must stop at the first
-    stub; then the first exercise is answered wrongly (the check must fail
-    and say why) and rightly (the check must pass).
+    The learner copy of lesson 2 is written into the folder the server serves,
+    opened in a fresh workspace and run with Run All, which must stop at the
+    first blank; that exercise is answered wrongly (the check fails, says why,
+    and shows no frame from inside backproplab) and rightly (✓); finally the
+    collapsed worked solution is opened with a click.
     """
-    report = NotebookReport(name=f"student-{STUDENT_LESSON.stem}")
+    report = NotebookReport(name=f"learner-{STUDENT_LESSON.stem}")
     artifacts = ARTIFACTS / report.name
     shutil.rmtree(artifacts, ignore_errors=True)  # stale pictures would mislead
-    (released,) = release(STUDENT_LESSON, lab_server.root_dir / "student")
-    path = f"student/{released.name}"
-    book = nbformat.read(released, as_version=4)
+    (copied,) = learn(STUDENT_LESSON, lab_server.root_dir / "my-lessons")
+    path = f"my-lessons/{copied.name}"
+    book = nbformat.read(copied, as_version=4)
     first_exercise = next(
         i for i, c in enumerate(book.cells) if c.metadata.get("nbgrader", {}).get("solution")
     )
     solution, check = _exercise_cells(book, STUDENT_EXERCISE)
     assert solution == first_exercise, f"{STUDENT_EXERCISE} is not the first exercise"
-    plans = plan_notebook(released)
+    reveal = solution + 1
+    assert "Show a solution" in book.cells[reveal].source
+    plans = plan_notebook(copied)
 
     with notebook_page(
         browser_context, lab_server, path, report, plans=plans, artifacts=artifacts
@@ -230,32 +233,31 @@ def test_student_version_in_browser(browser_context: Any, lab_server: LabServer)
             f"{label}: expected a NotImplementedError after Run All, the outputs show "
             f"{raised or 'no error'}"
         )
-        assert "NotImplementedError" in cell_output_text(page, path, solution), (
-            f"{label}: the page does not show the NotImplementedError"
-        )
 
-        # The student writes over the stub, keeping the rest of the cell.
+        # The learner writes over the stub, keeping the rest of the cell.
         blank = cell_source(page, path, solution)
         stub = "\n".join(CODE_STUB)
         assert stub in blank, f"{label}: the cell's text has no {stub!r}: {blank!r}"
 
-        # A wrong answer: the check cell fails and says what was expected.
-        wrong = blank.replace(stub, WRONG_ANSWER)
-        graded, text = _answer(page, path, solution, check, wrong)
+        # A wrong answer: the check fails, explains, and shows the learner's code only.
+        graded, text = _answer(page, path, solution, check, blank.replace(stub, WRONG_ANSWER))
         errors = [o for o in graded["outputs"] if o["type"] == "error"]
         assert [o["ename"] for o in errors] == ["AssertionError"], (
             f"cell {check + 1}: the check accepted the wrong answer {WRONG_ANSWER!r} "
             f"(outputs: {graded['outputs']}; page: {text!r})"
         )
-        message = errors[0]["evalue"] or ""
-        assert "✗" in message and "expected 3" in message, (
-            f"cell {check + 1}: the AssertionError lacks the diagnostic: {message!r}"
+        assert "paths add up" in text and "you predicted 1.0" in text, (
+            f"cell {check + 1}: the page does not show the explanation: {text!r}"
         )
-        assert "expected 3" in text, f"cell {check + 1}: the page does not show it: {text!r}"
+        for frame in ("_report.py", "exercise.py", "inside backproplab"):
+            assert frame not in text, f"cell {check + 1}: the traceback shows {frame!r}: {text!r}"
+        message = text.rsplit("AssertionError:", 1)[-1]
+        assert max(map(len, message.splitlines())) <= 88, (
+            f"cell {check + 1}: the message has lines too long for the lab: {message!r}"
+        )
 
         # The right answer: the check cell passes and shows a tick.
-        right = blank.replace(stub, RIGHT_ANSWER)
-        graded, text = _answer(page, path, solution, check, right)
+        graded, text = _answer(page, path, solution, check, blank.replace(stub, RIGHT_ANSWER))
         rejected = [
             f"{o['ename']}: {o['evalue']}" for o in graded["outputs"] if o["type"] == "error"
         ]
@@ -264,6 +266,20 @@ def test_student_version_in_browser(browser_context: Any, lab_server: LabServer)
         )
         assert "✓" in text and "✗" not in text, (
             f"cell {check + 1}: the check shows no ✓ for the right answer: {text!r}"
+        )
+
+        # The worked solution is one click away, and hidden until then.
+        details = page.locator(".jp-Notebook .jp-Cell").nth(reveal).locator("details")
+        details.scroll_into_view_if_needed()
+        assert details.get_attribute("open") is None, "the solution is open before a click"
+        assert not details.locator("code").first.is_visible(), "the solution shows unclicked"
+        details.locator("summary").click()
+        page.wait_for_function(
+            "(el) => el.open", arg=details.element_handle(), timeout=10_000
+        )
+        assert RIGHT_ANSWER in details.inner_text(), (
+            f"cell {reveal + 1}: the opened solution does not show {RIGHT_ANSWER!r}: "
+            f"{details.inner_text()!r}"
         )
 
     print(f"{path}: {report.seconds:.1f}s")

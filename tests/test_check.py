@@ -51,7 +51,7 @@ def test_report_str_bool_and_assert_ok():
     assert good.assert_ok() is good
     with pytest.raises(AssertionError) as info:
         bad.assert_ok()
-    assert str(info.value) == str(bad)
+    assert str(info.value) == "\n" + str(bad)  # on its own line, below "AssertionError:"
     assert bad["dw"].verdict == "mismatch" and bad[0].name == "dx" and len(bad) == 2
 
 

@@ -296,13 +296,16 @@ def test_stub_keeps_indentation_and_surrounding_lines() -> None:
     assert (exercises, hidden) == (1, 0)
 
 
-def test_markdown_solution_and_unmarked_solution_cell() -> None:
+def test_release_refuses_what_validate_refuses() -> None:
+    # A markdown solution and a solution cell without markers: validate reports both, and
+    # student_version refuses both rather than replace a whole cell (set-up lines and all).
     markdown = _solution_cell("Why?\n### BEGIN SOLUTION\nBecause.\n### END SOLUTION", "markdown")
-    student, _, _ = course.student_version(_one_cell(markdown))
-    assert student.cells[0].source == "Why?\nYOUR ANSWER HERE"
-    # nbgrader replaces a solution cell without markers whole; so do we
-    student, _, _ = course.student_version(_one_cell(_solution_cell("x = 1")))
-    assert student.cells[0].source == "# YOUR CODE HERE\nraise NotImplementedError()"
+    unmarked = _solution_cell("x = 1")
+    for cell, fragment in ((markdown, "must be a code cell"), (unmarked, "needs ### BEGIN")):
+        nb = _one_cell(cell)
+        assert any(fragment in p for p in course.validate(nb))
+        with pytest.raises(course.CourseError, match=fragment):
+            course.student_version(nb)
 
 
 def test_student_version_keeps_everything_else() -> None:
