@@ -449,8 +449,27 @@ def is_student_version(path: Path) -> bool:
     return isinstance(mark, dict) and mark.get("student_version") is True
 
 
-def _targets(src: Path, dest: Path, notebooks: Sequence[Path], force: bool) -> list[Path]:
-    """Where each student notebook goes; refuses anything that could lose work."""
+def _start(src: object, dest: object, log: object) -> tuple[Path, Path, list[Path]]:
+    """The checked arguments of release and learn, and the notebooks to copy."""
+    if log is not None and not callable(log):
+        raise TypeError(
+            f"log: expected a function taking one str, or None, got {type(log).__name__}"
+        )
+    src, dest = _as_path(src, "src"), _as_path(dest, "dest")
+    notebooks = find_notebooks(src)
+    if not notebooks:
+        raise CourseError(f"{src}: no notebooks (*.ipynb) in this folder")
+    return src, dest, notebooks
+
+
+def _targets(
+    src: Path, dest: Path, notebooks: Sequence[Path], force: bool, keep_existing: bool = False
+) -> list[Path]:
+    """Where each copy goes; refuses anything that could lose work.
+
+    ``keep_existing`` (learn) skips the checks on files already there, which
+    are the learner's and will be left alone.
+    """
     if src.is_file():
         # A single notebook goes into DEST (a folder) unless DEST names a notebook.
         targets = [dest if dest.suffix == ".ipynb" else dest / src.name]
@@ -470,6 +489,8 @@ def _targets(src: Path, dest: Path, notebooks: Sequence[Path], force: bool) -> l
             raise CourseError(f"{target}: refusing to overwrite a source notebook")
         if target.is_dir():
             raise CourseError(f"{target}: is a folder, not a notebook: refusing to replace it")
+        if keep_existing:
+            continue
         if target.exists() and not force and not is_student_version(target):
             raise CourseError(
                 f"{target}: exists and is not a student version written by backproplab: "
@@ -531,14 +552,7 @@ def release(
     not a notebook, unbalanced markers, a DEST that could overwrite SRC or
     another file, or a DEST that cannot be written.
     """
-    if log is not None and not callable(log):
-        raise TypeError(
-            f"log: expected a function taking one str, or None, got {type(log).__name__}"
-        )
-    src, dest = _as_path(src, "src"), _as_path(dest, "dest")
-    notebooks = find_notebooks(src)
-    if not notebooks:
-        raise CourseError(f"{src}: no notebooks (*.ipynb) in this folder")
+    src, dest, notebooks = _start(src, dest, log)
     targets = _targets(src, dest, notebooks, force)
 
     done: list[tuple[str, Released]] = []
@@ -608,26 +622,10 @@ def learn(
     learner's work and is never touched; only lessons not there yet are
     added. Returns the paths written.
     """
-    if log is not None and not callable(log):
-        raise TypeError(
-            f"log: expected a function taking one str, or None, got {type(log).__name__}"
-        )
-    src, dest = _as_path(src, "src"), _as_path(dest, "dest")
-    notebooks = find_notebooks(src)
-    if not notebooks:
-        raise CourseError(f"{src}: no notebooks (*.ipynb) in this folder")
-    if src.is_dir():
-        rs, rd = src.resolve(), dest.resolve()
-        if rd == rs or rs in rd.parents:
-            raise CourseError(f"{dest}: refusing to write the learner copies inside {src}")
-        targets = [dest / p.relative_to(src) for p in notebooks]
-    else:
-        targets = [dest if dest.suffix == ".ipynb" else dest / src.name]
+    src, dest, notebooks = _start(src, dest, log)
+    targets = _targets(src, dest, notebooks, force=False, keep_existing=True)
     todo, kept = [], []
     for path, target in zip(notebooks, targets, strict=True):
-        for parent in reversed(target.parents):
-            if parent.exists() and not parent.is_dir():
-                raise CourseError(f"{target}: cannot write here: {parent} is a file")
         if target.exists():
             kept.append(target)
             continue
