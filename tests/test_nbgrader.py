@@ -1,6 +1,6 @@
 """The nbgrader route, end to end, with the real nbgrader (the `course` extra).
 
-A throwaway course directory gets one lesson as an assignment:
+A throwaway course directory gets every lesson as one assignment:
 `nbgrader generate_assignment` must produce the same student cells as
 `backproplab release`, and `nbgrader autograde` must give the solution
 version full marks and the blank student version none.
@@ -39,16 +39,21 @@ COURSE_ID = "backproplab"
 ASSIGNMENT = "ps1"
 
 
-def _lesson() -> Path:
-    """Lesson 02 when it exists, else the first lesson, else the fixture."""
-    lessons = sorted((ROOT / "notebooks").glob("*.ipynb"))
-    preferred = [p for p in lessons if p.name.startswith("02-")]
-    return (preferred or lessons or [FIXTURE])[0]
+def _lessons() -> list[Path]:
+    """Every lesson (one assignment holds them all), or the fixture when there are none."""
+    return sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb")) or [FIXTURE]
 
 
 def _nbgrader(course_dir: Path, *args: str) -> str:
-    # A private config dir keeps a user's own nbgrader/jupyter config out.
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(course_dir / ".jupyter")}
+    # A private config dir keeps a user's own nbgrader/jupyter config out. nbgrader
+    # starts `alembic` by name, so the interpreter's own bin folder goes first on PATH:
+    # a course's CI often runs a venv's python by its path, without activating the venv.
+    bin_dir = str(Path(sys.executable).parent)
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(course_dir / ".jupyter"),
+        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+    }
     done = subprocess.run(
         [sys.executable, "-m", "nbgrader", *args],
         cwd=course_dir,
@@ -66,7 +71,7 @@ def _sources(nb) -> list[tuple[str, str]]:
 
 
 def test_nbgrader_release_and_autograde(tmp_path: Path) -> None:
-    lesson = _lesson()
+    lessons = _lessons()
     root = tmp_path / "course"
     (root / "source" / ASSIGNMENT).mkdir(parents=True)
     (root / ".jupyter").mkdir()
@@ -78,29 +83,31 @@ def test_nbgrader_release_and_autograde(tmp_path: Path) -> None:
         "c.Execute.timeout = 300\n"
         "c.Execute.startup_timeout = 300\n"
     )
-    shutil.copy(lesson, root / "source" / ASSIGNMENT / lesson.name)
+    for lesson in lessons:
+        shutil.copy(lesson, root / "source" / ASSIGNMENT / lesson.name)
 
     _nbgrader(root, "generate_assignment", ASSIGNMENT, "--force")
-    theirs = nbformat.read(root / "release" / ASSIGNMENT / lesson.name, as_version=4)
-    ours, exercises, _ = course.student_version(course.read_notebook(lesson))
-    # nbgrader adds its own metadata (checksums, locks); the text must agree.
-    assert _sources(theirs) == _sources(ours)
-    assert exercises == sum(
-        1 for c in theirs.cells if c.metadata.get("nbgrader", {}).get("solution")
-    )
+    for lesson in lessons:
+        theirs = nbformat.read(root / "release" / ASSIGNMENT / lesson.name, as_version=4)
+        ours, exercises, _ = course.student_version(course.read_notebook(lesson))
+        # nbgrader adds its own metadata (checksums, locks); the text must agree.
+        assert _sources(theirs) == _sources(ours), lesson.name
+        assert exercises == sum(
+            1 for c in theirs.cells if c.metadata.get("nbgrader", {}).get("solution")
+        ), lesson.name
 
-    # "alice" hands in the solutions, "bob" the untouched student version.
-    for student, nb_path in (
-        ("alice", lesson),
-        ("bob", root / "release" / ASSIGNMENT / lesson.name),
-    ):
+    # "alice" hands in the solutions, "bob" the untouched student versions.
+    for student, folder_from in (("alice", None), ("bob", root / "release" / ASSIGNMENT)):
         folder = root / "submitted" / student / ASSIGNMENT
         folder.mkdir(parents=True)
-        shutil.copy(nb_path, folder / lesson.name)
+        for lesson in lessons:
+            shutil.copy(lesson if folder_from is None else folder_from / lesson.name,
+                        folder / lesson.name)
     _nbgrader(root, "autograde", ASSIGNMENT, "--create", "--force")
 
     points = sum(
         c.metadata["nbgrader"]["points"]
+        for lesson in lessons
         for c in course.read_notebook(lesson).cells
         if c.metadata.get("nbgrader", {}).get("grade")
     )
@@ -111,4 +118,4 @@ def test_nbgrader_release_and_autograde(tmp_path: Path) -> None:
             "alice": (alice.score, alice.max_score),
             "bob": (bob.score, bob.max_score),
         }
-    assert scores == {"alice": (points, points), "bob": (0, points)}, lesson.name
+    assert scores == {"alice": (points, points), "bob": (0, points)}
