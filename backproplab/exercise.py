@@ -364,7 +364,9 @@ def check_by_hand(
             message = f"on new inputs (shapes {_shapes(inputs)}): {report[0].message}"
             slip = _named_mistake(mistakes, inputs, got, i, rtol, atol)
             if slip:
-                message = f"on new inputs (shapes {_shapes(inputs)}): {slip}. {report[0].message}"
+                # The slip is the diagnosis: keep only the numbers of compare's message.
+                numbers = report[0].message.split("\n", 1)[-1].strip()
+                message = f"on new inputs (shapes {_shapes(inputs)}): {slip}.\n  {numbers}"
             return _fail(label, message, report[0].verdict)
 
     checks = tuple(
