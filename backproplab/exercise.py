@@ -68,8 +68,9 @@ class AutogradForbidden(AssertionError):
 # --------------------------------------------------------------------------
 
 
-def _caller_api() -> str:
-    """The torch function the learner's code called, e.g. ``Tensor.backward()``."""
+def _caller_api(direct: str = "autograd") -> str:
+    """The torch function the learner's code called, e.g. ``Tensor.backward()``;
+    ``direct`` when the learner called the watched function itself."""
     frame = sys._getframe(2)
     outermost = None
     while frame is not None:
@@ -81,16 +82,31 @@ def _caller_api() -> str:
             break
         frame = frame.f_back
     if outermost is None:
-        return "autograd"
+        return direct
     module = outermost.f_globals.get("__name__", "")
     name = outermost.f_code.co_name
     if module == "torch._tensor":
         return f"Tensor.{name}()"
     if module.startswith("torch._functorch") or module.startswith("torch.func"):
-        return "a torch.func transform (grad, vjp, jvp, jacrev, jacfwd, ...)"
+        return _transform_name(outermost.f_code)
     if module == "torch.autograd" or module == "torch.autograd.__init__":
         return f"torch.autograd.{name}"
     return f"{module}.{name}"
+
+
+_TRANSFORMS = {"grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
+               "linearize"}
+
+
+def _transform_name(code: Any) -> str:
+    """``torch.func.jacfwd`` for the frames of ``jacfwd(f)(x)``, so a check can tell a
+    full Jacobian from one ``jvp``. The transform is the function whose closure runs:
+    ``jacfwd.<locals>.wrapper_fn``, or ``_vjp_with_argnums...`` for a pullback."""
+    outer = getattr(code, "co_qualname", code.co_name).split(".")[0]  # co_qualname: 3.11+
+    name = outer.lstrip("_").removesuffix("_with_argnums")
+    if name in _TRANSFORMS:
+        return f"torch.func.{name}"
+    return "a torch.func transform (grad, vjp, jvp, jacrev, jacfwd, ...)"
 
 
 class _EngineWatch:
@@ -114,7 +130,7 @@ def _watch(on_reverse: Callable[[str], None], on_forward: Callable[[str], None])
     make_dual = forward_ad.make_dual
 
     def watched_make_dual(*args: Any, **kwargs: Any) -> Any:
-        on_forward(_caller_api())
+        on_forward(_caller_api("torch.autograd.forward_ad.make_dual (dual numbers)"))
         return make_dual(*args, **kwargs)
 
     Variable._execution_engine = _EngineWatch(engine, on_reverse)
@@ -159,7 +175,9 @@ class AutogradCount:
     """What `count_autograd` saw: reverse passes and forward-mode tangents.
 
     ``calls`` lists the torch function behind each, in order, e.g.
-    ``["Tensor.backward()", "Tensor.backward()"]``.
+    ``["Tensor.backward()", "Tensor.backward()"]``. A ``torch.func`` transform
+    is named by the one the code called (``"torch.func.jacfwd"``, not the
+    ``jvp`` inside it), so a check can tell a full Jacobian from one product.
     """
 
     reverse: int = 0

@@ -11,8 +11,9 @@ Errors are allowed only in cells tagged ``raises-exception``. Their stored
 tracebacks keep the learner's own frames (``Cell In[3], line 1``) and the
 error line; the frames inside installed packages are replaced by one line
 naming the package, so a saved lesson shows no path of the machine that ran it.
-Cells keep no run timestamps, so re-running a lesson whose outputs did not
-change leaves its file unchanged.
+Cells keep no run timestamps, and printed text that arrived in several pieces
+is stored as one, so re-running a lesson whose outputs did not change leaves
+its file unchanged.
 """
 
 from __future__ import annotations
@@ -106,6 +107,25 @@ def keep_still_pictures(nb: nbformat.NotebookNode) -> None:
                 del data[WIDGET_VIEW]
 
 
+def join_streams(nb: nbformat.NotebookNode) -> None:
+    """Store consecutive printed pieces of one stream as one output.
+
+    How the kernel splits a cell's printing into messages depends on timing;
+    the text does not, and neither should the stored file.
+    """
+    for cell in nb.cells:
+        joined: list[nbformat.NotebookNode] = []
+        for out in cell.get("outputs", []):
+            last = joined[-1] if joined else None
+            if (out.output_type == "stream" and last is not None
+                    and last.output_type == "stream" and last.name == out.name):
+                last.text += out.text
+            else:
+                joined.append(out)
+        if "outputs" in cell:
+            cell.outputs = joined
+
+
 def execute(path: Path, timeout: int = 120) -> nbformat.NotebookNode:
     """Run the lesson at ``path`` top to bottom in a fresh kernel, trim its
     tracebacks and write it back with its outputs."""
@@ -115,6 +135,7 @@ def execute(path: Path, timeout: int = 120) -> nbformat.NotebookNode:
     run(nb, path.resolve().parent, allow_errors=False, timeout=timeout)
     trim_tracebacks(nb)
     keep_still_pictures(nb)
+    join_streams(nb)
     for cell in nb.cells:  # run timestamps: they would change on every re-run
         cell.get("metadata", {}).pop("execution", None)
     nbformat.write(nb, path)

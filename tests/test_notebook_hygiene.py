@@ -220,3 +220,20 @@ def test_runner_keeps_the_still_picture_of_a_widget():
     assert "widgets" not in nb.metadata
     assert set(nb.cells[1].outputs[1]["data"]) == {"image/png", "text/plain"}
     assert RULES["widget-views"](nb) == []
+
+
+def test_runner_stores_printed_pieces_as_one_output():
+    from notebook_runner import join_streams
+
+    nb = good_notebook()
+    out = nbformat.v4.new_output
+    nb.cells[1].outputs = [
+        out("stream", name="stdout", text="a table"),
+        out("stream", name="stdout", text="\nrow 1\n"),
+        out("stream", name="stderr", text="a warning\n"),
+        out("stream", name="stdout", text="row 2\n"),
+    ]
+    join_streams(nb)
+    assert [(o.name, o.text) for o in nb.cells[1].outputs] == [
+        ("stdout", "a table\nrow 1\n"), ("stderr", "a warning\n"), ("stdout", "row 2\n"),
+    ]

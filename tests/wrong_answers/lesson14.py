@@ -40,6 +40,10 @@ WRONG = {
             ),
             "one JVP along the direction",
         ),
+        # The whole Jacobian in one call, then a product: right numbers, n tangents.
+        (COLUMN.format("    return jacfwd(f)(x) @ direction\n"), "builds the whole"),
+        # The same through reverse mode: rows, not a column.
+        (COLUMN.format("    return jacrev(f)(x) @ direction\n"), "reverse mode gives rows"),
         # Finite differences: no forward mode at all.
         (
             COLUMN.format(

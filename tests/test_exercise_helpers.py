@@ -1,0 +1,256 @@
+"""Unit tests of backproplab.exercise: the helpers every graded check is built on.
+
+The lessons' own checks are tested against recorded wrong answers in
+test_exercises.py; here each helper is tested by itself, on answers made up
+for the test, so a change to a helper cannot hide behind a lesson.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+from torch.autograd.variable import Variable
+from torch.func import grad, hessian, jacfwd, jacrev, jvp, vjp, vmap
+
+import backproplab as bl
+from backproplab.exercise import AutogradForbidden
+
+
+def _square_sum_grad(x):
+    return torch.func.grad(lambda t: (t**2).sum())(x)
+
+
+def _inputs(gen):
+    n = int(torch.randint(2, 6, (1,), generator=gen))  # new shapes too
+    return (torch.randn(n, generator=gen, dtype=torch.float64),)
+
+
+def _check(answer, **kwargs):
+    return bl.check_by_hand(answer, reference=_square_sum_grad, make_inputs=_inputs,
+                            name="dz/dx", **kwargs)
+
+
+# --------------------------------------------------------------------------
+# check_by_hand
+# --------------------------------------------------------------------------
+
+
+def test_a_correct_formula_passes_on_every_trial():
+    report = _check(lambda x: 2 * x, trials=5)
+    assert report.ok
+    assert str(report) == "✓ dz/dx: matches autograd on 5 new random inputs"
+
+
+def test_the_answer_sees_fresh_inputs_each_trial():
+    seen = []
+
+    def answer(x):
+        seen.append(x.clone())
+        return 2 * x
+
+    assert _check(answer, trials=4).ok
+    assert len(seen) == 4
+    assert len({tuple(x.tolist()) for x in seen}) == 4
+
+
+@pytest.mark.parametrize(
+    "hard_coded",
+    [
+        lambda x: torch.tensor([0.5, -1.25, 3.0], dtype=torch.float64),  # one point's numbers
+        lambda x: torch.full_like(x, 2.0),  # one number broadcast to the shape
+        lambda x: 4.0,
+    ],
+    ids=["tensor", "broadcast", "float"],
+)
+def test_a_hard_coded_answer_fails_and_says_so(hard_coded):
+    report = _check(hard_coded)
+    assert not report.ok
+    assert report[0].verdict == "hard-coded"
+    assert "looks hard-coded" in str(report)
+
+
+@pytest.mark.parametrize(
+    ("shortcut", "named"),
+    [
+        (lambda x: torch.autograd.grad((x.requires_grad_() ** 2).sum(), x)[0],
+         "torch.autograd.grad"),
+        (lambda x: _backward_then_grad(x), "Tensor.backward()"),
+        (lambda x: torch.func.grad(lambda t: (t**2).sum())(x), "torch.func.grad"),
+        (lambda x: jacrev(lambda t: (t**2).sum())(x), "torch.func.jacrev"),
+        (lambda x: jvp(lambda t: (t**2).sum(), (x,), (torch.ones_like(x),))[1] * 0 + 2 * x,
+         "torch.func.jvp"),
+        (lambda x: torch.autograd.functional.jacobian(lambda t: (t**2).sum(), x),
+         "torch.autograd.functional.jacobian"),
+    ],
+    ids=["autograd.grad", "backward", "func.grad", "jacrev", "jvp", "functional"],
+)
+def test_calling_autograd_fails_and_names_the_call(shortcut, named):
+    report = _check(shortcut)
+    assert not report.ok
+    assert report[0].verdict == "autograd"
+    assert named in str(report)
+    assert "asks for the gradient by hand" in str(report)
+
+
+def _backward_then_grad(x):
+    x.requires_grad_()
+    (x**2).sum().backward()
+    return x.grad
+
+
+def test_a_slip_is_named_when_a_mistake_matches():
+    report = _check(lambda x: x, mistakes={"the factor 2 of the power rule is missing":
+                                           lambda x: x})
+    assert not report.ok
+    assert "the factor 2 of the power rule is missing" in str(report)
+
+
+def test_no_slip_is_named_when_none_matches():
+    report = _check(lambda x: 3 * x + 1, mistakes={"the sign is flipped": lambda x: -2 * x})
+    assert not report.ok
+    assert "sign" not in str(report)
+
+
+def test_an_unwritten_or_crashing_answer_is_a_failed_check_not_a_crash():
+    def unwritten(x):
+        raise NotImplementedError
+
+    assert _check(unwritten)[0].verdict == "missing"
+    crashed = _check(lambda x: x @ torch.ones(99, dtype=x.dtype))
+    assert crashed[0].verdict == "error"
+    assert "RuntimeError" in str(crashed)
+
+
+def test_a_number_instead_of_a_function_is_refused_with_the_reason():
+    report = _check(4.0)
+    assert not report.ok
+    assert "expected a function" in str(report)
+
+
+def test_the_answer_cannot_change_what_the_reference_sees():
+    def vandal(x):
+        x.mul_(0)
+        return 2 * x
+
+    # The reference runs on its own copy, so the mismatch is the vandal's
+    # zeros against the true 2x, not zeros against zeros.
+    assert not _check(vandal).ok
+
+
+def test_several_outputs_are_checked_and_named():
+    def ref(x, w):
+        return w.detach().clone(), x.detach().clone()  # d(x*w)/dx, d(x*w)/dw
+
+    def make(gen):
+        return torch.randn(3, generator=gen), torch.randn(3, generator=gen)
+
+    ok = bl.check_by_hand(lambda x, w: (w, x), ref, make, outputs=["dx", "dw"])
+    assert ok.ok and [c.name for c in ok] == ["dx", "dw"]
+    swapped = bl.check_by_hand(lambda x, w: (x, w), ref, make, outputs=["dx", "dw"])
+    assert not swapped.ok and swapped[0].name == "dx"
+
+
+# --------------------------------------------------------------------------
+# forbid_autograd and count_autograd
+# --------------------------------------------------------------------------
+
+
+def test_forbid_restores_autograd_after_an_error():
+    engine, make_dual = Variable._execution_engine, fwAD.make_dual
+    x = torch.tensor(2.0, requires_grad=True)
+    with pytest.raises(AutogradForbidden, match=r"Tensor\.backward\(\)"):
+        with bl.forbid_autograd():
+            (x * x).backward()
+    assert Variable._execution_engine is engine
+    assert fwAD.make_dual is make_dual
+    (x * x).backward()
+    assert x.grad.item() == 4.0
+
+
+def test_forbid_refuses_dual_numbers_and_says_so():
+    with pytest.raises(AutogradForbidden, match="forward_ad.make_dual"):
+        with bl.forbid_autograd("no tangents here"), fwAD.dual_level():
+            fwAD.make_dual(torch.ones(2), torch.ones(2))
+
+
+def test_forbid_leaves_plain_tensor_code_alone():
+    with bl.forbid_autograd():
+        y = torch.tanh(torch.linspace(-1, 1, 5))
+        dy = 1 - y**2
+    assert dy.shape == (5,)
+
+
+def test_count_autograd_counts_each_backward_call():
+    x = torch.tensor(3.0, requires_grad=True)
+    with bl.count_autograd() as seen:
+        y = x * x
+        y.backward(retain_graph=True)
+        y.backward()
+    assert (seen.reverse, seen.forward) == (2, 0)
+    assert seen.calls == ["Tensor.backward()", "Tensor.backward()"]
+    assert x.grad.item() == 12.0  # the counting did not change the result
+
+
+@pytest.mark.parametrize(
+    ("run", "reverse", "forward", "named"),
+    [
+        (lambda f, x, v: jvp(f, (x,), (v,)), 0, 1, "torch.func.jvp"),
+        (lambda f, x, v: jacfwd(f)(x) @ v, 0, 1, "torch.func.jacfwd"),
+        (lambda f, x, v: vjp(f, x)[1](v), 1, 0, "torch.func.vjp"),
+        (lambda f, x, v: jacrev(f)(x), 1, 0, "torch.func.jacrev"),
+        (lambda f, x, v: grad(lambda t: f(t).sum())(x), 1, 0, "torch.func.grad"),
+        (lambda f, x, v: vmap(grad(lambda t: f(t).sum()))(x.expand(2, 3)), 1, 0,
+         "torch.func.vmap"),
+    ],
+    ids=["jvp", "jacfwd", "vjp", "jacrev", "grad", "vmap"],
+)
+def test_count_autograd_names_the_transform_the_code_called(run, reverse, forward, named):
+    x = torch.randn(3, dtype=torch.float64)
+    with bl.count_autograd() as seen:
+        run(torch.sin, x, torch.ones(3, dtype=torch.float64))
+    assert (seen.reverse, seen.forward) == (reverse, forward)
+    assert set(seen.calls) == {named}
+
+
+def test_a_hessian_shows_both_modes():
+    with bl.count_autograd() as seen:
+        hessian(lambda t: (t**3).sum())(torch.randn(3, dtype=torch.float64))
+    assert seen.reverse >= 1 and seen.forward >= 1
+
+
+# --------------------------------------------------------------------------
+# check_prediction
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("prediction", "answer", "right"),
+    [
+        (4, 4.0, True),
+        (4, torch.tensor(4.0), True),
+        ([2, 2], torch.tensor([2.0, 2.0]), True),
+        (3, 4.0, False),
+        (" Jacrev ", "jacrev", True),
+        ("jacfwd", "jacrev", False),
+        (("jacrev", "JACFWD"), ("jacrev", "jacfwd"), True),
+        (("jacrev",), ("jacrev", "jacfwd"), False),
+        ("jacrev", ("jacrev", "jacfwd"), False),
+        (True, True, True),
+        (1, True, False),  # a bool question wants a bool
+        ("4", 4.0, False),
+    ],
+)
+def test_check_prediction_grades(prediction, answer, right):
+    report = bl.check_prediction("guess", prediction, answer, "the reason")
+    assert report.ok is right
+    assert "the reason" in str(report)
+    if not right:
+        assert "but it is" in str(report)
+
+
+@pytest.mark.parametrize("missing", [None, ...])
+def test_no_prediction_yet_fails_as_missing(missing):
+    report = bl.check_prediction("guess", missing, 2.0, "the reason")
+    assert not report.ok and report[0].verdict == "missing"
+    assert "no prediction recorded yet" in str(report)
