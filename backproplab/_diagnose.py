@@ -249,7 +249,34 @@ def _diagnose(
             "the difference is small enough to be float32 round-off (it passes with rtol=1e-4): "
             "compute in float64 or pass a looser rtol"
         )
-    return _two_mistakes(a, b, close, accumulation)
+    return _two_mistakes(a, b, close, accumulation) or _diagnose_rows(a, b, rtol, atol)
+
+
+def _diagnose_rows(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> str | None:
+    """A mismatch confined to a few rows (entries of a 1-D tensor): say which.
+
+    A gradient wrong in only some rows points at what sets those rows apart:
+    an embedding row looked up twice whose two contributions were not added,
+    or a point at the edge of a piecewise formula (x = 0 for ReLU or abs).
+    """
+    if a.ndim == 0 or a.shape[0] < 2:
+        return None
+    row_ok = _close_mask(a, b, rtol, atol).reshape(a.shape[0], -1).all(dim=1)
+    bad = (~row_ok).nonzero().flatten().tolist()
+    if not bad or 2 * len(bad) > len(row_ok):
+        return None  # most rows differ: nothing sets the few right ones apart
+    unit, units = ("row", "rows") if a.ndim > 1 else ("entry", "entries")
+    shown = ", ".join(map(str, bad[:6])) + (", ..." if len(bad) > 6 else "")
+    where = f"{unit} {shown}" if len(bad) == 1 else f"{units} {shown}"
+    others = f"the other {len(row_ok) - len(bad)} of {len(row_ok)} {units} match"
+    if all(_close(-a[i], b[i], rtol, atol) for i in bad):
+        return f"the sign is flipped in {where} only ({others})"
+    return (
+        f"only {where} {'differs' if len(bad) == 1 else 'differ'} ({others}): look at what "
+        f"sets {'it' if len(bad) == 1 else 'them'} apart, e.g. an index used more than once "
+        "(each use adds its own contribution, as index_add_ does) or a point at the edge of "
+        "a formula such as x = 0"
+    )
 
 
 def _value_mistake(

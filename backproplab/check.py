@@ -271,6 +271,8 @@ def diagnose(
     holds. When no single mistake fits, one mistake of arrangement
     (transpose, permutation, missing sum, shape) together with one of value
     (sign, factor) is tried, and the text then begins ``"two mistakes: "``.
+    Last, a mismatch confined to a minority of rows (of entries, for 1-D) is
+    located: which rows differ, and whether their sign is flipped.
     Returns ``None`` when the values already match or nothing fits.
 
     >>> import torch

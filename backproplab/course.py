@@ -39,7 +39,6 @@ from nbformat import NotebookNode
 
 __all__ = [
     "CODE_STUB",
-    "TEXT_STUB",
     "HIDDEN",
     "SOLUTION",
     "CourseError",
@@ -56,13 +55,13 @@ __all__ = [
     "validate_course",
 ]
 
-# The same delimiters and stubs nbgrader uses by default. Like nbgrader, a line
+# The same delimiters and code stub nbgrader uses by default (solutions are
+# code cells only, so nbgrader's text stub has no use here). Like nbgrader, a line
 # is a marker when it *contains* the delimiter, so both tools agree on what a
 # marker is (nbgrader would also see "BEGIN SOLUTION" inside a comment).
 SOLUTION = ("BEGIN SOLUTION", "END SOLUTION")
 HIDDEN = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 CODE_STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
-TEXT_STUB = ("YOUR ANSWER HERE",)
 
 _LESSON = re.compile(r"^(\d+)-")
 _CHECKPOINTS = ".ipynb_checkpoints"

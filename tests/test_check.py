@@ -458,3 +458,55 @@ def test_an_unnamed_mismatch_still_says_what_to_try_next():
     text = flat(compare("df/dx", 51.0, torch.tensor(3.0)))
     assert "no common single mistake" in text and "numerical_grad" in text
     assert text.index("Work out") < text.index("worst entry")  # the advice comes first
+
+
+# --------------------------------------------------------------------------
+# a mismatch confined to a few rows
+# --------------------------------------------------------------------------
+
+
+def test_repeated_index_overwritten_is_located_in_its_row():
+    g = torch.Generator().manual_seed(3)
+    ids = torch.tensor([0, 3, 3, 1, 4, 3, 2])
+    dout = torch.randn(7, 4, generator=g, dtype=torch.float64)
+    ref = torch.zeros(6, 4, dtype=torch.float64).index_add_(0, ids, dout)
+    overwritten = torch.zeros(6, 4, dtype=torch.float64)
+    overwritten[ids] = dout  # the last lookup of row 3 wins; the others are lost
+    d = diagnose(overwritten, ref)
+    assert d is not None and d.startswith("only row 3 differs (the other 5 of 6 rows match)")
+    assert "index used more than once" in d
+
+
+def test_rows_with_a_flipped_sign_are_named():
+    ref = ref_tensor((5, 3), 0, torch.float64)
+    wrong = ref.clone()
+    wrong[[1, 4]] *= -1
+    assert diagnose(wrong, ref) == (
+        "the sign is flipped in rows 1, 4 only (the other 3 of 5 rows match)"
+    )
+
+
+def test_entries_at_the_edge_of_a_formula_are_located():
+    x = torch.tensor([-1.0, 0.0, 2.0, 0.0, 3.0], dtype=torch.float64)
+    d = diagnose((x >= 0).double(), (x > 0).double())  # ReLU's slope at 0 taken as 1
+    assert d is not None and d.startswith("only entries 1, 3 differ") and "x = 0" in d
+
+
+@SETTINGS
+@given(shape=shapes(1, 3, 4, 6), seed=seeds, data=st.data())
+def test_a_row_diagnosis_names_exactly_the_rows_that_differ(shape, seed, data):
+    ref = ref_tensor(shape, seed, torch.float64)
+    rows = data.draw(st.sets(st.integers(0, shape[0] - 1), min_size=1, max_size=shape[0] // 2))
+    wrong = ref.clone()
+    wrong[sorted(rows)] += 1.0
+    d = diagnose(wrong, ref)
+    assert d is not None and "differ" in d
+    named = d.split(" differ")[0].split(" ", 2)[2]  # "only rows 1, 3 differ..." -> "1, 3"
+    assert [int(i) for i in named.split(", ")] == sorted(rows)
+
+
+def test_no_row_diagnosis_when_most_rows_differ():
+    ref = ref_tensor((4, 3), 0, torch.float64)
+    wrong = ref.clone()
+    wrong[:3] += 1.0
+    assert diagnose(wrong, ref) is None
