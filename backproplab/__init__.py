@@ -7,8 +7,9 @@ The modules, in the order the lessons meet them:
 - ``trace``     trace_backward(loss): a real backward pass, node by node
 - ``check``     compare, diagnose, numerical_grad, check_grad, check_function,
                 check_graph: say what is wrong with a hand-derived gradient
-- ``exercise``  check_by_hand, check_prediction, count_autograd: how the
-                lessons' exercises are graded
+- ``exercise``  check_by_hand, check_prediction, reveal, count_autograd:
+                how the lessons' exercises are graded
+- ``lessons``   check_exercise: each lesson's checks, references and answers
 - ``plot``      figures: graph drawings, loss curves, fits, gradient flow
 - ``widgets``   a backward stepper and a learning-rate explorer
 - ``data``      tiny data sets made in code
@@ -38,10 +39,13 @@ _HOME = {
     "Check": "check", "Report": "check",
     "check_by_hand": "exercise", "check_prediction": "exercise",
     "count_autograd": "exercise", "forbid_autograd": "exercise",
-    "AutogradForbidden": "exercise",
+    "AutogradForbidden": "exercise", "reveal": "exercise", "Prediction": "exercise",
+    "ByHand": "exercise", "Method": "exercise",
+    "check_exercise": "lessons",
     "short_tracebacks": "notebook",
 }
-_MODULES = {"graph", "trace", "check", "exercise", "plot", "widgets", "data", "course", "notebook"}
+_MODULES = {"graph", "trace", "check", "exercise", "lessons", "plot", "widgets", "data", "course",
+            "notebook"}
 
 
 def __getattr__(name: str):

@@ -1,4 +1,4 @@
-"""Command line: ``backproplab learn``, ``backproplab release`` and ``backproplab validate``.
+"""Command line: ``backproplab learn``, ``release``, ``validate`` and ``audit``.
 
 Also runs as ``python -m backproplab``. Problems with the input are reported
 on stderr in one line each, with exit code 2 and no traceback.
@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .course import CourseError, find_notebooks, learn, release, validate_course
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,6 +69,21 @@ def _parser() -> argparse.ArgumentParser:
         description="Check solution/check cells, markers and grade_ids; exit 1 on any problem.",
     )
     val.add_argument("src", metavar="SRC", help="a folder of notebooks or one .ipynb file")
+
+    aud = commands.add_parser(
+        "audit",
+        help="list what tampers with the grading in submitted notebooks",
+        description=(
+            "Read every submitted notebook and list, per notebook and cell, the lines that "
+            "replace or patch the grading functions, reach into the kernel, or take a "
+            "gradient from torch's machinery. Exit 1 when anything is found."
+        ),
+    )
+    aud.add_argument("submitted", metavar="SUBMITTED",
+                     help="folder of submissions, e.g. nbgrader's submitted/")
+    aud.add_argument("--against", metavar="LESSONS",
+                     help="the lessons as handed out (or their instructor versions): cells "
+                          "left as handed out are skipped, edited check cells are listed")
     return parser
 
 
@@ -85,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:  # a bare `backproplab`: say what it can do
         parser.print_help()
         return 0
+    # Imported only now: `backproplab --help` must not wait for nbformat (or torch).
+    from .course import CourseError, find_notebooks, learn, release, validate_course
+
     try:
         if args.command == "release":
             release(args.src, args.dest, log=print, force=args.force)
@@ -92,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "learn":
             learn(args.src, args.dest, log=print)
             return 0
+        if args.command == "audit":
+            return _audit(args.submitted, args.against)
         checked = find_notebooks(args.src)
         problems = validate_course(checked)
     except CourseError as err:
@@ -102,6 +121,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not problems:
         print(f"{len(checked)} notebook{'' if len(checked) == 1 else 's'} checked: no problems")
     return 1 if problems else 0
+
+
+def _audit(submitted: str, against: str | None) -> int:
+    from .audit import audit  # its own module: the other commands never need it
+
+    findings = audit(submitted, against)
+    for finding in findings:
+        print(finding)
+    notebooks = len({f.notebook for f in findings})
+    if findings:
+        print(f"{len(findings)} finding{'' if len(findings) == 1 else 's'} in {notebooks} "
+              f"notebook{'' if notebooks == 1 else 's'}")
+        return 1
+    print("no tampering found")
+    return 0
 
 
 if __name__ == "__main__":

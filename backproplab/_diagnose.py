@@ -241,13 +241,13 @@ def _diagnose(
     # Right up to round-off, but the tolerance is tighter than the arithmetic.
     if _close(a, b, max(rtol, 1e-12), atol):
         return (
-            "the difference is float64 round-off (the operations ran in another order; it "
-            "passes with rtol=1e-12): pass a looser rtol if that is all you expect"
+            "the difference is float64 round-off: the same numbers added or multiplied in "
+            "another order (they agree to rtol=1e-12)"
         )
     if _close(a, b, max(rtol, 1e-4), atol):
         return (
-            "the difference is small enough to be float32 round-off (it passes with rtol=1e-4): "
-            "compute in float64 or pass a looser rtol"
+            "the difference is small enough to be float32 round-off (they agree to rtol=1e-4): "
+            "part of the computation probably ran in float32"
         )
     return _two_mistakes(a, b, close, accumulation) or _diagnose_rows(a, b, rtol, atol)
 
@@ -565,3 +565,10 @@ def _factor_sentence(
     if len(seen) == 1:
         return f"{head}: {seen[0]}"
     return f"{head}; either " + ", or ".join(seen)
+
+
+# Checked by `_integrity.verify` before a grade is given (imported here, at the end, so
+# the originals are taken as soon as this module exists).
+from . import _integrity  # noqa: E402
+
+_integrity.protect(__name__, "_close", "_close_mask", "_diagnose", "_as_value")

@@ -19,6 +19,10 @@ from ._diagnose import _as_value, _shape, _type_name
 # Largest number of float64 elements one batched (vmap) evaluation may hold.
 _BATCH_ELEMENTS = 1 << 22
 
+# Set by ``forbid_autograd`` for the length of its block: a gradient asked for
+# "by hand" must not be a finite-difference estimate.
+refusal: Callable[[], None] | None = None
+
 
 def _as_output(y: Any, arg: str = "f") -> torch.Tensor:
     if isinstance(y, torch.Tensor):
@@ -28,10 +32,17 @@ def _as_output(y: Any, arg: str = "f") -> torch.Tensor:
     raise TypeError(f"{arg}: expected f to return a tensor or a number, got {_type_name(y)}")
 
 
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal, with a NaN equal to a NaN in the same place (NaN != NaN otherwise)."""
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
 def central_differences(
     f: Callable[..., Any], inputs: Sequence[Any], v: Any, eps: float
 ) -> tuple[torch.Tensor, ...]:
     """``vᵀJ`` of ``f`` at ``inputs`` per input (see ``numerical_grad``, which documents it)."""
+    if refusal is not None:
+        refusal()
     if not callable(f):
         raise TypeError(f"f: expected a callable, got {_type_name(f)}")
     if (
@@ -53,7 +64,7 @@ def central_differences(
     originals = [x.clone() for x in xs]
     with torch.no_grad():
         raw = f(*xs)
-    if any(not torch.equal(x, x0) for x, x0 in zip(xs, originals, strict=True)):
+    if any(not _same_values(x, x0) for x, x0 in zip(xs, originals, strict=True)):
         raise ValueError(
             "f: it changed its input in place (e.g. with add_ or +=), so every nudge would "
             "start from a different point; compute on a copy (x = x + 1) instead"
@@ -157,3 +168,10 @@ def _fd_rows_loop(
             minus = _as_output(f(*args)).reshape(-1)
             rows.append((plus - minus) / (2 * eps))
     return torch.stack(rows)
+
+
+# Checked by `_integrity.verify` before a grade is given (imported here, at the end, so
+# the originals are taken as soon as this module exists).
+from . import _integrity  # noqa: E402
+
+_integrity.protect(__name__, "central_differences")

@@ -9,6 +9,7 @@ check passed and has ``assert_ok()`` for graded cells. Both are re-exported by
 from __future__ import annotations
 
 import html
+import sys
 import textwrap
 from dataclasses import dataclass
 
@@ -62,8 +63,8 @@ class Report:
     >>> r = Report((Check("dx", True, "exact", "exact match"),))
     >>> bool(r), str(r)
     (True, '✓ dx: exact match')
-    >>> r.assert_ok() is r
-    True
+    >>> r.assert_ok()
+    ✓ dx: exact match
     """
 
     checks: tuple[Check, ...]
@@ -96,14 +97,21 @@ class Report:
     def __len__(self) -> int:
         return len(self.checks)
 
-    def assert_ok(self) -> Report:
-        """Raise ``AssertionError`` carrying the report text unless all passed."""
+    def assert_ok(self) -> None:
+        """Raise ``AssertionError`` carrying the report text unless all passed; show it if so.
+
+        It returns None on purpose: a graded cell ending in ``.assert_ok()`` then has no
+        value, which nbgrader would try to read as a partial score.
+        """
         __tracebackhide__ = True  # the learner's cell is the place to look, not this frame
+        from ._integrity import verify
+
+        verify()
         if not self.ok:
             # The report starts on a line of its own: the lab shows "AssertionError: " before
             # the message, and the report's lines are already as wide as the lab allows.
             raise AssertionError("\n" + str(self)) from None
-        return self
+        _show(self)
 
     def _repr_html_(self) -> str:
         colours = {"✓": "#1a7f37", "✗": "#cf222e", "⚠": "#9a6700"}
@@ -117,3 +125,23 @@ class Report:
                 f"{c.symbol} <b>{html.escape(c.name)}</b>: {html.escape(c.message)}</div>"
             )
         return "<div>" + "".join(rows) + "</div>"
+
+
+def _show(report: Report) -> None:
+    """Display a report: as HTML in a notebook, as text elsewhere."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is not None and getattr(shell, "kernel", None) is not None:
+        from IPython.display import display
+
+        display(report)
+    else:
+        print(report)
+
+
+# Checked by `_integrity.verify` before a grade is given (imported here, at the end, so
+# the originals are taken as soon as this module exists).
+from . import _integrity  # noqa: E402
+
+_integrity.protect(__name__, "Report.assert_ok", "Report.ok", "Report.__bool__", "Report.__init__",
+                   "_show")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import math
 import os
 import re
@@ -276,7 +277,13 @@ def validate(nb: NotebookNode, lesson: str | None = None) -> list[str]:
                 )
         if grade:
             points = meta.get("points")
-            if (
+            if _checks_prediction(cells, i):
+                # A guess can be changed after the answer is revealed, and nothing in a
+                # submitted notebook tells when: predictions give feedback, not points.
+                if points != 0 or isinstance(points, bool):
+                    problems.append(f"{where}: a prediction's check cell carries 0 points "
+                                    f"(its guess can be changed after the reveal), got {points!r}")
+            elif (
                 isinstance(points, bool) or not isinstance(points, (int, float))
                 or not math.isfinite(points) or points <= 0
             ):
@@ -284,6 +291,16 @@ def validate(nb: NotebookNode, lesson: str | None = None) -> list[str]:
             if cell.get("cell_type") != "code":
                 problems.append(f"{where}: a grade cell must be a code cell")
     return problems
+
+
+def _checks_prediction(cells: Sequence[NotebookNode], i: int) -> bool:
+    """Whether grade cell ``i`` checks a "predict, then run" guess: the code cell before
+    it is a solution cell whose grade_id says "predict"."""
+    before = [c for c in cells[:i] if c.get("cell_type") == "code"]
+    if not before:
+        return False
+    meta = _meta(before[-1])
+    return bool(meta.get("solution")) and "predict" in str(meta.get("grade_id", ""))
 
 
 def validate_course(paths: Iterable[str | Path]) -> list[str]:
@@ -358,11 +375,32 @@ def _clear_regions(source: str, spans: Sequence[tuple[int, int]], stub: Sequence
     return "\n".join(out)
 
 
-def student_version(nb: NotebookNode, name: str = "notebook") -> tuple[NotebookNode, int, int]:
+HIDDEN_KEPT = "# A check of the method, hidden from students in a graded course:"
+
+
+def _unmark_regions(source: str, spans: Sequence[tuple[int, int]], note: str) -> str:
+    """Keep each span's lines; its BEGIN line becomes ``note``, its END line goes."""
+    lines = source.split("\n")
+    begins = {begin for begin, _ in spans}
+    ends = {end for _, end in spans}
+    out = []
+    for i, line in enumerate(lines):
+        if i in begins:
+            out.append(re.match(r"\s*", line).group(0) + note)
+        elif i not in ends:
+            out.append(line)
+    return "\n".join(out)
+
+
+def student_version(
+    nb: NotebookNode, name: str = "notebook", *, keep_hidden: bool = False
+) -> tuple[NotebookNode, int, int]:
     """A student copy of ``nb`` plus its number of exercises and hidden-test blocks removed.
 
     Solution regions become ``# YOUR CODE HERE`` / ``raise NotImplementedError()``;
-    hidden-test regions disappear; code outputs and execution counts are
+    hidden-test regions disappear (with ``keep_hidden``, only their marker
+    lines do, replaced by a comment: a self-learner's copy keeps the checks of
+    the method, which a graded course hides); code outputs and execution counts are
     cleared. A solution cell must be a code cell with markers, as `validate`
     requires: otherwise CourseError (nbgrader would replace such a cell
     whole, set-up lines included). Metadata and cell ids stay.
@@ -413,8 +451,11 @@ def student_version(nb: NotebookNode, name: str = "notebook") -> tuple[NotebookN
             # solution cells are not grade cells in practice, so re-finding
             # the hidden spans in the new source is safe and simple.
             spans = regions(source, HIDDEN)
-            source = _clear_regions(source, spans, ())
-            hidden_blocks += len(spans)
+            if keep_hidden:
+                source = _unmark_regions(source, spans, HIDDEN_KEPT)
+            else:
+                source = _clear_regions(source, spans, ())
+                hidden_blocks += len(spans)
         cell.source = source
         if cell.cell_type == "code":
             cell.outputs = []
@@ -440,12 +481,46 @@ STUDENT_MARK = "backproplab"
 
 def is_student_version(path: Path) -> bool:
     """Whether the notebook at ``path`` was written by :func:`release` (or ``learn``)."""
+    return _mark(path) is not None
+
+
+def _mark(path: Path) -> tuple[dict, NotebookNode] | None:
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception:  # unreadable or not a notebook: certainly not ours
-        return False
+        return None
     mark = nb.get("metadata", {}).get(STUDENT_MARK)
-    return isinstance(mark, dict) and mark.get("student_version") is True
+    if isinstance(mark, dict) and mark.get("student_version") is True:
+        return mark, nb
+    return None
+
+
+def fingerprint(nb: NotebookNode) -> str:
+    """A hash of a notebook's cells (type and source), to tell later whether anyone edited
+    them: outputs and metadata are left out, since running a notebook changes those."""
+    digest = hashlib.sha256()
+    for cell in nb.get("cells", []):
+        digest.update(f"{cell.get('cell_type')}\0{cell.get('source', '')}\0".encode())
+    return digest.hexdigest()
+
+
+def _edited_since_written(path: Path) -> bool:
+    """Whether a student version written by release was changed since (a student's work)."""
+    found = _mark(path)
+    if found is None:
+        return False
+    mark, nb = found
+    return mark.get("fingerprint") not in (None, fingerprint(nb))
+
+
+def _is_lesson_source(path: Path) -> bool:
+    """Whether ``path`` is an instructor's notebook: solution regions still in it."""
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception:
+        return False
+    return any(regions(c.get("source", ""), SOLUTION) for c in nb.get("cells", [])
+               if c.get("cell_type") == "code")
 
 
 def _start(src: object, dest: object, log: object) -> tuple[Path, Path, list[Path]]:
@@ -490,9 +565,17 @@ def _targets(
             raise CourseError(f"{target}: is a folder, not a notebook: refusing to replace it")
         if keep_existing:
             continue
+        if target.exists() and _is_lesson_source(target):
+            raise CourseError(f"{target}: is a lesson with its solutions: refusing to "
+                              "overwrite it, even with --force")
         if target.exists() and not force and not is_student_version(target):
             raise CourseError(
                 f"{target}: exists and is not a student version written by backproplab: "
+                "refusing to overwrite it (pass --force to replace it anyway)"
+            )
+        if target.exists() and not force and _edited_since_written(target):
+            raise CourseError(
+                f"{target}: was edited after backproplab wrote it (someone's work?): "
                 "refusing to overwrite it (pass --force to replace it anyway)"
             )
     return targets
@@ -513,6 +596,7 @@ def _write_all(files: Sequence[tuple[Path, str]]) -> None:
             temps.append((Path(tmp), target))
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
+            os.chmod(tmp, 0o644)  # mkstemp makes 0600; a notebook is for others to read
         for tmp, target in temps:
             os.replace(tmp, target)
     except OSError as err:
@@ -537,8 +621,10 @@ def release(
     Returns the paths written. It is all or nothing: every notebook is read,
     checked and converted before anything is written, and the files are
     written to temporary names first, so a failure leaves ``dest`` as it was.
-    It never replaces a source notebook, a folder, or a file that is not a
-    student version it wrote earlier (``force=True`` allows the last).
+    It never replaces a source notebook or any notebook that still holds its
+    solutions (not even with ``force=True``), a folder, a file that is not a
+    student version it wrote earlier, or one that was edited since it wrote
+    it (``force=True`` allows the last two). Files are written 0644.
     ``log`` receives one progress line per notebook once all are written.
 
     Usage (it writes files, so this is not run as a doctest)::
@@ -557,7 +643,8 @@ def release(
     done: list[tuple[str, Released]] = []
     for path, target in zip(notebooks, targets, strict=True):
         student, exercises, hidden = student_version(read_notebook(path), name=str(path))
-        student.metadata[STUDENT_MARK] = {"student_version": True, "source": path.name}
+        student.metadata[STUDENT_MARK] = {"student_version": True, "source": path.name,
+                                          "fingerprint": fingerprint(student)}
         done.append((nbformat.writes(student), Released(path, target, exercises, hidden)))
 
     _write_all([(info.dest, text) for text, info in done])
@@ -584,7 +671,7 @@ def learner_version(nb: NotebookNode, name: str = "notebook") -> tuple[NotebookN
     in a collapsed "Show a solution" block; the notebook runs exactly as the
     student version does. Returns the notebook and its number of exercises.
     """
-    student, exercises, _ = student_version(nb, name)
+    student, exercises, _ = student_version(nb, name, keep_hidden=True)
     cells = []
     for original, cell in zip(nb.cells, student.cells, strict=True):
         cells.append(cell)
@@ -604,7 +691,8 @@ def learner_version(nb: NotebookNode, name: str = "notebook") -> tuple[NotebookN
         reveal.metadata["backproplab"] = {"solution_of": _meta(original).get("grade_id")}
         cells.append(reveal)
     student.cells = cells
-    student.metadata[STUDENT_MARK] = {"student_version": True, "learner": True}
+    student.metadata[STUDENT_MARK] = {"student_version": True, "learner": True,
+                                      "fingerprint": fingerprint(student)}
     return student, exercises
 
 

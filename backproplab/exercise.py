@@ -28,17 +28,18 @@ right answer when the guess is wrong.
 from __future__ import annotations
 
 import contextlib
-import sys
+import re
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.autograd.forward_ad as forward_ad
-from torch.autograd.variable import Variable
 
+from . import _integrity, _registry, _watch
 from ._diagnose import _type_name
-from ._report import Check, Report
+from ._integrity import verify as _verify  # bound now: patching _integrity is seen
+from ._report import Check, Report, _wrap
 from .check import compare
 
 __all__ = [
@@ -57,89 +58,6 @@ class AutogradForbidden(AssertionError):
     It is an ``AssertionError`` so that a graded cell fails the way any other
     failed check does.
     """
-
-
-# --------------------------------------------------------------------------
-# Watching autograd: every reverse pass (``Tensor.backward``,
-# ``torch.autograd.grad``, and ``torch.func``/``torch.autograd.functional``
-# built on them) goes through one engine object, and every forward-mode pass
-# starts with ``forward_ad.make_dual``. Both are swapped for the duration of a
-# ``with`` block and always restored.
-# --------------------------------------------------------------------------
-
-
-def _caller_api(direct: str = "autograd") -> str:
-    """The torch function the learner's code called, e.g. ``Tensor.backward()``;
-    ``direct`` when the learner called the watched function itself."""
-    frame = sys._getframe(2)
-    outermost = None
-    while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if module.startswith("torch") or module.startswith("backproplab.exercise"):
-            if module.startswith("torch"):
-                outermost = frame
-        elif outermost is not None:
-            break
-        frame = frame.f_back
-    if outermost is None:
-        return direct
-    module = outermost.f_globals.get("__name__", "")
-    name = outermost.f_code.co_name
-    if module == "torch._tensor":
-        return f"Tensor.{name}()"
-    if module.startswith("torch._functorch") or module.startswith("torch.func"):
-        return _transform_name(outermost.f_code)
-    if module == "torch.autograd" or module == "torch.autograd.__init__":
-        return f"torch.autograd.{name}"
-    return f"{module}.{name}"
-
-
-_TRANSFORMS = {"grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
-               "linearize"}
-
-
-def _transform_name(code: Any) -> str:
-    """``torch.func.jacfwd`` for the frames of ``jacfwd(f)(x)``, so a check can tell a
-    full Jacobian from one ``jvp``. The transform is the function whose closure runs:
-    ``jacfwd.<locals>.wrapper_fn``, or ``_vjp_with_argnums...`` for a pullback."""
-    outer = getattr(code, "co_qualname", code.co_name).split(".")[0]  # co_qualname: 3.11+
-    name = outer.lstrip("_").removesuffix("_with_argnums")
-    if name in _TRANSFORMS:
-        return f"torch.func.{name}"
-    return "a torch.func transform (grad, vjp, jvp, jacrev, jacfwd, ...)"
-
-
-class _EngineWatch:
-    """Stands in for autograd's engine: counts or refuses reverse passes."""
-
-    def __init__(self, engine: Any, on_pass: Callable[[str], None]) -> None:
-        self._engine = engine
-        self._on_pass = on_pass
-
-    def run_backward(self, *args: Any, **kwargs: Any) -> Any:
-        self._on_pass(_caller_api())
-        return self._engine.run_backward(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
-
-
-@contextlib.contextmanager
-def _watch(on_reverse: Callable[[str], None], on_forward: Callable[[str], None]) -> Iterator[None]:
-    engine = Variable._execution_engine
-    make_dual = forward_ad.make_dual
-
-    def watched_make_dual(*args: Any, **kwargs: Any) -> Any:
-        on_forward(_caller_api("torch.autograd.forward_ad.make_dual (dual numbers)"))
-        return make_dual(*args, **kwargs)
-
-    Variable._execution_engine = _EngineWatch(engine, on_reverse)
-    forward_ad.make_dual = watched_make_dual
-    try:
-        yield
-    finally:
-        Variable._execution_engine = engine
-        forward_ad.make_dual = make_dual
 
 
 @contextlib.contextmanager
@@ -161,12 +79,13 @@ def forbid_autograd(reason: str = "this exercise asks for the gradient by hand")
     """
 
     def refuse(api: str) -> None:
+        did = api if api.startswith("used ") else f"called {api}"
         raise AutogradForbidden(
-            f"{reason}, but your code called {api}. Work the chain rule out and compute "
+            f"{reason}, but your code {did}. Work the chain rule out and compute "
             "the gradient with plain tensor operations."
         )
 
-    with _watch(refuse, refuse):
+    with _watch.watch(refuse, refuse), _watch.refuse_shortcuts(refuse):
         yield
 
 
@@ -214,7 +133,7 @@ def count_autograd() -> Iterator[AutogradCount]:
         seen.forward += 1
         seen.calls.append(api)
 
-    with _watch(reverse, forward):
+    with _watch.watch(reverse, forward):
         yield seen
 
 
@@ -230,6 +149,15 @@ def _as_outputs(value: Any) -> tuple[Any, ...]:
 def _fresh(inputs: Sequence[Any]) -> tuple[Any, ...]:
     """Independent copies, so neither side can change what the other sees."""
     return tuple(t.detach().clone() if isinstance(t, torch.Tensor) else t for t in inputs)
+
+
+def _float64(inputs: Sequence[Any]) -> tuple[Any, ...]:
+    """Floating tensors as float64: there a derived formula agrees with autograd to
+    round-off (~1e-16) and a numerical estimate only to ~1e-9, so the two can be told apart."""
+    return tuple(
+        t.to(torch.float64) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+        for t in inputs
+    )
 
 
 def _shapes(inputs: Sequence[Any]) -> str:
@@ -272,6 +200,26 @@ def _fail(name: str, message: str, verdict: str = "fail") -> Report:
     return Report((Check(name, False, verdict, message),))
 
 
+# A derived float64 formula agrees with autograd to round-off, about 1e-16 of the
+# gradient's size (1e-14 after a long chain); central differences agree only to
+# about 1e-10 at best. The pass line sits between the two.
+BY_HAND_RTOL = 1e-12
+# Closer than this, but not to round-off: an estimate, or float32 arithmetic.
+ESTIMATE_RTOL = 1e-5
+
+ADVICE = (
+    "Work one entry out on paper for a tiny input (one or two elements) and compare it "
+    "with the numbers below."
+)
+
+
+@dataclass
+class _Trial:
+    inputs: tuple[Any, ...]
+    got: tuple[Any, ...]
+    ref: tuple[Any, ...]
+
+
 def check_by_hand(
     answer: Callable[..., Any],
     reference: Callable[..., Any],
@@ -282,23 +230,29 @@ def check_by_hand(
     trials: int = 3,
     seed: int = 0,
     mistakes: Mapping[str, Callable[..., Any]] | None = None,
+    advice: str = ADVICE,
     rtol: float | None = None,
     atol: float | None = None,
 ) -> Report:
     """Check a hand-written gradient function on new random inputs, autograd off.
 
     For each of ``trials`` seeds, ``make_inputs(generator)`` makes the inputs
-    (new values, and new shapes where the formula allows). ``answer`` is
-    called on copies of them inside `forbid_autograd`; ``reference`` (which
-    may use autograd) is called on other copies. The results, a tensor or a
-    tuple of tensors named by ``outputs``, are compared with `compare`.
+    (new values, and new shapes where the formula allows); floating tensors
+    are turned into float64. ``answer`` is called on copies of them inside
+    `forbid_autograd`; ``reference`` (which may use autograd) on other copies.
+    The results, a tensor or a tuple of tensors named by ``outputs``, must
+    agree to float64 round-off (relative ``BY_HAND_RTOL``): a formula derived
+    by hand does, a numerical estimate such as finite differences does not,
+    and is told so.
 
-    It fails, saying which, when ``answer`` is not a function, calls
-    autograd, raises, returns the same thing whatever the inputs (a
-    hard-coded answer), or disagrees with the reference. ``mistakes`` maps a
-    description of a typical slip to a function computing that wrong answer
-    on the same inputs; when the learner's result matches one, the message
-    names it.
+    It fails, saying which, when ``answer`` is not a function, calls autograd
+    or a numerical estimate, raises, returns the same thing whatever the
+    inputs (a hard-coded answer), or disagrees with the reference. A mistake
+    is named only when it holds on every trial: one of ``mistakes`` (a
+    description of a typical slip mapped to a function computing that wrong
+    answer), else the diagnosis of `compare` when every trial gives the same.
+    Otherwise the message gives ``advice`` and the numbers. Warnings the
+    answer raises are shown as ``⚠`` lines of the report, never on stderr.
 
     >>> import torch
     >>> wrong = lambda x: x                      # forgot the factor 2
@@ -308,8 +262,9 @@ def check_by_hand(
     ...     make_inputs=lambda gen: (torch.randn(4, generator=gen),),
     ...     name="dz/dx",
     ... ))  # doctest: +ELLIPSIS
-    ✗ dz/dx: on new inputs (shapes 4): mismatch. Likely mistake: ...factor...
+    ✗ dz/dx: on new inputs (shapes 4): mismatch. Likely mistake: ...factor 2...
     """
+    _verify()
     if not isinstance(name, str):
         raise TypeError(f"name: expected a str, got {_type_name(name)}")
     if not callable(reference):
@@ -320,6 +275,8 @@ def check_by_hand(
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 2:
         raise ValueError(f"trials: expected an int >= 2 (one trial cannot spot a hard-coded "
                          f"answer), got {trials!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed: expected an int, got {_type_name(seed)}")
     if not callable(answer):
         return _fail(
             name,
@@ -328,14 +285,17 @@ def check_by_hand(
             "out for one point cannot be.",
         )
 
-    answers, refs, ins = [], [], []
+    runs: list[_Trial] = []
+    noted: list[str] = []
     for k in range(trials):
         gen = torch.Generator().manual_seed(seed + k)
-        inputs = tuple(make_inputs(gen))
+        inputs = _float64(make_inputs(gen))
         ref = _as_outputs(reference(*_fresh(inputs)))
         try:
-            with torch.no_grad(), forbid_autograd():
-                got = answer(*_fresh(inputs))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with torch.no_grad(), forbid_autograd():
+                    got = answer(*_fresh(inputs))
         except AutogradForbidden as err:
             return _fail(name, str(err), "autograd")
         except NotImplementedError:
@@ -348,21 +308,31 @@ def check_by_hand(
                 "Call it yourself on such inputs to see where.",
                 "error",
             )
-        answers.append(_as_outputs(got))
-        refs.append(tuple(r.detach() if isinstance(r, torch.Tensor) else r for r in ref))
-        ins.append(inputs)
+        for w in caught:
+            text = f"{w.category.__name__}: {w.message}"
+            if text not in noted:
+                noted.append(text)
+        runs.append(_Trial(inputs, _as_outputs(got),
+                           tuple(r.detach() if isinstance(r, torch.Tensor) else r for r in ref)))
 
-    n_out = len(refs[0])
+    n_out = len(runs[0].ref)
     labels = list(outputs) if outputs is not None else (
         [name] if n_out == 1 else [f"{name}[{i}]" for i in range(n_out)]
     )
     if len(labels) != n_out:
         raise ValueError(f"outputs: expected {n_out} names, one per reference output, "
                          f"got {len(labels)}")
-    if any(len(a) != n_out for a in answers):
-        got = len(next(a for a in answers if len(a) != n_out))
-        return _fail(name, f"returned {got} value(s); expected {n_out} ({', '.join(labels)}).")
+    warned = tuple(
+        Check(name, True, "warning", f"your code raised a warning while it ran ({text}). It is "
+              "shown here rather than on stderr and does not change the result.")
+        for text in noted
+    )
+    bad = next((r for r in runs if len(r.got) != n_out), None)
+    if bad is not None:
+        return _fail(name, f"returned {len(bad.got)} value(s); expected {n_out} "
+                           f"({', '.join(labels)}).")
 
+    answers, refs = [r.got for r in runs], [r.ref for r in runs]
     same_answers = all(_same(a, answers[0]) for a in answers[1:])
     same_refs = all(_same(r, refs[0]) for r in refs[1:])
     if (same_answers and not same_refs) or (_one_number(answers) and not _one_number(refs)):
@@ -374,38 +344,172 @@ def check_by_hand(
             "hard-coded",
         )
 
-    for inputs, got, ref in zip(ins, answers, refs, strict=True):
-        for i, label in enumerate(labels):
-            report = compare(label, got[i], ref[i], rtol=rtol, atol=atol)
-            if report.ok:
-                continue
-            message = f"on new inputs (shapes {_shapes(inputs)}): {report[0].message}"
-            slip = _named_mistake(mistakes, inputs, got, i, rtol, atol)
-            if slip:
-                # The slip is the diagnosis: keep only the numbers of compare's message.
-                numbers = report[0].message.split("\n", 1)[-1].strip()
-                message = f"on new inputs (shapes {_shapes(inputs)}): {slip}.\n  {numbers}"
-            return _fail(label, message, report[0].verdict)
-
+    for i, label in enumerate(labels):
+        failure = _judge(label, i, runs, mistakes, advice, rtol, atol)
+        if failure is not None:
+            return Report((failure, *warned))
     checks = tuple(
         Check(label, True, "pass", f"matches autograd on {trials} new random inputs")
         for label in labels
     )
-    return Report(checks)
+    return Report(checks + warned)
+
+
+def _tolerance(ref: Any, rtol: float | None, atol: float | None) -> tuple[Any, Any]:
+    """The by-hand tolerance for one reference: round-off relative to its size."""
+    if rtol is not None or atol is not None:
+        return rtol, atol
+    if not (isinstance(ref, torch.Tensor) and ref.is_floating_point()) and not isinstance(
+            ref, float):
+        return None, None  # integers (byte counts, say) are compared exactly
+    return BY_HAND_RTOL, BY_HAND_RTOL * _scale(ref)
+
+
+def _compare(label: str, got: Any, want: Any, ref: Any, rtol: float | None,
+             atol: float | None) -> Report:
+    """`compare` with the by-hand tolerance of ``ref``."""
+    rtol, atol = _tolerance(ref, rtol, atol)
+    return compare(label, got, want, rtol=rtol, atol=atol)
+
+
+def _scale(value: Any) -> float:
+    t = torch.as_tensor(value, dtype=torch.float64).abs()
+    t = t[torch.isfinite(t)]
+    return float(t.max()) if t.numel() else 0.0
+
+
+def _judge(
+    label: str,
+    i: int,
+    runs: list[_Trial],
+    mistakes: Mapping[str, Callable[..., Any]] | None,
+    advice: str,
+    rtol: float | None,
+    atol: float | None,
+) -> Check | None:
+    """None when output ``i`` agrees on every trial; else the failed check, naming
+    only what holds on every trial."""
+    results = [_compare(label, r.got[i], r.ref[i], r.ref[i], rtol, atol)[0]
+               for r in runs]
+    failed = [(r, c) for r, c in zip(runs, results, strict=True) if not c.ok]
+    if not failed:
+        return None
+    first, check = failed[0]
+    where = f"on new inputs (shapes {_shapes(first.inputs)})"
+    numbers = check.message.split("\n", 1)[1].strip() if "\n" in check.message else ""
+
+    def fail(text: str) -> Check:
+        return Check(label, False, check.verdict, f"{where}: {text}" + (
+            f"\n  {numbers}" if numbers else ""))
+
+    low = _lower_precision(runs, i)
+    if low is not None:
+        return fail(f"your result is {low} while the inputs are float64, so it agrees only to "
+                    f"{low} precision: a tensor made with torch.zeros, torch.ones or torch.tensor "
+                    "without dtype= is float32 (pass dtype=x.dtype)")
+    if rtol is None and atol is None and all(
+            c.ok or _estimate_close(r.got[i], r.ref[i]) for r, c in zip(runs, results,
+                                                                         strict=True)):
+        worst = max(_relative(r.got[i], r.ref[i]) for r in runs)
+        return fail(
+            f"it agrees with autograd only to {worst:.0e} of the gradient's size. A formula "
+            "derived by hand agrees to round-off (about 1e-16); a numerical estimate such as "
+            "finite differences only to about 1e-9, which is what this looks like. Derive the "
+            "formula (if you did, look for a constant written with too few digits).")
+    slip = _named_mistake(mistakes, runs, i, rtol, atol)
+    if slip:
+        return fail(f"{slip}.")
+    if len(failed) < len(runs):
+        return fail(
+            f"it matches on {len(runs) - len(failed)} of {len(runs)} new inputs but not on "
+            "these: look at what sets them apart (a repeated index, a size-1 dimension, "
+            f"a point at the edge of a formula). {advice}")
+    if check.diagnosis and all(_same_mistake(check.diagnosis, first, c.diagnosis, r)
+                               for r, c in failed[1:]):
+        # The claim holds on every trial; show the trial whose text claims least (a size
+        # that happens to equal 2 on one trial adds "or N = 2" there only).
+        run, shown = min(failed, key=lambda rc: len(rc[1].message))
+        head, _, rest = shown.message.partition("\n")
+        return Check(label, False, shown.verdict,
+                     f"on new inputs (shapes {_shapes(run.inputs)}): {head}"
+                     + (f"\n  {rest.strip()}" if rest.strip() else ""))
+    if check.verdict == "shape":
+        head = check.message.split(". Likely", 1)[0]
+        return Check(label, False, "shape", f"{where}: {head}. {advice}")
+    return fail(f"mismatch, and no single common mistake explains it on every input. {advice}")
+
+
+def _lower_precision(runs: list[_Trial], i: int) -> str | None:
+    """'float32' when the answer is less precise than its float64 reference on every trial."""
+    dtypes = set()
+    for r in runs:
+        got, ref = r.got[i], r.ref[i]
+        if not (isinstance(got, torch.Tensor) and isinstance(ref, torch.Tensor)
+                and ref.dtype == torch.float64 and got.is_floating_point()
+                and got.dtype != torch.float64):
+            return None
+        dtypes.add(str(got.dtype).removeprefix("torch."))
+    return dtypes.pop() if len(dtypes) == 1 else None
+
+
+def _relative(got: Any, ref: Any) -> float:
+    try:
+        g = torch.as_tensor(got, dtype=torch.float64)
+        r = torch.as_tensor(ref, dtype=torch.float64)
+        if g.shape != r.shape:
+            return float("inf")
+        return float((g - r).abs().max()) / max(_scale(r), 1e-300)
+    except (TypeError, ValueError, RuntimeError):
+        return float("inf")
+
+
+def _estimate_close(got: Any, ref: Any) -> bool:
+    """Close to the reference the way an estimate is: within ESTIMATE_RTOL of its size."""
+    return _relative(got, ref) <= ESTIMATE_RTOL
+
+
+_NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
+
+
+def _sizes(run: _Trial) -> set[str]:
+    return {str(s) for t in (*run.inputs, *run.ref) if isinstance(t, torch.Tensor)
+            for s in (*t.shape, t.numel()) if s > 1}
+
+
+def _same_mistake(first: str, run: _Trial, other: str | None, other_run: _Trial) -> bool:
+    """Whether two trials' diagnoses name the same mistake: the same words, and the same
+    numbers except where each is a size of its own trial ("1/N = 1/4" on one trial and
+    "1/N = 1/6" on another agree; "a factor of about 1.3" and "about 2.7" do not)."""
+    if other is None:
+        return False
+    # The claim is the first clause; what follows are ways it may have happened.
+    a, b = (_NUMBER.split(re.split(r"[:;]", d, maxsplit=1)[0]) for d in (first, other))
+    if len(a) != len(b):
+        return False
+    sizes_a, sizes_b = _sizes(run), _sizes(other_run)
+    for k, (x, y) in enumerate(zip(a, b, strict=True)):
+        if x == y:
+            continue
+        if k % 2 == 0 or not (x in sizes_a and y in sizes_b):  # odd parts are the numbers
+            return False
+    return True
 
 
 def _named_mistake(
     mistakes: Mapping[str, Callable[..., Any]] | None,
-    inputs: tuple[Any, ...],
-    got: tuple[Any, ...],
+    runs: list[_Trial],
     i: int,
     rtol: float | None,
     atol: float | None,
 ) -> str | None:
+    """The first slip whose wrong answer the learner's result equals on every trial."""
     for description, wrong in (mistakes or {}).items():
         try:
-            expected_wrong = _as_outputs(wrong(*_fresh(inputs)))[i]
-            if compare(description, got[i], expected_wrong, rtol=rtol, atol=atol).ok:
+            if all(
+                _compare(description, r.got[i], _as_outputs(wrong(*_fresh(r.inputs)))[i],
+                         r.ref[i], rtol, atol).ok
+                for r in runs
+            ):
                 return description
         except Exception:  # a slip that does not apply to this output
             continue
@@ -413,52 +517,171 @@ def _named_mistake(
 
 
 # --------------------------------------------------------------------------
-# check_prediction
+# Exercises and predictions, as data
 # --------------------------------------------------------------------------
 
 
-def check_prediction(name: str, prediction: Any, answer: Any, why: str) -> Report:
-    """Grade a "predict, then run" guess; a wrong guess is told the answer and why.
+@dataclass(frozen=True)
+class ByHand:
+    """A "by hand" exercise: the arguments of `check_by_hand` but the answer.
 
-    Numbers and tensors are compared with `compare` (so 4 and 4.0 agree);
-    strings, and tuples of strings, ignoring case and surrounding spaces. ``None`` or
-    ``...`` means no prediction was recorded yet.
-
-    >>> print(check_prediction("a.grad", 4, 4.0, "each backward() adds 2"))
-    ✓ a.grad: your prediction 4 is right: each backward() adds 2
-    >>> print(check_prediction("a.grad", 2, 4.0, "each backward() adds 2"))
-    ✗ a.grad: you predicted 2, but it is 4.0: each backward() adds 2
+    The lessons keep these in ``backproplab.lessons``, so that a check cell
+    shows neither the reference nor the slips it knows (they are near-solutions).
     """
-    if not isinstance(name, str):
-        raise TypeError(f"name: expected a str, got {_type_name(name)}")
-    if not isinstance(why, str) or not why.strip():
-        raise ValueError(f"why: expected a non-empty explanation, got {why!r}")
-    if prediction is None or prediction is Ellipsis:
-        return _fail(name, "no prediction recorded yet: write your guess before running on.",
-                     "missing")
+
+    name: str
+    reference: Callable[..., Any]
+    make_inputs: Callable[[torch.Generator], Sequence[Any]]
+    outputs: Sequence[str] | None = None
+    mistakes: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    advice: str = ADVICE
+    trials: int = 3
+
+    def check(self, answer: Any, seed: int = 0) -> Report:
+        return check_by_hand(answer, self.reference, self.make_inputs, name=self.name,
+                             outputs=self.outputs, trials=self.trials, seed=seed,
+                             mistakes=self.mistakes, advice=self.advice)
+
+
+@dataclass(frozen=True)
+class Method:
+    """An exercise whose method is the point: ``check(answer, seed)`` returns a Report."""
+
+    check: Callable[[Any, int], Report]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A "predict, then run" question.
+
+    ``answer`` runs the experiment and returns what torch really does;
+    ``hint`` is what a wrong guess is told (it must not give the answer away);
+    ``why`` is shown by `reveal`, after the guess (``{answer}`` is filled in).
+    With ``choices``, a guess outside them is told what the choices are.
+    """
+
+    question: str
+    answer: Callable[[], Any]
+    hint: str
+    why: str
+    choices: tuple[Any, ...] | None = None
+
+
+# First guess checked per question in this kernel, and the questions revealed.
+_GUESSES: dict[Any, Any] = {}
+_REVEALED: set[Any] = set()
+
+
+def _lookup(prediction: str | Prediction) -> tuple[Any, Prediction]:
+    if isinstance(prediction, Prediction):
+        return prediction, prediction
+    if not isinstance(prediction, str):
+        raise TypeError(f"prediction: expected a question id such as 'l02-predict-paths' or a "
+                        f"Prediction, got {_type_name(prediction)}")
+    return prediction, _registry.find_prediction(prediction)
+
+
+def _answer_of(p: Prediction) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the experiment's own warnings are not the learner's
+        return p.answer()
+
+
+def check_prediction(prediction: str | Prediction, guess: Any) -> None:
+    """Grade a "predict, then run" guess without giving the answer away.
+
+    ``prediction`` is a question of the lessons by id (``"l02-predict-paths"``)
+    or a `Prediction`. A right guess is told so; a wrong one raises
+    AssertionError with "not quite" and a hint, never the answer: that comes
+    from `reveal`, in the next cell. Numbers and tensors are compared with
+    `compare` (4 and 4.0 agree), words ignoring case and spaces, and ``None``
+    matches ``None`` or ``"None"``. ``...`` (the blank in a lesson's guess
+    cell) means no guess yet. Like every check it returns None, so a graded
+    cell has no value. (`prediction_report` gives the same verdict as a
+    Report, without raising.)
+
+    >>> q = Prediction("x.grad after two backward calls", answer=lambda: 4.0,
+    ...                hint="what does backward do to a .grad that is already there?",
+    ...                why="each backward() adds 2")
+    >>> check_prediction(q, 4)
+    ✓ x.grad after two backward calls: your prediction 4 is right. Run the next cell to see
+      why.
+    >>> check_prediction(q, 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    AssertionError: ...✗ x.grad after two backward calls: not quite (you predicted 2). Hint: ...
+    """
+    __tracebackhide__ = True
+    prediction_report(prediction, guess).assert_ok()
+
+
+def prediction_report(prediction: str | Prediction, guess: Any) -> Report:
+    """The verdict of `check_prediction` as a Report, without raising."""
+    _verify()
+    key, p = _lookup(prediction)
+    if guess is Ellipsis:
+        return _fail(p.question, "no prediction yet: replace ... with your guess and run this "
+                                 "cell again.", "missing")
+    if p.choices is not None and not any(_matches(guess, c) for c in p.choices):
+        options = ", ".join(_show(c) for c in p.choices)
+        return _fail(p.question, f"{_show(guess)} is not one of the choices: {options}.")
+    _GUESSES.setdefault(key, guess)
+    if _matches(guess, _answer_of(p)):
+        late = (" (checked after the answer was revealed)" if key in _REVEALED else "")
+        return Report((Check(p.question, True, "pass",
+                             f"your prediction {_show(guess)} is right{late}. Run the next cell "
+                             "to see why."),))
+    return _fail(p.question, f"not quite (you predicted {_show(guess)}). Hint: {p.hint} Think "
+                             "again and re-run this cell, or run the next cell to see the answer.")
+
+
+def reveal(prediction: str | Prediction) -> None:
+    """Print a prediction's answer and why, and the first guess checked for it.
+
+    >>> q = Prediction("2 + 2", answer=lambda: 4, hint="count", why="it is {answer}")
+    >>> reveal(q)
+    2 + 2: the answer is 4. Why: it is 4.
+    """
+    key, p = _lookup(prediction)
+    value = _answer_of(p)
+    _REVEALED.add(key)
+    why = p.why.replace("{answer}", _show(value))
+    text = f"{p.question}: the answer is {_show(value)}. Why: {why}"
+    text = text if text.endswith((".", "!", "?")) else text + "."
+    if key in _GUESSES:
+        first = _GUESSES[key]
+        verdict = "right" if _matches(first, value) else "not right"
+        text += f"\nYour first checked guess was {_show(first)}: {verdict}."
+    print(_wrap(text))
+
+
+def _matches(guess: Any, answer: Any) -> bool:
+    """Whether a guess means the answer: words by spelling, numbers by value."""
+    if answer is None or (isinstance(answer, str) and answer.strip().lower() == "none"):
+        return guess is None or (isinstance(guess, str) and guess.strip().lower() == "none")
     if isinstance(answer, str):
-        right = isinstance(prediction, str) and prediction.strip().lower() == answer.lower()
-    elif isinstance(answer, (tuple, list)) and any(isinstance(a, str) for a in answer):
-        # a row of choices, e.g. ("jacfwd", "jacrev"): each compared like a single word
-        right = (
-            isinstance(prediction, (tuple, list)) and len(prediction) == len(answer)
-            and all(isinstance(p, str) and p.strip().lower() == str(a).lower()
-                    for p, a in zip(prediction, answer, strict=True))
-        )
-    elif isinstance(answer, bool) or isinstance(prediction, (bool, str)):
-        right = type(prediction) is type(answer) and prediction == answer
-    else:
-        try:
-            right = compare(name, prediction, answer).ok
-        except TypeError:
-            right = False
-    if right:
-        return Report((Check(name, True, "pass",
-                             f"your prediction {_show(prediction)} is right: {why}"),))
-    return _fail(name, f"you predicted {_show(prediction)}, but it is {_show(answer)}: {why}")
+        return isinstance(guess, str) and guess.strip().lower() == answer.strip().lower()
+    if isinstance(answer, bool) or isinstance(guess, bool):
+        return type(guess) is type(answer) and guess == answer
+    if isinstance(answer, (tuple, list)) and any(isinstance(a, str) for a in answer):
+        return (isinstance(guess, (tuple, list)) and len(guess) == len(answer)
+                and all(_matches(g, a) for g, a in zip(guess, answer, strict=True)))
+    if isinstance(guess, str) or guess is None:
+        return False
+    try:
+        return compare("prediction", guess, answer).ok
+    except (TypeError, ValueError):
+        return False
 
 
 def _show(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return str(value.tolist())
     return repr(value) if isinstance(value, str) else str(value)
+
+
+# What `_integrity.verify` holds the notebook's grading functions to.
+_integrity.protect(__name__, "check_by_hand", "check_prediction", "prediction_report",
+                   "reveal", "forbid_autograd",
+                   "count_autograd", "compare", "_judge", "_named_mistake", "_matches",
+                   "_compare", "_tolerance", "_lookup", "_fresh", "_float64", "_verify",
+                   "ByHand.check", "AutogradForbidden")

@@ -48,8 +48,11 @@ from browser_support import (
     set_cell_source,
     wait_for_run,
 )
+from test_predictions import _leaks
 
+from backproplab._registry import find_prediction
 from backproplab.course import CODE_STUB, learn
+from backproplab.exercise import _answer_of
 
 pytestmark = pytest.mark.browser
 
@@ -165,6 +168,21 @@ def _exercise_cells(book: nbformat.NotebookNode, grade_id: str) -> tuple[int, in
     return solution, check
 
 
+def _rendered_lines(page: Any, index: int) -> int:
+    """How many lines the lab draws for the text of cell ``index``'s output area."""
+    return page.locator(".jp-Notebook .jp-Cell").nth(index).evaluate(
+        """(cell) => {
+            const pres = cell.querySelectorAll('.jp-OutputArea-output pre');
+            let lines = 0;
+            for (const pre of pres) {
+                const height = parseFloat(getComputedStyle(pre).lineHeight);
+                lines += Math.round(pre.getBoundingClientRect().height / height);
+            }
+            return lines;
+        }"""
+    )
+
+
 def _answer(page: Any, path: str, solution: int, check: int, source: str) -> tuple[dict, str]:
     """Give the solution cell `source`, run it and then its check cell, as a student would.
 
@@ -239,21 +257,41 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
         stub = "\n".join(CODE_STUB)
         assert stub in blank, f"{label}: the cell's text has no {stub!r}: {blank!r}"
 
-        # A wrong answer: the check fails, explains, and shows the learner's code only.
+        # Nothing from the question down to the check gives the answer away.
+        question = next(i for i in range(solution - 1, -1, -1)
+                        if book.cells[i].cell_type == "markdown")
+        prediction = find_prediction(STUDENT_EXERCISE)
+        answer = _answer_of(prediction)
+        for index in range(question, check + 1):
+            shown = page.locator(".jp-Notebook .jp-Cell").nth(index).inner_text()
+            leaked = _leaks(shown, answer, prediction.choices)
+            assert not leaked, f"cell {index + 1} shows the answer before the guess: {shown!r}"
+
+        # A wrong answer: the check fails, gives a hint, not the answer, and shows the
+        # learner's code only.
         graded, text = _answer(page, path, solution, check, blank.replace(stub, WRONG_ANSWER))
         errors = [o for o in graded["outputs"] if o["type"] == "error"]
         assert [o["ename"] for o in errors] == ["AssertionError"], (
             f"cell {check + 1}: the check accepted the wrong answer {WRONG_ANSWER!r} "
             f"(outputs: {graded['outputs']}; page: {text!r})"
         )
-        assert "paths add up" in text and "you predicted 1.0" in text, (
-            f"cell {check + 1}: the page does not show the explanation: {text!r}"
+        message = text.rsplit("AssertionError:", 1)[-1]
+        assert "not quite" in message and "Hint:" in message, (
+            f"cell {check + 1}: the page does not show a hint: {text!r}"
         )
+        leaked = _leaks(message.replace("you predicted 1.0", ""), answer, prediction.choices)
+        assert not leaked, f"cell {check + 1}: a wrong guess is told the answer: {message!r}"
         for frame in ("_report.py", "exercise.py", "inside backproplab"):
             assert frame not in text, f"cell {check + 1}: the traceback shows {frame!r}: {text!r}"
-        message = text.rsplit("AssertionError:", 1)[-1]
         assert max(map(len, message.splitlines())) <= 88, (
             f"cell {check + 1}: the message has lines too long for the lab: {message!r}"
+        )
+        # The lab shows the message as it was wrapped, at word boundaries: it does not
+        # wrap any line again (which would break a word at the window's edge).
+        shown_lines = _rendered_lines(page, check)
+        assert shown_lines == len(text.strip().splitlines()), (
+            f"cell {check + 1}: the lab wraps the message into {shown_lines} lines, the "
+            f"text has {len(text.strip().splitlines())}: {text!r}"
         )
 
         # The right answer: the check cell passes and shows a tick.
@@ -266,6 +304,15 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
         )
         assert "✓" in text and "✗" not in text, (
             f"cell {check + 1}: the check shows no ✓ for the right answer: {text!r}"
+        )
+
+        # Then the reveal: the answer, why, and the first guess the learner checked.
+        reveal_cell = next(i for i in range(check + 1, len(book.cells))
+                           if book.cells[i].cell_type == "code")
+        run_cell(page, path, reveal_cell)
+        shown = cell_output_text(page, path, reveal_cell)
+        assert "the answer is 2.0" in shown and "first checked guess was 1.0" in shown, (
+            f"cell {reveal_cell + 1}: the reveal shows {shown!r}"
         )
 
         # The worked solution is one click away, and hidden until then.

@@ -48,7 +48,7 @@ def test_report_str_bool_and_assert_ok():
     assert str(good) == "✓ dx: exact match"
     assert str(bad).splitlines() == ["✓ dx: exact match", "✗ dw: no"]
     assert good.ok and bool(good) and not bad.ok and not bad
-    assert good.assert_ok() is good
+    assert good.assert_ok() is None  # a graded cell's value must not be a Report
     with pytest.raises(AssertionError) as info:
         bad.assert_ok()
     assert str(info.value) == "\n" + str(bad)  # on its own line, below "AssertionError:"

@@ -224,6 +224,11 @@ def test_a_hessian_shows_both_modes():
 # --------------------------------------------------------------------------
 
 
+def _question(answer, **kw):
+    return bl.Prediction("guess", answer=lambda: answer, hint="look again", why="the reason",
+                         **kw)
+
+
 @pytest.mark.parametrize(
     ("prediction", "answer", "right"),
     [
@@ -239,18 +244,38 @@ def test_a_hessian_shows_both_modes():
         (True, True, True),
         (1, True, False),  # a bool question wants a bool
         ("4", 4.0, False),
+        (None, "None", True),  # Python's None means the word
+        ("none", None, True),
+        (None, 0.0, False),
     ],
 )
-def test_check_prediction_grades(prediction, answer, right):
-    report = bl.check_prediction("guess", prediction, answer, "the reason")
+def test_check_prediction_grades_without_giving_the_answer(prediction, answer, right):
+    report = bl.exercise.prediction_report(_question(answer), prediction)
     assert report.ok is right
-    assert "the reason" in str(report)
+    assert "the reason" not in str(report)  # the why is for reveal()
     if not right:
-        assert "but it is" in str(report)
+        assert "not quite" in str(report) and "look again" in str(report)
+        assert repr(answer) not in str(report).replace(repr(prediction), "")
 
 
-@pytest.mark.parametrize("missing", [None, ...])
-def test_no_prediction_yet_fails_as_missing(missing):
-    report = bl.check_prediction("guess", missing, 2.0, "the reason")
+def test_no_prediction_yet_is_the_ellipsis():
+    report = bl.exercise.prediction_report(_question(2.0), ...)
     assert not report.ok and report[0].verdict == "missing"
-    assert "no prediction recorded yet" in str(report)
+    assert "no prediction yet" in str(report)
+
+
+def test_a_guess_outside_the_choices_is_told_the_choices():
+    report = bl.exercise.prediction_report(_question("add", choices=("add", "sigmoid")), "mul")
+    assert not report.ok and "'add', 'sigmoid'" in str(report)
+
+
+def test_reveal_gives_the_answer_why_and_the_first_guess(capsys):
+    q = _question(4.0)
+    with pytest.raises(AssertionError, match="not quite"):
+        bl.check_prediction(q, 3)
+    assert bl.check_prediction(q, 4) is None
+    bl.reveal(q)
+    out = capsys.readouterr().out
+    assert "the answer is 4.0" in out and "the reason" in out
+    assert "first checked guess was 3: not right" in out
+    assert "after the answer was revealed" in str(bl.exercise.prediction_report(q, 4))

@@ -32,9 +32,11 @@ import nbformat
 import pytest
 from notebook_runner import NOTEBOOKS, error_of, grade_id, run
 
+import backproplab as bl
 from backproplab.course import SOLUTION, regions
 
 WRONG_DIR = Path(__file__).parent / "wrong_answers"
+CHEATS_DIR = Path(__file__).parent / "cheats"
 LESSONS = sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb"))
 
 
@@ -46,14 +48,24 @@ def _solution_ids(nb: nbformat.NotebookNode) -> list[str]:
     return [grade_id(c) for c in nb.cells if c.cell_type == "code" and _meta(c).get("solution")]
 
 
-def _wrong_answers(lesson: Path) -> dict[str, list[tuple[str, str]]]:
-    path = WRONG_DIR / f"lesson{lesson.name[:2]}.py"
+def _table(folder: Path, lesson: Path, name: str) -> dict[str, list[tuple[str, str]]]:
+    path = folder / f"lesson{lesson.name[:2]}.py"
     if not path.exists():
         return {}
-    spec = importlib.util.spec_from_file_location(path.stem, path)
+    spec = importlib.util.spec_from_file_location(f"{folder.name}_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return {k: [v] if isinstance(v, tuple) else list(v) for k, v in module.WRONG.items()}
+    table = getattr(module, name, {})
+    return {k: [v] if isinstance(v, tuple) else list(v) for k, v in table.items()}
+
+
+def _wrong_answers(lesson: Path) -> dict[str, list[tuple[str, str]]]:
+    return _table(WRONG_DIR, lesson, "WRONG")
+
+
+def _cheats(lesson: Path) -> dict[str, list[tuple[str, str]]]:
+    """tests/cheats/lessonNN.py: CHEATS has the format of WRONG, for shortcuts."""
+    return _table(CHEATS_DIR, lesson, "CHEATS")
 
 
 def _check_after(nb: nbformat.NotebookNode, i: int) -> nbformat.NotebookNode:
@@ -73,12 +85,18 @@ def _meaningful(line: str) -> bool:
     }
 
 
+def _lesson_ids(lesson: Path) -> list[str]:
+    """Solution ids of every notebook with this lesson's number (a lesson may have parts)."""
+    return [i for p in LESSONS if p.name[:2] == lesson.name[:2]
+            for i in _solution_ids(nbformat.read(p, as_version=4))]
+
+
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
 def test_every_exercise_has_wrong_answers(lesson: Path):
     ids = _solution_ids(nbformat.read(lesson, as_version=4))
     assert len(ids) >= 2, f"{lesson.name} has {len(ids)} exercises; at least 2 expected"
     wrong = _wrong_answers(lesson)
-    assert sorted(wrong) == sorted(ids)
+    assert sorted(wrong) == sorted(_lesson_ids(lesson))
     assert all(wrong[k] for k in ids), "every exercise keeps at least one wrong answer"
 
 
@@ -106,9 +124,12 @@ def test_by_hand_exercises_are_checked_on_fresh_inputs(lesson: Path):
         task = next(c for c in reversed(nb.cells[:i]) if c.cell_type == "markdown").source
         if "by hand" in task.lower():
             check = _check_after(nb, i)
-            assert "check_by_hand" in check.source, (
+            called = re.search(r"check_exercise\(\s*\"([^\"]+)\"", check.source)
+            by_hand = called is not None and isinstance(
+                bl.lessons.find_exercise(called.group(1)), bl.ByHand)
+            assert by_hand or "check_by_hand" in check.source, (
                 f"{lesson.name}: {grade_id(cell)} asks for work by hand but its check does not "
-                "use bl.check_by_hand"
+                "use bl.check_by_hand (directly or as a ByHand exercise of bl.check_exercise)"
             )
 
 
@@ -138,8 +159,22 @@ def _rounds(wrong: dict[str, list[tuple[str, str]]]) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
 def test_checks_reject_wrong_answers_helpfully(lesson: Path):
-    wrong = _wrong_answers(lesson)
+    _reject_all(lesson, _wrong_answers(lesson))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_checks_reject_cheats(lesson: Path):
+    """Shortcuts (finite differences, numerical_grad, torch's own backward, a table of
+    the visible inputs, ...) fail, naming what they did. The lesson runs with its
+    hidden tests, as nbgrader grades it."""
+    _reject_all(lesson, _cheats(lesson))
+
+
+def _reject_all(lesson: Path, wrong: dict[str, list[tuple[str, str]]]) -> None:
     nb = nbformat.read(lesson, as_version=4)
+    # A lesson in two parts shares one table: each part runs the rounds of its own cells.
+    wrong = {k: v for k, v in wrong.items() if k in _solution_ids(nb)}
     failures = []
     for k in range(_rounds(wrong)):
         swapped = copy.deepcopy(nb)

@@ -11,6 +11,7 @@ when the CI variable is set a missing nbgrader is a failure.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ import nbformat
 import pytest
 
 from backproplab import course
+from backproplab.__main__ import main
 
 try:
     from nbgrader.api import Gradebook
@@ -70,6 +72,50 @@ def _sources(nb) -> list[tuple[str, str]]:
     return [(cell.cell_type, cell.source) for cell in nb.cells]
 
 
+def _cheats() -> dict[str, list[tuple[str, str]]]:
+    """Every lesson's shortcuts (tests/cheats/lessonNN.py), by grade_id."""
+    table: dict[str, list[tuple[str, str]]] = {}
+    for path in sorted((ROOT / "tests" / "cheats").glob("lesson*.py")):
+        spec = importlib.util.spec_from_file_location(f"cheats_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for key, value in getattr(module, "CHEATS", {}).items():
+            table.setdefault(key, []).extend([value] if isinstance(value, tuple) else value)
+    return table
+
+
+def _swapped(lesson: Path, kind: str, cheats: dict) -> tuple[nbformat.NotebookNode, set[str]]:
+    """The solution version with every by-hand answer replaced by a shortcut of ``kind``
+    ("numerical estimate": own finite differences; "numerical_grad"); and the grade_ids of
+    the checks that must then fail."""
+    nb = course.read_notebook(lesson)
+    failing = set()
+    cells = nb.cells
+    for i, cell in enumerate(cells):
+        meta = cell.metadata.get("nbgrader", {})
+        found = [src for src, fragment in cheats.get(meta.get("grade_id"), [])
+                 if fragment == kind]
+        if meta.get("solution") and found:
+            cell.source = found[0]
+            check = next(c for c in cells[i + 1:] if c.cell_type == "code")
+            failing.add(check.metadata["nbgrader"]["grade_id"])
+    return nb, failing
+
+
+WARNING_LINE = "    x = torch.tensor(x)  # torch warns: copy-constructing a tensor from a tensor"
+
+
+def _with_a_warning(lesson: Path) -> nbformat.NotebookNode:
+    """The solutions, with lesson 02's cubic answer made to raise a torch warning."""
+    nb = course.read_notebook(lesson)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "l02-cubic":
+            lines = cell.source.split("\n")
+            at = next(k for k, line in enumerate(lines) if "BEGIN SOLUTION" in line)
+            cell.source = "\n".join(lines[:at + 1] + [WARNING_LINE] + lines[at + 1:])
+    return nb
+
+
 def test_nbgrader_release_and_autograde(tmp_path: Path) -> None:
     lessons = _lessons()
     root = tmp_path / "course"
@@ -96,26 +142,60 @@ def test_nbgrader_release_and_autograde(tmp_path: Path) -> None:
             1 for c in theirs.cells if c.metadata.get("nbgrader", {}).get("solution")
         ), lesson.name
 
-    # "alice" hands in the solutions, "bob" the untouched student versions.
-    for student, folder_from in (("alice", None), ("bob", root / "release" / ASSIGNMENT)):
+    # alice: the solutions; bob: the untouched student versions; fiona: every by-hand
+    # answer as finite differences of her own; nora: as bl.numerical_grad; walt: the
+    # solutions, with an honest answer that makes torch print a warning.
+    cheats = _cheats()
+    failing: dict[str, set[str]] = {"alice": set(), "walt": set()}
+    for student in ("alice", "bob", "fiona", "nora", "walt"):
         folder = root / "submitted" / student / ASSIGNMENT
         folder.mkdir(parents=True)
+        failing.setdefault(student, set())
         for lesson in lessons:
-            shutil.copy(lesson if folder_from is None else folder_from / lesson.name,
-                        folder / lesson.name)
-    _nbgrader(root, "autograde", ASSIGNMENT, "--create", "--force")
+            if student == "alice":
+                shutil.copy(lesson, folder / lesson.name)
+            elif student == "bob":
+                shutil.copy(root / "release" / ASSIGNMENT / lesson.name, folder / lesson.name)
+            elif student == "walt":
+                nbformat.write(_with_a_warning(lesson), folder / lesson.name)
+            else:
+                kind = "numerical estimate" if student == "fiona" else "numerical_grad"
+                nb, fails = _swapped(lesson, kind, cheats)
+                failing[student] |= fails
+                nbformat.write(nb, folder / lesson.name)
+    log = _nbgrader(root, "autograde", ASSIGNMENT, "--create", "--force")
+    # A check cell whose value were a number would be read as partial credit.
+    assert "partial credit" not in log
 
-    points = sum(
-        c.metadata["nbgrader"]["points"]
+    checks = {
+        c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
         for lesson in lessons
         for c in course.read_notebook(lesson).cells
         if c.metadata.get("nbgrader", {}).get("grade")
-    )
+    }
+    points = sum(checks.values())
+    expected = {
+        "alice": points, "bob": 0, "walt": points,
+        "fiona": points - sum(checks[g] for g in failing["fiona"]),
+        "nora": points - sum(checks[g] for g in failing["nora"]),
+    }
+    if lessons != [FIXTURE]:
+        # Every by-hand exercise keeps both shortcuts in tests/cheats/, so both lose
+        # every by-hand point, and a prediction is worth nothing either way.
+        assert failing["fiona"] and failing["fiona"] == failing["nora"]
+        assert all(points == 0 for g, points in checks.items() if "predict" in g)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", course_id=COURSE_ID) as gb:
-        alice = gb.find_submission(ASSIGNMENT, "alice")
-        bob = gb.find_submission(ASSIGNMENT, "bob")
         scores = {
-            "alice": (alice.score, alice.max_score),
-            "bob": (bob.score, bob.max_score),
+            student: gb.find_submission(ASSIGNMENT, student).score for student in expected
         }
-    assert scores == {"alice": (points, points), "bob": (0, points)}
+        per_cell = {
+            (g.cell.name, g.cell.notebook.name): g.score
+            for g in gb.find_submission(ASSIGNMENT, "fiona").grades
+        } if lessons != [FIXTURE] else {}
+    wrong_cells = [k for k, score in per_cell.items() if k[0] in failing["fiona"] and score]
+    assert not wrong_cells, f"finite differences earned points in {wrong_cells}"
+    assert scores == expected
+
+    # The audit finds nothing in honest work, and lists the tampering students' lines.
+    honest = root / "submitted" / "alice"
+    assert main(["audit", str(honest), "--against", str(root / "source" / ASSIGNMENT)]) == 0

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from backproplab import course
@@ -52,8 +53,31 @@ def _refused(done: subprocess.CompletedProcess, fragment: str) -> None:
 def test_one_lesson_onto_another_is_refused(src: Path):
     first, second = sorted(src.glob("*.ipynb"))[:2]
     before = _snapshot(src)
-    _refused(_cli("release", first, second), "not a student version")
+    _refused(_cli("release", first, second), "is a lesson with its solutions")
+    _refused(_cli("release", "--force", first, second), "even with --force")
     assert _snapshot(src) == before
+
+
+def test_an_edited_student_copy_is_kept_unless_forced(src: Path, tmp_path: Path):
+    dest = tmp_path / "out"
+    assert _cli("release", src, dest).returncode == 0
+    copy = dest / LESSONS[1].name
+    nb = nbformat.read(copy, as_version=4)
+    nb.cells[0].source += "\n\nA student's note."
+    nbformat.write(nb, copy)
+    edited = copy.read_bytes()
+    _refused(_cli("release", src, dest), "was edited after backproplab wrote it")
+    assert copy.read_bytes() == edited
+    assert _cli("release", "--force", src, dest).returncode == 0
+    assert copy.read_bytes() != edited
+
+
+def test_written_notebooks_are_readable_by_others(src: Path, tmp_path: Path):
+    for command in ("release", "learn"):
+        dest = tmp_path / command
+        assert _cli(command, src, dest).returncode == 0
+        modes = {p.stat().st_mode & 0o777 for p in dest.rglob("*.ipynb")}
+        assert modes == {0o644}, (command, modes)
 
 
 def test_a_file_that_is_not_a_student_version_is_kept_unless_forced(src: Path, tmp_path: Path):

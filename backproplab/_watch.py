@@ -1,0 +1,185 @@
+"""Watching what a learner's code asks torch to do: the machinery behind
+:func:`backproplab.forbid_autograd` and :func:`backproplab.count_autograd`.
+
+Every reverse pass (``Tensor.backward``, ``torch.autograd.grad``, and
+``torch.func``/``torch.autograd.functional`` built on them) goes through one
+engine object, and every forward-mode pass starts with
+``forward_ad.make_dual``. Both are swapped for the length of a ``with`` block
+and always put back.
+
+``forbid_autograd`` refuses more than passes, because each of these gives a
+gradient without the learner deriving it:
+
+- turning grad mode back on inside the block (a graph could then be built and
+  its nodes called by hand, ``y.grad_fn(g)``);
+- torch's own backward kernels (``torch.ops.aten.*_backward``), seen at the
+  dispatcher, whatever name the learner reached them by;
+- complex numbers (the complex-step trick estimates a derivative);
+- numerical estimates: ``bl.numerical_grad`` and torch's numerical Jacobians.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.autograd.forward_ad as forward_ad
+from torch.autograd.variable import Variable
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import _numerical
+
+ENGINE = Variable._execution_engine  # the real engine, for the integrity check
+SET_GRAD_ENABLED = torch._C._set_grad_enabled
+MAKE_DUAL = forward_ad.make_dual
+# torch's finite-difference Jacobians (gradcheck uses them); refused by name.
+NUMERICAL_JACOBIANS = ("get_numerical_jacobian", "get_numerical_jacobian_wrt_specific_input",
+                       "_get_numerical_jacobian")
+
+# The module, not the function of the same name that torch.autograd exports.
+gradcheck = importlib.import_module("torch.autograd.gradcheck")
+
+# The stand-ins a `watch` block has put in place, which are not tampering.
+STAND_INS: set[Any] = set()
+
+_TRANSFORMS = {"grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
+               "linearize"}
+
+
+def caller_api(direct: str = "autograd", depth: int = 2) -> str:
+    """The torch function the learner's code called, e.g. ``Tensor.backward()``;
+    ``direct`` when the learner called the watched function itself."""
+    frame = sys._getframe(depth)
+    outermost = None
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("torch") or module.startswith("backproplab."):
+            if module.startswith("torch"):
+                outermost = frame
+        elif outermost is not None:
+            break
+        frame = frame.f_back
+    if outermost is None:
+        return direct
+    module = outermost.f_globals.get("__name__", "")
+    name = outermost.f_code.co_name
+    if module == "torch._tensor":
+        return f"Tensor.{name}()"
+    if module.startswith("torch._functorch") or module.startswith("torch.func"):
+        return _transform_name(outermost.f_code)
+    if module == "torch.autograd" or module == "torch.autograd.__init__":
+        return f"torch.autograd.{name}"
+    return f"{module}.{name}"
+
+
+def _transform_name(code: Any) -> str:
+    """``torch.func.jacfwd`` for the frames of ``jacfwd(f)(x)``, so a check can tell a
+    full Jacobian from one ``jvp``. The transform is the function whose closure runs:
+    ``jacfwd.<locals>.wrapper_fn``, or ``_vjp_with_argnums...`` for a pullback."""
+    outer = getattr(code, "co_qualname", code.co_name).split(".")[0]  # co_qualname: 3.11+
+    name = outer.lstrip("_").removesuffix("_with_argnums")
+    if name in _TRANSFORMS:
+        return f"torch.func.{name}"
+    return "a torch.func transform (grad, vjp, jvp, jacrev, jacfwd, ...)"
+
+
+class _EngineWatch:
+    """Stands in for autograd's engine: counts or refuses reverse passes."""
+
+    def __init__(self, engine: Any, on_pass: Callable[[str], None]) -> None:
+        self._engine = engine
+        self._on_pass = on_pass
+
+    def run_backward(self, *args: Any, **kwargs: Any) -> Any:
+        self._on_pass(caller_api())
+        return self._engine.run_backward(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
+@contextlib.contextmanager
+def watch(on_reverse: Callable[[str], None], on_forward: Callable[[str], None]) -> Iterator[None]:
+    """Call ``on_reverse``/``on_forward`` with the API's name before each pass."""
+    engine = Variable._execution_engine
+    make_dual = forward_ad.make_dual
+
+    def watched_make_dual(*args: Any, **kwargs: Any) -> Any:
+        on_forward(caller_api("torch.autograd.forward_ad.make_dual (dual numbers)"))
+        return make_dual(*args, **kwargs)
+
+    Variable._execution_engine = _EngineWatch(engine, on_reverse)
+    forward_ad.make_dual = watched_make_dual
+    STAND_INS.add(watched_make_dual)
+    try:
+        yield
+    finally:
+        Variable._execution_engine = engine
+        forward_ad.make_dual = make_dual
+        STAND_INS.discard(watched_make_dual)
+
+
+class _NoShortcuts(TorchDispatchMode):
+    """Sees every operation torch runs: refuses backward kernels and complex numbers."""
+
+    def __init__(self, refuse: Callable[[str], None]) -> None:
+        super().__init__()
+        self._refuse = refuse
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = func.name()  # e.g. "aten::tanh_backward"
+        if name.startswith("aten::") and "backward" in name:
+            self._refuse(f"torch.ops.{name.replace('::', '.')}, one of torch's own backward "
+                         "kernels")
+        out = func(*args, **(kwargs or {}))
+        if any(isinstance(t, torch.Tensor) and t.is_complex()
+               for t in (out if isinstance(out, (tuple, list)) else (out,))):
+            self._refuse("used complex numbers (the complex-step trick is a numerical estimate)")
+        return out
+
+
+@contextlib.contextmanager
+def refuse_shortcuts(refuse: Callable[[str], None]) -> Iterator[None]:
+    """Refuse everything ``forbid_autograd`` refuses besides the passes themselves."""
+    started_off = not torch.is_grad_enabled()
+
+    def watched_set_grad_enabled(mode: bool) -> None:
+        if mode and started_off:
+            api = caller_api("torch._C._set_grad_enabled")
+            if api.startswith("torch.autograd.grad_mode"):  # the learner's own enable_grad()
+                api = ("torch.enable_grad() (this code runs with autograd off, so that no "
+                       "graph is built to differentiate)")
+            refuse(api)  # else a transform such as torch.func.grad, named as such
+        SET_GRAD_ENABLED(mode)
+
+    def numerical(name: str) -> Callable[..., Any]:
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            refuse(f"torch.autograd.gradcheck.{name} (a numerical estimate)")
+        return refused
+
+    saved = {name: getattr(gradcheck, name) for name in NUMERICAL_JACOBIANS}
+    torch._C._set_grad_enabled = watched_set_grad_enabled
+    _numerical.refusal = lambda: refuse("bl.numerical_grad (a numerical estimate: finite "
+                                        "differences)")
+    for name in saved:
+        setattr(gradcheck, name, numerical(name))
+    try:
+        with _NoShortcuts(refuse):
+            yield
+    finally:
+        torch._C._set_grad_enabled = SET_GRAD_ENABLED
+        _numerical.refusal = None
+        for name, fn in saved.items():
+            setattr(gradcheck, name, fn)
+
+
+# Checked by `_integrity.verify` before a grade is given (imported here, at the end, so
+# the originals are taken as soon as this module exists).
+from . import _integrity  # noqa: E402
+
+_integrity.protect(__name__, "watch", "refuse_shortcuts", "caller_api", "_EngineWatch.run_backward",
+                   "_NoShortcuts.__torch_dispatch__")

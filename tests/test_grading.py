@@ -1,0 +1,285 @@
+"""Grades that mean what they say: "by hand" refuses every shortcut, a mistake is
+named only when it holds, warnings never reach stderr, tampering is noticed.
+
+Shortcuts kept as data for the lessons are in tests/cheats/; this file tests the
+machinery on small functions of its own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import warnings
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import backproplab as bl
+from backproplab import _integrity, _report, exercise
+
+
+def _cube(x):
+    return (x**3 - 4 * x**2 + 5).sum()
+
+
+def _reference(x):
+    x = x.requires_grad_()
+    _cube(x).backward()
+    return x.grad
+
+
+def _inputs(gen):
+    n = int(torch.randint(2, 6, (1,), generator=gen))
+    return (torch.randn(n, generator=gen) * 3,)
+
+
+def _check(answer, **kw):
+    return bl.check_by_hand(answer, _reference, _inputs, name="d/dx", **kw)
+
+
+def _right(x):
+    return 3 * x**2 - 8 * x
+
+
+# --------------------------------------------------------------------------
+# "By hand" means by hand
+# --------------------------------------------------------------------------
+
+
+def test_a_derived_formula_passes_at_round_off():
+    report = _check(_right)
+    assert report.ok and "matches autograd" in str(report)
+
+
+def _central_differences(x, h=1e-6):
+    def f(t):
+        return t**3 - 4 * t**2 + 5
+
+    return (f(x + h) - f(x - h)) / (2 * h)
+
+
+def _grad_fn_call(x):
+    with torch.enable_grad():
+        x.requires_grad_()
+        y = x**3 - 4 * x**2 + 5
+        return y.grad_fn(torch.ones_like(y))
+
+
+def _complex_step(x):
+    z = x.to(torch.complex128) + 1e-20j
+    return (z**3 - 4 * z**2 + 5).imag / 1e-20
+
+
+@pytest.mark.parametrize(
+    ("shortcut", "named"),
+    [
+        (_central_differences, "numerical estimate"),
+        (lambda x: _central_differences(x, 1e-4), "numerical estimate"),
+        (lambda x: bl.numerical_grad(_cube, x)[0], "bl.numerical_grad"),
+        (lambda x: importlib.import_module("torch.autograd.gradcheck").get_numerical_jacobian(
+            lambda t: _cube(t).reshape(1), (x,))[0].reshape(x.shape), "numerical estimate"),
+        (_grad_fn_call, "torch.enable_grad()"),
+        (lambda x: torch.ops.aten.tanh_backward(torch.ones_like(x), x) * 0 + _right(x),
+         "torch.ops.aten.tanh_backward"),
+        (_complex_step, "complex numbers"),
+    ],
+    ids=["finite-differences", "fd-1e-4", "numerical_grad", "gradcheck-jacobian", "grad_fn",
+         "aten-backward", "complex-step"],
+)
+def test_numerical_estimates_and_torchs_own_backward_fail(shortcut, named):
+    report = _check(shortcut)
+    assert not report.ok
+    assert named in " ".join(str(report).split())
+
+
+def test_a_float32_result_is_named_as_such():
+    report = _check(lambda x: _right(x).float())
+    assert not report.ok and "your result is float32" in str(report)
+
+
+def test_nothing_in_a_by_hand_message_recommends_a_forbidden_tool():
+    for wrong in (lambda x: x * 0.37 + 1, lambda x: 3 * x**2, _central_differences):
+        assert "numerical_grad" not in str(_check(wrong))
+
+
+# --------------------------------------------------------------------------
+# A named mistake holds on every trial
+# --------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.floats(0.2, 5.0), st.booleans())
+def test_no_constant_factor_or_sign_claim_unless_it_holds_on_every_trial(seed, scale, flip):
+    """A wrong answer whose factor differs per entry (and per trial) must never be told
+    it is off by a constant factor or has its sign flipped."""
+    def wrong(x):
+        gen = torch.Generator().manual_seed(seed + int(x.numel()) + int(1000 * x[0].item()))
+        factors = scale * (0.5 + torch.rand(x.shape, generator=gen, dtype=x.dtype))
+        return (-1 if flip else 1) * factors * _right(x)
+
+    text = str(_check(wrong))
+    assert "constant factor" not in text and "exactly" not in text
+    assert "sign is flipped" not in text
+
+
+def test_a_factor_that_differs_per_trial_is_not_named():
+    # Right up to a factor, but another factor on each trial (one scalar entry each).
+    def wrong(x):
+        return _right(x) * (1.5 + x.abs().sum().item() % 1)
+
+    text = str(bl.check_by_hand(wrong, _reference, lambda g: (torch.randn(1, generator=g),),
+                                name="d/dx"))
+    assert "factor" not in text and "no single common mistake" in text
+
+
+def test_a_factor_that_holds_on_every_trial_is_named():
+    assert "factor" in str(_check(lambda x: 2 * _right(x)))
+
+
+def test_a_slip_is_named_only_when_it_holds_on_every_trial():
+    # This slip equals the learner's answer only where x > 0.
+    slips = {"the slip": lambda x: torch.where(x > 0, 3 * x**2, _right(x))}
+    text = str(_check(lambda x: 3 * x**2, mistakes=slips))
+    assert "the slip" not in text
+    text = str(_check(lambda x: 3 * x**2, mistakes={"the power rule alone": lambda x: 3 * x**2}))
+    assert "the power rule alone" in text
+
+
+def test_an_answer_right_on_some_trials_is_told_which():
+    def sometimes(x):
+        return _right(x) if x.numel() % 2 else -_right(x)
+
+    text = str(bl.check_by_hand(
+        sometimes, _reference, lambda g: (torch.randn(2 + int(g.initial_seed()), generator=g),),
+        name="d/dx", trials=3))
+    assert "matches on 2 of 3 new inputs" in text or "matches on 1 of 3 new inputs" in text
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.3, 3.0), min_size=3, max_size=8))
+def test_diagnose_claims_no_constant_factor_between_differently_scaled_entries(factors):
+    ref = torch.arange(1.0, len(factors) + 1, dtype=torch.float64)
+    wrong = ref * torch.tensor(factors, dtype=torch.float64)
+    spread = max(factors) / min(factors)
+    text = bl.diagnose(wrong, ref) or ""
+    if spread > 1.01:
+        assert "constant factor" not in text and "exactly" not in text
+
+
+# --------------------------------------------------------------------------
+# Warnings are shown, never written to stderr
+# --------------------------------------------------------------------------
+
+
+def test_a_warning_from_the_answer_is_a_line_of_the_report_not_stderr(capfd):
+    def noisy(x):
+        warnings.warn("To copy construct from a tensor, use clone()", UserWarning, stacklevel=1)
+        return _right(x)
+
+    report = _check(noisy)
+    assert report.ok
+    assert "⚠" in str(report) and "To copy construct" in str(report)
+    report.assert_ok()
+    assert capfd.readouterr().err == ""
+
+
+def test_assert_ok_returns_nothing_for_nbgrader_to_read_as_a_score():
+    assert _check(_right).assert_ok() is None
+
+
+# --------------------------------------------------------------------------
+# Tampering is noticed
+# --------------------------------------------------------------------------
+
+
+def _passing(*args, **kwargs):
+    return bl.Report((bl.Check("x", True, "pass", "fine"),))
+
+
+@pytest.mark.parametrize(
+    ("owner", "name", "fake"),
+    [
+        (bl, "check_by_hand", _passing),
+        (exercise, "compare", _passing),
+        (exercise, "_judge", lambda *a, **k: None),
+        (exercise, "forbid_autograd", exercise.count_autograd),
+        (_report.Report, "assert_ok", lambda self: None),
+        (bl.check, "compare", _passing),
+        (_integrity, "verify", lambda: None),
+        (torch.Tensor, "backward", lambda self, *a, **k: None),
+    ],
+    ids=["bl.check_by_hand", "exercise.compare", "exercise._judge", "forbid_autograd",
+         "Report.assert_ok", "check.compare", "_integrity.verify", "Tensor.backward"],
+)
+def test_a_replaced_grading_function_fails_the_check(monkeypatch, owner, name, fake):
+    bl.check_by_hand  # noqa: B018  (bound in the package namespace first, as a lesson does)
+    monkeypatch.setattr(owner, name, fake)
+    with pytest.raises(AssertionError, match="grading functions were replaced"):
+        exercise._verify()
+    assert name in " ".join(_integrity.replaced())
+
+
+def test_a_patched_code_object_is_noticed(monkeypatch):
+    monkeypatch.setattr(exercise._judge, "__code__", (lambda *a, **k: None).__code__)
+    assert any("_judge" in r for r in _integrity.replaced())
+
+
+def test_a_swapped_engine_is_noticed(monkeypatch):
+    from torch.autograd.variable import Variable
+
+    class Fake:
+        def run_backward(self, *args, **kwargs):
+            return None
+
+    monkeypatch.setattr(Variable, "_execution_engine", Fake())
+    assert "torch.autograd.Variable._execution_engine" in _integrity.replaced()
+
+
+def test_counting_passes_is_not_tampering():
+    x = torch.tensor(2.0, requires_grad=True)
+    with bl.count_autograd():
+        (x * x).backward()
+        assert _integrity.replaced() == []
+    assert _integrity.replaced() == []
+
+
+def test_a_replaced_module_is_noticed(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "backproplab.exercise", importlib.util.module_from_spec(
+        importlib.util.spec_from_loader("backproplab.exercise", loader=None)))
+    assert "sys.modules['backproplab.exercise']" in _integrity.replaced()
+
+
+# --------------------------------------------------------------------------
+# The lessons' checks
+# --------------------------------------------------------------------------
+
+
+def test_check_exercise_runs_a_lesson_check_and_returns_nothing(capsys):
+    assert bl.check_exercise("l02-cubic", _right) is None
+    assert "matches autograd" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="numerical estimate"):
+        bl.check_exercise("l02-cubic", _central_differences)
+
+
+def test_hidden_seeds_defeat_a_table_of_the_visible_inputs():
+    make = bl.lessons.find_exercise("l02-cubic").make_inputs
+    table = {}
+    for k in range(3):
+        (x,) = make(torch.Generator().manual_seed(k))
+        x = x.double()
+        table[tuple(x.tolist())] = _right(x)
+
+    def lookup(x):
+        return table.get(tuple(x.tolist()), torch.zeros_like(x))
+
+    bl.check_exercise("l02-cubic", lookup)  # the visible seeds: the table works
+    with pytest.raises(AssertionError):
+        bl.check_exercise("l02-cubic", lookup, seed=7013)
+
+
+def test_scale_helper_ignores_non_finite_entries():
+    assert exercise._scale(torch.tensor([1.0, math.inf, -3.0])) == 3.0
