@@ -236,7 +236,18 @@ def draw_graph(
         else:
             graph = graph_or_tensor
     else:
-        graph = describe(graph_or_tensor, names=names)
+        try:
+            graph = describe(graph_or_tensor, names=names)
+        except (TypeError, ValueError) as err:
+            # describe() calls its argument "outputs"; here the learner passed graph_or_tensor.
+            text = str(err)
+            if not text.startswith("outputs:"):
+                raise
+            got = text.removeprefix("outputs:").split(",", 1)[-1]
+            raise type(err)(
+                "graph_or_tensor: expected a Graph, a Trace, or what bl.describe takes (a "
+                f"tensor or tensors with a grad_fn);{got}"
+            ) from None
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
         raise ValueError(f"max_nodes: expected a positive int, got {max_nodes!r}")
     if edge_grads:

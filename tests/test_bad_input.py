@@ -9,6 +9,7 @@ silently wrong verdict may break are checked with hypothesis.
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import matplotlib
@@ -17,6 +18,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import nbformat  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
@@ -157,3 +159,49 @@ def test_the_verdict_does_not_depend_on_the_order(xs, ys):
     a = torch.tensor(xs, dtype=torch.float64)
     b = torch.tensor(ys, dtype=torch.float64)
     assert bl.compare("x", a, b).ok == bl.compare("x", b, a).ok
+
+
+# --------------------------------------------------------------------------
+# A fuzz of the whole public API: every required argument, each bad value
+# --------------------------------------------------------------------------
+
+FUZZ_VALUES = [None, "abc", -1, 0, 1.5, float("nan"), [], {}, (1, 2), torch.ones(2, 3),
+               np.ones(3), object(), True, lambda *a: None]
+
+
+def _public_functions() -> dict[str, object]:
+    found = {n: getattr(bl, n) for n in bl.__all__
+             if callable(getattr(bl, n)) and not inspect.isclass(getattr(bl, n))}
+    for module in (plot, bl.data):
+        for n in getattr(module, "__all__", []):
+            f = getattr(module, n)
+            if callable(f) and not inspect.isclass(f):
+                found[f"{module.__name__.split('.')[-1]}.{n}"] = f
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(_public_functions()))
+def test_fuzz_every_bad_argument_gets_an_error_naming_an_argument(name):
+    """Each required argument in turn gets each bad value (the others a plausible one):
+    the answer is a result, a failed check, or a TypeError/ValueError that names an
+    argument of the function, never an error from deep inside torch."""
+    f = _public_functions()[name]
+    params = [p for p in inspect.signature(f).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    names = {p.name for p in inspect.signature(f).parameters.values()}
+    plausible = torch.tensor([1.0, 2.0], requires_grad=True)
+    unclear = []
+    for i, param in enumerate(params):
+        for bad in FUZZ_VALUES:
+            args = [bad if j == i else plausible for j in range(len(params))]
+            try:
+                f(*args)
+            except AssertionError:
+                pass
+            except (TypeError, ValueError, KeyError) as err:
+                if not any(f"{n}:" in str(err) or f"{n} " in str(err) for n in names):
+                    unclear.append(f"{param.name}={bad!r:.20}: {type(err).__name__}: {err}")
+            except Exception as err:  # noqa: BLE001 - any other type is the finding
+                unclear.append(f"{param.name}={bad!r:.20}: {type(err).__name__}: {err}")
+    plt.close("all")
+    assert not unclear, "\n".join(unclear)

@@ -283,3 +283,9 @@ def test_hidden_seeds_defeat_a_table_of_the_visible_inputs():
 
 def test_scale_helper_ignores_non_finite_entries():
     assert exercise._scale(torch.tensor([1.0, math.inf, -3.0])) == 3.0
+
+
+def test_numerical_grad_on_an_input_holding_nan_is_not_told_it_changed_its_input():
+    x = torch.tensor([1.0, float("nan"), 2.0])
+    (grad,) = bl.numerical_grad(lambda t: (t * 2).sum(), x)
+    assert grad[0].item() == pytest.approx(2.0) and grad[2].item() == pytest.approx(2.0)

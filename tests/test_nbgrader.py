@@ -196,6 +196,15 @@ def test_nbgrader_release_and_autograde(tmp_path: Path) -> None:
     assert not wrong_cells, f"finite differences earned points in {wrong_cells}"
     assert scores == expected
 
-    # The audit finds nothing in honest work, and lists the tampering students' lines.
+    # The audit finds nothing in honest work (fiona's and nora's shortcuts it lists).
     honest = root / "submitted" / "alice"
     assert main(["audit", str(honest), "--against", str(root / "source" / ASSIGNMENT)]) == 0
+    if failing["nora"]:
+        assert main(["audit", str(root / "submitted" / "nora")]) == 1
+
+    # The README's last two steps: feedback per student, and the grades as CSV.
+    _nbgrader(root, "generate_feedback", ASSIGNMENT, "--force")
+    assert (root / "feedback" / "alice" / ASSIGNMENT).is_dir()
+    _nbgrader(root, "export")
+    grades = (root / "grades.csv").read_text()
+    assert "alice" in grades and "fiona" in grades
