@@ -287,5 +287,5 @@ def test_scale_helper_ignores_non_finite_entries():
 
 def test_numerical_grad_on_an_input_holding_nan_is_not_told_it_changed_its_input():
     x = torch.tensor([1.0, float("nan"), 2.0])
-    (grad,) = bl.numerical_grad(lambda t: (t * 2).sum(), x)
-    assert grad[0].item() == pytest.approx(2.0) and grad[2].item() == pytest.approx(2.0)
+    (grad,) = bl.numerical_grad(lambda t: (t * 2).sum(), x)  # NaN != NaN: no false alarm
+    assert grad.shape == x.shape and grad.isnan().all()
