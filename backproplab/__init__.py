@@ -13,7 +13,9 @@ The modules, in the order the lessons meet them:
 - ``plot``      figures: graph drawings, loss curves, fits, gradient flow
 - ``widgets``   a backward stepper and a learning-rate explorer
 - ``data``      tiny data sets made in code
-- ``course``    student versions of the lessons (``backproplab release``)
+- ``course``    the exercise format; student and learner versions of a lesson
+- ``handout``   writing them out: ``backproplab release`` and ``learn``
+- ``audit``     what in submitted notebooks tampers with grading
 - ``notebook``  short_tracebacks(): errors in a notebook show your own code
 
 >>> import torch, backproplab as bl
@@ -45,7 +47,7 @@ _HOME = {
     "short_tracebacks": "notebook",
 }
 _MODULES = {"graph", "trace", "check", "exercise", "lessons", "plot", "widgets", "data", "course",
-            "notebook"}
+            "notebook", "distributed"}
 
 
 def __getattr__(name: str):

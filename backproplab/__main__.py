@@ -100,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     # Imported only now: `backproplab --help` must not wait for nbformat (or torch).
-    from .course import CourseError, find_notebooks, learn, release, validate_course
+    from .course import CourseError, validate_course
+    from .handout import find_notebooks, learn, release
 
     try:
         if args.command == "release":

@@ -42,7 +42,8 @@ from pathlib import Path
 
 import nbformat
 
-from .course import CourseError, find_notebooks, read_notebook, student_version
+from .course import CourseError, read_notebook, student_version
+from .handout import find_notebooks
 
 __all__ = ["Finding", "audit", "findings_in"]
 

@@ -25,7 +25,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import backproplab as bl  # noqa: E402
-from backproplab import course, data, plot, widgets  # noqa: E402
+from backproplab import course, data, handout, plot, widgets  # noqa: E402
 
 
 def _leaf():
@@ -117,10 +117,10 @@ CALLS = [
     ("validate_course", lambda: course.validate_course("notebooks"), "paths"),
     ("student_version", lambda: course.student_version("nb"), "nb"),
     ("regions", lambda: course.regions(None, course.SOLUTION), "source"),
-    ("release", lambda: course.release(None, "out"), "src"),
-    ("release", lambda: course.release("notebooks", "out", log=3), "log"),
-    ("learn", lambda: course.learn("notebooks", 5), "dest"),
-    ("find_notebooks", lambda: course.find_notebooks("no/such/folder"), "no/such/folder"),
+    ("release", lambda: handout.release(None, "out"), "src"),
+    ("release", lambda: handout.release("notebooks", "out", log=3), "log"),
+    ("learn", lambda: handout.learn("notebooks", 5), "dest"),
+    ("find_notebooks", lambda: handout.find_notebooks("no/such/folder"), "no/such/folder"),
 ]
 
 

@@ -51,8 +51,9 @@ from browser_support import (
 from test_predictions import _leaks
 
 from backproplab._registry import find_prediction
-from backproplab.course import CODE_STUB, learn
+from backproplab.course import CODE_STUB
 from backproplab.exercise import _answer_of
+from backproplab.handout import learn
 
 pytestmark = pytest.mark.browser
 

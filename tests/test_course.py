@@ -27,7 +27,7 @@ import pytest
 from notebook_runner import run
 
 import backproplab
-from backproplab import course
+from backproplab import course, handout
 from backproplab.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ class Run:
     def __init__(self, path: Path, out: Path) -> None:
         self.path = path
         self.source = course.read_notebook(path)
-        (self.dest,) = course.release(path, out)
+        (self.dest,) = handout.release(path, out)
         self.student = nbformat.read(self.dest, as_version=4)
         self._executed = None
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from backproplab import course
+from backproplab import course, handout
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = ROOT / "notebooks" / "02-chain-rule.ipynb"
@@ -31,7 +31,7 @@ def _cells_after_solutions(book):
 
 
 def test_copies_have_blanks_and_collapsed_solutions(src: Path, tmp_path: Path):
-    (written,) = course.learn(src, tmp_path / "mine")
+    (written,) = handout.learn(src, tmp_path / "mine")
     book = nbformat.read(written, as_version=4)
     original = nbformat.read(LESSON, as_version=4)
     solutions = [c for c in original.cells if c.metadata.get("nbgrader", {}).get("solution")]
@@ -53,12 +53,12 @@ def test_copies_have_blanks_and_collapsed_solutions(src: Path, tmp_path: Path):
 
 def test_running_it_again_keeps_the_learners_work(src: Path, tmp_path: Path, capsys):
     dest = tmp_path / "mine"
-    course.learn(src, dest)
+    handout.learn(src, dest)
     mine = dest / LESSON.name
     mine.write_text(mine.read_text().replace("raise NotImplementedError()", "aa_guess = 3.0", 1))
     before = mine.read_bytes()
     shutil.copy(ROOT / "notebooks" / "03-gradient-accumulation.ipynb", src)
-    written = course.learn(src, dest, log=print)
+    written = handout.learn(src, dest, log=print)
     assert [p.name for p in written] == ["03-gradient-accumulation.ipynb"]
     assert mine.read_bytes() == before
     out = capsys.readouterr().out
@@ -67,7 +67,7 @@ def test_running_it_again_keeps_the_learners_work(src: Path, tmp_path: Path, cap
 
 def test_refuses_a_destination_inside_the_lessons(src: Path):
     with pytest.raises(course.CourseError, match="inside"):
-        course.learn(src, src / "mine")
+        handout.learn(src, src / "mine")
 
 
 def test_the_command_line(src: Path, tmp_path: Path):

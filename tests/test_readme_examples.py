@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from backproplab import course
+from backproplab import handout
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -52,7 +52,7 @@ def test_the_hidden_test_example_is_lesson_1s_check_cell():
 def test_the_release_output_is_what_release_prints(tmp_path: Path):
     shown = re.search(r"```\n(released .*?)\n```", TEACHING, flags=re.S).group(1)
     lines = []
-    course.release(ROOT / "notebooks", tmp_path / "student", log=lines.append)
+    handout.release(ROOT / "notebooks", tmp_path / "student", log=lines.append)
     expected = [line for line in shown.splitlines() if line != "..."]
     assert lines[: len(expected)] == expected
     shutil.rmtree(tmp_path / "student")

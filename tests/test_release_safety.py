@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from backproplab import course
+from backproplab import course, handout
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))[:3]
@@ -88,13 +88,13 @@ def test_a_file_that_is_not_a_student_version_is_kept_unless_forced(src: Path, t
     _refused(_cli("release", src, dest), "--force")
     assert mine.read_text() == "my notes" and sorted(p.name for p in dest.iterdir()) == [mine.name]
     done = _cli("release", "--force", src, dest)
-    assert done.returncode == 0 and course.is_student_version(mine)
+    assert done.returncode == 0 and handout.is_student_version(mine)
 
 
 def test_its_own_student_versions_are_replaced(src: Path, tmp_path: Path):
     dest = tmp_path / "out"
     assert _cli("release", src, dest).returncode == 0
-    assert all(course.is_student_version(p) for p in dest.glob("*.ipynb"))
+    assert all(handout.is_student_version(p) for p in dest.glob("*.ipynb"))
     done = _cli("release", src, dest)
     assert done.returncode == 0 and done.stdout.count("released ") == len(LESSONS)
 
@@ -126,14 +126,14 @@ def test_a_failed_write_leaves_dest_untouched(src: Path, tmp_path: Path, monkeyp
 
     monkeypatch.setattr(tempfile, "mkstemp", failing)
     with pytest.raises(course.CourseError, match="No space left on device"):
-        course.release(src, dest)
+        handout.release(src, dest)
     assert not dest.exists()  # the folder it made is gone again, and nothing half-written
 
     dest.mkdir()
     (dest / "keep.txt").write_text("keep")
     calls.clear()
     with pytest.raises(course.CourseError):
-        course.release(src, dest)
+        handout.release(src, dest)
     assert _snapshot(dest) == {"keep.txt": b"keep"}
 
 
@@ -146,11 +146,11 @@ def test_an_ascii_terminal_gets_every_notebook_and_no_traceback(src: Path, tmp_p
 
 def test_a_bad_log_fails_before_anything_is_written(src: Path, tmp_path: Path):
     with pytest.raises(TypeError, match="log"):
-        course.release(src, tmp_path / "out", log=3)
+        handout.release(src, tmp_path / "out", log=3)
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("value", [None, 3, ["notebooks"]])
 def test_release_names_a_bad_path_argument(value, tmp_path: Path):
     with pytest.raises(TypeError, match="src"):
-        course.release(value, tmp_path / "out")
+        handout.release(value, tmp_path / "out")
