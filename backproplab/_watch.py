@@ -29,6 +29,7 @@ from typing import Any
 import torch
 import torch.autograd.forward_ad as forward_ad
 from torch.autograd.variable import Variable
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _numerical
@@ -142,6 +143,21 @@ class _NoShortcuts(TorchDispatchMode):
         return out
 
 
+class _NoShortcutCalls(TorchFunctionMode):
+    """Sees the torch functions called, before any is broken into smaller ones: a backward
+    kernel such as ``gather_backward`` is made of forward operations by then."""
+
+    def __init__(self, refuse: Callable[[str], None]) -> None:
+        super().__init__()
+        self._refuse = refuse
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = str(func)  # e.g. "aten.gather_backward.default"
+        if name.startswith("aten.") and "backward" in name:
+            self._refuse(f"torch.ops.{name}, one of torch's own backward kernels")
+        return func(*args, **(kwargs or {}))
+
+
 @contextlib.contextmanager
 def refuse_shortcuts(refuse: Callable[[str], None]) -> Iterator[None]:
     """Refuse everything ``forbid_autograd`` refuses besides the passes themselves."""
@@ -168,7 +184,7 @@ def refuse_shortcuts(refuse: Callable[[str], None]) -> Iterator[None]:
     for name in saved:
         setattr(gradcheck, name, numerical(name))
     try:
-        with _NoShortcuts(refuse):
+        with _NoShortcuts(refuse), _NoShortcutCalls(refuse):
             yield
     finally:
         torch._C._set_grad_enabled = SET_GRAD_ENABLED
@@ -182,4 +198,4 @@ def refuse_shortcuts(refuse: Callable[[str], None]) -> Iterator[None]:
 from . import _integrity  # noqa: E402
 
 _integrity.protect(__name__, "watch", "refuse_shortcuts", "caller_api", "_EngineWatch.run_backward",
-                   "_NoShortcuts.__torch_dispatch__")
+                   "_NoShortcuts.__torch_dispatch__", "_NoShortcutCalls.__torch_function__")

@@ -161,11 +161,15 @@ def _float64(inputs: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def _shapes(inputs: Sequence[Any]) -> str:
-    parts = [
-        "x".join(map(str, t.shape)) or "scalar" if isinstance(t, torch.Tensor) else repr(t)
-        for t in inputs
-    ]
-    return ", ".join(parts)
+    """The inputs' shapes, then any plain numbers: "shapes 3x4, 4 and the number 2.5"."""
+    shapes = ["x".join(map(str, t.shape)) or "scalar" for t in inputs
+              if isinstance(t, torch.Tensor)]
+    others = [repr(t) for t in inputs if not isinstance(t, torch.Tensor)]
+    text = ("shape " if len(shapes) == 1 else "shapes ") + ", ".join(shapes) if shapes else ""
+    if others:
+        numbers = ("the number " if len(others) == 1 else "the numbers ") + ", ".join(others)
+        text = f"{text} and {numbers}" if text else numbers
+    return text
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
@@ -262,7 +266,7 @@ def check_by_hand(
     ...     make_inputs=lambda gen: (torch.randn(4, generator=gen),),
     ...     name="dz/dx",
     ... ))  # doctest: +ELLIPSIS
-    ✗ dz/dx: on new inputs (shapes 4): mismatch. Likely mistake: ...factor 2...
+    ✗ dz/dx: on new inputs (shape 4): mismatch. Likely mistake: ...factor 2...
     """
     _verify()
     if not isinstance(name, str):
@@ -304,7 +308,7 @@ def check_by_hand(
         except Exception as err:  # the learner's bug, reported as a failed check
             return _fail(
                 name,
-                f"raised {type(err).__name__}: {err} (on inputs of shapes {_shapes(inputs)}). "
+                f"raised {type(err).__name__}: {err} (on inputs with {_shapes(inputs)}). "
                 "Call it yourself on such inputs to see where.",
                 "error",
             )
@@ -395,7 +399,7 @@ def _judge(
     if not failed:
         return None
     first, check = failed[0]
-    where = f"on new inputs (shapes {_shapes(first.inputs)})"
+    where = f"on new inputs ({_shapes(first.inputs)})"
     numbers = check.message.split("\n", 1)[1].strip() if "\n" in check.message else ""
 
     def fail(text: str) -> Check:
@@ -431,7 +435,7 @@ def _judge(
         run, shown = min(failed, key=lambda rc: len(rc[1].message))
         head, _, rest = shown.message.partition("\n")
         return Check(label, False, shown.verdict,
-                     f"on new inputs (shapes {_shapes(run.inputs)}): {head}"
+                     f"on new inputs ({_shapes(run.inputs)}): {head}"
                      + (f"\n  {rest.strip()}" if rest.strip() else ""))
     if check.verdict == "shape":
         head = check.message.split(". Likely", 1)[0]

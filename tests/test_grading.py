@@ -289,3 +289,12 @@ def test_numerical_grad_on_an_input_holding_nan_is_not_told_it_changed_its_input
     x = torch.tensor([1.0, float("nan"), 2.0])
     (grad,) = bl.numerical_grad(lambda t: (t * 2).sum(), x)  # NaN != NaN: no false alarm
     assert grad.shape == x.shape and grad.isnan().all()
+
+
+def test_a_backward_kernel_made_of_forward_operations_is_refused_too():
+    """gather_backward is composite: the dispatcher sees only its scatter-add inside;
+    the call itself is caught before it is broken up."""
+    index = torch.tensor([[0, 1], [0, 0]])
+    with pytest.raises(exercise.AutogradForbidden, match="aten.gather_backward"):
+        with bl.forbid_autograd():
+            torch.ops.aten.gather_backward(torch.ones(2, 2), torch.zeros(3, 2), 0, index, False)

@@ -384,8 +384,8 @@ def test_draw_graph_bad_input():
         plot.draw_graph(graph, highlight=7)
     with pytest.raises(ValueError, match="max_nodes: expected a positive int"):
         plot.draw_graph(graph, max_nodes=0)
-    with pytest.raises(ValueError, match="outputs"):
-        plot.draw_graph(torch.ones(2))  # no grad: describe names its argument
+    with pytest.raises(ValueError, match="graph_or_tensor: .* requires_grad=False"):
+        plot.draw_graph(torch.ones(2))  # no grad: named as draw_graph's own argument
 
 
 # --------------------------------------------------------------------------- global state
