@@ -1,67 +1,164 @@
-"""Plausible wrong answers for the exercises of 05-non-scalar-backward.ipynb."""
+"""Plausible wrong answers for lesson 05's two notebooks, 05-non-scalar-backward.ipynb and
+05-tensor-op-vjps.ipynb (see tests/test_exercises.py): each must fail its check with a
+message naming the mistake."""
+
+ROWS = '''def jacobian_by_rows(g, x):
+    x = x.detach().clone().requires_grad_()
+    rows = []
+    m = g(x).numel()
+    for i in range(m):
+{reset}        g(x).backward(gradient=torch.eye(m)[i])
+        rows.append({row})
+    return torch.stack(rows)
+'''
+
+LAST_ROW = "def last_row_mean_vector(y):\n    v = torch.zeros_like(y)\n    {}\n    return v\n"
+
+AFFINE = "def affine_grads(x, w, b, g):\n    return {}\n"
+BMM = "def batched_matmul_grads(X, W, G):\n    return {}\n"
+GATHER = "def gather_grad(x, dim, index, g):\n    {}\n"
+
+SQUARED_GAP = '''class SquaredGap(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return (a - b) ** 2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+        grad = 2 * (a - b) * grad_output
+        return {}
+'''
 
 WRONG = {
+    # ------------------------------------------------------------ 05-non-scalar-backward
     "l05-predict-second-call": [
-        # Expects the second call to overwrite.
-        ("second_call_guess = (4.0, 2.0)\n", "adds the same 4 and 2 again"),
+        # Expects the second call to overwrite .grad.
+        ("second_call_guess = (4.0, 2.0)\n", "not quite"),
     ],
     "l05-jacobian-rows": [
         # The zero_() trap: every stored row is the same tensor, emptied and refilled.
-        (
-            "def jacobian_by_rows(g, x):\n"
-            "    x = x.detach().clone().requires_grad_()\n"
-            "    rows = []\n"
-            "    m = g(x).numel()\n"
-            "    for i in range(m):\n"
-            "        if x.grad is not None:\n"
-            "            x.grad.zero_()\n"
-            "        g(x).backward(gradient=torch.eye(m)[i])\n"
-            "        rows.append(x.grad)\n"
-            "    return torch.stack(rows)\n",
-            "mismatch",
-        ),
+        (ROWS.format(reset="        if x.grad is not None:\n            x.grad.zero_()\n",
+                     row="x.grad"),
+         "zero_() empties"),
         # No reset at all: each row holds the running sum.
+        (ROWS.format(reset="", row="x.grad.clone()"), "accumulated across the backward calls"),
+        # The shortcut the exercise rules out.
+        ("def jacobian_by_rows(g, x):\n    return torch.func.jacrev(g)(x)\n",
+         "one backward call per output row"),
+        # Rows stacked as columns.
+        (
+            "def jacobian_by_rows(g, x):\n"
+            "    rows = []\n"
+            "    m = g(x).numel()\n"
+            "    for i in range(m):\n"
+            "        xi = x.detach().clone().requires_grad_()\n"
+            "        g(xi).backward(gradient=torch.eye(m)[i])\n"
+            "        rows.append(xi.grad)\n"
+            "    return torch.stack(rows, dim=1)\n",
+            "transposed",
+        ),
+        # One VJP per row, but through torch.autograd.grad rather than backward.
         (
             "def jacobian_by_rows(g, x):\n"
             "    x = x.detach().clone().requires_grad_()\n"
-            "    m = g(x).numel()\n"
-            "    rows = []\n"
-            "    for i in range(m):\n"
-            "        g(x).backward(gradient=torch.eye(m)[i])\n"
-            "        rows.append(x.grad.clone())\n"
-            "    return torch.stack(rows)\n",
-            "mismatch",
-        ),
-        # The shortcut the exercise rules out.
-        (
-            "def jacobian_by_rows(g, x):\n    return torch.func.jacrev(g)(x)\n",
-            "one backward call per output row",
-        ),
-        # Columns instead of rows.
-        (
-            "def jacobian_by_rows(g, x):\n"
-            "    return torch.autograd.functional.jacobian(g, x).T\n",
-            "transposed",
+            "    y = g(x)\n"
+            "    return torch.stack([torch.autograd.grad(y, x, e, retain_graph=True)[0]\n"
+            "                        for e in torch.eye(y.numel())])\n",
+            "backward calls only",
         ),
     ],
     "l05-mean-gradient": [
         # Ones in the last row: the gradient of the row's sum, not its mean.
-        (
-            "def last_row_mean_vector(y):\n"
-            "    v = torch.zeros_like(y)\n"
-            "    v[-1] = 1\n"
-            "    return v\n",
-            "factor",
-        ),
+        (LAST_ROW.format("v[-1] = 1"), "gradient of the row's sum"),
         # The mean of the whole matrix.
-        ("def last_row_mean_vector(y):\n    return torch.full_like(y, 1 / y.numel())\n", "mismatch"),
+        ("def last_row_mean_vector(y):\n    return torch.full_like(y, 1 / y.numel())\n",
+         "mean of the whole matrix"),
         # The first row instead of the last.
-        (
-            "def last_row_mean_vector(y):\n"
-            "    v = torch.zeros_like(y)\n"
-            "    v[0] = 1 / y.shape[1]\n"
-            "    return v\n",
-            "mismatch",
-        ),
+        (LAST_ROW.format("v[0] = 1 / y.shape[1]"), "first row"),
+        # Divided by the number of rows.
+        (LAST_ROW.format("v[-1] = 1 / y.shape[0]"), "number of rows"),
+    ],
+    # ------------------------------------------------------------ 05-tensor-op-vjps
+    "l05-predict-max-ties": [
+        # The whole gradient to the first of the tied entries (max(dim=...)'s convention).
+        ("max_ties_guess = [0.0, 1.0, 0.0, 0.0]\n", "not quite"),
+        # A full gradient to each tied entry.
+        ("max_ties_guess = [0.0, 1.0, 1.0, 0.0]\n", "not quite"),
+    ],
+    "l05-softmax-vjp": [
+        # The diagonal of the Jacobian only.
+        ("def softmax_vjp(p, g):\n    return p * g\n", "only the diagonal"),
+        # A sign slip in the second term.
+        ("def softmax_vjp(p, g):\n    return p * (g + (g * p).sum(dim=-1, keepdim=True))\n",
+         "sign of the second term"),
+        # The row sum taken over the first dimension.
+        ("def softmax_vjp(p, g):\n    return p * (g - (g * p).sum(dim=0, keepdim=True))\n",
+         "summed over the wrong dimension"),
+        # log_softmax's VJP.
+        ("def softmax_vjp(p, g):\n    return g - p * g.sum(dim=-1, keepdim=True)\n",
+         "log_softmax"),
+        # keepdim forgotten: the row sums broadcast along the wrong axis (and the sizes clash).
+        ("def softmax_vjp(p, g):\n    return p * (g - (g * p).sum(dim=-1))\n",
+         "raised RuntimeError"),
+    ],
+    "l05-broadcast-affine": [
+        # No sums at all.
+        (AFFINE.format("g * w, g * x, g"), "keeps the shape (B, T, C)"),
+        # Summed over the batch only.
+        (AFFINE.format("g * w, (g * x).sum(0), g.sum(0)"), "batch dimension only"),
+        # keepdim=True leaves (1, 1, C).
+        (AFFINE.format("g * w, (g * x).sum((0, 1), keepdim=True), g.sum((0, 1), keepdim=True)"),
+         "keepdim=True leaves shape (1, 1, C)"),
+        # The factor w forgotten in dx.
+        (AFFINE.format("g, (g * x).sum((0, 1)), g.sum((0, 1))"), "g times w"),
+        # Summed over the channel dimension instead.
+        (AFFINE.format("g * w, (g * x).sum(-1), g.sum(-1)"), "summed over the wrong dimension"),
+    ],
+    "l05-batched-matmul": [
+        # dW kept per batch entry.
+        (BMM.format("G @ W.mT, X.mT @ G"), "not summed over the batch"),
+        # dW transposed.
+        (BMM.format("G @ W.mT, (G.mT @ X).sum(0)"), "transposed"),
+        # Summed over the wrong dimension.
+        (BMM.format("G @ W.mT, (X.mT @ G).sum(1)"), "summed over the wrong dimension"),
+        # .T on a 3-D tensor reverses all its dimensions.
+        (BMM.format("G @ W.T, (X.T @ G).sum(0)"), "raised RuntimeError"),
+    ],
+    "l05-gather": [
+        # = instead of +=, with scatter_.
+        (GATHER.format("return torch.zeros_like(x).scatter_(dim, index, g)"),
+         "= instead of +="),
+        # = instead of +=, with an indexed assignment.
+        (GATHER.format(
+            "dx = torch.zeros_like(x)\n"
+            "    other = torch.arange(index.shape[1 - dim]).unsqueeze(dim).expand_as(index)\n"
+            "    dx[(index, other) if dim == 0 else (other, index)] = g\n"
+            "    return dx"),
+         "= instead of +="),
+        # Scattered along the other dimension.
+        (GATHER.format("return torch.zeros_like(x).scatter_add_(1 - dim, index, g)"),
+         "other dimension"),
+        # The gradient of the output handed back as it is.
+        (GATHER.format("return g"), "g itself"),
+        # Always along dimension 0: right on half the inputs only.
+        (GATHER.format("return torch.zeros_like(x).scatter_add_(0, index, g)"),
+         "matches on 2 of 3"),
+    ],
+    "l05-broadcast-function": [
+        # No sum: the output's shape (the engine would hide this one).
+        (SQUARED_GAP.format("grad, -grad"), "still has the output's shape"),
+        # Summed, but keepdim forgotten.
+        (SQUARED_GAP.format("grad.sum_to_size(a.shape).squeeze(), "
+                            "(-grad).sum_to_size(b.shape).squeeze()"),
+         "keepdim=True"),
+        # Summed over the wrong dimension for a.
+        (SQUARED_GAP.format("grad.sum(0, keepdim=True), (-grad).sum(1, keepdim=True)"),
+         "summed over the wrong dimensions"),
+        # The minus sign for b lost.
+        (SQUARED_GAP.format("sum_to(grad, a.shape), sum_to(grad, b.shape)"), "sign is flipped"),
+        # One gradient for both inputs.
+        (SQUARED_GAP.format("sum_to(grad, a.shape)"), "one gradient per input"),
     ],
 }

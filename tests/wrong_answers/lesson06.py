@@ -3,8 +3,16 @@
 TWO = "def two_grads(step, w, h0, xs):\n{}"
 
 WRONG = {
+    "l06-predict-again": [
+        ("again_raises = False\n", "not quite"),
+    ],
+    "l06-predict-inplace": [
+        ('inplace_outcome = "old"\n', "not quite"),
+        ('inplace_outcome = "new"\n', "not quite"),
+        ('inplace_outcome = "nothing"\n', "not one of the choices"),
+    ],
     "l06-predict-second": [
-        ("z_works_after_y = True\n", "the first call freed"),
+        ("z_works_after_y = True\n", "not quite"),
     ],
     "l06-two-derivatives": [
         # No retain_graph on the first call.
@@ -45,7 +53,33 @@ WRONG = {
                 "    states[-1].backward()\n"
                 "    return first, w.grad\n"
             ),
-            "d h_final / dw",
+            "added together",
+        ),
+        # Off by one: the state after one step taken for h_2.
+        (
+            TWO.format(
+                "    h, states = h0, []\n"
+                "    for x_t in xs:\n"
+                "        h = step(w, h, x_t)\n"
+                "        states.append(h)\n"
+                "    (a,) = torch.autograd.grad(states[0], w, retain_graph=True)\n"
+                "    (b,) = torch.autograd.grad(states[-1], w)\n"
+                "    return a, b\n"
+            ),
+            "after ONE step",
+        ),
+        # The two results in the wrong order.
+        (
+            TWO.format(
+                "    h, states = h0, []\n"
+                "    for x_t in xs:\n"
+                "        h = step(w, h, x_t)\n"
+                "        states.append(h)\n"
+                "    (a,) = torch.autograd.grad(states[1], w, retain_graph=True)\n"
+                "    (b,) = torch.autograd.grad(states[-1], w)\n"
+                "    return b, a\n"
+            ),
+            "swapped",
         ),
     ],
     "l06-one-pass": [
@@ -63,6 +97,14 @@ WRONG = {
             "still alive",
         ),
         # Weights forgotten.
-        ("def weighted_backward(losses, weights):\n    sum(losses).backward()\n", "mismatch"),
+        ("def weighted_backward(losses, weights):\n    sum(losses).backward()\n",
+         "weights are missing"),
+        # backward without its parentheses: nothing runs.
+        (
+            "def weighted_backward(losses, weights):\n"
+            "    total = sum(w * loss for w, loss in zip(weights, losses))\n"
+            "    total.backward\n",
+            "0 backward passes",
+        ),
     ],
 }

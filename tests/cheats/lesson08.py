@@ -1,0 +1,161 @@
+"""Shortcuts around the checks of 08-custom-functions.ipynb; each must fail its check.
+
+Both exercises ask for a backward formula worked out by the learner. gradcheck
+alone would pass every shortcut below (it compares with finite differences to
+1e-3); the checks call backward directly, with autograd switched off, and
+demand float64 round-off.
+"""
+
+POWER = '''class PowerMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, p):
+        ctx.save_for_backward(x, y)
+        ctx.p = p
+        return x**p * y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y = ctx.saved_tensors
+        p = ctx.p
+{}
+'''
+
+TANH = '''class Tanh(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return torch.tanh(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (t,) = ctx.saved_tensors
+{}
+'''
+
+# Central differences written out in backward.
+POWER_FD = POWER.format(
+    "        h = 1e-6\n"
+    "        dx = ((x + h) ** p * y - (x - h) ** p * y) / (2 * h)\n"
+    "        dy = (x**p * (y + h) - x**p * (y - h)) / (2 * h)\n"
+    "        return grad_output * dx, grad_output * dy, None"
+)
+# bl.numerical_grad in backward.
+POWER_NUMERICAL = POWER.format(
+    "        (dx,) = bl.numerical_grad(lambda a: (a**p * y * grad_output).sum(), x)\n"
+    "        (dy,) = bl.numerical_grad(lambda b: (x**p * b * grad_output).sum(), y)\n"
+    "        return dx, dy, None"
+)
+# Autograd inside backward, on a recomputed forward.
+POWER_AUTOGRAD = POWER.format(
+    "        with torch.enable_grad():\n"
+    "            xx, yy = x.detach().requires_grad_(), y.detach().requires_grad_()\n"
+    "            dx, dy = torch.autograd.grad(xx**p * yy, (xx, yy), grad_output)\n"
+    "        return dx, dy, None"
+)
+# torch.func inside backward.
+POWER_FUNC = POWER.format(
+    "        dx = torch.func.grad(lambda a: (a**p * y * grad_output).sum())(x)\n"
+    "        dy = torch.func.grad(lambda b: (x**p * b * grad_output).sum())(y)\n"
+    "        return dx, dy, None"
+)
+# A table of the visible check's inputs, from the lesson module's own input maker.
+POWER_TABLE = '''import torch
+from backproplab.lessons import lesson08 as _l08
+
+_TABLE = {}
+for _seed in (0, 1, 2, 3, 4):
+    _x, _y, _p, _g = _l08.power_inputs(torch.Generator().manual_seed(_seed))
+    _TABLE[(tuple(_x.tolist()), _p)] = (_p * _x ** (_p - 1) * _y, _x**_p)
+
+
+class PowerMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, p):
+        ctx.save_for_backward(x, y)
+        ctx.p = p
+        return x**p * y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y = ctx.saved_tensors
+        dx, dy = _TABLE.get((tuple(x.tolist()), ctx.p), (torch.ones_like(x), torch.ones_like(y)))
+        return grad_output * dx, grad_output * dy, None
+'''
+
+# torch's own backward kernel for tanh.
+TANH_KERNEL = TANH.format("        return torch.ops.aten.tanh_backward(grad_output, t)")
+# Calling the backward node of torch's own tanh.
+TANH_NODE = TANH.format(
+    "        with torch.enable_grad():\n"
+    "            x = torch.atanh(t).detach().requires_grad_()\n"
+    "            return torch.tanh(x).grad_fn(grad_output)"
+)
+# Central differences on tanh, from x recovered out of t.
+TANH_FD = TANH.format(
+    "        x, h = torch.atanh(t), 1e-6\n"
+    "        return grad_output * (torch.tanh(x + h) - torch.tanh(x - h)) / (2 * h)"
+)
+# The complex-step trick.
+TANH_COMPLEX = TANH.format(
+    "        x, h = torch.atanh(t), 1e-20\n"
+    "        return grad_output * torch.tanh(x.to(torch.complex128) + 1j * h).imag / h"
+)
+# A Richardson-extrapolated five-point stencil: accurate to round-off, but it
+# evaluates tanh again inside backward.
+TANH_RICHARDSON = TANH.format(
+    "        x, estimate = torch.atanh(t), None\n"
+    "        for h in (1e-2, 5e-3):\n"
+    "            d = (8 * (torch.tanh(x + h) - torch.tanh(x - h))\n"
+    "                 - (torch.tanh(x + 2 * h) - torch.tanh(x - 2 * h))) / (12 * h)\n"
+    "            estimate = d if estimate is None else (16 * d - estimate) / 15\n"
+    "        return grad_output * estimate"
+)
+TANH_TABLE = '''import torch
+from backproplab.lessons import lesson08 as _l08
+
+_TABLE = {}
+for _seed in (0, 1, 2, 3, 4):
+    _x, _g = _l08.tanh_inputs(torch.Generator().manual_seed(_seed))
+    _TABLE[tuple(torch.tanh(_x).flatten().tolist())] = 1 - torch.tanh(_x) ** 2
+
+
+class Tanh(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return torch.tanh(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (t,) = ctx.saved_tensors
+        local = _TABLE.get(tuple(t.flatten().tolist()), torch.ones_like(t))
+        return grad_output * local
+'''
+
+CHEATS = {
+    "l08-power-mix": [
+        (POWER_FD, "numerical estimate"),
+        (POWER_NUMERICAL, "numerical_grad"),
+        (POWER_AUTOGRAD, "enable_grad"),
+        (POWER_FUNC, "torch.func.grad"),
+        (POWER_TABLE, "mismatch"),
+    ],
+    "l08-tanh-output": [
+        (TANH_KERNEL, "backward kernels"),
+        (TANH_NODE, "enable_grad"),
+        (TANH_FD, "numerical estimate"),
+        (TANH_COMPLEX, "complex"),
+        (TANH_RICHARDSON, "numerical estimate"),
+        (TANH_TABLE, "mismatch"),
+    ],
+}
