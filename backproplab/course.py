@@ -28,6 +28,7 @@ Only ``nbformat`` is needed here: releasing never imports torch.
 
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
 import math
@@ -454,18 +455,57 @@ def fingerprint(nb: NotebookNode) -> str:
 # a self-learner's copies
 
 
+GUESS_STUB = "...  # your guess"
+
+
+def _guess_stub(source: str) -> str | None:
+    """A prediction's guess cell with each guess blank (``name = ...``), or None when its
+    solution is more than plain assignments.
+
+    >>> print(_guess_stub("### BEGIN SOLUTION\\nguess = 2.0\\n### END SOLUTION"))
+    guess = ...  # your guess
+    """
+    lines = source.split("\n")
+    out: list[str] = []
+    pos = 0
+    for begin, end in regions(source, SOLUTION):
+        body = lines[begin + 1:end]
+        indent = re.match(r"\s*", lines[begin]).group(0)
+        try:
+            tree = ast.parse("\n".join(line[len(indent):] for line in body))
+        except SyntaxError:
+            return None
+        names = [node.targets[0].id for node in tree.body
+                 if isinstance(node, ast.Assign) and len(node.targets) == 1
+                 and isinstance(node.targets[0], ast.Name)]
+        if not names or len(names) != len(tree.body):
+            return None
+        out += lines[pos:begin] + [f"{indent}{name} = {GUESS_STUB}" for name in names]
+        pos = end + 1
+    return "\n".join(out + lines[pos:])
+
+
 def learner_version(nb: NotebookNode, name: str = "notebook") -> tuple[NotebookNode, int]:
     """A student version with each worked solution one deliberate click away.
 
     Right after every solution cell comes a markdown cell holding the solution
-    in a collapsed "Show a solution" block; the notebook runs exactly as the
-    student version does. Returns the notebook and its number of exercises.
+    in a collapsed "Show a solution" block, except after a prediction's guess:
+    its answer comes from the reveal cell after the check, and the guess is
+    left as ``name = ...`` (the check then says "no prediction yet"). Checks
+    of the method, hidden in a graded course, stay. Returns the notebook and
+    its number of exercises.
     """
     student, exercises, _ = student_version(nb, name, keep_hidden=True)
     cells = []
     for original, cell in zip(nb.cells, student.cells, strict=True):
         cells.append(cell)
         if not _meta(original).get("solution"):
+            continue
+        guess = _guess_stub(original.source)
+        if "predict" in str(_meta(original).get("grade_id", "")) and guess is not None:
+            # A prediction's answer comes from its reveal cell, after the guess is
+            # checked; a "Show a solution" block here would show it first.
+            cell.source = guess
             continue
         # The whole cell as the lesson has it, marker lines left out.
         code = "\n".join(

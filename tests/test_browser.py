@@ -51,7 +51,7 @@ from browser_support import (
 from test_predictions import _leaks
 
 from backproplab._registry import find_prediction
-from backproplab.course import CODE_STUB
+from backproplab.course import GUESS_STUB
 from backproplab.exercise import _answer_of
 from backproplab.handout import learn
 
@@ -203,9 +203,10 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
 
     The learner copy of lesson 2 is written into the folder the server serves,
     opened in a fresh workspace and run with Run All, which must stop at the
-    first blank; that exercise is answered wrongly (the check fails, says why,
-    and shows no frame from inside backproplab) and rightly (✓); finally the
-    collapsed worked solution is opened with a click.
+    first blank, a prediction whose check says "no prediction yet"; nothing on the
+    screen gives its answer away; it is answered wrongly (a hint, not the answer, and
+    no frame from inside backproplab) and rightly (✓), and the reveal shows the
+    answer; finally the next exercise's collapsed worked solution opens with a click.
     """
     report = NotebookReport(name=f"learner-{STUDENT_LESSON.stem}")
     artifacts = ARTIFACTS / report.name
@@ -218,8 +219,16 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
     )
     solution, check = _exercise_cells(book, STUDENT_EXERCISE)
     assert solution == first_exercise, f"{STUDENT_EXERCISE} is not the first exercise"
-    reveal = solution + 1
-    assert "Show a solution" in book.cells[reveal].source
+    # A prediction has no "Show a solution" (its reveal cell answers it); the first
+    # worked solution on the page belongs to the next exercise.
+    reveal = next(i for i, c in enumerate(book.cells)
+                  if c.cell_type == "markdown" and "Show a solution" in c.source)
+    assert reveal > check
+    shown_solution = book.cells[reveal].metadata["backproplab"]["solution_of"]
+    worked = next(c.source for c in nbformat.read(STUDENT_LESSON, as_version=4).cells
+                  if c.metadata.get("nbgrader", {}).get("grade_id") == shown_solution)
+    worked_line = next(line.strip() for line in worked.splitlines()
+                       if line.strip() and "SOLUTION" not in line and not line.startswith("def"))
     plans = plan_notebook(copied)
 
     with notebook_page(
@@ -243,19 +252,20 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
                     f"cell {plan.index + 1} shows an error: {first['ename']}: {first['evalue']}"
                 )
 
-        # The first exercise is a blank that says so when run.
+        # The first exercise is a blank guess, and its check says so when run.
         label = f"cell {solution + 1} ({STUDENT_EXERCISE})"
+        stub = f"aa_guess = {GUESS_STUB}"
         shown = cell_editor_text(page, path, solution)
-        assert "# YOUR CODE HERE" in shown, f"{label}: the editor shows no stub: {shown!r}"
-        raised = [o["ename"] for o in cells[solution]["outputs"] if o["type"] == "error"]
-        assert raised == ["NotImplementedError"], (
-            f"{label}: expected a NotImplementedError after Run All, the outputs show "
+        assert stub in shown, f"{label}: the editor shows no blank guess: {shown!r}"
+        raised = [f"{o['ename']}: {o['evalue']}" for o in cells[check]["outputs"]
+                  if o["type"] == "error"]
+        assert len(raised) == 1 and "no prediction yet" in raised[0], (
+            f"cell {check + 1}: expected 'no prediction yet' after Run All, the outputs show "
             f"{raised or 'no error'}"
         )
 
-        # The learner writes over the stub, keeping the rest of the cell.
+        # The learner writes over the blank, keeping the rest of the cell.
         blank = cell_source(page, path, solution)
-        stub = "\n".join(CODE_STUB)
         assert stub in blank, f"{label}: the cell's text has no {stub!r}: {blank!r}"
 
         # Nothing from the question down to the check gives the answer away.
@@ -325,8 +335,8 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
         page.wait_for_function(
             "(el) => el.open", arg=details.element_handle(), timeout=10_000
         )
-        assert RIGHT_ANSWER in details.inner_text(), (
-            f"cell {reveal + 1}: the opened solution does not show {RIGHT_ANSWER!r}: "
+        assert worked_line in details.inner_text(), (
+            f"cell {reveal + 1}: the opened solution does not show {worked_line!r}: "
             f"{details.inner_text()!r}"
         )
 

@@ -1,24 +1,49 @@
 """Plausible wrong answers for the exercises of 10-mlp-training.ipynb."""
 
-RELU = "def relu_layer_grads(x, W, b, g_h):\n    a = x @ W + b\n    da = {}\n    return {}\n"
+BCE = "def dlogits_bce(z, y):\n    return {}\n"
+MSE = "def dlogits_sigmoid_mse(z, y):\n    p = torch.sigmoid(z)\n    return {}\n"
 
 WRONG = {
     "l10-predict-layer": [
-        ('larger_layer_guess = "first"\n', "shrinks towards the input"),
+        ('larger_layer_guess = "first"\n', "not quite"),
+    ],
+    "l10-predict-std": [
+        # The old claim: std 0.01 starves every layer.
+        ("sigmoid_last_10x_smaller = True\n", "not quite"),
+    ],
+    "l10-bce": [
+        (BCE.format("torch.sigmoid(z) - y"), "1/N of the mean is missing"),
+        (BCE.format("(torch.sigmoid(z) - y) / len(z)"), "number of rows only"),
+        (BCE.format("(z - y) / z.numel()"), "z stands where sigmoid(z) belongs"),
+        (BCE.format("(y - torch.sigmoid(z)) / z.numel()"), "sign is flipped"),
+        (
+            "def dlogits_bce(z, y):\n"
+            "    p = torch.sigmoid(z)\n"
+            "    return (p - y) * p * (1 - p) / z.numel()\n",
+            "p(1 − p) was multiplied in once too often",
+        ),
+        # dL/dp only: the chain rule's last factor forgotten.
+        (
+            "def dlogits_bce(z, y):\n"
+            "    p = torch.sigmoid(z)\n"
+            "    return (-y / p + (1 - y) / (1 - p)) / z.numel()\n",
+            "mismatch",
+        ),
+        (
+            "def dlogits_bce(z, y):\n"
+            "    z = z.requires_grad_()\n"
+            "    F.binary_cross_entropy_with_logits(z, y).backward()\n"
+            "    return z.grad\n",
+            "by hand",
+        ),
     ],
     "l10-dlogits": [
-        # Part 2's cross-entropy formula copied.
+        # Exercise 1's cross-entropy formula reused.
         ("def dlogits_sigmoid_mse(z, y):\n    return (torch.sigmoid(z) - y) / z.numel()\n",
-         "for cross-entropy, not for a squared error"),
-        ("def dlogits_sigmoid_mse(z, y):\n    return 2 * (torch.sigmoid(z) - y) / z.numel()\n",
-         "p(1 - p) is missing"),
-        # The mean's 1/N forgotten.
-        (
-            "def dlogits_sigmoid_mse(z, y):\n"
-            "    p = torch.sigmoid(z)\n"
-            "    return 2 * (p - y) * p * (1 - p)\n",
-            "factor",
-        ),
+         "Exercise 1's answer, for cross-entropy"),
+        (MSE.format("2 * (p - y) / z.numel()"), "own derivative p(1 − p) is missing"),
+        (MSE.format("2 * (p - y) * p * (1 - p)"), "1/N of the mean is missing"),
+        (MSE.format("(p - y) * p * (1 - p) / z.numel()"), "factor 2 from the derivative"),
         (
             "def dlogits_sigmoid_mse(z, y):\n"
             "    z = z.requires_grad_()\n"
@@ -26,14 +51,5 @@ WRONG = {
             "    return z.grad\n",
             "by hand",
         ),
-    ],
-    "l10-hidden": [
-        # The tanh rule from Part 2 copied.
-        (RELU.format("g_h * (1 - torch.relu(a) ** 2)", "x.T @ da, da.sum(dim=0), da @ W.T"), "mismatch"),
-        (RELU.format("g_h * torch.relu(a)", "x.T @ da, da.sum(dim=0), da @ W.T"), "instead of the 0/1 mask"),
-        # The bias gradient not summed over the batch.
-        (RELU.format("g_h * (a > 0)", "x.T @ da, da, da @ W.T"), "sum over"),
-        # The input gradient without the transpose: shapes only work for square W.
-        (RELU.format("g_h * (a > 0)", "x.T @ da, da.sum(dim=0), (W @ da.T).T.T"), "dL/dx"),
     ],
 }

@@ -1,0 +1,111 @@
+"""Shortcuts for the exercises of 10-mlp-training.ipynb: each must fail its check
+(the lesson runs with its hidden tests), naming what it did. See tests/test_exercises.py."""
+
+BCE_FD = '''def dlogits_bce(z, y):
+    def loss(z):
+        p = torch.sigmoid(z)
+        return -(y * torch.log(p) + (1 - y) * torch.log(1 - p)).mean()
+    h = 1e-6
+    grad = torch.zeros_like(z)
+    for i in range(z.numel()):
+        e = torch.zeros_like(z).view(-1)
+        e[i] = h
+        e = e.view(z.shape)
+        grad.view(-1)[i] = (loss(z + e) - loss(z - e)) / (2 * h)
+    return grad
+'''
+BCE_NUMERICAL = '''def dlogits_bce(z, y):
+    return bl.numerical_grad(lambda z: F.binary_cross_entropy_with_logits(z, y), z)[0]
+'''
+BCE_KERNEL = '''def dlogits_bce(z, y):
+    p = torch.sigmoid(z)
+    dp = torch.ops.aten.binary_cross_entropy_backward(torch.ones((), dtype=z.dtype), p, y, None, 1)
+    return torch.ops.aten.sigmoid_backward(dp, p)
+'''
+BCE_NODE = '''def dlogits_bce(z, y):
+    with torch.enable_grad():
+        z = z.clone().requires_grad_()
+        loss = F.binary_cross_entropy_with_logits(z, y)
+        return loss.grad_fn(torch.ones((), dtype=z.dtype))
+'''
+# Part 2's worked route: ask autograd for dL/dz.
+BCE_WORKED = '''def dlogits_bce(z, y):
+    z = z.requires_grad_()
+    (dz,) = torch.autograd.grad(F.binary_cross_entropy_with_logits(z, y), z)
+    return dz
+'''
+BCE_TABLE = '''from backproplab.lessons import find_exercise
+
+_exercise = find_exercise("l10-bce")
+_table = []
+for _seed in range(3):
+    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
+    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
+
+
+def dlogits_bce(z, y):
+    for known, answer in _table:
+        if known[0].shape == z.shape and torch.equal(known[0], z):
+            return answer
+    return torch.zeros_like(z)
+'''
+
+MSE_FD = '''def dlogits_sigmoid_mse(z, y):
+    def loss(z):
+        return ((torch.sigmoid(z) - y) ** 2).mean()
+    h = 1e-6
+    grad = torch.zeros_like(z)
+    for i in range(z.numel()):
+        e = torch.zeros_like(z).view(-1)
+        e[i] = h
+        e = e.view(z.shape)
+        grad.view(-1)[i] = (loss(z + e) - loss(z - e)) / (2 * h)
+    return grad
+'''
+MSE_NUMERICAL = '''def dlogits_sigmoid_mse(z, y):
+    return bl.numerical_grad(lambda z: ((torch.sigmoid(z) - y) ** 2).mean(), z)[0]
+'''
+MSE_KERNEL = '''def dlogits_sigmoid_mse(z, y):
+    p = torch.sigmoid(z)
+    dp = torch.ops.aten.mse_loss_backward(torch.ones((), dtype=z.dtype), p, y, 1)
+    return torch.ops.aten.sigmoid_backward(dp, p)
+'''
+MSE_NODE = '''def dlogits_sigmoid_mse(z, y):
+    with torch.enable_grad():
+        z = z.clone().requires_grad_()
+        p = torch.sigmoid(z)
+        return p.grad_fn(2 * (p - y) / z.numel())
+'''
+MSE_TABLE = '''from backproplab.lessons import find_exercise
+
+_exercise = find_exercise("l10-dlogits")
+_table = []
+for _seed in range(3):
+    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
+    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
+
+
+def dlogits_sigmoid_mse(z, y):
+    for known, answer in _table:
+        if known[0].shape == z.shape and torch.equal(known[0], z):
+            return answer
+    return torch.zeros_like(z)
+'''
+
+CHEATS = {
+    "l10-bce": [
+        (BCE_FD, "numerical estimate"),
+        (BCE_NUMERICAL, "numerical_grad"),
+        (BCE_KERNEL, "backward kernels"),
+        (BCE_NODE, "enable_grad"),
+        (BCE_WORKED, "torch.autograd.grad"),
+        (BCE_TABLE, "hard-coded"),
+    ],
+    "l10-dlogits": [
+        (MSE_FD, "numerical estimate"),
+        (MSE_NUMERICAL, "numerical_grad"),
+        (MSE_KERNEL, "backward kernels"),
+        (MSE_NODE, "enable_grad"),
+        (MSE_TABLE, "hard-coded"),
+    ],
+}
