@@ -340,6 +340,13 @@ def check_by_hand(
     same_answers = all(_same(a, answers[0]) for a in answers[1:])
     same_refs = all(_same(r, refs[0]) for r in refs[1:])
     if (same_answers and not same_refs) or (_one_number(answers) and not _one_number(refs)):
+        # A slip can be a constant too (the ~0 gradient of a max trick taken for 0): a
+        # slip that holds on every trial says more than "hard-coded".
+        for i, label in enumerate(labels):
+            slip = _named_mistake(mistakes, runs, i, None, None)
+            if slip and not all(_compare(label, r.got[i], r.ref[i], r.ref[i], None, None).ok
+                                for r in runs):
+                return _fail(label, f"on new inputs ({_shapes(runs[0].inputs)}): {slip}.")
         return _fail(
             name,
             "it returns the same result whatever the inputs, so it looks hard-coded (or it "

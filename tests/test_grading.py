@@ -298,3 +298,10 @@ def test_a_backward_kernel_made_of_forward_operations_is_refused_too():
     with pytest.raises(exercise.AutogradForbidden, match="aten.gather_backward"):
         with bl.forbid_autograd():
             torch.ops.aten.gather_backward(torch.ones(2, 2), torch.zeros(3, 2), 0, index, False)
+
+
+def test_a_slip_that_is_a_constant_is_named_before_hard_coded():
+    slips = {"the ~0 of the max trick taken for an exact 0": lambda x: torch.zeros_like(x)}
+    text = str(_check(lambda x: torch.zeros_like(x), mistakes=slips))
+    assert "taken for an exact 0" in text and "hard-coded" not in text
+    assert "hard-coded" in str(_check(lambda x: torch.zeros_like(x)))

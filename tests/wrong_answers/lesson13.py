@@ -1,111 +1,197 @@
-"""Plausible wrong answers for the exercises of 13-backprop-through-a-classifier.ipynb."""
+"""Plausible wrong answers for the exercises of 13-backprop-through-a-classifier.ipynb.
 
-DLOGITS = "def dlogits_ce(logits, targets):\n    n, classes = logits.shape\n    return {}\n"
-SOFTMAX, ONE_HOT = "torch.softmax(logits, dim=1)", "F.one_hot(targets, classes)"
+Each fragment is part of the message only the right diagnosis gives: a slip must be
+named as the slip it is (a correct sum is never told it forgot to sum, a `+=` through
+advanced indexing is told why it keeps one lookup, a forgotten gain is named).
+"""
 
-BN = (
-    "def batchnorm_backward(dout, x, gain, eps):\n"
-    "    n = x.shape[0]\n"
-    "    centred = x - x.mean(0)\n"
-    "    inv_sd = ({} + eps) ** -0.5\n"
-    "    normed = centred * inv_sd\n"
-    "    return {}\n"
-)
-BIASED, UNBIASED = "(centred**2).mean(0)", "x.var(0)"
-COMPACT = "gain * inv_sd / n * (n * dout - dout.sum(0) - normed * (dout * normed).sum(0))"
 
-EMBEDDING = (
-    "def embedding_grad(ids, demb, num_rows):\n"
-    "    dim = demb.shape[-1]\n"
-    "    flat_ids, flat_grads = ids.reshape(-1), demb.reshape(-1, dim)\n"
-    "    dtable = torch.zeros(num_rows, dim, dtype=demb.dtype)\n"
-    "{}"
-    "    return dtable\n"
-)
+def _fn(signature: str, body: str) -> str:
+    """A whole solution cell: the function with the given body (indented lines)."""
+    return f"def {signature}:\n" + "".join(f"    {line}\n" for line in body.strip("\n").split("\n"))
 
-LINEAR = (
-    "def linear_grads(inp, dout):\n"
-    "    flat_in = inp.reshape(-1, inp.shape[-1])\n"
-    "    flat_out = dout.reshape(-1, dout.shape[-1])\n"
-    "    return {}\n"
-)
+
+DLOGPROBS = "dlogprobs(logprobs, y)"
+PICK = "n = len(logprobs)\ngrad = torch.zeros_like(logprobs)\ngrad[torch.arange(n), y] = {}\nreturn grad"
+LINEAR = "linear_backward(inp, W, dout)"
+SCALE_SHIFT = "scale_shift_backward(xhat, gain, dhbn)"
+EMBEDDING = "dC(tokens, demb, num_rows)"
+TABLE = ("dim = demb.shape[-1]\n"
+         "table = torch.zeros(num_rows, dim, dtype=demb.dtype)\n"
+         "flat_ids, flat_grads = tokens.flatten(), demb.reshape(-1, dim)\n")
+LAYERNORM = "layernorm_backward(dout, x, gain, eps)"
+NORM = ("features = x.shape[{dim}]\n"
+        "centred = x - x.mean({dim}, keepdim=True)\n"
+        "inv_sd = ((centred**2).sum({dim}, keepdim=True) / {count} + eps) ** -0.5\n"
+        "normed = centred * inv_sd\n"
+        "g = {g}\n"
+        "return inv_sd / features * ({terms})")
+ALL_TERMS = "features * g - g.sum({dim}, keepdim=True) - normed * (g * normed).sum({dim}, keepdim=True)"
+
+
+def _norm(dim=1, count="features", g="dout * gain", terms=ALL_TERMS):
+    return NORM.format(dim=dim, count=count, g=g, terms=terms.format(dim=dim))
+
 
 WRONG = {
-    "l13-predict-shape": [
-        ("dW2_shape_guess = (3, 16)\n", "shape of what it is the gradient of"),
-        ("dW2_shape_guess = (300, 3)\n", "W2 is 16 x 3"),
+    "l13-dlogprobs": [
+        (_fn(DLOGPROBS, PICK.format("-1.0")), "1/n is missing"),
+        (_fn(DLOGPROBS, PICK.format("1.0 / n")), "the sign is flipped"),
+        (_fn(DLOGPROBS, "return torch.full_like(logprobs, -1.0 / len(logprobs))"),
+         "only the picked entry of each row"),
+        # The spiral's N = 300 hard-wired.
+        (_fn(DLOGPROBS, PICK.format("-1.0 / 300")), "mismatch"),
+    ],
+    "l13-dprobs": [
+        (_fn("dprobs(probs, dlogprobs)", "return dlogprobs * probs"), "derivative of log(p) is 1/p"),
+        (_fn("dprobs(probs, dlogprobs)", "return 1 / probs"), "arriving from above is missing"),
+    ],
+    "l13-dcounts-sum-inv": [
+        (_fn("dcounts_sum_inv(counts, dprobs)", "return dprobs * counts"),
+         "the sum is missing: counts_sum_inv has one number per row"),
+        (_fn("dcounts_sum_inv(counts, dprobs)", "return (dprobs * counts).sum(0, keepdim=True)"),
+         "summed over the batch (dim 0)"),
+        (_fn("dcounts_sum_inv(counts, dprobs)", "return (dprobs * counts).sum(1)"),
+         "without keepdim=True"),
+    ],
+    "l13-dcounts-sum": [
+        (_fn("dcounts_sum(counts_sum, dcounts_sum_inv)", "return dcounts_sum_inv / counts_sum**2"),
+         "the sign is lost"),
+        (_fn("dcounts_sum(counts_sum, dcounts_sum_inv)", "return -dcounts_sum_inv / counts_sum"),
+         "the power rule gives -s**-2"),
+    ],
+    "l13-dcounts": [
+        # = where += was meant: the path through counts_sum is dropped.
+        (_fn("dcounts(counts_sum_inv, dprobs, dcounts_sum)", "return dprobs * counts_sum_inv"),
+         "only the path through probs"),
+        # = where += was meant, the other way round: the second write replaces the first.
+        (_fn("dcounts(counts_sum_inv, dprobs, dcounts_sum)",
+             "grad = torch.zeros_like(dprobs)\n"
+             "grad[:] = dprobs * counts_sum_inv\n"
+             "grad[:] = dcounts_sum\n"
+             "return grad"),
+         "only the path through counts_sum"),
+    ],
+    "l13-dshifted": [
+        (_fn("dshifted(counts, dcounts)", "return dcounts"), "exp's local derivative is missing"),
+        (_fn("dshifted(counts, dcounts)", "return counts"), "arriving from above is missing"),
+    ],
+    "l13-predict-maxes": [
+        # The scale the question gives, taken for the answer.
+        ("maxes_guess = 0.003\n", "not quite"),
+        ("maxes_guess = ...\n", "no prediction yet"),
+    ],
+    "l13-dlogit-maxes": [
+        (_fn("dlogit_maxes(dshifted)", "return -dshifted"), "the sum is missing: logit_maxes"),
+        (_fn("dlogit_maxes(dshifted)", "return dshifted.sum(1, keepdim=True)"),
+         "the sign is lost: logit_maxes is subtracted"),
+        # The spiral's ~0 taken for the rule: zeros whatever arrives.
+        (_fn("dlogit_maxes(dshifted)", "return torch.zeros(len(dshifted), 1, dtype=dshifted.dtype)"),
+         "hard-coded"),
+    ],
+    "l13-dlogits": [
+        # The max path dropped because its gradient is ~0 on the spiral.
+        (_fn("dlogits(logits, dshifted, dlogit_maxes)", "return dshifted"),
+         "only the direct path is there"),
+        # The max's gradient broadcast over the row, as if every entry had been the max.
+        (_fn("dlogits(logits, dshifted, dlogit_maxes)", "return dshifted + dlogit_maxes"),
+         "went to every entry of the row"),
+    ],
+    "l13-linear": [
+        (_fn(LINEAR, "return dout @ W.T, dout.T @ inp, dout.sum(0)"), "dW came out transposed"),
+        (_fn(LINEAR, "return dout @ W.T, inp.T @ dout, dout"), "db is not summed over the batch"),
+        (_fn(LINEAR, "n = len(inp)\nreturn dout @ W.T, inp.T @ dout / n, dout.sum(0) / n"),
+         "divided by the batch size"),
+        # db right, dW alone off: the message is about dW, never about a sum.
+        (_fn(LINEAR, "return dout @ W.T, 2 * inp.T @ dout, dout.sum(0)"), "dW: on new inputs"),
+        (_fn(LINEAR, "return W @ dout.T, inp.T @ dout, dout.sum(0)"), "dinp came out transposed"),
+    ],
+    "l13-dhbn": [
+        (_fn("dhbn(h, dh)", "return dh * (1 - torch.tanh(h) ** 2)"), "tanh was applied to h again"),
+        (_fn("dhbn(h, dh)", "return dh * (1 - h)"), "the square is missing"),
+        (_fn("dhbn(h, dh)", "return 1 - h**2"), "arriving from above is missing"),
+    ],
+    "l13-scale-shift": [
+        (_fn(SCALE_SHIFT, "return dhbn, (xhat * dhbn).sum(0), dhbn.sum(0)"),
+         "the gain is missing from dxhat"),
+        (_fn(SCALE_SHIFT, "return gain * dhbn, xhat * dhbn, dhbn"),
+         "dgain and dbias are not summed over the batch"),
+        (_fn(SCALE_SHIFT, "return gain * dhbn, (gain * dhbn).sum(0), dhbn.sum(0)"),
+         "dgain used the gain instead of xhat"),
+    ],
+    "l13-dinvstd": [
+        (_fn("dinvstd(diff, dxhat)", "return dxhat * diff"), "the sum is missing: invstd"),
+        (_fn("dinvstd(diff, dxhat)", "return (dxhat * diff).sum(0)"), "without keepdim=True"),
+    ],
+    "l13-dvar": [
+        (_fn("dvar(var, dinvstd, eps)", "return -0.5 * dinvstd * (var + eps) ** -0.5"),
+         "lowers the exponent by one"),
+        (_fn("dvar(var, dinvstd, eps)", "return 0.5 * dinvstd * (var + eps) ** -1.5"),
+         "the sign is lost"),
+        (_fn("dvar(var, dinvstd, eps)", "return -0.5 * dinvstd * var**-1.5"), "eps is missing"),
+    ],
+    "l13-ddiff2": [
+        (_fn("ddiff2(diff2, dvar)", "n = diff2.shape[0]\nreturn dvar.expand_as(diff2) / (n - 1)"),
+         "Bessel's correction"),
+        (_fn("ddiff2(diff2, dvar)", "return dvar.expand_as(diff2).clone()"), "1/n is missing"),
+        (_fn("ddiff2(diff2, dvar)", "return dvar / diff2.shape[0]"), "not spread over the batch"),
+    ],
+    "l13-ddiff": [
+        (_fn("ddiff(diff, invstd, dxhat, ddiff2)", "return dxhat * invstd"),
+         "only the path through xhat"),
+        (_fn("ddiff(diff, invstd, dxhat, ddiff2)", "return 2 * diff * ddiff2"),
+         "only the path through diff2"),
+        (_fn("ddiff(diff, invstd, dxhat, ddiff2)", "return dxhat * invstd + diff * ddiff2"),
+         "factor 2 is missing"),
+    ],
+    "l13-dmean": [
+        (_fn("dmean(ddiff)", "return -ddiff"), "the sum is missing: mean"),
+        (_fn("dmean(ddiff)", "return ddiff.sum(0, keepdim=True)"), "the sign is lost: the mean"),
+    ],
+    "l13-dhpre": [
+        (_fn("dhpre(ddiff, dmean)", "return ddiff"), "only the direct path is there: hpre"),
+        (_fn("dhpre(ddiff, dmean)", "return ddiff + dmean"), "1/n is missing on the path"),
+        (_fn("dhpre(ddiff, dmean)", "return ddiff + dmean / (len(ddiff) - 1)"),
+         "Bessel's correction"),
+    ],
+    "l13-demb": [
+        (_fn("demb(dxin, emb)", "return dxin[:, :-2].reshape(emb.shape)"),
+         "the first columns were taken"),
+        (_fn("demb(dxin, emb)",
+             "n, tokens, dim = emb.shape\n"
+             "return dxin[:, 2:].reshape(n, dim, tokens).transpose(1, 2)"),
+         "went back in the wrong order"),
     ],
     "l13-predict-rows": [
         # Every row, as if the gradient were spread over the table.
-        ("nonzero_rows_guess = (0, 1, 2, 3, 4)\n", "only rows that were looked up"),
+        ("nonzero_rows_guess = (0, 1, 2, 3, 4)\n", "not quite"),
         # Only the row looked up twice.
-        ("nonzero_rows_guess = (3,)\n", "never use rows [2, 4]"),
-    ],
-    "l13-dlogits": [
-        # The mean's 1/N forgotten.
-        (DLOGITS.format(f"{SOFTMAX} - {ONE_HOT}"), "a missing 1/N"),
-        # one_hot minus softmax: the sign.
-        (DLOGITS.format(f"({ONE_HOT} - {SOFTMAX}) / n"), "sign is flipped"),
-        # The worked cell's fused form copied: 3 classes and N = 300 hard-wired.
-        ("def dlogits_ce(logits, targets):\n"
-         "    return (torch.softmax(logits, dim=1) - F.one_hot(targets, 3)) / 300\n",
-         "raised RuntimeError"),
-        # The lesson's own tensor.
-        ("def dlogits_ce(logits, targets):\n    return dlogits_fused\n", "hard-coded"),
-        # The autograd shortcut.
-        ("def dlogits_ce(logits, targets):\n"
-         "    logits = logits.requires_grad_()\n"
-         "    F.cross_entropy(logits, targets).backward()\n"
-         "    return logits.grad\n",
-         "by hand"),
-    ],
-    "l13-batchnorm": [
-        # torch.var's default: Bessel's correction, although training divides by N.
-        (BN.format(UNBIASED, COMPACT), "invstd and xhat were made with the unbiased variance"),
-        # The N - 1 forward's exact gradient.
-        (BN.format(UNBIASED, COMPACT.replace("normed * (", "n / (n - 1) * normed * (")),
-         "gradient of a forward pass that uses the unbiased variance"),
-        # Only the direct path through xhat.
-        (BN.format(BIASED, "gain * inv_sd * dout"), "paths through the batch mean"),
-        # The 1/N of the compact form forgotten.
-        (BN.format(BIASED, COMPACT.replace(" / n *", " *")), "a missing 1/N"),
-        # The autograd shortcut.
-        ("def batchnorm_backward(dout, x, gain, eps):\n"
-         "    x = x.requires_grad_()\n"
-         "    out = F.batch_norm(x, None, None, gain, None, training=True, eps=eps)\n"
-         "    out.backward(dout)\n"
-         "    return x.grad\n",
-         "by hand"),
+        ("nonzero_rows_guess = (3,)\n", "not quite"),
     ],
     "l13-embedding": [
-        # Assigned instead of added: a repeated row keeps one lookup's gradient.
-        (EMBEDDING.format("    dtable[flat_ids] = flat_grads\n"), "assigned (=) instead of added"),
-        # The same slip, in a loop.
-        (EMBEDDING.format("    for i, row in enumerate(flat_ids.tolist()):\n"
-                          "        dtable[row] = flat_grads[i]\n"),
-         "keeps one contribution"),
-        # The section's dC, hard-coded.
-        ("def embedding_grad(ids, demb, num_rows):\n    return dC\n", "hard-coded"),
-        # The autograd shortcut.
-        ("def embedding_grad(ids, demb, num_rows):\n"
-         "    table = torch.zeros(num_rows, demb.shape[-1], dtype=demb.dtype,\n"
-         "                        requires_grad=True)\n"
-         "    table[ids].backward(demb)\n"
-         "    return table.grad\n",
-         "by hand"),
+        (_fn(EMBEDDING, TABLE + "table[flat_ids] = flat_grads\nreturn table"),
+         "keeps only one lookup's gradient"),
+        # += through advanced indexing: told why it keeps one lookup, not that it assigned.
+        (_fn(EMBEDDING, TABLE + "table[tokens] += demb\nreturn table"),
+         "which is the same write with advanced indexing"),
+        (_fn(EMBEDDING, TABLE + "return table.index_add_(0, tokens[:, 0], demb[:, 0])"),
+         "only each point's first token"),
+        (_fn(EMBEDDING, TABLE + "for i, row in enumerate(flat_ids.tolist()):\n"
+                                "    table[row] = flat_grads[i]\nreturn table"),
+         "keeps only one lookup's gradient"),
     ],
-    "l13-linear": [
-        # The weight gradient transposed.
-        (LINEAR.format("flat_out.T @ flat_in, flat_out.sum(0)"), "transposed"),
-        # The bias not summed over the batch.
-        (LINEAR.format("flat_in.T @ flat_out, flat_out"), "forgot to sum over dimension 0"),
-        # A second 1/N.
-        (LINEAR.format("flat_in.T @ flat_out / len(flat_in), flat_out.mean(0)"),
-         "divided by the number of rows"),
-        # The bias summed over the batch but not over the positions of a sequence.
-        (LINEAR.format("flat_in.T @ flat_out, dout.sum(0)"), "not over the positions"),
-        # The worked cell's formula, which only fits a batch of points (N, in_features).
-        ("def linear_grads(inp, dout):\n    return inp.T @ dout, dout.sum(0)\n",
-         "on inputs of shapes 8x9x"),
+    "l13-predict-db1": [
+        # The size of dW1's entries, as if a bias learned like a weight.
+        ("db1_guess = 0.01\n", "not quite"),
+    ],
+    "l13-layernorm": [
+        # Section 5's batch-norm algebra copied, statistics over the batch.
+        (_fn(LAYERNORM, _norm(dim=0)), "over the batch (dim 0)"),
+        (_fn(LAYERNORM, _norm(terms="features * g - normed * (g * normed).sum({dim}, keepdim=True)")),
+         "path through the mean is missing"),
+        (_fn(LAYERNORM, _norm(terms="features * g - g.sum({dim}, keepdim=True)")),
+         "path through the variance is missing"),
+        (_fn(LAYERNORM, _norm(g="dout")), "the gain is missing"),
+        (_fn(LAYERNORM, _norm(count="(features - 1)")), "Bessel's correction"),
     ],
 }
