@@ -1,4 +1,4 @@
-"""Command line: ``backproplab learn``, ``release``, ``validate`` and ``audit``.
+"""Command line: ``backproplab learn``, ``release``, ``validate``, ``audit`` and ``site``.
 
 Also runs as ``python -m backproplab``. Problems with the input are reported
 on stderr in one line each, with exit code 2 and no traceback.
@@ -84,6 +84,33 @@ def _parser() -> argparse.ArgumentParser:
     aud.add_argument("--against", metavar="LESSONS",
                      help="the lessons as handed out (or their instructor versions): cells "
                           "left as handed out are skipped, edited check cells are listed")
+
+    web = commands.add_parser(
+        "site",
+        help="build the course as a static website",
+        description=(
+            "Build a folder of static HTML pages: every lesson with its stored outputs, "
+            "the README's lesson table as the landing page, and the package reference. "
+            "Nothing is run again and nothing is fetched from the network. "
+            'Needs the site extra: pip install "backproplab[site]".'
+        ),
+    )
+    web.add_argument(
+        "dest", metavar="DEST",
+        help="output folder (created if missing; a site built here before is replaced)",
+    )
+    web.add_argument(
+        "--lessons", metavar="DIR", default="notebooks",
+        help="the folder of NN-topic.ipynb lessons (default: notebooks)",
+    )
+    web.add_argument(
+        "--readme", metavar="FILE",
+        help="the README whose lesson table is the landing page (default: the one beside DIR)",
+    )
+    web.add_argument(
+        "--force", action="store_true",
+        help="replace the content of a non-empty DEST that is not a site built before",
+    )
     return parser
 
 
@@ -109,6 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "learn":
             learn(args.src, args.dest, log=print)
+            return 0
+        if args.command == "site":
+            from .site import build_site  # its own module: the other commands never need it
+
+            build_site(args.dest, args.lessons, args.readme, force=args.force, log=print)
             return 0
         if args.command == "audit":
             return _audit(args.submitted, args.against)

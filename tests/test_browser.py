@@ -218,17 +218,16 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
         i for i, c in enumerate(book.cells) if c.metadata.get("nbgrader", {}).get("solution")
     )
     solution, check = _exercise_cells(book, STUDENT_EXERCISE)
-    assert solution == first_exercise, f"{STUDENT_EXERCISE} is not the first exercise"
+    assert solution >= first_exercise
     # A prediction has no "Show a solution" (its reveal cell answers it); the first
-    # worked solution on the page belongs to the next exercise.
-    reveal = next(i for i, c in enumerate(book.cells)
-                  if c.cell_type == "markdown" and "Show a solution" in c.source)
-    assert reveal > check
+    # worked solution after it belongs to the next exercise.
+    reveal = next(i for i, c in enumerate(book.cells) if i > check
+                  and c.cell_type == "markdown" and "Show a solution" in c.source)
+    lesson = nbformat.read(STUDENT_LESSON, as_version=4)
     shown_solution = book.cells[reveal].metadata["backproplab"]["solution_of"]
-    worked = next(c.source for c in nbformat.read(STUDENT_LESSON, as_version=4).cells
-                  if c.metadata.get("nbgrader", {}).get("grade_id") == shown_solution)
+    worked = _solution_text(lesson, shown_solution)
     worked_line = next(line.strip() for line in worked.splitlines()
-                       if line.strip() and "SOLUTION" not in line and not line.startswith("def"))
+                       if line.strip() and not line.startswith("def"))
     plans = plan_notebook(copied)
 
     with notebook_page(
@@ -241,7 +240,7 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
         cells = state["cells"]
         assert len(cells) == len(plans), f"the page shows {len(cells)} cells, not {len(plans)}"
 
-        # Everything before the first exercise runs cleanly.
+        # Everything before the first exercise runs cleanly, and Run All stops there.
         for plan, cell in zip(plans[:first_exercise], cells, strict=False):
             errors = [o for o in cell["outputs"] if o["type"] == "error"]
             if plan.runs and cell["count"] is None:
@@ -251,16 +250,33 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
                 report.problem(
                     f"cell {plan.index + 1} shows an error: {first['ename']}: {first['evalue']}"
                 )
+        ran = {i for i, cell in enumerate(cells) if cell["count"] is not None}
+        first_check = _exercise_cells(
+            book, book.cells[first_exercise].metadata["nbgrader"]["grade_id"])[1]
+        assert max(ran) <= first_check, "Run All went on past the first blank exercise"
 
-        # The first exercise is a blank guess, and its check says so when run.
+        # Exercises before the prediction are done as a learner does them.
+        for index in range(solution):
+            cell = book.cells[index]
+            if cell.cell_type != "code" or index in ran:
+                continue
+            if cell.metadata.get("nbgrader", {}).get("solution"):
+                set_cell_source(page, path, index, _solution_text(
+                    lesson, cell.metadata["nbgrader"]["grade_id"]))
+            run_cell(page, path, index)
+            ran.add(index)
+
+        # The prediction is a blank guess, and its check says so when run.
         label = f"cell {solution + 1} ({STUDENT_EXERCISE})"
         stub = f"aa_guess = {GUESS_STUB}"
         shown = cell_editor_text(page, path, solution)
         assert stub in shown, f"{label}: the editor shows no blank guess: {shown!r}"
-        raised = [f"{o['ename']}: {o['evalue']}" for o in cells[check]["outputs"]
+        run_cell(page, path, solution)
+        graded = run_cell(page, path, check)
+        raised = [f"{o['ename']}: {o['evalue']}" for o in graded["outputs"]
                   if o["type"] == "error"]
         assert len(raised) == 1 and "no prediction yet" in raised[0], (
-            f"cell {check + 1}: expected 'no prediction yet' after Run All, the outputs show "
+            f"cell {check + 1}: expected 'no prediction yet', the outputs show "
             f"{raised or 'no error'}"
         )
 
@@ -341,6 +357,65 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
         )
 
     print(f"{path}: {report.seconds:.1f}s")
+    assert report.ok, report.describe()
+
+
+# ---------------------------------------------------------------------------
+# Lesson 13, step by step: each filled-in step turns its check from ✗ to ✓.
+# ---------------------------------------------------------------------------
+
+STEP_LESSON = NOTEBOOKS / "13-backprop-through-a-classifier.ipynb"
+
+
+def _solution_text(lesson: nbformat.NotebookNode, grade_id: str) -> str:
+    """The lesson's solution cell for ``grade_id``, marker lines left out."""
+    cell = next(c for c in lesson.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    return "\n".join(line for line in cell.source.split("\n") if "SOLUTION" not in line)
+
+
+def test_lesson_13_walked_step_by_step_in_browser(
+    browser_context: Any, lab_server: LabServer
+) -> None:
+    """A learner copy of lesson 13 stops at its first step; the first three steps,
+    filled in one at a time, each fail before and pass after."""
+    report = NotebookReport(name=f"steps-{STEP_LESSON.stem}")
+    artifacts = ARTIFACTS / report.name
+    shutil.rmtree(artifacts, ignore_errors=True)
+    (copied,) = learn(STEP_LESSON, lab_server.root_dir / "my-steps")
+    path = f"my-steps/{copied.name}"
+    book = nbformat.read(copied, as_version=4)
+    lesson = nbformat.read(STEP_LESSON, as_version=4)
+    steps = [c.metadata["nbgrader"]["grade_id"] for c in book.cells
+             if c.metadata.get("nbgrader", {}).get("solution")
+             and "predict" not in c.metadata["nbgrader"]["grade_id"]][:3]
+    assert len(steps) == 3
+    plans = plan_notebook(copied)
+    with notebook_page(
+        browser_context, lab_server, path, report, plans=plans, artifacts=artifacts
+    ) as page:
+        open_notebook(page, lab_server, path)
+        run_all_cells(page)
+        state = wait_for_run(page, path, plans, NOTEBOOK_RUN_TIMEOUT)
+        assert not state.get("timed_out"), "Run All did not finish"
+        ran = {i for i, cell in enumerate(state["cells"]) if cell["count"] is not None}
+        for step in steps:
+            solution, check = _exercise_cells(book, step)
+            # Run All stopped at the first blank: run what lies between, as a learner does.
+            for index in range(solution):
+                if book.cells[index].cell_type == "code" and index not in ran:
+                    run_cell(page, path, index)
+                    ran.add(index)
+            graded = run_cell(page, path, solution)
+            graded = run_cell(page, path, check)
+            text = cell_output_text(page, path, check)
+            assert any(o["type"] == "error" for o in graded["outputs"]), (
+                f"{step}: the check passes while the step is blank: {text!r}")
+            assert "not written yet" in text, f"{step}: the blank step is told {text!r}"
+            graded, text = _answer(page, path, solution, check, _solution_text(lesson, step))
+            failed = [o for o in graded["outputs"] if o["type"] == "error"]
+            assert not failed and "✓" in text, f"{step}: the filled-in step shows {text!r}"
+            ran |= {solution, check}
     assert report.ok, report.describe()
 
 

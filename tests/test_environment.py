@@ -49,11 +49,16 @@ def lock() -> dict[str, Version]:
 
 
 def requirements() -> list[Requirement]:
-    """Runtime requirements and those of every extra."""
+    """Runtime requirements and those of every extra.
+
+    An extra may name another of the project's own extras
+    ("backproplab[site]"); the project itself is not pinned.
+    """
     lines = list(PROJECT["dependencies"])
     for extra in PROJECT["optional-dependencies"].values():
         lines += extra
-    return [Requirement(line) for line in lines]
+    own = canonicalize_name(PROJECT["name"])
+    return [req for req in map(Requirement, lines) if canonicalize_name(req.name) != own]
 
 
 def _conda_deps() -> list[str]:

@@ -4,65 +4,100 @@ Each entry replaces a whole solution cell; the check cell after it must raise
 AssertionError whose message contains the fragment (see tests/test_exercises.py).
 """
 
-WEIGHT_GRAD = "def weight_grad(x, dz):\n    return {}\n"
+SAVED_COS = "def grad_from_saved(node):\n    return {}\n"
+FIND_BIAS = "def find_bias(loss):\n    return {}\n"
+WALK = (
+    "def find_leaves(out):\n"
+    "    leaves, seen, todo = [], set(), [out.grad_fn]\n"
+    "    while todo:\n"
+    "        node = todo.pop()\n"
+    "{}"
+    "        if hasattr(node, 'variable'):\n"
+    "            leaves.append({})\n"
+    "        todo.extend(fn for fn, _ in node.next_functions)\n"
+    "    return leaves\n"
+)
+SKIP_NONE_AND_SEEN = (
+    "        if node is None or node in seen:\n"
+    "            continue\n"
+    "        seen.add(node)\n"
+)
 
 WRONG = {
-    # Believes the rows differ, as they would for most inputs.
-    "l01-predict-rows": [
-        ("rows_identical = False\n", "every x[i] is 1 here"),
+    "l01-predict-leaves": [
+        # Takes "made by my own code" for a leaf: c and e are written by hand too.
+        ('leaves_guess = ["a", "c", "e"]\n', "not quite"),
+        # The output as the graph's start.
+        ('leaves_guess = ["e"]\n', "not quite"),
     ],
-    # Forgets that "- 1" is an operation of its own and gets a node.
+    "l01-predict-rows": [
+        # Believes the rows differ, as they would for most inputs.
+        ("rows_identical = False\n", "not quite"),
+        # Not one of the two choices.
+        ('rows_identical = "yes"\n', "not one of the choices"),
+    ],
     "l01-predict-graph": [
+        # Forgets that "- 1" is an operation of its own and gets a node.
         (
-            "prediction = [\n"
+            "graph_guess = [\n"
             '    "PowBackward0",\n'
             '    "SigmoidBackward0",\n'
             '    "MulBackward0",\n'
             '    "AccumulateGrad",\n'
             '    "AccumulateGrad",\n'
             "]\n",
-            "SubBackward0",
+            "not quite",
         ),
         # Lists the operations in the order the forward pass runs them.
         (
-            'prediction = ["MulBackward0", "SigmoidBackward0", "SubBackward0", "PowBackward0",\n'
-            '              "AccumulateGrad", "AccumulateGrad"]\n',
-            "out of order",
-        ),
-    ],
-    "l01-weight-grad": [
-        # The outer product the wrong way round.
-        (WEIGHT_GRAD.format("dz[:, None] * x[None, :]"), "transposed"),
-        # The lesson's observation copied: every row equals dz (true only for x of ones).
-        (WEIGHT_GRAD.format("dz.expand(len(x), -1)"), "mismatch"),
-        # The lesson's numbers, hard-coded.
-        (WEIGHT_GRAD.format("w.grad"), "hard-coded"),
-        # The autograd shortcut.
-        (
-            "def weight_grad(x, dz):\n"
-            "    w0 = torch.zeros(len(x), len(dz), requires_grad=True)\n"
-            "    (x @ w0).backward(dz)\n"
-            "    return w0.grad\n",
-            "by hand",
+            'graph_guess = ["MulBackward0", "SigmoidBackward0", "SubBackward0", "PowBackward0",\n'
+            '               "AccumulateGrad", "AccumulateGrad"]\n',
+            "not quite",
         ),
     ],
     "l01-saved-cos": [
         # The derivative of cos taken as +sin.
-        ("my_grad = torch.sin(y_cos.grad_fn._saved_self.detach())\n", "sign"),
-        # Lets backward do it instead of using the saved value.
-        ("y_cos.backward()\nmy_grad = x_cos.grad\n", "not backward()"),
+        (SAVED_COS.format("torch.sin(node._saved_self)"), "sign is lost"),
+        # Reaches the input through the leaf instead of the saved value.
+        (SAVED_COS.format("-torch.sin(node.next_functions[0][0].variable)"),
+         "need not be a leaf"),
+        # Lets backward do it on the lesson's graph, then returns that .grad for any node:
+        # the message says which set-up cell to re-run.
+        ("y_cos.backward()\n\n\ndef grad_from_saved(node):\n    return x_cos.grad\n",
+         "re-run the set-up cell that makes x_cos and y_cos"),
+        # The forward function again.
+        (SAVED_COS.format("torch.cos(node._saved_self)"), "forward result"),
         # A rounded number typed in.
-        ("my_grad = torch.tensor(-0.932)\n", "worst entry"),
+        (SAVED_COS.format("torch.tensor(-0.932)"), "lesson's x_cos"),
     ],
     "l01-walk-leaf": [
         # Walks into the matrix product and comes back with the weight instead.
-        (
-            "def find_bias(loss):\n"
-            "    add_node = loss.grad_fn.next_functions[0][0]\n"
-            "    return add_node.next_functions[0][0].next_functions[1][0].variable\n",
-            "returned the weight",
-        ),
+        (FIND_BIAS.format(
+            "loss.grad_fn.next_functions[0][0].next_functions[0][0].next_functions[1][0].variable"),
+         "returned the weight W"),
         # Returns this notebook's bias instead of walking the graph it is given.
-        ("def find_bias(loss):\n    return bias_ex\n", "not the bias"),
+        (FIND_BIAS.format("bias_ex"), "not in the graph"),
+        # Stops at the node instead of taking its leaf.
+        (FIND_BIAS.format("loss.grad_fn.next_functions[0][0].next_functions[1][0]"),
+         "backward node"),
+    ],
+    "l01-find-leaves": [
+        # Forgets the (None, 0) entries of inputs that need no gradient.
+        (WALK.format("        if node in seen:\n            continue\n        seen.add(node)\n",
+                     "node.variable"), "(None, 0)"),
+        # No memory of visited nodes: a leaf used twice is listed twice.
+        (WALK.format("        if node is None:\n            continue\n", "node.variable"),
+         "more than once"),
+        # Follows only the first input of every node.
+        (
+            "def find_leaves(out):\n"
+            "    node = out.grad_fn\n"
+            "    while not hasattr(node, 'variable'):\n"
+            "        node = node.next_functions[0][0]\n"
+            "    return [node.variable]\n",
+            "first inputs",
+        ),
+        # Returns the AccumulateGrad nodes instead of their tensors.
+        (WALK.format(SKIP_NONE_AND_SEEN, "node"), "backward nodes"),
     ],
 }

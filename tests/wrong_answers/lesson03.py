@@ -1,32 +1,41 @@
 """Plausible wrong answers for the exercises of 03-gradient-accumulation.ipynb."""
 
-ACCUMULATE = "def accumulate(w, X, t, sizes):\n{}"
+ACCUMULATE = (
+    "def accumulate(w, X, t, sizes):\n"
+    "    for X_part, t_part in zip(X.split(sizes), t.split(sizes), strict=True):\n"
+    "{}"
+)
 
 WRONG = {
     "l03-predict-second": [
         # Expects backward to overwrite .grad.
-        ("second_guess = 2.0\n", "adds its gradient into .grad"),
+        ("second_guess = 2.0\n", "not quite"),
+    ],
+    "l03-predict-batchnorm": [
+        # Expects micro-batches to be just a smaller batch, as for the linear model.
+        ('bn_guess = "equal"\n', "not quite"),
+        ('bn_guess = "same"\n', "not one of the choices"),
     ],
     "l03-microbatch": [
         # The worked cell copied: dividing by the number of pieces (right only for equal sizes).
-        (
-            ACCUMULATE.format(
-                "    k = len(sizes)\n"
-                "    for X_part, t_part in zip(X.split(sizes), t.split(sizes), strict=True):\n"
-                "        (((X_part @ w - t_part) ** 2).mean() / k).backward()\n"
-            ),
-            "mismatch",
-        ),
+        (ACCUMULATE.format(
+            "        (((X_part @ w - t_part) ** 2).mean() / len(sizes)).backward()\n"),
+         "divided by the number of pieces"),
         # No scaling at all.
-        (
-            ACCUMULATE.format(
-                "    for X_part, t_part in zip(X.split(sizes), t.split(sizes), strict=True):\n"
-                "        ((X_part @ w - t_part) ** 2).mean().backward()\n"
-            ),
-            "mismatch",
-        ),
+        (ACCUMULATE.format("        ((X_part @ w - t_part) ** 2).mean().backward()\n"),
+         "added unscaled"),
+        # The share upside down.
+        (ACCUMULATE.format(
+            "        (((X_part @ w - t_part) ** 2).mean() * len(X) / len(X_part)).backward()\n"),
+         "upside down"),
+        # Resets .grad before every piece: only the last one survives.
+        (ACCUMULATE.format(
+            "        w.grad = None\n"
+            "        (((X_part @ w - t_part) ** 2).mean() * len(X_part) / len(X)).backward()\n"),
+         "only the last piece"),
         # The right gradient by one full-batch backward: the method is not the one asked for.
-        (ACCUMULATE.format("    ((X @ w - t) ** 2).mean().backward()\n"), "one backward() per piece"),
+        ("def accumulate(w, X, t, sizes):\n    ((X @ w - t) ** 2).mean().backward()\n",
+         "1 backward pass for"),
     ],
     "l03-shared": [
         (
@@ -35,15 +44,18 @@ WRONG = {
         ),
         # Outer derivative applied to the sum instead of each use.
         (
-            "def shared_grad(w, x1, x2):\n    return (1 - torch.tanh(w @ (x1 + x2)) ** 2) * (x1 + x2)\n",
-            "mismatch",
+            "def shared_grad(w, x1, x2):\n"
+            "    return (1 - torch.tanh(w @ (x1 + x2)) ** 2) * (x1 + x2)\n",
+            "merged into one",
         ),
+        # tanh' forgotten: only the inner derivatives added.
+        ("def shared_grad(w, x1, x2):\n    return x1 + x2\n", "mismatch"),
         (
             "def shared_grad(w, x1, x2):\n"
             "    w = w.requires_grad_()\n"
             "    (torch.tanh(w @ x1) + torch.tanh(w @ x2)).backward()\n"
             "    return w.grad\n",
-            "by hand",
+            "Tensor.backward()",
         ),
     ],
 }

@@ -14,7 +14,12 @@ PER_EXAMPLE = (
 
 WRONG = {
     "l04-predict-zero-grad": [
-        ('zero_grad_guess = "zeros"\n', "set_to_none=True"),
+        ('zero_grad_guess = "zeros"\n', "not quite"),
+        ("zero_grad_guess = 0\n", "not one of the choices"),
+    ],
+    "l04-predict-forgot": [
+        # Expects the summed gradients to be just a slower descent.
+        ('settles_guess = "yes"\n', "not quite"),
     ],
     "l04-find-bug": [
         # The buggy loop copied unchanged.
@@ -33,7 +38,7 @@ WRONG = {
                 "        F.mse_loss(model(x), y).backward()\n"
                 "        opt.step()\n"
             ),
-            "trained weight",
+            "never zeroes",
         ),
         # Zeroing the data instead of the parameters.
         (
@@ -42,35 +47,54 @@ WRONG = {
                 "        F.mse_loss(model(x), y).backward()\n"
                 "        opt.step()\n"
             ),
-            "trained weight",
+            "the model's, not the data's",
+        ),
+        # Two backward passes per step.
+        (
+            TRAIN.format(
+                "        opt.zero_grad()\n"
+                "        loss = F.mse_loss(model(x), y)\n"
+                "        loss.backward(retain_graph=True)\n"
+                "        loss.backward()\n"
+                "        opt.step()\n"
+            ),
+            "expected one per step",
         ),
     ],
     "l04-per-example": [
+        # The default path into the trap: zero_() in place, the tensor itself appended.
+        (
+            PER_EXAMPLE.format(
+                "        model.weight.grad.zero_()\n"
+                "        F.mse_loss(model(X[i:i + 1]), y[i:i + 1]).backward()\n"
+                "        grads.append(model.weight.grad)\n"
+            ),
+            "one and the same tensor",
+        ),
         # No zeroing: each entry holds the running sum.
         (
             PER_EXAMPLE.format(
                 "        F.mse_loss(model(X[i:i + 1]), y[i:i + 1]).backward()\n"
                 "        grads.append(model.weight.grad.clone())\n"
             ),
-            "gradient of example 1",
+            "sum of the gradients of examples 0 to i",
         ),
-        # The same tensor appended every time, then zeroed in place: all entries alias.
+        # zero_grad() with its default: right numbers, but the gradient tensor is replaced.
         (
             PER_EXAMPLE.format(
-                "        if model.weight.grad is not None:\n"
-                "            model.weight.grad.zero_()\n"
+                "        model.zero_grad()\n"
                 "        F.mse_loss(model(X[i:i + 1]), y[i:i + 1]).backward()\n"
                 "        grads.append(model.weight.grad)\n"
             ),
-            "gradient of example 0",
+            "set_to_none=True",
         ),
-        # One backward on the whole batch, then split: right numbers? No: a mean over 4.
+        # One backward on the whole batch, then copies: not one gradient per example.
         (
             "def per_example_grads(model, X, y):\n"
-            "    model.zero_grad()\n"
+            "    model.zero_grad(set_to_none=False)\n"
             "    F.mse_loss(model(X), y).backward()\n"
             "    return [model.weight.grad.clone() for _ in range(len(X))]\n",
-            "backward passes for 4 examples",
+            "expected one per example",
         ),
     ],
 }

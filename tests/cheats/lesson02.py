@@ -1,0 +1,76 @@
+"""Shortcuts for the exercises of 02-chain-rule.ipynb; each must fail its check.
+
+Same format as tests/wrong_answers (see tests/test_exercises.py). The lesson runs with
+its hidden tests, as nbgrader grades it.
+"""
+
+
+def _lookup(key: str, signature: str, inputs: str) -> str:
+    """A table of the visible check's answers (seeds 0..2), looked up by the inputs: it
+    passes the visible check and fails the hidden one, whose inputs are not in it."""
+    return (
+        "from backproplab.lessons import find_exercise\n\n"
+        f"_exercise = find_exercise({key!r})\n"
+        "_table = {}\n"
+        "for _k in range(3):\n"
+        "    _made = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
+        "    _inputs = [t.double() for t in _made]\n"
+        "    _key = tuple(tuple(t.tolist()) for t in _inputs)\n"
+        "    _table[_key] = _exercise.reference(*[t.clone() for t in _inputs])\n\n\n"
+        f"def {signature}:\n"
+        f"    return _table[tuple(tuple(t.tolist()) for t in {inputs})]\n"
+    )
+
+
+CHEATS = {
+    "l02-cubic": [
+        # Central finite differences, written out.
+        ("def cubic_slope(x):\n"
+         "    h = 1e-6\n"
+         "    f = lambda t: t**3 - 4 * t**2 + 5\n"
+         "    return (f(x + h) - f(x - h)) / (2 * h)\n", "numerical estimate"),
+        ("def cubic_slope(x):\n"
+         "    return bl.numerical_grad(lambda t: (t**3 - 4 * t**2 + 5).sum(), x)[0]\n",
+         "numerical_grad"),
+        # Building a graph inside (grad mode back on) and calling its node by hand.
+        ("def cubic_slope(x):\n"
+         "    with torch.enable_grad():\n"
+         "        t = x.detach().requires_grad_()\n"
+         "        y = t**3 - 4 * t**2 + 5\n"
+         "    return y.grad_fn(torch.ones_like(x))\n", "enable_grad"),
+        (_lookup("l02-cubic", "cubic_slope(x)", "(x,)"), "raised KeyError"),
+    ],
+    "l02-chain": [
+        ("def tanh_grads(x, w, b):\n"
+         "    h = 1e-6\n"
+         "    f = lambda x, w, b: torch.tanh(w * x + b)\n"
+         "    return ((f(x + h, w, b) - f(x - h, w, b)) / (2 * h),\n"
+         "            (f(x, w + h, b) - f(x, w - h, b)) / (2 * h),\n"
+         "            (f(x, w, b + h) - f(x, w, b - h)) / (2 * h))\n", "numerical estimate"),
+        ("def tanh_grads(x, w, b):\n"
+         "    return bl.numerical_grad(lambda x, w, b: torch.tanh(w * x + b).sum(), x, w, b)\n",
+         "numerical_grad"),
+        # torch's own backward kernel for tanh.
+        ("def tanh_grads(x, w, b):\n"
+         "    outer = torch.ops.aten.tanh_backward(torch.ones_like(x), torch.tanh(w * x + b))\n"
+         "    return outer * w, outer * x, outer\n", "backward kernels"),
+        (_lookup("l02-chain", "tanh_grads(x, w, b)", "(x, w, b)"), "raised KeyError"),
+    ],
+    "l02-paths": [
+        ("def paths_grads(a, b):\n"
+         "    h = 1e-6\n"
+         "    f = lambda a, b: a * b + torch.sin(a)\n"
+         "    return ((f(a + h, b) - f(a - h, b)) / (2 * h),\n"
+         "            (f(a, b + h) - f(a, b - h)) / (2 * h))\n",
+         "numerical estimate"),
+        ("def paths_grads(a, b):\n"
+         "    return bl.numerical_grad(lambda a, b: (a * b + torch.sin(a)).sum(), a, b)\n",
+         "numerical_grad"),
+        # Complex step: exact to round-off, but a numerical trick.
+        ("def paths_grads(a, b):\n"
+         "    h = 1e-20\n"
+         "    da = (((a + 1j * h) * b + torch.sin(a + 1j * h)).imag) / h\n"
+         "    return da, a\n", "complex"),
+        (_lookup("l02-paths", "paths_grads(a, b)", "(a, b)"), "raised KeyError"),
+    ],
+}
