@@ -191,8 +191,7 @@ def _landing_page(readme: Readme, lessons: Sequence[Path]) -> str:
         "**Show a solution** block: try the exercise first. Interactive widgets "
         "appear as still pictures; they respond to their controls in JupyterLab. "
         "To run a lesson, download it from the top of its page and make your own copy "
-        "with blank exercises:\n\n"
-        _learn_commands(first.name),
+        "with blank exercises:\n\n" + _learn_commands(first.name),
         _toctree("Lessons", [f"lessons/{path.stem}" for path in lessons]),
         _toctree("Reference", ["reference/index"]),
     ]) + "\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from stored import output_text as _text
 
 LESSON = Path(__file__).parent.parent / "notebooks" / "06-retain-graph.ipynb"
 
@@ -18,16 +19,6 @@ def cells() -> dict[str, nbformat.NotebookNode]:
     return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
 
 
-def _text(cell: nbformat.NotebookNode) -> str:
-    parts = []
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "stream":
-            parts.append(out["text"])
-        elif out.get("output_type") == "error":
-            parts.append(f"{out['ename']}: {out['evalue']}")
-        else:
-            parts.append(out.get("data", {}).get("text/plain", ""))
-    return "\n".join(parts)
 
 
 def _memory_table(cells) -> dict[int, list[int]]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
+from stored import output_text as _text
 
 LESSON = Path(__file__).parent.parent / "notebooks" / "07-higher-order-gradients.ipynb"
 
@@ -26,16 +27,6 @@ def cells(nb) -> dict[str, nbformat.NotebookNode]:
     return {c.id: c for c in nb.cells}
 
 
-def _text(cell: nbformat.NotebookNode) -> str:
-    parts = []
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "stream":
-            parts.append(out["text"])
-        elif out.get("output_type") == "error":
-            parts.append(f"{out['ename']}: {out['evalue']}")
-        else:
-            parts.append(out.get("data", {}).get("text/plain", ""))
-    return "\n".join(parts)
 
 
 def test_the_first_question_is_not_answered_before_it_is_asked(nb):

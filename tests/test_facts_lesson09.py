@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from stored import output_text as _text
 
 LESSON = Path(__file__).parent.parent / "notebooks" / "09-linear-regression.ipynb"
 
@@ -19,9 +20,6 @@ def nb() -> nbformat.NotebookNode:
     return nbformat.read(LESSON, as_version=4)
 
 
-def _text(cell: nbformat.NotebookNode) -> str:
-    return "\n".join(out.get("text", "") or out.get("data", {}).get("text/plain", "")
-                     for out in cell.get("outputs", []))
 
 
 def _index(nb, source_fragment: str) -> int:

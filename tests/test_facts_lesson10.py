@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from stored import output_text as _text
 
 LESSON = Path(__file__).parent.parent / "notebooks" / "10-mlp-training.ipynb"
 NUMBER = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
@@ -20,14 +21,6 @@ def cells() -> dict[str, nbformat.NotebookNode]:
     return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
 
 
-def _text(cell: nbformat.NotebookNode) -> str:
-    parts = []
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "stream":
-            parts.append(out["text"])
-        else:
-            parts.append(out.get("data", {}).get("text/plain", ""))
-    return "\n".join(parts)
 
 
 def _init_table(cells) -> dict[tuple[str, str], tuple[float, float]]:

@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
+from stored import output_text as _text
 
 from backproplab.lessons import lesson13
 
@@ -28,14 +29,6 @@ def nb() -> nbformat.NotebookNode:
     return nbformat.read(LESSON, as_version=4)
 
 
-def _text(cell: nbformat.NotebookNode) -> str:
-    parts = []
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "stream":
-            parts.append(out["text"])
-        else:
-            parts.append(out.get("data", {}).get("text/plain", ""))
-    return "\n".join(parts)
 
 
 def _output_of(nb, fragment: str) -> str:

@@ -22,14 +22,13 @@ from .._report import Check, Report
 from ..check import compare
 from ..exercise import AutogradForbidden, count_autograd, forbid_autograd
 from ._spec import Method, Prediction
+from ._spec import failed as _fail
 
 # --------------------------------------------------------------------------
 # Shared by the checks: run the learner's function on a new graph
 # --------------------------------------------------------------------------
 
 
-def _fail(name: str, message: str, verdict: str = "fail") -> Report:
-    return Report((Check(name, False, verdict, message),))
 
 
 @contextlib.contextmanager

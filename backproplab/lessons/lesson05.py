@@ -22,6 +22,7 @@ from .._report import Check, Report
 from ..check import compare
 from ..exercise import AutogradForbidden, count_autograd, forbid_autograd
 from ._spec import ByHand, Method, Prediction
+from ._spec import failed as _failed
 
 
 def _sizes(gen, k, low=2, high=6):
@@ -34,8 +35,6 @@ def _randn(gen, *shape):
     return torch.randn(*shape, generator=gen, dtype=torch.float64)
 
 
-def _failed(name, message, verdict="fail"):
-    return Report((Check(name, False, verdict, message),))
 
 
 def _ran(name, run, *args):

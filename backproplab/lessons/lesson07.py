@@ -22,15 +22,8 @@ from .._report import Check, Report
 from ..check import compare
 from ..exercise import count_autograd
 from ._spec import Method, Prediction
-
-
-def _fail(name: str, message: str, verdict: str = "fail") -> Report:
-    return Report((Check(name, False, verdict, message),))
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+from ._spec import failed as _fail
+from ._spec import first_line as _first_line
 
 
 def _close(a, b) -> bool:

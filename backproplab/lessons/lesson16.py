@@ -39,14 +39,13 @@ from ..distributed import (
     tiny_mlp,
 )
 from ._spec import Method, Prediction
+from ._spec import failed as _fail
 
 WORLD_SIZES = (2, 3)  # every check runs in 2 processes, then in 3
 BUCKET_BYTES = 300  # several buckets per step in tiny_mlp
 TIMEOUT = 60.0
 
 
-def _fail(name: str, message: str, verdict: str = "fail") -> Report:
-    return Report((Check(name, False, verdict, message),))
 
 
 # --------------------------------------------------------------------------
