@@ -153,7 +153,7 @@ class SavedMemory:
         lines = [f"{name:<{width}}  {nbytes:>12,} bytes" for name, nbytes in self.by_op.items()]
         lines.append(
             f"total {self.total:,} bytes in {self.storages} storages "
-            f"({self.leaf_bytes:,} of them in leaf tensors)"
+            f"({self.leaf_bytes:,} bytes of them in leaf tensors)"
         )
         return "\n".join(lines)
 
@@ -256,7 +256,7 @@ class Graph:
         >>> print(m)
         MulBackward0            16 bytes
         ExpBackward0            16 bytes
-        total 32 bytes in 2 storages (16 of them in leaf tensors)
+        total 32 bytes in 2 storages (16 bytes of them in leaf tensors)
         """
         # A storage belongs to the node that saved it first in the forward
         # pass, which is the last one in node order.

@@ -20,3 +20,9 @@ def output_text(cell: Mapping[str, Any]) -> str:
             text = out.get("data", {}).get("text/plain", "")
             parts.append(text if isinstance(text, str) else "".join(text))
     return "\n".join(parts)
+
+
+def flat_text(cell: Mapping[str, Any]) -> str:
+    """`output_text` with line breaks and runs of spaces as single spaces: reports wrap to
+    the lab's width, so a phrase may be split over two lines."""
+    return " ".join(output_text(cell).split())

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from stored import flat_text as _text
 
 import backproplab as bl
 from backproplab.lessons import lesson12
@@ -29,15 +30,6 @@ def cells() -> dict[str, nbformat.NotebookNode]:
     return {c.id: c for c in nbformat.read(NOTEBOOK, as_version=4).cells}
 
 
-def _text(cell: nbformat.NotebookNode) -> str:
-    """The cell's printed text, with line breaks and runs of spaces as single spaces
-    (reports wrap to the lab's width)."""
-    parts = []
-    for out in cell.get("outputs", []):
-        if "text" in out:
-            parts.append(out["text"])
-        parts.append(out.get("data", {}).get("text/plain", ""))
-    return " ".join("".join(parts).split())
 
 
 def test_backward_accumulates_into_leaves(cells):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from stored import flat_text as _text
 
 NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "15-what-backward-keeps.ipynb"
 
@@ -22,14 +23,6 @@ def cells() -> dict[str, nbformat.NotebookNode]:
     return {c.id: c for c in nbformat.read(NOTEBOOK, as_version=4).cells}
 
 
-def _text(cell: nbformat.NotebookNode) -> str:
-    """The cell's printed text, whitespace runs as single spaces (reports wrap)."""
-    parts = []
-    for out in cell.get("outputs", []):
-        if "text" in out:
-            parts.append(out["text"])
-        parts.append(out.get("data", {}).get("text/plain", ""))
-    return " ".join("".join(parts).split())
 
 
 def _all_source(cells) -> str:

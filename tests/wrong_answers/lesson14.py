@@ -56,13 +56,25 @@ WRONG = {
         (COLUMN.format("    return jvp(f, (x,), (torch.eye(len(x), dtype=x.dtype)[0],))[1]\n"),
          "one-hot tangent"),
     ],
+    "l14-predict-loss-row": [
+        # The modes swapped: one pass per output taken for forward mode.
+        ("loss_row_guess = (1, 64)\n", "not quite"),
+        # One pass each, as jacfwd and jacrev report.
+        ("loss_row_guess = (1, 1)\n", "not quite"),
+    ],
+    "l14-predict-lesson05": [
+        # One pass for everything: lesson 05's loop taken for a batched pass.
+        ("passes_05_guess = (1, 1, 1)\n", "not quite"),
+        # jacrev and jacfwd taken for loops too.
+        ("passes_05_guess = (20, 20, 20)\n", "not quite"),
+    ],
     "l14-predict-modes": [
         # The modes swapped: one pass per output taken for forward mode.
-        ('modes = ("jacfwd", "jacrev", "jacfwd")\n', "one pass per input element"),
+        ('modes = ("jacfwd", "jacrev", "jacfwd")\n', "not quite"),
         # Always reverse mode, because training uses it.
-        ('modes = ("jacrev", "jacrev", "jacrev")\n', "one pass per input element"),
+        ('modes = ("jacrev", "jacrev", "jacrev")\n', "not quite"),
         # A single word, not one answer per function.
-        ('modes = "jacrev"\n', "(a) 784 vs 10"),
+        ('modes = "jacrev"\n', "not quite"),
     ],
     "l14-per-sample": [
         # A loop of backward calls, the thing vmap replaces.

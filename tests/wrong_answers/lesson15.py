@@ -9,43 +9,130 @@ COUNTER = (
     "        return t\n\n"
     "    return pack, unpack, totals\n"
 )
+FORMULA = "def bytes_formula(batch, widths, activation):\n{}"
+TBPTT = (
+    "def truncation_error(W, xs, k):\n"
+    "    def gradient(every, after=False):\n"
+    "        W_leaf = W.clone().requires_grad_()\n"
+    "        h, loss = torch.zeros(W.shape[0], dtype=W.dtype), 0\n"
+    "        for t, x_t in enumerate(xs):\n"
+    "            if every and not after and t % every == 0:\n"
+    "                h = h.detach()\n"
+    "            h = torch.tanh(W_leaf @ h + x_t)\n"
+    "            if every and after and t % every == 0:\n"
+    "                h = h.detach()\n"
+    "            loss = loss + (h**2).sum()\n"
+    "        loss.backward()\n"
+    "        return W_leaf.grad\n\n"
+    "{}"
+)
 
 WRONG = {
+    "l15-predict-recompute": [
+        ("runs_guess = 1\n", "not quite"),  # nothing recomputed
+        ("runs_guess = 9\n", "not quite"),  # once per block
+    ],
     "l15-predict-sigmoid": [
-        ('saves_more = "sigmoid"\n', "keeps only its output"),
+        ('saves_more = "sigmoid"\n', "not quite"),
+        ('saves_more = "the same"\n', "not one of the choices"),
+    ],
+    "l15-bytes-formula": [
+        # Elements counted instead of bytes.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return batch * (widths[0] + k * sum(widths[1:-1]))\n"),
+         "elements, not bytes"),
+        # The input batch left out: it needs no gradient, so it seemed not to count.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return 4 * batch * k * sum(widths[1:-1])\n"),
+         "input batch is missing"),
+        # Each hidden layer twice: the activation's output and the next layer's input.
+        (FORMULA.format("    return 4 * batch * (widths[0] + 2 * sum(widths[1:-1]))\n"),
+         "counted twice"),
+        # GELU taken to keep its output like the others.
+        (FORMULA.format("    return 4 * batch * (widths[0] + sum(widths[1:-1]))\n"),
+         "GELU's input is missing"),
+        # The network's output counted too.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return 4 * batch * (widths[0] + k * sum(widths[1:-1]) + widths[-1])\n"),
+         "output is counted"),
+        # One example's bytes.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return 4 * (widths[0] + k * sum(widths[1:-1]))\n"),
+         "multiply by the batch size"),
+        # The lesson's MLP, hard-coded.
+        (FORMULA.format("    return 3840\n"), "hard-coded"),
     ],
     "l15-dtype-counter": [
         # Elements counted instead of bytes.
         (COUNTER.format("        totals[t.dtype] = totals.get(t.dtype, 0) + t.numel()\n        return t"),
-         "bytes saved as"),
+         "counted elements, not bytes"),
         # pack forgets to hand the tensor on: backward has nothing to unpack.
         (COUNTER.format("        totals[t.dtype] = totals.get(t.dtype, 0) + t.numel() * t.element_size()"),
          "backward failed with your hooks"),
         # Everything lumped under one key.
         (COUNTER.format("        totals[torch.float32] = totals.get(torch.float32, 0) + t.numel() * t.element_size()\n        return t"),
          "dtypes counted"),
+        # Each block of memory once, as section 1's pack hook counted: not every save.
+        (
+            "def make_dtype_counter():\n"
+            "    seen, totals = {}, {}\n\n"
+            "    def pack(t):\n"
+            "        seen[t.untyped_storage().data_ptr()] = (t.dtype, t.numel() * t.element_size())\n"
+            "        totals.clear()\n"
+            "        for dtype, nbytes in seen.values():\n"
+            "            totals[dtype] = totals.get(dtype, 0) + nbytes\n"
+            "        return t\n\n"
+            "    return pack, lambda t: t, totals\n",
+            "once per save",
+        ),
     ],
     "l15-checkpoint": [
         # No checkpoint at all.
-        ("def run_within_budget(blocks, x):\n    h = x\n    for block in blocks:\n        h = block(h)\n    return h\n",
-         "over the budget"),
-        # Every other block: not enough.
+        ("def choose_checkpoints(blocks, x):\n    return set()\n", "over the budget"),
+        # Every block: within the budget, but every block is recomputed.
+        ("def choose_checkpoints(blocks, x):\n    return set(range(len(blocks)))\n", "would do"),
+        # The blocks that keep the most first, whatever their cost to recompute.
         (
-            "def run_within_budget(blocks, x):\n"
-            "    h = x\n"
-            "    for i, block in enumerate(blocks):\n"
-            "        h = checkpoint(block, h, use_reentrant=False) if i % 2 else block(h)\n"
-            "    return h\n",
-            "over the budget",
-        ),
-        # The reentrant variant: the first block's input needs no gradient, so none flows back.
-        (
-            "def run_within_budget(blocks, x):\n"
-            "    h = x\n"
+            "def choose_checkpoints(blocks, x):\n"
+            "    h, inside = x, []\n"
             "    for block in blocks:\n"
-            "        h = checkpoint(block, h, use_reentrant=True)\n"
-            "    return h\n",
-            "no parameter got a gradient",
+            "        h, nbytes = kept_inside(block, h)\n"
+            "        inside.append(nbytes)\n"
+            "    plain = len(blocks) * x.untyped_storage().nbytes() + sum(inside)\n"
+            "    chosen, kept = set(), plain\n"
+            "    for i in sorted(range(len(blocks)), key=lambda i: inside[i], reverse=True):\n"
+            "        if kept <= 0.6 * plain:\n"
+            "            break\n"
+            "        chosen.add(i)\n"
+            "        kept -= inside[i]\n"
+            "    return chosen\n",
+            "would do",
         ),
+        # Only the first block: not enough.
+        ("def choose_checkpoints(blocks, x):\n    return {0}\n", "over the budget"),
+    ],
+    "l15-tbptt": [
+        # Never detached: both gradients are the full one.
+        (TBPTT.format("    full, cut = gradient(None), gradient(None)\n"
+                      "    return ((cut - full).norm() / full.norm()).item()\n"),
+         "never detached"),
+        # Detached at every step.
+        (TBPTT.format("    full, cut = gradient(None), gradient(1)\n"
+                      "    return ((cut - full).norm() / full.norm()).item()\n"),
+         "at every step"),
+        # Detached after the update: the chunks start one step late.
+        (TBPTT.format("    full, cut = gradient(None), gradient(k, after=True)\n"
+                      "    return ((cut - full).norm() / full.norm()).item()\n"),
+         "after the update"),
+        # The absolute error.
+        (TBPTT.format("    full, cut = gradient(None), gradient(k)\n"
+                      "    return (cut - full).norm().item()\n"),
+         "absolute error"),
+        # Relative to the truncated gradient.
+        (TBPTT.format("    full, cut = gradient(None), gradient(k)\n"
+                      "    return ((cut - full).norm() / cut.norm()).item()\n"),
+         "truncated gradient's norm"),
+        # The gradient difference itself, not a number.
+        (TBPTT.format("    return gradient(k) - gradient(None)\n"), "expected one number"),
     ],
 }

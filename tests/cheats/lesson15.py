@@ -1,0 +1,60 @@
+"""Shortcuts for the exercises of 15-what-backward-keeps.ipynb (tests/test_exercises.py).
+
+
+The byte-count formula is checked like a gradient by hand, so its shortcuts are the
+ways of measuring instead of working it out: the lesson's own `bytes_for_backward`,
+grad mode switched back on to build the graph, and a table of the visible check's
+inputs. Exercise 3's: a fixed choice that fits the visible stack only.
+"""
+
+CHEATS = {
+    "l15-bytes-formula": [
+        # The lesson's own worked function on the network itself: no graph with autograd off.
+        (
+            "def bytes_formula(batch, widths, activation):\n"
+            "    acts = {'relu': nn.ReLU, 'tanh': nn.Tanh, 'sigmoid': nn.Sigmoid,\n"
+            "            'gelu': nn.GELU}\n"
+            "    layers = []\n"
+            "    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):\n"
+            "        layers += ([acts[activation]()] if i else []) + [nn.Linear(a, b)]\n"
+            "    net, batch_in = nn.Sequential(*layers), torch.randn(batch, widths[0])\n"
+            "    return bytes_for_backward(net, batch_in)\n",
+            "raised",
+        ),
+        # ... with grad mode switched back on first.
+        (
+            "def bytes_formula(batch, widths, activation):\n"
+            "    acts = {'relu': nn.ReLU, 'tanh': nn.Tanh, 'sigmoid': nn.Sigmoid,\n"
+            "            'gelu': nn.GELU}\n"
+            "    layers = []\n"
+            "    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):\n"
+            "        layers += ([acts[activation]()] if i else []) + [nn.Linear(a, b)]\n"
+            "    with torch.enable_grad():\n"
+            "        net, batch_in = nn.Sequential(*layers), torch.randn(batch, widths[0])\n"
+            "        return bytes_for_backward(net, batch_in)\n",
+            "enable_grad",
+        ),
+        # A table of the visible check's answers: right there, a KeyError on new inputs.
+        (
+            "from backproplab.lessons.lesson15 import _bytes_reference, _new_mlp_shape\n\n"
+            "TABLE = {}\n"
+            "for seed in range(3):\n"
+            "    shape = _new_mlp_shape(torch.Generator().manual_seed(seed))\n"
+            "    TABLE[shape] = _bytes_reference(*shape)\n\n\n"
+            "def bytes_formula(batch, widths, activation):\n"
+            "    return TABLE[batch, tuple(widths), activation]\n",
+            "raised KeyError",
+        ),
+    ],
+    "l15-checkpoint": [
+        # The visible stack's best choice, copied: the hidden stack has its blocks elsewhere.
+        (
+            "from backproplab.lessons.lesson15 import uneven_stack\n\n"
+            "_blocks, _ = uneven_stack(17)\n"
+            "_CHEAP = {i for i, b in enumerate(_blocks) if len(b) > 3}\n\n\n"
+            "def choose_checkpoints(blocks, x):\n"
+            "    return _CHEAP\n",
+            "choose_checkpoints",
+        ),
+    ],
+}
