@@ -109,12 +109,24 @@ def _helpers() -> set[int]:
     return {p for p in pids if p is not None}
 
 
+# Processes of ours that were there before the test (in a full run, the browser test's
+# JupyterLab server and its kernels live for the whole session): not this test's.
+_BEFORE: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _processes_before():
+    _BEFORE.clear()
+    _BEFORE.update(_descendants(os.getpid()))
+    yield
+
+
 def _assert_no_worker_left() -> None:
     assert multiprocessing.active_children() == []
     deadline = time.monotonic() + 5
     while True:
         left = {pid: state for pid, state in _descendants(os.getpid()).items()
-                if pid not in _helpers()}
+                if pid not in _helpers() and pid not in _BEFORE}
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.05)
