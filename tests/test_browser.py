@@ -30,7 +30,6 @@ from typing import Any
 import nbformat
 import pytest
 from browser_support import (
-    CHROMIUM_ARGS,
     NOTEBOOK_RUN_TIMEOUT,
     VIEWPORT,
     LabServer,
@@ -100,25 +99,11 @@ def lab_server(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 @pytest.fixture(scope="session")
-def browser_context(chromium: str) -> Iterator[Any]:
-    """One headless Chromium for the session, with a fresh profile."""
-    from playwright.sync_api import sync_playwright
-
-    playwright = sync_playwright().start()
-    browser = None
-    try:
-        # Playwright launches with its own temporary user-data-dir, so no
-        # profile, extension or cached page of the user's is used.
-        browser = playwright.chromium.launch(
-            executable_path=chromium, headless=True, args=list(CHROMIUM_ARGS)
-        )
-        context = browser.new_context(viewport=VIEWPORT)
-        yield context
-        context.close()
-    finally:
-        if browser is not None:
-            browser.close()
-        playwright.stop()
+def browser_context(chromium_browser: Any) -> Iterator[Any]:
+    """One page context for the session, in the session's Chromium (tests/conftest.py)."""
+    context = chromium_browser.new_context(viewport=VIEWPORT)
+    yield context
+    context.close()
 
 
 def _run(

@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
-from browser_support import CHROMIUM_ARGS, VIEWPORT, find_chromium
+from browser_support import VIEWPORT
 
 from backproplab.__main__ import main
 from backproplab.site import MARKER, build_site, read_readme
@@ -411,32 +411,22 @@ class Browser:
 
 
 @pytest.fixture(scope="module")
-def browser(site: Path) -> Iterator[Browser]:
-    """A headless Chromium page that may load the site's files and nothing else."""
-    chromium = find_chromium()
-    if chromium is None:
-        message = "no Chromium found: apt-get install chromium, or set CHROMIUM"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set and {message}")
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
+def browser(site: Path, chromium_browser: Any) -> Iterator[Browser]:
+    """A headless Chromium page that may load the site's files and nothing else (one
+    Chromium serves the whole session: tests/conftest.py)."""
+    context = chromium_browser.new_context(viewport=VIEWPORT)
+    refused: list[str] = []
 
-    with sync_playwright() as playwright:
-        engine = playwright.chromium.launch(
-            executable_path=chromium, headless=True, args=list(CHROMIUM_ARGS))
-        context = engine.new_context(viewport=VIEWPORT)
-        refused: list[str] = []
+    def only_local(route: Any) -> None:
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
 
-        def only_local(route: Any) -> None:
-            if route.request.url.startswith("file://"):
-                route.continue_()
-            else:
-                refused.append(route.request.url)
-                route.abort()
-
-        context.route("**/*", only_local)
-        yield Browser(context, refused)
-        engine.close()
+    context.route("**/*", only_local)
+    yield Browser(context, refused)
+    context.close()
 
 
 def _open(browser: Browser, url: str) -> tuple[Any, list[str]]:
