@@ -34,9 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _numerical
 
-ENGINE = Variable._execution_engine  # the real engine, for the integrity check
-SET_GRAD_ENABLED = torch._C._set_grad_enabled
-MAKE_DUAL = forward_ad.make_dual
+SET_GRAD_ENABLED = torch._C._set_grad_enabled  # the real switch, put back after a block
 # torch's finite-difference Jacobians (gradcheck uses them); refused by name.
 NUMERICAL_JACOBIANS = ("get_numerical_jacobian", "get_numerical_jacobian_wrt_specific_input",
                        "_get_numerical_jacobian")

@@ -164,7 +164,6 @@ def _flatten(target: ast.AST) -> Iterable[ast.AST]:
 def _read_cell(source: str, protected: set[str]) -> list[tuple[int, str]]:
     """(line, what) for each suspicious line of one cell."""
     found: list[tuple[int, str]] = []
-    python_lines = []
     for number, line in enumerate(source.split("\n"), start=1):
         magic = _MAGIC.match(line)
         if magic and line.strip():
@@ -173,10 +172,8 @@ def _read_cell(source: str, protected: set[str]) -> list[tuple[int, str]]:
                 found.append((number, "runs a shell command (!)"))
             elif name not in HARMLESS_MAGICS:
                 found.append((number, f"uses the magic {kind}{name}"))
-            python_lines.append("")
-        else:
-            python_lines.append(line)
-    code = "\n".join(python_lines)
+    code = _without_magics(source)
+    python_lines = code.split("\n")
     try:
         tree = ast.parse(code)
     except SyntaxError:

@@ -76,37 +76,32 @@ def find_notebooks(src: str | Path) -> list[Path]:
 
 def is_student_version(path: Path) -> bool:
     """Whether the notebook at ``path`` was written by :func:`release` (or ``learn``)."""
-    return _mark(path) is not None
+    return _mark(_read_or_none(path)) is not None
 
 
-def _mark(path: Path) -> tuple[dict, NotebookNode] | None:
+def _read_or_none(path: Path) -> NotebookNode | None:
     try:
-        nb = nbformat.read(path, as_version=4)
+        return nbformat.read(path, as_version=4)
     except Exception:  # unreadable or not a notebook: certainly not ours
         return None
-    mark = nb.get("metadata", {}).get(STUDENT_MARK)
-    if isinstance(mark, dict) and mark.get("student_version") is True:
-        return mark, nb
-    return None
 
 
-def _edited_since_written(path: Path) -> bool:
+def _mark(nb: NotebookNode | None) -> dict | None:
+    """The mark release and learn leave in a notebook's metadata, if it has one."""
+    mark = nb.get("metadata", {}).get(STUDENT_MARK) if nb is not None else None
+    return mark if isinstance(mark, dict) and mark.get("student_version") is True else None
+
+
+def _edited_since_written(nb: NotebookNode) -> bool:
     """Whether a student version written by release was changed since (a student's work)."""
-    found = _mark(path)
-    if found is None:
-        return False
-    mark, nb = found
-    return mark.get("fingerprint") not in (None, fingerprint(nb))
+    mark = _mark(nb)
+    return mark is not None and mark.get("fingerprint") not in (None, fingerprint(nb))
 
 
-def _is_lesson_source(path: Path) -> bool:
-    """Whether ``path`` is an instructor's notebook: solution regions still in it."""
-    try:
-        nb = nbformat.read(path, as_version=4)
-    except Exception:
-        return False
-    return any(regions(c.get("source", ""), SOLUTION) for c in nb.get("cells", [])
-               if c.get("cell_type") == "code")
+def _holds_solutions(nb: NotebookNode | None) -> bool:
+    """Whether a notebook is an instructor's: solution regions still in it."""
+    return nb is not None and any(regions(c.get("source", ""), SOLUTION)
+                                  for c in nb.get("cells", []) if c.get("cell_type") == "code")
 
 
 def _start(src: object, dest: object, log: object) -> tuple[Path, Path, list[Path]]:
@@ -151,15 +146,16 @@ def _targets(
             raise CourseError(f"{target}: is a folder, not a notebook: refusing to replace it")
         if keep_existing:
             continue
-        if target.exists() and _is_lesson_source(target):
+        existing = _read_or_none(target) if target.exists() else None
+        if _holds_solutions(existing):
             raise CourseError(f"{target}: is a lesson with its solutions: refusing to "
                               "overwrite it, even with --force")
-        if target.exists() and not force and not is_student_version(target):
+        if target.exists() and not force and _mark(existing) is None:
             raise CourseError(
                 f"{target}: exists and is not a student version written by backproplab: "
                 "refusing to overwrite it (pass --force to replace it anyway)"
             )
-        if target.exists() and not force and _edited_since_written(target):
+        if existing is not None and not force and _edited_since_written(existing):
             raise CourseError(
                 f"{target}: was edited after backproplab wrote it (someone's work?): "
                 "refusing to overwrite it (pass --force to replace it anyway)"
