@@ -1,22 +1,33 @@
 """backproplab: see what PyTorch's autograd does, and check gradients you derive.
 
-The modules, in the order the lessons meet them:
+The lab, in the order the lessons meet it:
 
 - ``graph``     describe(outputs): the autograd graph as plain data (nodes,
                 edges, leaves, saved tensors and their memory), as text or DOT
 - ``trace``     trace_backward(loss): a real backward pass, node by node
-- ``check``     compare, diagnose, numerical_grad, check_grad, check_function,
-                check_graph: say what is wrong with a hand-derived gradient
-- ``exercise``  check_by_hand, check_prediction, reveal, count_autograd:
-                how the lessons' exercises are graded
-- ``lessons``   check_exercise: each lesson's checks, references and answers
+- ``explain``   the chain rule of a traced pass written out with numbers
+- ``check``     compare, check_grad: say what is wrong with a hand-derived
+                gradient (``Check`` and ``Report`` are what every checker returns)
+- ``diagnosis`` diagnose(): name the mistake that turns the reference into an answer
+- ``values``    two values side by side: conversion, tolerance, closeness
+- ``numerical`` numerical_grad: central finite differences
+- ``custom_function`` check_function: a custom autograd.Function's backward
+- ``graph_quiz`` check_graph: a learner's list of node names against the graph
+- ``watch``     count_autograd, forbid_autograd: what a piece of code asks of autograd
 - ``plot``      figures: graph drawings, loss curves, fits, gradient flow
 - ``widgets``   a backward stepper and a learning-rate explorer
 - ``data``      tiny data sets made in code
-- ``course``    the exercise format; student and learner versions of a lesson
-- ``handout``   writing them out: ``backproplab release`` and ``learn``
-- ``audit``     what in submitted notebooks tampers with grading
-- ``notebook``  short_tracebacks(): errors in a notebook show your own code
+- ``tracebacks`` short_tracebacks(): errors in a notebook show your own code
+- ``processes`` run(): worker processes joined by torch.distributed
+
+The course grades and hands out; it imports the lab, never the reverse:
+
+- ``course.grading``    check_exercise, check_by_hand, check_prediction, reveal
+- ``course.exercises``  each lesson's checks, references and answers
+- ``course.assignment`` the exercise format; student and learner versions
+- ``course.handout``    writing them out: ``backproplab release`` and ``learn``
+- ``course.audit``      what in submitted notebooks tampers with grading
+- ``course.distributed`` lesson 16's experiments (``bl.distributed``)
 
 >>> import torch, backproplab as bl
 >>> a = torch.tensor(2.0, requires_grad=True)
@@ -28,6 +39,9 @@ Every name is loaded on first use, so ``import backproplab`` is quick and
 """
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 
 __version__ = "0.1.0"
 
@@ -36,23 +50,41 @@ _HOME = {
     "describe": "graph", "Graph": "graph", "Node": "graph", "Edge": "graph",
     "LeafInfo": "graph", "SavedTensor": "graph", "SavedMemory": "graph",
     "trace_backward": "trace", "Trace": "trace", "Step": "trace", "TensorInfo": "trace",
-    "compare": "check", "diagnose": "check", "numerical_grad": "check",
-    "check_grad": "check", "check_function": "check", "check_graph": "check",
-    "Check": "check", "Report": "check",
-    "check_by_hand": "exercise", "check_prediction": "exercise",
-    "count_autograd": "exercise", "forbid_autograd": "exercise",
-    "AutogradForbidden": "exercise", "reveal": "exercise", "Prediction": "exercise",
-    "ByHand": "exercise", "Method": "exercise",
-    "check_exercise": "lessons",
-    "short_tracebacks": "notebook",
+    "compare": "check", "check_grad": "check", "Check": "check", "Report": "check",
+    "diagnose": "diagnosis", "numerical_grad": "numerical",
+    "check_function": "custom_function", "check_graph": "graph_quiz",
+    "count_autograd": "watch", "forbid_autograd": "watch", "AutogradForbidden": "watch",
+    "check_by_hand": "course.grading", "check_prediction": "course.grading",
+    "reveal": "course.grading", "Prediction": "course.grading",
+    "ByHand": "course.grading", "Method": "course.grading",
+    "check_exercise": "course.grading",
+    "short_tracebacks": "tracebacks",
 }
-_MODULES = {"graph", "trace", "check", "exercise", "lessons", "plot", "widgets", "data", "course",
-            "notebook", "distributed"}
+# bl.<name> -> the module it stands for.
+_MODULES = {
+    "graph": "graph", "trace": "trace", "check": "check", "plot": "plot",
+    "widgets": "widgets", "data": "data", "course": "course",
+    "exercise": "course.grading", "lessons": "course.exercises",
+    "notebook": "tracebacks", "distributed": "course.distributed",
+}
+# Modules that moved, by their old name: ``import backproplab.exercise`` still works and
+# gives the module of today. A name under an old package moves with it
+# (``backproplab.lessons.lesson02`` is ``backproplab.course.exercises.lesson02``).
+_MOVED = {
+    "exercise": "course.grading", "lessons": "course.exercises", "handout": "course.handout",
+    "audit": "course.audit", "site": "course.site", "distributed": "course.distributed",
+    "notebook": "tracebacks", "_integrity": "integrity", "_report": "check",
+    "_registry": "course.grading", "_diagnose": "diagnosis", "_numerical": "numerical",
+    "_function_check": "custom_function", "_graph_quiz": "graph_quiz", "_watch": "watch",
+    "_drawing": "drawing", "_layout": "layout", "_figure": "figure", "_render": "render",
+}
 
 
 def __getattr__(name: str):
     if name in _MODULES:
-        return importlib.import_module(f".{name}", __name__)
+        module = importlib.import_module(f".{_MODULES[name]}", __name__)
+        globals()[name] = module  # later lookups skip this function
+        return module
     if name in _HOME:
         value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
         globals()[name] = value  # later lookups skip this function
@@ -65,3 +97,32 @@ def __dir__() -> list[str]:
 
 
 __all__ = sorted({*_HOME, *_MODULES})
+
+
+class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds a moved module under its old name and hands over the module of today."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        prefix, _, rest = fullname.partition(".")
+        old, _, tail = rest.partition(".")
+        if prefix != __name__ or old not in _MOVED:
+            return None
+        new = f"{__name__}.{_MOVED[old]}" + (f".{tail}" if tail else "")
+        if importlib.util.find_spec(new) is None:
+            return None
+        return importlib.util.spec_from_loader(fullname, self, origin=new)
+
+    def create_module(self, spec):
+        module = importlib.import_module(spec.origin)
+        spec.loader_state = module.__spec__
+        return module
+
+    def exec_module(self, module):
+        # The import system stamped the old name's spec on the module: give it its own back.
+        module.__spec__ = module.__spec__.loader_state
+
+
+# First in line, so that a module under a moved package (backproplab.lessons.lesson02) is
+# never loaded a second time from the new folder under its old name.
+if not any(isinstance(finder, _Moved) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _Moved())

@@ -34,60 +34,187 @@ Documented choices
 
 Where the rest lives
 --------------------
-This module is the public face: the checkers, their documentation, and the
-comparison that ``compare`` and ``check_grad`` share. The machinery behind the
-others is in private modules, one job each: ``_report`` (``Check`` and
-``Report``), ``_diagnose`` (value conversion, closeness, naming the mistake),
-``_numerical`` (finite differences), ``_function_check`` (custom
-``autograd.Function`` checks) and ``_graph_quiz`` (``check_graph``'s diff).
+This module holds the reports (`Check`, `Report`), `compare` and
+`check_grad`. Naming the mistake is :mod:`backproplab.diagnosis`'s job (with
+the value conversion and closeness test both share); finite differences are
+in :mod:`backproplab.numerical`; the other checkers have a module each:
+:mod:`backproplab.custom_function` (``check_function``) and
+:mod:`backproplab.graph_quiz` (``check_graph``).
 """
 
 from __future__ import annotations
 
-import math
+import html
+import sys
+import textwrap
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ._diagnose import (
+from .diagnosis import diagnose, name_mistake
+from .numerical import numerical_grad
+from .values import (
     TOLERANCES,
-    _abs_diff,
-    _as_value,
-    _close,
-    _close_mask,
-    _default_tolerance,
-    _diagnose,
-    _dtype_name,
-    _exact_nan_equal,
-    _finite_abs,
-    _fmt,
-    _index,
-    _likely,
-    _shape,
-    _tol_text,
-    _type_name,
-    _Value,
+    Value,
+    abs_diff,
+    aligned,
+    all_close,
+    as_value,
+    close_mask,
+    default_tolerance,
+    dtype_name,
+    exact_nan_equal,
+    finite_abs,
+    fmt,
+    index_text,
+    likely,
+    resolve_tolerance,
+    shape_text,
+    tolerance_text,
+    type_name,
 )
-from ._function_check import check_custom_function
-from ._graph_quiz import diff_node_names
-from ._numerical import central_differences
-from ._report import Check, Report
-
-# Learners meet these classes as backproplab.check.*; help() should say so.
-Check.__module__ = Report.__module__ = __name__
 
 __all__ = [
+    "TOLERANCES",
     "Check",
     "Report",
-    "TOLERANCES",
-    "check_function",
     "check_grad",
-    "check_graph",
     "compare",
     "diagnose",
     "numerical_grad",
+    "show",
+    "wrap",
 ]
+
+# --------------------------------------------------------------------------
+# Reports
+# --------------------------------------------------------------------------
+
+_SYMBOL = {True: "✓", False: "✗"}
+# Longer lines wrap, mid-word, in a default JupyterLab window.
+WIDTH = 88
+
+
+def wrap(text: str) -> str:
+    """Each line of ``text`` wrapped at word boundaries, continuation lines indented."""
+    return "\n".join(
+        textwrap.fill(line, WIDTH, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 2),
+                      break_long_words=False, break_on_hyphens=False)
+        for line in text.split("\n")
+    )
+
+
+@dataclass(frozen=True)
+class Check:
+    """One checked item: a name, a verdict and a sentence explaining it.
+
+    ``verdict`` is one of ``"exact"``, ``"close"``, ``"mismatch"``,
+    ``"shape"``, ``"missing"`` (no answer: None), ``"error"``, ``"pass"``,
+    ``"fail"``, ``"warning"``.
+    A ``"warning"`` is ``ok`` but printed with ``⚠`` so it is not missed.
+
+    >>> str(Check("dx", True, "exact", "exact match"))
+    '✓ dx: exact match'
+    """
+
+    name: str
+    ok: bool
+    verdict: str
+    message: str
+    diagnosis: str | None = None
+    max_abs_diff: float | None = None
+    rel_error: float | None = None
+
+    @property
+    def symbol(self) -> str:
+        return "⚠" if self.verdict == "warning" else _SYMBOL[self.ok]
+
+    def __str__(self) -> str:
+        return wrap(f"{self.symbol} {self.name}: {self.message}")
+
+
+@dataclass(frozen=True)
+class Report:
+    """A list of checks, printed one line per check.
+
+    >>> r = Report((Check("dx", True, "exact", "exact match"),))
+    >>> bool(r), str(r)
+    (True, '✓ dx: exact match')
+    >>> r.assert_ok()
+    ✓ dx: exact match
+    """
+
+    checks: tuple[Check, ...]
+    title: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        lines = [self.title] if self.title else []
+        lines += [str(c) for c in self.checks]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def __getitem__(self, key: int | str) -> Check:
+        """A check by position or by name."""
+        if isinstance(key, str):
+            for c in self.checks:
+                if c.name == key:
+                    return c
+            raise KeyError(key)
+        return self.checks[key]
+
+    def __len__(self) -> int:
+        return len(self.checks)
+
+    def assert_ok(self) -> None:
+        """Raise ``AssertionError`` carrying the report text unless all passed; show it if so.
+
+        It returns None on purpose: a graded cell ending in ``.assert_ok()`` then has no
+        value, which nbgrader would try to read as a partial score.
+        """
+        __tracebackhide__ = True  # the learner's cell is the place to look, not this frame
+        integrity.verify()
+        if not self.ok:
+            # The report starts on a line of its own: the lab shows "AssertionError: " before
+            # the message, and the report's lines are already as wide as the lab allows.
+            raise AssertionError("\n" + str(self)) from None
+        show(self)
+
+    def _repr_html_(self) -> str:
+        colours = {"✓": "#1a7f37", "✗": "#cf222e", "⚠": "#9a6700"}
+        rows = []
+        if self.title:
+            rows.append(f"<div><b>{html.escape(self.title)}</b></div>")
+        for c in self.checks:
+            colour = colours[c.symbol]
+            rows.append(
+                f'<div style="color:{colour};font-family:monospace;white-space:pre-wrap">'
+                f"{c.symbol} <b>{html.escape(c.name)}</b>: {html.escape(c.message)}</div>"
+            )
+        return "<div>" + "".join(rows) + "</div>"
+
+
+def show(report: Report) -> None:
+    """Display a report: as HTML in a notebook, as text elsewhere."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is not None and getattr(shell, "kernel", None) is not None:
+        from IPython.display import display
+
+        display(report)
+    else:
+        print(report)
+
 
 # What to try when no mistake can be named.
 NEXT_STEPS = (
@@ -112,6 +239,7 @@ def compare(
     *,
     rtol: float | None = None,
     atol: float | None = None,
+    explain: bool = True,
 ) -> Report:
     """Compare a hand-derived value with a reference: shape first, then values.
 
@@ -120,7 +248,9 @@ def compare(
     when one fits, a plain-words diagnosis) or ``shape``.
 
     Default tolerances come from the less precise dtype (``TOLERANCES``); pass
-    ``rtol``/``atol`` to override (an unset one keeps its default).
+    ``rtol``/``atol`` to override (an unset one keeps its default). With
+    ``explain=False`` a mismatch gets its numbers but no diagnosis: quicker, for
+    a caller that needs only the verdict.
 
     >>> import torch
     >>> print(compare("dW", torch.ones(3, 5), torch.ones(5, 3)))  # doctest: +ELLIPSIS
@@ -129,8 +259,8 @@ def compare(
     True
     """
     if not isinstance(name, str):
-        raise TypeError(f"name: expected a str, got {_type_name(name)}")
-    r = _as_value(reference, "reference")
+        raise TypeError(f"name: expected a str, got {type_name(name)}")
+    r = as_value(reference, "reference")
     if manual is None:
         # In a graded cell this is an unanswered exercise or a .grad that was
         # never filled: a failed check the learner can read, not a TypeError.
@@ -139,79 +269,46 @@ def compare(
             f"{name} is None: no value yet (a .grad stays None until backward() "
             "reaches the tensor, and zero_grad() resets it to None)",
         ),))
-    m = _as_value(manual, "manual")
-    return Report((_compare_values(name, m, r, rtol, atol),))
-
-
-def _resolve_tol(
-    m: _Value, r: _Value, rtol: float | None, atol: float | None
-) -> tuple[float, float, str]:
-    """Tolerance to use and the dtype note explaining where it came from."""
-    d_rtol, d_atol = _default_tolerance(m.dtype, r.dtype)
-    for arg, val in (("rtol", rtol), ("atol", atol)):
-        if val is not None and (
-            isinstance(val, bool) or not isinstance(val, (int, float))
-            or not math.isfinite(val) or val < 0
-        ):
-            raise ValueError(f"{arg}: expected a finite number >= 0, got {val!r}")
-    if rtol is not None or atol is not None:
-        note = ""
-    else:
-        floats = [d for d in (m.dtype, r.dtype) if d in TOLERANCES]
-        loosest = max(floats, key=lambda d: TOLERANCES[d][0]) if floats else None
-        note = _dtype_name(loosest) if loosest is not None else "integers"
-    return (
-        d_rtol if rtol is None else float(rtol),
-        d_atol if atol is None else float(atol),
-        note,
-    )
-
-
-def _aligned(m, r) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two tensors to compare; a bare number stands for any one-element tensor."""
-    a, b = m.tensor, r.tensor
-    if m.is_number and b.numel() == 1:
-        a = a.reshape(b.shape)
-    if r.is_number and a.numel() == 1:
-        b = b.reshape(a.shape)
-    return a, b
+    m = as_value(manual, "manual")
+    return Report((_compare_values(name, m, r, rtol, atol, explain=explain),))
 
 
 def _compare_values(
     name: str,
-    m: _Value,
-    r: _Value,
+    m: Value,
+    r: Value,
     rtol: float | None,
     atol: float | None,
     *,
     accumulation: bool = True,
+    explain: bool = True,
 ) -> Check:
-    rtol_, atol_, note = _resolve_tol(m, r, rtol, atol)
-    a, b = _aligned(m, r)
+    rtol_, atol_, note = resolve_tolerance(m, r, rtol, atol)
+    a, b = aligned(m, r)
 
     if a.shape != b.shape:
-        msg = f"{name} has shape {_shape(a.shape)}; expected {_shape(b.shape)}"
-        diag = _diagnose(a, b, rtol_, atol_, accumulation=accumulation)
-        if diag is None and a.ndim >= 2 and tuple(reversed(a.shape)) == tuple(b.shape):
+        msg = f"{name} has shape {shape_text(a.shape)}; expected {shape_text(b.shape)}"
+        diag = name_mistake(a, b, rtol_, atol_, accumulation=accumulation) if explain else None
+        if explain and diag is None and a.ndim >= 2 and tuple(reversed(a.shape)) == tuple(b.shape):
             diag = "it looks transposed (the shape is reversed), though the values differ too"
         if diag:
-            msg += f". {_likely(diag)}"
+            msg += f". {likely(diag)}"
         return Check(name, False, "shape", msg, diagnosis=diag)
 
     extra = ""
     if not (m.is_number or r.is_number) and m.dtype != r.dtype:
-        extra = f" (note: dtype {_dtype_name(m.dtype)} vs {_dtype_name(r.dtype)})"
+        extra = f" (note: dtype {dtype_name(m.dtype)} vs {dtype_name(r.dtype)})"
 
-    if torch.equal(a, b) or bool((a.isnan() == b.isnan()).all() and _exact_nan_equal(a, b)):
+    if torch.equal(a, b) or bool((a.isnan() == b.isnan()).all() and exact_nan_equal(a, b)):
         return Check(name, True, "exact", "exact match" + extra, max_abs_diff=0.0, rel_error=0.0)
 
-    diff = _abs_diff(a, b)
+    diff = abs_diff(a, b)
     max_diff = float(diff.max()) if diff.numel() else 0.0
-    ref_scale = float(_finite_abs(b).max()) if b.numel() else 0.0
+    ref_scale = float(finite_abs(b).max()) if b.numel() else 0.0
     rel = max_diff / ref_scale if ref_scale > 0 else None
-    tol = _tol_text(rtol_, atol_, note)
+    tol = tolerance_text(rtol_, atol_, note)
 
-    if _close(a, b, rtol_, atol_):
+    if all_close(a, b, rtol_, atol_):
         return Check(
             name, True, "close",
             f"close (max abs diff {max_diff:.2g}, within {tol}){extra}",
@@ -219,22 +316,24 @@ def _compare_values(
         )  # fmt: skip
 
     if rel is not None:
-        rel_text = f"relative error {_fmt(rel, 3)}"
+        rel_text = f"relative error {fmt(rel, 3)}"
     elif bool((b == 0).all()):
         rel_text = "the reference is all zeros"
     else:
         rel_text = "no relative error (the reference has no finite non-zero entry)"
     worst = int(diff.flatten().argmax()) if diff.numel() else 0
-    at = _index(worst, a.shape)
-    bad = int((~_close_mask(a, b, rtol_, atol_)).sum())
+    at = index_text(worst, a.shape)
+    bad = int((~close_mask(a, b, rtol_, atol_)).sum())
     count = f"{bad} of {a.numel()} entries differ, " if a.numel() > 1 else ""
     numbers = (
         f"worst entry{' ' + at if at else ''}: {_pair(a.flatten()[worst], b.flatten()[worst])}; "
-        f"{count}max abs diff {_fmt(max_diff, 3)}, {rel_text} ({tol}){extra}"
+        f"{count}max abs diff {fmt(max_diff, 3)}, {rel_text} ({tol}){extra}"
     )
-    diag = _diagnose(a, b, rtol_, atol_, accumulation=accumulation)
+    diag = name_mistake(a, b, rtol_, atol_, accumulation=accumulation) if explain else None
     if diag:
-        msg = f"mismatch. {_likely(diag)}\n  {numbers}"
+        msg = f"mismatch. {likely(diag)}\n  {numbers}"
+    elif not explain:
+        msg = f"mismatch\n  {numbers}"
     else:
         msg = f"mismatch, and no common single mistake explains it. {NEXT_STEPS}\n  {numbers}"
     return Check(name, False, "mismatch", msg, diagnosis=diag, max_abs_diff=max_diff, rel_error=rel)
@@ -244,78 +343,9 @@ def _pair(mine: torch.Tensor, ref: torch.Tensor) -> str:
     """'yours A, expected B' with just enough digits that A and B look different."""
     x, y = mine.item(), ref.item()
     for digits in (4, 6, 8, 10, 17):
-        if _fmt(x, digits) != _fmt(y, digits) or x == y:
+        if fmt(x, digits) != fmt(y, digits) or x == y:
             break
-    return f"yours {_fmt(x, digits)}, expected {_fmt(y, digits)}"
-
-
-# --------------------------------------------------------------------------
-# diagnose
-# --------------------------------------------------------------------------
-
-
-def diagnose(
-    manual: Any,
-    reference: Any,
-    *,
-    rtol: float | None = None,
-    atol: float | None = None,
-) -> str | None:
-    """Name the most likely mistake that turns ``reference`` into ``manual``.
-
-    Candidates (transposed, dimensions permuted, missing sum over a broadcast
-    dimension, right values in the wrong shape, sign flipped, constant factor
-    such as 2, 1/2, N or 1/N, doubled/tripled by ``.grad`` accumulation, all
-    zeros, NaN/inf, float32 round-off) are each *verified* with the same
-    closeness test as :func:`compare`; a diagnosis is only returned when it
-    holds. When no single mistake fits, one mistake of arrangement
-    (transpose, permutation, missing sum, shape) together with one of value
-    (sign, factor) is tried, and the text then begins ``"two mistakes: "``.
-    Last, a mismatch confined to a minority of rows (of entries, for 1-D) is
-    located: which rows differ, and whether their sign is flipped.
-    Returns ``None`` when the values already match or nothing fits.
-
-    >>> import torch
-    >>> ref = torch.tensor([1.0, 2.0, 3.0])
-    >>> print(diagnose(-ref, ref))  # doctest: +ELLIPSIS
-    the sign is flipped: your answer is the negative of the reference...
-    >>> diagnose(torch.ones(4, 3), torch.full((3,), 4.0))  # doctest: +ELLIPSIS
-    'you forgot to sum over dimension 0 (the broadcast batch dimension): ...'
-    >>> print(diagnose(-2 * ref.reshape(3, 1), ref))  # doctest: +ELLIPSIS
-    two mistakes: the shape is wrong (.reshape(3,) lines up); with that undone, ...exactly -2 × ...
-    """
-    m = _as_value(manual, "manual")
-    r = _as_value(reference, "reference")
-    rtol_, atol_, _ = _resolve_tol(m, r, rtol, atol)
-    return _diagnose(*_aligned(m, r), rtol_, atol_)
-
-
-# --------------------------------------------------------------------------
-# finite differences
-# --------------------------------------------------------------------------
-
-
-def numerical_grad(
-    f: Callable[..., Any],
-    *inputs: Any,
-    v: Any = None,
-    eps: float = 1e-6,
-) -> tuple[torch.Tensor, ...]:
-    """Central finite differences of ``f`` at ``inputs``, in float64.
-
-    Each input is copied to float64 (the originals are untouched) and nudged
-    by ``±eps`` one element at a time: ``(f(x + eps) - f(x - eps)) / (2 eps)``.
-    For a scalar ``f`` this is the gradient; for a non-scalar ``f`` pass ``v``
-    (shaped like the output) and get the vector-Jacobian product ``vᵀJ``, the
-    same thing ``output.backward(v)`` puts in ``.grad``. Returns one float64
-    tensor per input. The nudges are evaluated in batches with
-    ``torch.func.vmap`` when ``f`` allows it, else in a loop.
-
-    >>> import torch
-    >>> numerical_grad(lambda x: (x ** 2).sum(), torch.tensor([1.0, 3.0]))[0]
-    tensor([2.0000, 6.0000], dtype=torch.float64)
-    """
-    return central_differences(f, inputs, v, eps)
+    return f"yours {fmt(x, digits)}, expected {fmt(y, digits)}"
 
 
 # --------------------------------------------------------------------------
@@ -351,14 +381,14 @@ def check_grad(
     ✓ dw: matches autograd (exact match) and finite differences (close)
     """
     if not callable(f):
-        raise TypeError(f"f: expected a callable, got {_type_name(f)}")
+        raise TypeError(f"f: expected a callable, got {type_name(f)}")
     xs = _as_tensor_list(inputs)
     if not xs:
         raise ValueError("inputs: expected at least one floating-point tensor, got none")
     grads = _as_tensor_list(manual_grads)
     for i, x in enumerate(xs):
         if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
-            what = f"a {x.dtype} tensor" if isinstance(x, torch.Tensor) else _type_name(x)
+            what = f"a {x.dtype} tensor" if isinstance(x, torch.Tensor) else type_name(x)
             raise TypeError(f"inputs[{i}]: expected a floating-point tensor, got {what}")
     if len(grads) != len(xs):
         raise ValueError(
@@ -371,12 +401,12 @@ def check_grad(
         or not all(isinstance(n, str) for n in names)
     ):
         raise ValueError(f"names: expected a sequence of {len(xs)} str, got {names!r}")
-    values = [_as_value(g, f"manual_grads[{i}]") for i, g in enumerate(grads)]
+    values = [as_value(g, f"manual_grads[{i}]") for i, g in enumerate(grads)]
 
     leaves = [x.detach().clone().requires_grad_(True) for x in xs]
     out = f(*leaves)
     if not isinstance(out, torch.Tensor) or out.numel() != 1:
-        shape = _shape(out.shape) if isinstance(out, torch.Tensor) else _type_name(out)
+        shape = shape_text(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
         raise ValueError(
             f"f: expected a scalar (one-element) tensor output, got {shape}; "
             "reduce it first, e.g. with .sum()"
@@ -389,12 +419,12 @@ def check_grad(
 
     checks = []
     for name, m, x, ga, gn in zip(names, values, xs, auto, fd, strict=False):
-        ref = _Value(ga.detach().to(torch.float64), ga.dtype, False)
+        ref = Value(ga.detach().to(torch.float64), ga.dtype, False)
         c_auto = _compare_values(name, m, ref, None, None)
         fd_rtol, fd_atol = FD_TOLERANCE
-        own_rtol, own_atol = _default_tolerance(m.dtype, x.dtype)
+        own_rtol, own_atol = default_tolerance(m.dtype, x.dtype)
         fd_tol = (max(fd_rtol, own_rtol), max(fd_atol, own_atol))
-        c_fd = _compare_values(name, m, _Value(gn, torch.float64, False), *fd_tol)
+        c_fd = _compare_values(name, m, Value(gn, torch.float64, False), *fd_tol)
         fd_text = _verdict_word(c_fd, fd_tol)
         if not c_auto.ok:
             msg = c_auto.message + f" [finite differences: {fd_text}]"
@@ -424,71 +454,11 @@ def _verdict_word(c: Check, tol: tuple[float, float] | None) -> str:
         return "close"
     if c.verdict == "shape":
         return "shape differs"
-    return f"mismatch, max abs diff {_fmt(c.max_abs_diff or 0.0, 3)}"
+    return f"mismatch, max abs diff {fmt(c.max_abs_diff or 0.0, 3)}"
 
 
-# --------------------------------------------------------------------------
-# check_function
-# --------------------------------------------------------------------------
+# Checked by `integrity.verify` before a grade is given (at the end: the snapshot is of
+# the whole module, taken as soon as it exists).
+from . import integrity  # noqa: E402
 
-
-def check_function(fn_class: type, *inputs: Any) -> Report:
-    """Check a custom ``torch.autograd.Function``'s backward, readably.
-
-    Floating-point tensor inputs are cast to float64 copies (the report says
-    so). For every (input, output) pair the Jacobian from ``backward`` is
-    compared with central finite differences, and a mismatch names the first
-    wrong entry with both values and, when one fits, the likely mistake. Then
-    ``torch.autograd.gradcheck`` and ``gradgradcheck`` run; a backward that is
-    right but not itself differentiable is reported as a warning, not as
-    wrong. Tensors stored as ``ctx`` attributes instead of through
-    ``ctx.save_for_backward`` are warned about.
-
-    >>> import torch
-    >>> class Square(torch.autograd.Function):
-    ...     @staticmethod
-    ...     def forward(ctx, x):
-    ...         ctx.save_for_backward(x)
-    ...         return x ** 2
-    ...     @staticmethod
-    ...     def backward(ctx, grad):
-    ...         (x,) = ctx.saved_tensors
-    ...         return 2 * x * grad
-    >>> print(check_function(Square, torch.tensor([1.0, 2.0])))
-    check_function(Square): input 0 cast from float32 to float64 for the check
-    ✓ d out/d input0: Jacobian from backward matches finite differences (2 × 2 entries)
-    ✓ gradcheck: passed in float64
-    ✓ gradgradcheck: passed (backward is itself differentiable and correct)
-    """
-    return check_custom_function(fn_class, inputs)
-
-
-# --------------------------------------------------------------------------
-# check_graph
-# --------------------------------------------------------------------------
-
-
-def check_graph(prediction: str | Sequence[str], output: Any) -> Report:
-    """Diff a learner's list of graph node names against the real graph.
-
-    ``prediction`` lists node names in the order ``Graph.names()`` gives
-    (topological, from the root), as a list or one string separated by
-    newlines, commas or ``->``. ``output`` is the tensor whose graph is meant,
-    a ``Graph``, or a plain list of names. The report says which nodes are
-    missing, which are extra (with a "did you mean" for near-misses) and
-    which are out of order.
-
-    >>> print(check_graph("MulBackward0 -> AccumulateGrad -> AddBackward0",
-    ...                   ["MulBackward0", "AddBackward0", "AccumulateGrad"]))
-    ✓ nodes: all 3 nodes named
-    ✗ order: AccumulateGrad is out of order: it comes after AddBackward0
-    """
-    return diff_node_names(prediction, output)
-
-
-# Checked by `_integrity.verify` before a grade is given (imported here, at the end, so
-# the originals are taken as soon as this module exists).
-from . import _integrity  # noqa: E402
-
-_integrity.protect(__name__, "compare", "_compare_values", "diagnose", "numerical_grad",
-                   "check_grad", "check_function", "check_graph")
+integrity.protect_module(__name__)

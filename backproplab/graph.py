@@ -5,7 +5,7 @@ gradients go in ``next_functions``; `describe` follows those links from the
 outputs down to the leaves and returns a `Graph`: the nodes in a fixed order,
 the edges between them, the leaf tensor behind every ``AccumulateGrad`` and
 the tensors each node saved for its backward formula. ``print(graph)`` shows
-it as a tree (`backproplab._render` writes the text and the DOT source).
+it as a tree (`backproplab.render` writes the text and the DOT source).
 
 >>> import torch
 >>> a = torch.tensor(2.0, requires_grad=True)
@@ -42,19 +42,21 @@ Choices worth knowing:
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import NamedTuple
 
 import torch
 
-from . import _render as render
+from . import render
 
-__all__ = ["SavedTensor", "LeafInfo", "Node", "Edge", "Graph", "SavedMemory", "describe"]
+__all__ = ["SMALL", "Edge", "Graph", "LeafInfo", "Node", "SavedMemory", "SavedTensor",
+           "check_names", "cycle_collector_paused", "describe"]
 
 # Values of tensors up to this many elements are copied into the description.
 SMALL = 16
@@ -286,11 +288,13 @@ class Graph:
     # -- renderers --------------------------------------------------------
     def to_text(self) -> str:
         """A tree from each root; shared nodes are shown once, then ``(see [id])``."""
-        return render.to_text(self)
+        with cycle_collector_paused():
+            return render.to_text(self)
 
     def to_dot(self) -> str:
         """Graphviz DOT source; arrows point the way gradients flow (output to leaves)."""
-        return render.to_dot(self)
+        with cycle_collector_paused():
+            return render.to_dot(self)
 
     def __str__(self) -> str:
         return self.to_text()
@@ -442,7 +446,7 @@ def _check_outputs(outputs: object) -> list[torch.Tensor]:
     return outs
 
 
-def _check_names(names: object) -> dict[int, str]:
+def check_names(names: object) -> dict[int, str]:
     """``names`` as {id(tensor): name}; the first name given to a tensor wins."""
     if names is None:
         return {}
@@ -478,14 +482,23 @@ def describe(
     [(0, 1, 0), (0, 1, 1)]
     """
     outs = _check_outputs(outputs)
-    name_of = _check_names(names)
-    # Making hundreds of thousands of small objects sets Python's cycle
-    # collector off again and again, although none of them form a cycle:
-    # pausing it halves the time on big graphs.
+    name_of = check_names(names)
+    with cycle_collector_paused():
+        return _describe(outs, name_of)
+
+
+@contextlib.contextmanager
+def cycle_collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector for the block.
+
+    Making hundreds of thousands of small objects (nodes, lines of text) sets
+    it off again and again, each time walking every object alive, although
+    none of them form a cycle: pausing it halves the time on big graphs.
+    """
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _describe(outs, name_of)
+        yield
     finally:
         if paused:
             gc.enable()

@@ -26,15 +26,19 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 # The graph drawing is big enough for a module of its own (its layout, with no
-# matplotlib at all, is in _layout); re-exported so `bl.plot.draw_graph` works.
-from ._drawing import draw_graph
-from ._figure import _fmt, _new_or_given_ax, _to_float_list
+# matplotlib at all, is in layout); re-exported so `bl.plot.draw_graph` works.
+from .drawing import draw_graph
+from .figure import fmt_value, new_or_given_ax, to_float_list
+
+# Lesson 05's pictures of tensor shapes, likewise: `bl.plot.vjp_shapes`.
+from .shapes import index_routes, vjp_shapes
 
 if TYPE_CHECKING:  # only for annotations; importing these is what we avoid at runtime
     import torch
     from matplotlib.axes import Axes
 
 __all__ = [
+    "dag_as_graph",
     "draw_dag",
     "draw_graph",
     "loss_curve",
@@ -42,6 +46,8 @@ __all__ = [
     "grad_flow",
     "jacobian_heatmap",
     "tangent_plot",
+    "vjp_shapes",
+    "index_routes",
 ]
 
 
@@ -74,7 +80,6 @@ def draw_dag(
         >>> sorted(ax.backproplab["edge_labels"].values())
         ['2', '3']
     """
-    from ._drawing import dag_as_graph, draw_graph
 
     graph, notes = dag_as_graph(labels, edges, kinds, edge_labels)
     if highlight is not None and (
@@ -90,6 +95,68 @@ def draw_dag(
     return draw_graph(graph, highlight=highlight, ax=ax, max_nodes=max(60, len(labels)),
                       _edge_notes=notes, _title=title or "arrows: backward pass, output → inputs",
                       _kind_names={"leaf": "input", "op": "operation", "custom": "custom"})
+
+
+def dag_as_graph(
+    labels: Any, edges: Any, kinds: Any, edge_labels: Any
+) -> tuple[Any, dict[tuple[int, int], str]]:
+    """A `Graph` holding any DAG, so `draw_graph` can draw it; checks the input.
+
+    Returns the graph and the edge texts keyed by (src, position), the form
+    draw_graph's notes take. Boxes keep their indices as node ids.
+    """
+    from .graph import Edge, Graph, Node
+
+    if isinstance(labels, str) or not isinstance(labels, Sequence) or not labels:
+        raise TypeError(f"labels: expected a non-empty list of str, got {labels!r:.60}")
+    for i, label in enumerate(labels):
+        if not isinstance(label, str):
+            raise TypeError(f"labels: expected str items, got {type(label).__name__} at {i}")
+    n = len(labels)
+    pairs = []
+    for e in edges if isinstance(edges, Sequence) else [edges]:
+        if (
+            not isinstance(e, (tuple, list)) or len(e) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n for v in e)
+        ):
+            raise ValueError(
+                f"edges: expected (src, dst) pairs of box indices 0..{n - 1}, got {e!r}"
+            )
+        pairs.append((e[0], e[1]))
+    if kinds is None:
+        has_out = {s for s, _ in pairs}
+        kinds = ["op" if i in has_out else "leaf" for i in range(n)]
+    elif len(kinds) != n or any(k not in ("op", "leaf", "custom") for k in kinds):
+        raise ValueError(f'kinds: expected {n} of "op", "leaf" or "custom", got {kinds!r:.80}')
+    # A topological order (Kahn's algorithm); what is left over lies on a cycle.
+    waiting = [0] * n
+    for _, d in pairs:
+        waiting[d] += 1
+    ready = [i for i in range(n) if waiting[i] == 0]
+    order = []
+    while ready:
+        i = ready.pop(0)
+        order.append(i)
+        for s, d in pairs:
+            if s == i:
+                waiting[d] -= 1
+                if waiting[d] == 0:
+                    ready.append(d)
+    if len(order) < n:
+        raise ValueError("edges: they form a cycle, so this is not a DAG to draw")
+    nodes = tuple(Node(i, labels[i], kinds[i], (), None, None) for i in range(n))
+    position: dict[int, int] = {}
+    graph_edges, notes = [], {}
+    for s, d in sorted(pairs, key=lambda p: p[0]):
+        pos = position.get(s, 0)
+        position[s] = pos + 1
+        graph_edges.append(Edge(s, d, pos, 0))
+        if edge_labels and (s, d) in edge_labels:
+            notes[(s, pos)] = str(edge_labels[(s, d)])
+    for key in edge_labels or {}:
+        if tuple(key) not in set(pairs):
+            raise ValueError(f"edge_labels: {key!r} is not one of the edges")
+    return Graph(nodes, tuple(graph_edges), (order[0],)), notes
 
 
 # --------------------------------------------------------------------------- loss_curve
@@ -116,7 +183,7 @@ def loss_curve(
     if isinstance(losses, Mapping):
         if not losses:
             raise ValueError("losses: expected at least one curve, got an empty mapping")
-        curves = {str(k): _to_float_list(v, f"losses[{k!r}]") for k, v in losses.items()}
+        curves = {str(k): to_float_list(v, f"losses[{k!r}]") for k, v in losses.items()}
         if len(curves) != len(losses):
             raise ValueError(
                 f"losses: expected labels that differ as text, got {list(losses)!r} "
@@ -124,13 +191,13 @@ def loss_curve(
             )
         show_legend = True
     else:
-        curves = {"loss": _to_float_list(losses, "losses")}
+        curves = {"loss": to_float_list(losses, "losses")}
         show_legend = False
     for label, ys in curves.items():
         if not ys:
             where = "losses" if not show_legend else f"losses[{label!r}]"
             raise ValueError(f"{where}: expected at least one value, got an empty sequence")
-    ax = _new_or_given_ax(ax, (6, 4))
+    ax = new_or_given_ax(ax, (6, 4))
     for label, ys in curves.items():
         epochs = list(range(1, len(ys) + 1))
         ax.plot(epochs, ys, label=label, marker="o" if len(ys) <= 30 else None, markersize=3)
@@ -169,8 +236,8 @@ def fit_plot(
         >>> [float(v) for v in ax.get_lines()[0].get_ydata()]
         [1.0, 5.0]
     """
-    xs = _to_float_list(x, "x")
-    ys = _to_float_list(y, "y")
+    xs = to_float_list(x, "x")
+    ys = to_float_list(y, "y")
     if len(xs) != len(ys):
         raise ValueError(f"x, y: expected the same number of points, got {len(xs)} and {len(ys)}")
     if not xs:
@@ -194,7 +261,7 @@ def fit_plot(
             ) from None
         parsed[str(label)] = (slope, intercept)
 
-    ax = _new_or_given_ax(ax, (6, 4))
+    ax = new_or_given_ax(ax, (6, 4))
     ax.scatter(xs, ys, s=14, alpha=0.6, color="#7f7f7f", label="data")
     lo, hi = min(xs), max(xs)
     for label, (slope, intercept) in parsed.items():
@@ -203,7 +270,7 @@ def fit_plot(
             [lo, hi],
             [slope * lo + intercept, slope * hi + intercept],
             linewidth=2,
-            label=f"{label}: y = {_fmt(slope)}x {sign} {_fmt(abs(intercept))}",
+            label=f"{label}: y = {fmt_value(slope)}x {sign} {fmt_value(abs(intercept))}",
         )
     # Keep the data in view: limits from the points, not from the lines.
     y_lo, y_hi = min(ys), max(ys)
@@ -259,7 +326,7 @@ def grad_flow(model: Any, ax: Axes | None = None, *, log: bool = True) -> Axes:
             maxes.append(float(g.max()))
 
     # Horizontal bars: the parameter names read left to right, first layer on top.
-    ax = _new_or_given_ax(ax, (6.5, max(3.0, 0.32 * len(names) + 1.2)))
+    ax = new_or_given_ax(ax, (6.5, max(3.0, 0.32 * len(names) + 1.2)))
     idx = list(range(len(names)))
     height = 0.38
     ax.barh([i - height / 2 for i in idx], maxes, height, label="max |grad|", color="#1f77b4")
@@ -355,7 +422,7 @@ def jacobian_heatmap(
         if len(labels) != n:
             raise ValueError(f"{argname}: expected {n} labels, got {len(labels)} labels")
 
-    ax = _new_or_given_ax(ax, (max(4.0, 0.5 * n_in + 2.5), max(3.0, 0.45 * n_out + 1.5)))
+    ax = new_or_given_ax(ax, (max(4.0, 0.5 * n_in + 2.5), max(3.0, 0.45 * n_out + 1.5)))
     finite = arr[np.isfinite(arr)]
     vmax = float(np.abs(finite).max()) if finite.size else 1.0
     vmax = vmax or 1.0  # an all-zero Jacobian still needs a colour range
@@ -442,7 +509,7 @@ def tangent_plot(
     y0 = float(y.detach())
     if not (math.isfinite(y0) and math.isfinite(slope)):
         raise ValueError(
-            f"f: at x0 = {_fmt(x0)} it gives f = {y0} with slope {slope}; a tangent needs a "
+            f"f: at x0 = {fmt_value(x0)} it gives f = {y0} with slope {slope}; a tangent needs a "
             "finite value and slope there (pick another x0)"
         )
 
@@ -456,12 +523,13 @@ def tangent_plot(
             ys = torch.stack([torch.as_tensor(f(xi)).reshape(()) for xi in xs])
     xs_l, ys_l = xs.tolist(), ys.double().tolist()
 
-    ax = _new_or_given_ax(ax, (6, 4))
+    ax = new_or_given_ax(ax, (6, 4))
     ax.plot(xs_l, ys_l, linewidth=2, label="f(x)", color="#1f77b4")
     ax.plot([lo, hi], [y0 + slope * (lo - x0), y0 + slope * (hi - x0)], "--",
-            color="#d62728", linewidth=1.5, label=f"tangent at x = {_fmt(x0)}: slope {_fmt(slope)}")
+            color="#d62728", linewidth=1.5,
+            label=f"tangent at x = {fmt_value(x0)}: slope {fmt_value(slope)}")
     ax.scatter([x0], [y0], color="#d62728", zorder=3, s=40)
-    ax.annotate(f"({_fmt(x0)}, {_fmt(y0)})", (x0, y0), textcoords="offset points",
+    ax.annotate(f"({fmt_value(x0)}, {fmt_value(y0)})", (x0, y0), textcoords="offset points",
                 xytext=(8, -14), fontsize=9)
     # The tangent can run far off, and f may blow up near a pole: keep the
     # y-range about the finite part of the curve.
@@ -476,209 +544,3 @@ def tangent_plot(
     ax.legend()
     ax.backproplab = {"x0": x0, "y0": y0, "slope": slope}
     return ax
-
-
-# --------------------------------------------------------------------------- vjp_shapes
-# Lesson 05 (the rules for a tensor operation's backward): shapes in, shapes out.
-
-_FORWARD_FILL, _OUTPUT_FILL, _GRAD_FILL = "#cfe2f3", "#fde3c8", "#f4cccc"
-
-
-def _check_shape(shape: Any, argname: str) -> tuple[int, ...]:
-    """A shape of at most 3 dimensions as a tuple of positive ints, or a clear error."""
-    if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):
-        raise TypeError(f"{argname}: expected a shape such as (4, 3), got {type(shape).__name__}")
-    if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
-        raise ValueError(f"{argname}: expected sizes >= 1, got {tuple(shape)!r}")
-    if len(shape) > 3:
-        raise ValueError(f"{argname}: at most 3 dimensions can be drawn, got {tuple(shape)!r}")
-    return tuple(shape)
-
-
-def _grid_size(shape: tuple[int, ...], cell: float) -> tuple[float, float]:
-    """Width and height of a tensor drawn as a grid of cells (stacked copies for 3-D)."""
-    rows, cols = (1, 1) if not shape else (1, shape[0]) if len(shape) == 1 else shape[-2:]
-    depth = shape[0] if len(shape) == 3 else 1
-    shift = 0.35 * cell * (min(depth, 4) - 1)
-    return cols * cell + shift, rows * cell + shift
-
-
-def _draw_grid(ax: Axes, x: float, y: float, shape: tuple[int, ...], cell: float,
-               fill: str) -> None:
-    """A tensor as a grid of cells with its lower left corner at (x, y); a 3-D tensor as a
-    stack of grids (at most 4 drawn, the front one last)."""
-    from matplotlib.patches import Rectangle
-
-    rows, cols = (1, 1) if not shape else (1, shape[0]) if len(shape) == 1 else shape[-2:]
-    depth = min(shape[0], 4) if len(shape) == 3 else 1
-    for k in reversed(range(depth)):
-        dx = dy = 0.35 * cell * k
-        for i in range(rows):
-            for j in range(cols):
-                ax.add_patch(Rectangle((x + dx + j * cell, y + dy + (rows - 1 - i) * cell),
-                                       cell, cell, facecolor=fill, edgecolor="#555555",
-                                       linewidth=0.8))
-
-
-def vjp_shapes(
-    inputs: Mapping[str, Sequence[int]],
-    output: tuple[str, Sequence[int]],
-    grads: Mapping[str, str],
-    *,
-    op: str = "",
-    ax: Axes | None = None,
-) -> Axes:
-    """Draw an operation's shapes in and out, forward above and backward below.
-
-    ``inputs`` maps each input's name to its shape (at most 3 dimensions), ``output`` is
-    ``(name, shape)``, and ``grads`` maps each input's name to the formula of its gradient.
-    Forward: the inputs and, after an arrow labelled ``op``, the output. Backward: the
-    output's gradient ``G`` (shaped like the output) and, under each input, its gradient,
-    drawn with the input's own shape: the first test of any hand-derived VJP.
-
-    Example:
-        >>> ax = vjp_shapes({"X": (4, 3), "W": (3, 5)}, ("Y", (4, 5)),
-        ...                 {"X": "G @ W.T", "W": "X.T @ G"}, op="X @ W")
-        >>> ax.backproplab["backward"]
-        {'G': (4, 5), 'dX': (4, 3), 'dW': (3, 5)}
-    """
-    if not isinstance(inputs, Mapping) or not inputs:
-        raise TypeError(f"inputs: expected a dict of name -> shape, got {type(inputs).__name__}")
-    shapes = {str(k): _check_shape(v, f"inputs[{k!r}]") for k, v in inputs.items()}
-    if not (isinstance(output, tuple) and len(output) == 2):
-        raise TypeError(f"output: expected (name, shape), got {type(output).__name__}")
-    out_name, out_shape = str(output[0]), _check_shape(output[1], "output")
-    if not isinstance(grads, Mapping) or set(map(str, grads)) != set(shapes):
-        raise ValueError(f"grads: expected one formula per input ({', '.join(shapes)}), got "
-                         f"{sorted(map(str, grads)) if isinstance(grads, Mapping) else grads!r}")
-    if not isinstance(op, str):
-        raise TypeError(f"op: expected a str, got {type(op).__name__}")
-
-    biggest = max(max(s, default=1) for s in [*shapes.values(), out_shape])
-    cell = min(0.5, 3.0 / biggest)
-    sizes = {name: _grid_size(s, cell) for name, s in shapes.items()}
-    out_w, out_h = _grid_size(out_shape, cell)
-    gap, arrow, char = 0.6, 1.6, 0.1  # char: about one monospace character, in cells' units
-    xs, x = {}, 0.0
-    for name, (w, _h) in sizes.items():
-        slot = max(w, char * (len(grads[name]) + 2))  # room for the formula under the grid
-        xs[name] = x + (slot - w) / 2
-        x += slot + gap
-    out_x = x - gap + arrow
-    lane = max([h for _w, h in sizes.values()] + [out_h]) + 1.1
-    top, bottom = lane, 0.0
-    width = out_x + out_w
-
-    ax = _new_or_given_ax(ax, (max(5.0, 1.1 * width + 1.5), max(3.2, 0.95 * 2 * lane + 0.6)))
-
-    def label(x0: float, y0: float, w: float, h: float, text: str, below: str = "") -> None:
-        ax.text(x0 + w / 2, y0 + h + 0.12, text, ha="center", va="bottom", fontsize=10)
-        if below:
-            ax.text(x0 + w / 2, y0 - 0.12, below, ha="center", va="top", fontsize=9,
-                    family="monospace", color="#990000")
-
-    def shape_text(shape: tuple[int, ...]) -> str:
-        return str(shape) if len(shape) != 1 else f"({shape[0]},)"
-
-    for name, shape in shapes.items():
-        w, h = sizes[name]
-        _draw_grid(ax, xs[name], top, shape, cell, _FORWARD_FILL)
-        label(xs[name], top, w, h, f"{name} {shape_text(shape)}")
-        _draw_grid(ax, xs[name], bottom, shape, cell, _GRAD_FILL)
-        label(xs[name], bottom, w, h, f"d{name} {shape_text(shape)}", f"= {grads[name]}")
-    _draw_grid(ax, out_x, top, out_shape, cell, _OUTPUT_FILL)
-    label(out_x, top, out_w, out_h, f"{out_name} {shape_text(out_shape)}")
-    _draw_grid(ax, out_x, bottom, out_shape, cell, _GRAD_FILL)
-    label(out_x, bottom, out_w, out_h, f"G = dL/d{out_name} {shape_text(out_shape)}")
-
-    style = {"arrowstyle": "-|>", "color": "#333333", "linewidth": 1.2}
-    last = list(shapes)[-1]
-    start = xs[last] + sizes[last][0] + 0.15
-    ax.annotate("", xy=(out_x - 0.15, top + out_h / 2), xytext=(start, top + out_h / 2),
-                arrowprops=style)
-    if op:
-        ax.text((start + out_x) / 2, top + out_h / 2 + 0.12, op, ha="center", va="bottom",
-                fontsize=9, family="monospace")
-    ax.annotate("", xy=(start, bottom + out_h / 2), xytext=(out_x - 0.15, bottom + out_h / 2),
-                arrowprops={**style, "color": "#990000"})
-    ax.text(-0.5, top + out_h / 2, "forward", ha="right", va="center", fontsize=10,
-            style="italic")
-    ax.text(-0.5, bottom + out_h / 2, "backward", ha="right", va="center", fontsize=10,
-            style="italic", color="#990000")
-    ax.set_xlim(-2.2, width + 0.4)
-    ax.set_ylim(-0.9, top + lane - 0.4)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    ax.backproplab = {
-        "forward": {**shapes, out_name: out_shape},
-        "backward": {"G": out_shape, **{f"d{n}": s for n, s in shapes.items()}},
-    }
-    return ax
-
-
-# --------------------------------------------------------------------------- index_routes
-
-
-def index_routes(index: Sequence[int], n_rows: int, *, ax: Axes | None = None) -> Axes:
-    """Draw ``out = x[index]`` (rows of x copied to rows of out) and its backward.
-
-    Left: the forward pass, a line from row ``index[i]`` of ``x`` to row ``i`` of ``out``.
-    Right: the backward pass, row ``i`` of ``G`` (the gradient of ``out``) sent back to row
-    ``index[i]`` of ``dx``. A row of x read k times receives k gradients, and they add up:
-    the row's label says which. ``ax.backproplab["arrivals"]`` counts them per row.
-
-    Example:
-        >>> ax = index_routes([0, 3, 0, 4], 5)
-        >>> ax.backproplab["arrivals"]
-        [2, 0, 0, 1, 1]
-    """
-    if isinstance(n_rows, bool) or not isinstance(n_rows, int) or n_rows < 1:
-        raise ValueError(f"n_rows: expected a positive int, got {n_rows!r}")
-    if hasattr(index, "tolist"):
-        index = index.tolist()
-    if isinstance(index, (str, bytes)) or not isinstance(index, Sequence) or not index:
-        raise TypeError(f"index: expected a non-empty list of row numbers, got "
-                        f"{type(index).__name__}")
-    if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_rows for i in index):
-        raise ValueError(f"index: expected row numbers between 0 and {n_rows - 1}, got {index!r}")
-    from matplotlib.patches import Rectangle
-
-    n_out = len(index)
-    height = max(n_rows, n_out)
-    ax = _new_or_given_ax(ax, (9.0, 0.45 * height + 1.6))
-
-    def column(x: float, n: int, name: str, fill: str, notes: Sequence[str] = ()) -> None:
-        for r in range(n):
-            y = height - 1 - r
-            ax.add_patch(Rectangle((x, y + 0.1), 1.0, 0.8, facecolor=fill, edgecolor="#555555"))
-            ax.text(x + 0.5, y + 0.5, f"{name}[{r}]", ha="center", va="center", fontsize=9)
-            if r < len(notes) and notes[r]:
-                ax.text(x + 1.15, y + 0.5, notes[r], ha="left", va="center", fontsize=9,
-                        color="#990000")
-
-    def link(x0: float, r0: int, x1: float, r1: int, colour: str) -> None:
-        ax.annotate("", xy=(x1, height - 1 - r1 + 0.5), xytext=(x0, height - 1 - r0 + 0.5),
-                    arrowprops={"arrowstyle": "-|>", "color": colour, "linewidth": 1.1})
-
-    arrivals = [index.count(r) for r in range(n_rows)]
-    sums = [" + ".join(f"G[{i}]" for i, r in enumerate(index) if r == row) or "0"
-            for row in range(n_rows)]
-    column(0.0, n_rows, "x", _FORWARD_FILL)
-    column(3.0, n_out, "out", _OUTPUT_FILL)
-    for i, r in enumerate(index):
-        link(1.0, r, 3.0, i, "#333333")
-    column(5.5, n_out, "G", _GRAD_FILL)
-    column(8.5, n_rows, "dx", _GRAD_FILL, [f"= {s}" for s in sums])
-    for i, r in enumerate(index):
-        link(6.5, i, 8.5, r, "#990000")
-    ax.text(2.0, height + 0.3, f"forward: out = x[{index}]", ha="center", fontsize=10)
-    ax.text(7.5, height + 0.3, "backward: dx[index[i]] += G[i]", ha="center", fontsize=10,
-            color="#990000")
-    ax.set_xlim(-0.3, 12.0)
-    ax.set_ylim(-0.3, height + 0.9)
-    ax.axis("off")
-    ax.backproplab = {"index": list(index), "arrivals": arrivals, "sums": sums}
-    return ax
-
-
-__all__ += ["vjp_shapes", "index_routes"]

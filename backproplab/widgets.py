@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._figure import _fmt, _fmt_shape, _to_float_list
+from .figure import fmt_shape, fmt_value, to_float_list
 
 if TYPE_CHECKING:
     import torch
@@ -102,19 +102,19 @@ def _fmt_info(info: Any) -> str:
         return "None (no gradient)"
     vals = info.values
     if vals is not None and len(info.shape) == 0:
-        return _fmt(vals[0])
+        return fmt_value(vals[0])
     if vals is not None and len(vals) <= 6:
-        return f"[{', '.join(_fmt(v) for v in vals)}]  (shape {_fmt_shape(info.shape)})"
-    return f"tensor of shape {_fmt_shape(info.shape)}"
+        return f"[{', '.join(fmt_value(v) for v in vals)}]  (shape {fmt_shape(info.shape)})"
+    return f"tensor of shape {fmt_shape(info.shape)}"
 
 
 def _short_info(info: Any) -> str:
     """Shorter form for an arrow label: the value, up to 3 values, or the shape."""
 
     if info.values is not None and len(info.values) <= 3:
-        inner = ", ".join(_fmt(v) for v in info.values)
+        inner = ", ".join(fmt_value(v) for v in info.values)
         return inner if len(info.shape) == 0 else f"[{inner}]"
-    return _fmt_shape(info.shape)
+    return fmt_shape(info.shape)
 
 
 def _node_desc(graph: Any, node_id: int) -> str:
@@ -287,7 +287,7 @@ def _as_1d_float(t: Any, argname: str) -> torch.Tensor:
 
     # A tensor keeps its float dtype; anything else goes through the one
     # converter the figures share, which names the bad item.
-    out = t.detach() if isinstance(t, torch.Tensor) else torch.tensor(_to_float_list(t, argname))
+    out = t.detach() if isinstance(t, torch.Tensor) else torch.tensor(to_float_list(t, argname))
     if not out.is_floating_point():
         out = out.float()
     # Flatten: an (n, 1) x against an (n,) y would silently broadcast to (n, n).

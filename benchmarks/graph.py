@@ -17,8 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from backproplab.graph import describe
-from backproplab.trace import trace_backward
+import backproplab as bl
 
 CHAIN = 100_000
 GROUPS, GROUP = 150, 1000  # wide graph: 150 x 1000 additions, stacked twice
@@ -47,7 +46,7 @@ def floor_visit(out: torch.Tensor) -> int:
 
 
 def ours(out: torch.Tensor) -> None:
-    g = describe(out)
+    g = bl.describe(out)
     g.to_text()
     g.to_dot()
 
@@ -80,7 +79,7 @@ def mlp_backward() -> tuple[float, float]:
             loss = torch.nn.functional.mse_loss(model(x), y)
             t0 = time.perf_counter()
             if traced:
-                trace_backward(loss)
+                bl.trace_backward(loss)
             else:
                 loss.backward()
             times.append(time.perf_counter() - t0)

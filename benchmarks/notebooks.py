@@ -34,8 +34,9 @@ def nbval_seconds(path: Path, repeat: int) -> float:
     """Best wall time of ``pytest --nbval`` on one notebook, failing loudly."""
     # The project's config is named explicitly: for the floor notebook, which
     # lives in a temporary folder, pytest would not find it by itself.
-    cmd = [sys.executable, "-m", "pytest", "-q", "-c", str(ROOT / "pyproject.toml"),
-           "--rootdir", str(ROOT), str(path)]
+    # One process: the suite's workers would only add their start-up to each lesson.
+    cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-c",
+           str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT), str(path)]
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()

@@ -7,7 +7,7 @@ problem: error outputs, widgets that do not render or do not respond, graph
 drawings that never appear, tracebacks printed by widget callbacks.
 
 The pieces are plain functions and small classes so that the browser test
-and the test of the checker itself (tests/test_browser.py) share them:
+and the test of the checker itself (tests/lessons/test_browser.py) share them:
 
     server = LabServer(root_dir)            # one jupyter lab for the session
     server.start()

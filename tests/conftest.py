@@ -6,10 +6,19 @@
 - One intra-op thread for torch: nbval kernels inherit this environment, and
   on a two-core machine torch's default thread pool fights the test process
   for the cores (a lesson's training loop ran 70x slower that way). Lessons
-  print rounded numbers, so their stored outputs are the same either way.
+  print rounded numbers, so their stored outputs are the same either way
+  (tests/lessons/test_exercises.py compares every lesson under the default count too).
+- The suite runs on every core with pytest-xdist (`-n auto --dist loadfile` in
+  pyproject.toml): each file, and so each notebook, whose nbval cells share one
+  kernel and must run in order, is one unit of work for one worker. The files
+  with the longest tests are handed out first, so no worker is left with a long
+  one at the end.
+- The summary names how many notebooks ran under nbval: .ci/run reads it, since
+  a green run that never executed a lesson would prove nothing.
 """
 
 import os
+from collections import Counter
 
 import matplotlib
 
@@ -48,3 +57,62 @@ def chromium_browser():
         if browser is not None:
             browser.close()
         playwright.stop()
+
+
+# Handed out first, longest first: (nodeid fragment, rank). Everything else keeps its
+# place after these, in collection order (a notebook's cells stay in order). With
+# --dist loadfile a file goes out where its first test stands.
+_LONG_FIRST = (
+    ("test_nbgrader.py::test_nbgrader_autograde", 0),
+    ("test_browser.py", 1),
+    ("test_packaging.py", 2),
+    ("test_site.py", 3),
+    ("test_exercises.py::test_lesson_matches", 4),
+    ("test_exercises.py::test_checks_reject", 4),
+    ("test_exercises.py::test_student_version", 4),
+    ("test_distributed.py", 5),
+    (".ipynb::", 6),
+)
+
+
+def _rank(item: pytest.Item) -> int:
+    return next((rank for fragment, rank in _LONG_FIRST if fragment in item.nodeid), 7)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.suffix == ".ipynb" or f"{item.path.name}::{item.name}".startswith(_SLOW):
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=_rank)
+
+
+# The fast lane (`-m "not slow"`, README "How the tests work") leaves out, besides
+# what a test file marks slow itself, the tests that start servers, browsers, worker
+# processes or a command line in a new Python, or walk graphs of 100,000 nodes and more.
+_SLOW = (
+    "test_browser.py::",
+    "test_site.py::",
+    "test_distributed.py::",
+    "test_release_safety.py::",
+    "test_learn.py::",
+    "test_readme.py::test_learn_command",
+    "test_notebook_hygiene.py::test_runner_executes",
+    "test_graph.py::test_graph_of_a_million_nodes",
+    "test_graph.py::test_deep_chain_of_100000_ops",
+    "test_layout.py::test_a_100000_node_chain",
+)
+
+
+_NBVAL_CELLS: Counter = Counter()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::")[0]
+    if report.when == "call" and path.endswith(".ipynb") and path.startswith("notebooks/"):
+        _NBVAL_CELLS[path] += 1
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _NBVAL_CELLS:
+        terminalreporter.write_line(
+            f"nbval: {len(_NBVAL_CELLS)} notebooks, {sum(_NBVAL_CELLS.values())} cells run")

@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from backproplab.notebook import fold_frames, frame_file
+from backproplab.tracebacks import fold_frames, frame_file
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"

@@ -1,6 +1,6 @@
 """Shortcuts for the exercises of 04-zeroing-gradients.ipynb; each must fail its check.
 
-Same format as tests/wrong_answers (see tests/test_exercises.py). The lesson runs with
+Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The lesson runs with
 its hidden tests, as nbgrader grades it.
 """
 

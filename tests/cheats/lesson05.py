@@ -1,6 +1,6 @@
 """Shortcuts around the checks of lesson 05's two notebooks (05-non-scalar-backward.ipynb and
 05-tensor-op-vjps.ipynb): each must fail its check (the lessons run with their hidden tests),
-naming what it did. See tests/test_exercises.py."""
+naming what it did. See tests/lessons/test_exercises.py."""
 
 
 def _table(grade_id, signature, match, fallback):

@@ -1,5 +1,5 @@
 """Shortcuts for the exercises of 09-linear-regression.ipynb: each must fail its check
-(the lesson runs with its hidden tests), naming what it did. See tests/test_exercises.py."""
+(the lesson runs with its hidden tests), naming what it did. See tests/lessons/test_exercises.py."""
 
 MSE_FD = '''def mse_grads(x, y, w, b):
     def loss(w, b):

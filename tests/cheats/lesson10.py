@@ -1,5 +1,5 @@
 """Shortcuts for the exercises of 10-mlp-training.ipynb: each must fail its check
-(the lesson runs with its hidden tests), naming what it did. See tests/test_exercises.py."""
+(the lesson runs with its hidden tests), naming what it did. See tests/lessons/test_exercises.py."""
 
 BCE_FD = '''def dlogits_bce(z, y):
     def loss(z):

@@ -1,5 +1,5 @@
 """Shortcuts for the exercises of 11-pitfalls-and-tools.ipynb: each must fail its check
-(the lesson runs with its hidden tests), naming what it did. See tests/test_exercises.py.
+(the lesson runs with its hidden tests), naming what it did. See tests/lessons/test_exercises.py.
 
 Both exercises are method checks (a hook, a norm with a guarded backward), so the
 shortcuts are torch's own guarded norms and answers that fit only the visible check."""

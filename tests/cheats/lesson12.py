@@ -1,4 +1,5 @@
-"""Shortcuts for the exercises of 12-build-your-own-autograd.ipynb (see tests/test_exercises.py).
+"""Shortcuts for the exercises of 12-build-your-own-autograd.ipynb
+(see tests/lessons/test_exercises.py).
 
 Exercise 1's rule is the derivative worked out by the learner, so the shortcuts are the
 ways of getting a number for σ'(a) without working it out. Exercise 2's are the ways of

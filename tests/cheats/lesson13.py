@@ -1,6 +1,6 @@
 """Shortcuts for the exercises of 13-backprop-through-a-classifier.ipynb; each must fail.
 
-Same format as tests/wrong_answers (see tests/test_exercises.py). The lesson runs with
+Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The lesson runs with
 its hidden tests, as nbgrader grades it. For every step: central finite differences
 written out, bl.numerical_grad, and a table of the visible check's answers; where torch
 has one, its backward kernel (torch.ops.aten.*_backward) or a backward node called by

@@ -1,6 +1,6 @@
 """Shortcuts for the exercises of 14-forward-mode-and-torch-func.ipynb.
 
-(See tests/test_exercises.py.)
+(See tests/lessons/test_exercises.py.)
 
 Both exercises are method checks, so the shortcuts are other methods that give the right
 numbers: the lesson's own column-by-column Jacobian, finite differences, a full Jacobian

@@ -1,4 +1,4 @@
-"""Shortcuts for the exercises of 15-what-backward-keeps.ipynb (tests/test_exercises.py).
+"""Shortcuts for the exercises of 15-what-backward-keeps.ipynb (tests/lessons/test_exercises.py).
 
 
 The byte-count formula is checked like a gradient by hand, so its shortcuts are the

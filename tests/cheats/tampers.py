@@ -2,7 +2,7 @@
 
 Each entry: (name, source, what the audit must list, what the check must say or None).
 Where the check itself cannot notice (the tamper runs before it and leaves nothing it can
-see), the audit is the answer; `tests/test_audit.py` runs every one.
+see), the audit is the answer; `tests/course/test_audit.py` runs every one.
 """
 
 PASSING = 'bl.Report((bl.Check("x", True, "pass", "fine"),))'

@@ -1,7 +1,7 @@
 """Plausible wrong answers for the exercises of 01-computational-graph.ipynb.
 
 Each entry replaces a whole solution cell; the check cell after it must raise
-AssertionError whose message contains the fragment (see tests/test_exercises.py).
+AssertionError whose message contains the fragment (see tests/lessons/test_exercises.py).
 """
 
 SAVED_COS = "def grad_from_saved(node):\n    return {}\n"

@@ -1,4 +1,4 @@
-"""Plausible wrong answers for the exercises of 02-chain-rule.ipynb (see tests/test_exercises.py)."""
+"""Plausible wrong answers for the exercises of 02-chain-rule.ipynb (see tests/lessons/test_exercises.py)."""
 
 TANH = "def tanh_grads(x, w, b):\n    outer = {}\n    return {}\n"
 

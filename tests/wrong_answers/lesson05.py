@@ -1,5 +1,5 @@
 """Plausible wrong answers for lesson 05's two notebooks, 05-non-scalar-backward.ipynb and
-05-tensor-op-vjps.ipynb (see tests/test_exercises.py): each must fail its check with a
+05-tensor-op-vjps.ipynb (see tests/lessons/test_exercises.py): each must fail its check with a
 message naming the mistake."""
 
 ROWS = '''def jacobian_by_rows(g, x):

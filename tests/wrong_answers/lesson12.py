@@ -4,7 +4,7 @@ Each entry: (solution-cell source, a fragment the check's message must contain).
 MUST_NOT lists, for some of them (by grade id and position in WRONG), fragments the
 message must NOT contain: a diagnosis that held on one trial only, such as "off by
 a constant factor", must not be given for a slip that has a name of its own.
-tests/test_facts_lesson12.py checks both halves on the engine's own cells.
+tests/lessons/test_facts_lesson12.py checks both halves on the engine's own cells.
 """
 
 SIGMOID = '''def sigmoid(a):

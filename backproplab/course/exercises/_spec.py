@@ -1,0 +1,103 @@
+"""The vocabulary the lesson modules write their exercises and questions in.
+
+A lesson module describes each exercise as a `ByHand` (a gradient by hand,
+checked by `check_by_hand`) or a `Method` (a check of how the answer was
+reached), and each "predict, then run" question as a `Prediction`. A
+method check builds its verdict from the same few pieces, all here:
+
+- `attempt` calls the learner's function and turns what can go wrong (not a
+  function, not written yet, autograd where it is refused, an error) into a
+  failed report, so every check words these the same way;
+- `passed` and `failed` make a report of one check;
+- `compare`, `count_autograd`, `forbid_autograd`, `check_by_hand` and
+  `check_function` are the tools a check uses on the learner's results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...custom_function import check_function
+from ..grading import (
+    AutogradForbidden,
+    ByHand,
+    Check,
+    Method,
+    Prediction,
+    Report,
+    check_by_hand,
+    compare,
+    count_autograd,
+    forbid_autograd,
+)
+
+__all__ = [
+    "AutogradForbidden",
+    "ByHand",
+    "Check",
+    "Method",
+    "Prediction",
+    "Report",
+    "attempt",
+    "check_by_hand",
+    "check_function",
+    "compare",
+    "count_autograd",
+    "failed",
+    "first_line",
+    "forbid_autograd",
+    "passed",
+]
+
+
+def passed(name: str, message: str) -> Report:
+    """A report of one passed check, as a method check returns it."""
+    return Report((Check(name, True, "pass", message),))
+
+
+def failed(name: str, message: str, verdict: str = "fail") -> Report:
+    """A report of one failed check, as a method check returns it."""
+    return Report((Check(name, False, verdict, message),))
+
+
+def first_line(err: BaseException) -> str:
+    """An error's first line (its type when it has no message), for a short report."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def attempt(
+    name: str,
+    answer: Any,
+    *args: Any,
+    what: str = "the function",
+    not_callable: str | None = None,
+    raised: Callable[[Exception], str | Report] | None = None,
+) -> tuple[Any, Report | None]:
+    """Call the learner's ``answer(*args)``: (its result, None), or (None, the failed
+    report) when it is not a function, not written yet (``what`` still raises
+    NotImplementedError), refused by `forbid_autograd`, or raises. ``not_callable``
+    and ``raised`` word the first and the last for the exercise at hand (``raised``
+    may also return the whole failed report, to give it another verdict).
+
+    >>> attempt("f", lambda x: 2 * x, 3)
+    (6, None)
+    >>> def blank(x):
+    ...     raise NotImplementedError
+    >>> print(attempt("f", blank, 3)[1])
+    ✗ f: not written yet: the function still raises NotImplementedError.
+    """
+    if not callable(answer):
+        return None, failed(name, not_callable or f"expected a function, got "
+                                                  f"{type(answer).__name__}.")
+    try:
+        return answer(*args), None
+    except AutogradForbidden as err:
+        return None, failed(name, str(err), "autograd")
+    except NotImplementedError:
+        return None, failed(name, f"not written yet: {what} still raises NotImplementedError.",
+                            "missing")
+    except Exception as err:  # the learner's bug, told as a failed check
+        told = raised(err) if raised is not None else f"raised {type(err).__name__}: {err}"
+        return None, told if isinstance(told, Report) else failed(name, told, "error")

@@ -1,0 +1,227 @@
+"""Lesson 03, gradient accumulation: its exercises and its predictions.
+
+``l03-microbatch`` is checked by method: the learner's ``accumulate`` must call
+``backward()`` once per piece of a batch and leave the full-batch gradient in
+``w.grad``. The batches, their piece sizes and the starting weights are new for
+every seed; the typical slips (dividing by the number of pieces, no scaling,
+``.grad`` reset between pieces) are named when they explain the result on
+every batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._spec import (
+    ByHand,
+    Method,
+    Prediction,
+    Report,
+    attempt,
+    compare,
+    count_autograd,
+    failed,
+    passed,
+)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
+
+
+# --------------------------------------------------------------------------
+# l03-microbatch: pieces of unequal size, one backward per piece
+# --------------------------------------------------------------------------
+
+
+def _new_batch(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+    """(w, X, t, sizes): 2 to 4 pieces of different sizes, in float64."""
+    pieces = int(torch.randint(2, 5, (1,), generator=gen))
+    sizes = (torch.randperm(6, generator=gen)[:pieces] + 1).tolist()  # all different
+    n, features = sum(sizes), int(torch.randint(2, 5, (1,), generator=gen))
+    X = torch.randn(n, features, generator=gen, dtype=torch.float64)
+    t = torch.randn(n, generator=gen, dtype=torch.float64)
+    w = torch.randn(features, generator=gen, dtype=torch.float64)
+    return w, X, t, sizes
+
+
+def _piece_grads(w: torch.Tensor, X: torch.Tensor, t: torch.Tensor,
+                 sizes: list[int]) -> list[torch.Tensor]:
+    """The gradient of each piece's own mean squared error."""
+    grads = []
+    for X_part, t_part in zip(X.split(sizes), t.split(sizes), strict=True):
+        w_part = w.clone().requires_grad_()
+        ((X_part @ w_part - t_part) ** 2).mean().backward()
+        grads.append(w_part.grad)
+    return grads
+
+
+# Each slip maps (piece gradients, sizes) to the w.grad it leaves.
+_MICRO_SLIPS: dict[str, Callable[[list[torch.Tensor], list[int]], torch.Tensor]] = {
+    "each piece's mean was divided by the number of pieces, which is right only when the "
+    "pieces are the same size: weight each mean by its share of the batch, "
+    "len(piece) / len(X)": lambda g, s: sum(g) / len(s),
+    "each piece's mean was added unscaled, so pieces count equally whatever their size (and "
+    "the total is too large): weight each mean by len(piece) / len(X)": lambda g, s: sum(g),
+    "the weights are upside down: a piece's mean counts with its share of the batch, "
+    "len(piece) / len(X), not len(X) / len(piece)":
+        lambda g, s: sum(gi * sum(s) / si for gi, si in zip(g, s, strict=True)),
+    "w.grad holds only the last piece's part: .grad was reset between the pieces, so the "
+    "earlier ones were thrown away (letting them add up is the point)":
+        lambda g, s: g[-1] * s[-1] / sum(s),
+}
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-10, atol=1e-12))
+
+
+def _check_microbatch(answer: Any, seed: int) -> Report:
+    name = "accumulate"
+    if not callable(answer):
+        return failed(name, f"expected a function, got "
+                                                  f"{type(answer).__name__}.")
+    runs = []
+    for k in range(3):
+        w, X, t, sizes = _new_batch(torch.Generator().manual_seed(seed + k))
+        w_learner = w.clone().requires_grad_()
+        arrived: list[torch.Tensor] = []  # what each backward pass brings to w
+        w_learner.register_hook(lambda g, arrived=arrived: arrived.append(g.detach().clone()))
+        with count_autograd() as seen:
+            _, failure = attempt(name, answer, w_learner, X.clone(), t.clone(), list(sizes),
+                                 raised=lambda err, sizes=sizes: f"raised {type(err).__name__}: "
+                                 f"{err} (on pieces of sizes {sizes}).")
+        if failure is not None:
+            return failure
+        where = f"for pieces of sizes {sizes}"
+        others = [c for c in seen.calls if c != "Tensor.backward()"]
+        if others:
+            return failed(name, f"{where}, your function called "
+                                 f"{others[0]}, which returns gradients instead of adding them "
+                                 "into .grad. This exercise is about letting backward() "
+                                 "accumulate.")
+        if seen.reverse != len(sizes):
+            return failed(name, f"{where}, your function ran "
+                                 f"{_plural(seen.reverse, 'backward pass')} for "
+                                 f"{_plural(len(sizes), 'piece')}; the exercise asks for one "
+                                 "backward() per piece.")
+        if w_learner.grad is None:
+            return failed(name, f"{where}, w.grad is still None after "
+                                 "your function ran: no backward pass reached w.", "missing")
+        full = w.clone().requires_grad_()
+        ((X @ full - t) ** 2).mean().backward()
+        runs.append((w_learner.grad, full.grad, _piece_grads(w, X, t, sizes), sizes, arrived))
+
+    for got, want, parts, sizes, arrived in runs:
+        verdict = compare(name, got, want, rtol=1e-10, atol=1e-12)[0]
+        if verdict.ok:
+            shares = [g * s / sum(sizes) for g, s in zip(parts, sizes, strict=True)]
+            if not all(any(_close(a, share) for a in arrived) for share in shares):
+                return failed(name, f"for pieces of sizes {sizes}, w.grad "
+                                     "ends right, but the backward passes did not each carry one "
+                                     "piece: what reached w in each pass was not one piece's "
+                                     "share of the gradient. Call backward() on each piece's own "
+                                     "scaled loss.")
+            continue
+        for slip, wrong in _MICRO_SLIPS.items():
+            if all(compare(slip, g, wrong(p, s), rtol=1e-10, atol=1e-12).ok
+                   for g, _, p, s, _ in runs):
+                return failed(name, f"w.grad is not the full-batch "
+                                     f"gradient for pieces of sizes {sizes}: {slip}.", "mismatch")
+        return failed(name, f"w.grad for pieces of sizes {sizes}: "
+                                                      f"{verdict.message}", "mismatch")
+    return passed(name, "one backward() per piece, and the full-batch "
+                                             "gradient on 3 new batches")
+
+
+# --------------------------------------------------------------------------
+# l03-shared: L = tanh(w . x1) + tanh(w . x2), by hand
+# --------------------------------------------------------------------------
+
+
+def _shared_reference(w, x1, x2):
+    w = w.requires_grad_()
+    (torch.tanh(w @ x1) + torch.tanh(w @ x2)).backward()
+    return w.grad
+
+
+def _new_vectors(gen):
+    n = int(torch.randint(2, 6, (1,), generator=gen))
+    return tuple(torch.randn(n, generator=gen) for _ in range(3))
+
+
+EXERCISES = {
+    "l03-microbatch": Method(check=_check_microbatch),
+    "l03-shared": ByHand(
+        name="dL/dw",
+        reference=_shared_reference,
+        make_inputs=_new_vectors,
+        mistakes={
+            "only the first use of w counted (the second use adds its own term)":
+                lambda w, x1, x2: (1 - torch.tanh(w @ x1) ** 2) * x1,
+            "only the second use of w counted (the first use adds its own term)":
+                lambda w, x1, x2: (1 - torch.tanh(w @ x2) ** 2) * x2,
+            "the two uses were merged into one, tanh'(w.x1 + w.x2) (x1 + x2); each use has its "
+            "own tanh', taken at its own w.x, and the two terms add":
+                lambda w, x1, x2: (1 - torch.tanh(w @ (x1 + x2)) ** 2) * (x1 + x2),
+        },
+    ),
+}
+
+
+# --------------------------------------------------------------------------
+# Predictions
+# --------------------------------------------------------------------------
+
+
+def _second_answer() -> float:
+    x = torch.tensor(1.0, requires_grad=True)
+    for _ in range(2):
+        (2 * x).backward()
+    return x.grad.item()
+
+
+def _batchnorm_grads(X: torch.Tensor, target: torch.Tensor, k: int) -> list[torch.Tensor]:
+    """The parameter gradients of Linear -> BatchNorm1d -> Linear under a mean squared
+    error in train mode, accumulated over ``k`` equal micro-batches (each loss divided
+    by ``k``), as the lesson computes them."""
+    torch.manual_seed(2)  # the same starting weights for every call
+    model = torch.nn.Sequential(torch.nn.Linear(X.shape[1], 4), torch.nn.BatchNorm1d(4),
+                                torch.nn.Linear(4, 1))
+    for X_part, t_part in zip(X.chunk(k), target.chunk(k), strict=True):
+        part_loss = ((model(X_part).squeeze(1) - t_part) ** 2).mean()
+        (part_loss / k).backward()
+    return [p.grad for p in model.parameters()]
+
+
+def _batchnorm_answer() -> str:
+    gen = torch.Generator().manual_seed(0)
+    X, target = torch.randn(8, 3, generator=gen), torch.randn(8, generator=gen)
+    with torch.random.fork_rng():
+        full, micro = _batchnorm_grads(X, target, 1), _batchnorm_grads(X, target, 4)
+    worst = max(float((a - b).abs().max()) for a, b in zip(full, micro, strict=True))
+    return "equal" if worst < 1e-5 else "different"
+
+
+PREDICTIONS = {
+    "l03-predict-second": Prediction(
+        question="x.grad after two backward calls",
+        answer=_second_answer,
+        hint="the derivative is 2 both times; ask what backward does to a .grad that already "
+             "holds a value.",
+        why="backward adds its gradient into .grad rather than replacing it: 2 + 2 = {answer}",
+    ),
+    "l03-predict-batchnorm": Prediction(
+        question="micro-batch gradient through BatchNorm vs the full batch",
+        answer=_batchnorm_answer,
+        hint="in train mode, BatchNorm1d normalises every example with the mean and variance of "
+             "the batch it arrives in. Which examples share a batch here?",
+        why="in train mode each example is normalised with the statistics of its own "
+            "micro-batch, so the micro-batches compute a different function of the weights, not "
+            "the same sum in another order",
+        choices=("equal", "different"),
+    ),
+}

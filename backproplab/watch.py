@@ -1,0 +1,301 @@
+"""Watching what a learner's code asks torch to do: the machinery behind
+:func:`backproplab.forbid_autograd` and :func:`backproplab.count_autograd`.
+
+Every reverse pass (``Tensor.backward``, ``torch.autograd.grad``, and
+``torch.func``/``torch.autograd.functional`` built on them) goes through one
+engine object, and every forward-mode pass starts with
+``forward_ad.make_dual``. Both are swapped for the length of a ``with`` block
+and always put back.
+
+``forbid_autograd`` refuses more than passes, because each of these gives a
+gradient without the learner deriving it:
+
+- turning grad mode back on inside the block (a graph could then be built and
+  its nodes called by hand, ``y.grad_fn(g)``);
+- torch's own backward kernels (``torch.ops.aten.*_backward``), seen at the
+  dispatcher, whatever name the learner reached them by;
+- complex numbers (the complex-step trick estimates a derivative);
+- numerical estimates: ``bl.numerical_grad`` and torch's numerical Jacobians.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.autograd.forward_ad as forward_ad
+from torch.autograd.variable import Variable
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import numerical
+
+SET_GRAD_ENABLED = torch._C._set_grad_enabled  # the real switch, put back after a block
+# torch's finite-difference Jacobians (gradcheck uses them); refused by name.
+NUMERICAL_JACOBIANS = ("get_numerical_jacobian", "get_numerical_jacobian_wrt_specific_input",
+                       "_get_numerical_jacobian")
+
+# The module, not the function of the same name that torch.autograd exports.
+gradcheck = importlib.import_module("torch.autograd.gradcheck")
+
+__all__ = [
+    "AutogradCount",
+    "AutogradForbidden",
+    "EngineWatch",
+    "STAND_INS",
+    "caller_api",
+    "count_autograd",
+    "forbid_autograd",
+    "refuse_shortcuts",
+    "watch",
+]
+
+# The stand-ins a `watch` block has put in place, which are not tampering.
+STAND_INS: set[Any] = set()
+
+_TRANSFORMS = {"grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
+               "linearize"}
+
+
+def caller_api(direct: str = "autograd", depth: int = 2) -> str:
+    """The torch function the learner's code called, e.g. ``Tensor.backward()``;
+    ``direct`` when the learner called the watched function itself."""
+    frame = sys._getframe(depth)
+    outermost = None
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("torch") or module.startswith("backproplab."):
+            if module.startswith("torch"):
+                outermost = frame
+        elif outermost is not None:
+            break
+        frame = frame.f_back
+    if outermost is None:
+        return direct
+    module = outermost.f_globals.get("__name__", "")
+    name = outermost.f_code.co_name
+    if module == "torch._tensor":
+        return f"Tensor.{name}()"
+    if module.startswith("torch._functorch") or module.startswith("torch.func"):
+        return _transform_name(outermost.f_code)
+    if module == "torch.autograd" or module == "torch.autograd.__init__":
+        return f"torch.autograd.{name}"
+    return f"{module}.{name}"
+
+
+def _transform_name(code: Any) -> str:
+    """``torch.func.jacfwd`` for the frames of ``jacfwd(f)(x)``, so a check can tell a
+    full Jacobian from one ``jvp``. The transform is the function whose closure runs:
+    ``jacfwd.<locals>.wrapper_fn``, or ``_vjp_with_argnums...`` for a pullback."""
+    outer = getattr(code, "co_qualname", code.co_name).split(".")[0]  # co_qualname: 3.11+
+    name = outer.lstrip("_").removesuffix("_with_argnums")
+    if name in _TRANSFORMS:
+        return f"torch.func.{name}"
+    return "a torch.func transform (grad, vjp, jvp, jacrev, jacfwd, ...)"
+
+
+class EngineWatch:
+    """Stands in for autograd's engine: counts or refuses reverse passes."""
+
+    def __init__(self, engine: Any, on_pass: Callable[[str], None]) -> None:
+        self.engine = engine
+        self._on_pass = on_pass
+
+    def run_backward(self, *args: Any, **kwargs: Any) -> Any:
+        self._on_pass(caller_api())
+        return self.engine.run_backward(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+
+@contextlib.contextmanager
+def watch(on_reverse: Callable[[str], None], on_forward: Callable[[str], None]) -> Iterator[None]:
+    """Call ``on_reverse``/``on_forward`` with the API's name before each pass."""
+    engine = Variable._execution_engine
+    make_dual = forward_ad.make_dual
+
+    def watched_make_dual(*args: Any, **kwargs: Any) -> Any:
+        on_forward(caller_api("torch.autograd.forward_ad.make_dual (dual numbers)"))
+        return make_dual(*args, **kwargs)
+
+    Variable._execution_engine = EngineWatch(engine, on_reverse)
+    forward_ad.make_dual = watched_make_dual
+    STAND_INS.add(watched_make_dual)
+    try:
+        yield
+    finally:
+        Variable._execution_engine = engine
+        forward_ad.make_dual = make_dual
+        STAND_INS.discard(watched_make_dual)
+
+
+class _NoShortcuts(TorchDispatchMode):
+    """Sees every operation torch runs: refuses backward kernels and complex numbers."""
+
+    def __init__(self, refuse: Callable[[str], None]) -> None:
+        super().__init__()
+        self._refuse = refuse
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = func.name()  # e.g. "aten::tanh_backward"
+        if name.startswith("aten::") and "backward" in name:
+            self._refuse(f"torch.ops.{name.replace('::', '.')}, one of torch's own backward "
+                         "kernels")
+        out = func(*args, **(kwargs or {}))
+        if any(isinstance(t, torch.Tensor) and t.is_complex()
+               for t in (out if isinstance(out, (tuple, list)) else (out,))):
+            self._refuse("used complex numbers (the complex-step trick is a numerical estimate)")
+        return out
+
+
+class _NoShortcutCalls(TorchFunctionMode):
+    """Sees the torch functions called, before any is broken into smaller ones: a backward
+    kernel such as ``gather_backward`` is made of forward operations by then."""
+
+    def __init__(self, refuse: Callable[[str], None]) -> None:
+        super().__init__()
+        self._refuse = refuse
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = str(func)  # e.g. "aten.gather_backward.default"
+        if name.startswith("aten.") and "backward" in name:
+            self._refuse(f"torch.ops.{name}, one of torch's own backward kernels")
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def refuse_shortcuts(refuse: Callable[[str], None]) -> Iterator[None]:
+    """Refuse everything ``forbid_autograd`` refuses besides the passes themselves."""
+    started_off = not torch.is_grad_enabled()
+
+    def watched_set_grad_enabled(mode: bool) -> None:
+        if mode and started_off:
+            api = caller_api("torch._C._set_grad_enabled")
+            if api.startswith("torch.autograd.grad_mode"):  # the learner's own enable_grad()
+                api = ("torch.enable_grad() (this code runs with autograd off, so that no "
+                       "graph is built to differentiate)")
+            refuse(api)  # else a transform such as torch.func.grad, named as such
+        SET_GRAD_ENABLED(mode)
+
+    def refused_jacobian(name: str) -> Callable[..., Any]:
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            refuse(f"torch.autograd.gradcheck.{name} (a numerical estimate)")
+        return refused
+
+    saved = {name: getattr(gradcheck, name) for name in NUMERICAL_JACOBIANS}
+    torch._C._set_grad_enabled = watched_set_grad_enabled
+    numerical.refusal = lambda: refuse("bl.numerical_grad (a numerical estimate: finite "
+                                        "differences)")
+    for name in saved:
+        setattr(gradcheck, name, refused_jacobian(name))
+    try:
+        with _NoShortcuts(refuse), _NoShortcutCalls(refuse):
+            yield
+    finally:
+        torch._C._set_grad_enabled = SET_GRAD_ENABLED
+        numerical.refusal = None
+        for name, fn in saved.items():
+            setattr(gradcheck, name, fn)
+
+
+# --------------------------------------------------------------------------
+# What a learner and the checks use
+# --------------------------------------------------------------------------
+
+
+class AutogradForbidden(AssertionError):
+    """Raised by any autograd pass inside `forbid_autograd`.
+
+    It is an ``AssertionError`` so that a graded cell fails the way any other
+    failed check does.
+    """
+
+
+@contextlib.contextmanager
+def forbid_autograd(reason: str = "this exercise asks for the gradient by hand") -> Iterator[None]:
+    """Make every autograd pass inside the block raise `AutogradForbidden`.
+
+    Reverse mode (``Tensor.backward``, ``torch.autograd.grad``, ``torch.func.grad``,
+    ``vjp``, ``jacrev``, ``torch.autograd.functional``) and forward mode
+    (``torch.func.jvp``, ``jacfwd``, dual numbers) are all refused. The
+    message names the call and ``reason``.
+
+    >>> import torch
+    >>> x = torch.tensor(2.0, requires_grad=True)
+    >>> with forbid_autograd():  # doctest: +ELLIPSIS
+    ...     (x * x).backward()
+    Traceback (most recent call last):
+    ...
+    backproplab.watch.AutogradForbidden: ... but your code called Tensor.backward()...
+    """
+
+    def refuse(api: str) -> None:
+        did = api if api.startswith("used ") else f"called {api}"
+        raise AutogradForbidden(
+            f"{reason}, but your code {did}. Work the chain rule out and compute "
+            "the gradient with plain tensor operations."
+        )
+
+    with watch(refuse, refuse), refuse_shortcuts(refuse):
+        yield
+
+
+@dataclass
+class AutogradCount:
+    """What `count_autograd` saw: reverse passes and forward-mode tangents.
+
+    ``calls`` lists the torch function behind each, in order, e.g.
+    ``["Tensor.backward()", "Tensor.backward()"]``. A ``torch.func`` transform
+    is named by the one the code called (``"torch.func.jacfwd"``, not the
+    ``jvp`` inside it), so a check can tell a full Jacobian from one product.
+    """
+
+    reverse: int = 0
+    forward: int = 0
+    calls: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.calls is None:
+            self.calls = []
+
+
+@contextlib.contextmanager
+def count_autograd() -> Iterator[AutogradCount]:
+    """Count the backward passes (and forward-mode tangents) run inside the block.
+
+    A ``torch.func.jacrev`` or ``vmap``-ed ``vjp`` counts once per engine run,
+    which is the point: it batches many rows into one pass.
+
+    >>> import torch
+    >>> x = torch.tensor(3.0, requires_grad=True)
+    >>> with count_autograd() as seen:
+    ...     for _ in range(2):
+    ...         (2 * x).backward()
+    >>> seen.reverse, seen.calls
+    (2, ['Tensor.backward()', 'Tensor.backward()'])
+    """
+    seen = AutogradCount()
+
+    def reverse(api: str) -> None:
+        seen.reverse += 1
+        seen.calls.append(api)
+
+    def forward(api: str) -> None:
+        seen.forward += 1
+        seen.calls.append(api)
+
+    with watch(reverse, forward):
+        yield seen
+
+
+# Checked by `integrity.verify` before a grade is given (at the end: the snapshot is of
+# the whole module, taken as soon as it exists).
+from . import integrity  # noqa: E402
+
+integrity.protect_module(__name__)

@@ -1,0 +1,136 @@
+"""`backproplab audit` lists every tamper in tests/cheats/tampers.py, and the checks
+themselves refuse the ones they can see while they run."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from notebook_runner import error_of, run
+
+from backproplab import course
+from backproplab.__main__ import main
+from backproplab.audit import audit, findings_in
+
+HERE = Path(__file__).parents[1]
+FIXTURE = HERE / "fixtures" / "course" / "00-fixture.ipynb"
+_spec = importlib.util.spec_from_file_location("tampers", HERE / "cheats" / "tampers.py")
+_tampers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_tampers)
+TAMPERS = _tampers.TAMPERS
+
+
+def _lesson() -> nbformat.NotebookNode:
+    """A small lesson in the course's format: one by-hand exercise, checked by id."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("import torch\n\nimport backproplab as bl"),
+        nbformat.v4.new_code_cell(
+            "def cubic_slope(x):\n    ### BEGIN SOLUTION\n    return 3 * x**2 - 8 * x\n"
+            "    ### END SOLUTION"),
+        nbformat.v4.new_code_cell(
+            'bl.check_exercise("l02-cubic", cubic_slope)\n### BEGIN HIDDEN TESTS\n'
+            'bl.check_exercise("l02-cubic", cubic_slope, seed=7013)\n### END HIDDEN TESTS'),
+    ]
+    base = {"schema_version": 3, "locked": False}
+    nb.cells[1].metadata["nbgrader"] = {**base, "grade_id": "l02-cubic", "solution": True,
+                                        "grade": False}
+    nb.cells[2].metadata["nbgrader"] = {**base, "grade_id": "l02-cubic-check", "points": 1,
+                                        "solution": False, "grade": True, "locked": True}
+    return nb
+
+
+def _tampered(source: str) -> nbformat.NotebookNode:
+    """The student version with the exercise left blank and the tamper in its place."""
+    nb, _, _ = course.student_version(_lesson())
+    nb.cells[1].source = "def cubic_slope(x):\n    return x\n\n" + source
+    return nb
+
+
+def test_the_lesson_used_here_is_valid_and_passes_honestly():
+    assert course.validate(_lesson(), "02") == []
+    nb = run(_lesson())
+    assert error_of(nb.cells[2]) is None
+
+
+@pytest.mark.parametrize(("name", "source", "listed", "refused"), TAMPERS,
+                         ids=[t[0] for t in TAMPERS])
+def test_audit_lists_every_tamper(name, source, listed, refused):
+    handed_out, _, _ = course.student_version(_lesson())
+    found = [f.what for f in findings_in(_tampered(source), "x.ipynb", handed_out)]
+    assert listed in found, f"{name}: {found}"
+
+
+def test_audit_lists_nothing_in_honest_work():
+    handed_out, _, _ = course.student_version(_lesson())
+    assert findings_in(_lesson(), "x.ipynb", [_lesson(), handed_out]) == []
+    honest = _tampered("import numpy as np\nresult = np.zeros(3)\n")
+    assert findings_in(honest, "x.ipynb", handed_out) == []
+
+
+@pytest.mark.slow
+def test_the_checks_refuse_the_tampers_they_can_see():
+    """One kernel per tamper the check should catch: the check cell fails, naming it."""
+    missed = []
+    for name, source, _, refused in TAMPERS:
+        if refused is None:
+            continue
+        nb = _tampered(source)
+        nb.cells[1].source = "def cubic_slope(x):\n    return x\n\n" + source
+        run(nb)
+        error = error_of(nb.cells[2])
+        if error is None or refused not in " ".join(error.evalue.split()):
+            missed.append(f"{name}: {error and error.evalue}")
+    assert not missed, "\n".join(missed)
+
+
+def test_audit_command_names_student_cell_and_line(tmp_path, capsys):
+    submitted = tmp_path / "submitted"
+    handed = tmp_path / "release"
+    handed.mkdir()
+    nbformat.write(course.student_version(_lesson())[0], handed / "02-x.ipynb")
+    for student, source in (("alice", None), ("mallory", TAMPERS[0][1])):
+        folder = submitted / student / "ps1"
+        folder.mkdir(parents=True)
+        nb = _lesson() if source is None else _tampered(source)
+        nbformat.write(nb, folder / "02-x.ipynb")
+    edited = nbformat.read(submitted / "alice" / "ps1" / "02-x.ipynb", as_version=4)
+    edited.cells[2].source = "pass"
+    nbformat.write(edited, submitted / "alice" / "ps1" / "02-x.ipynb")
+
+    assert main(["audit", str(submitted), "--against", str(handed)]) == 1
+    out = capsys.readouterr().out
+    assert "alice/ps1/02-x.ipynb cell 2 (l02-cubic-check): the check cell was edited" in out
+    assert "mallory/ps1/02-x.ipynb cell 1 (l02-cubic), line 4: rebinds bl.check_by_hand" in out
+    assert out.strip().endswith("2 findings in 2 notebooks")
+
+
+def test_audit_command_on_clean_work_exits_0(tmp_path, capsys):
+    (tmp_path / "bob").mkdir()
+    nbformat.write(_lesson(), tmp_path / "bob" / "02-x.ipynb")
+    assert main(["audit", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == "no tampering found"
+
+
+def test_audit_command_bad_input_is_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "backproplab", "audit", str(tmp_path / "no")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "SUBMITTED" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_audit_reads_the_lessons_without_findings(tmp_path):
+    """The lessons' own solutions, audited against their own student versions, are clean."""
+    lessons = sorted((HERE.parent / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+    student = tmp_path / "s"
+    student.mkdir()
+    for lesson in lessons:
+        shutil.copy(lesson, student / lesson.name)
+    found = audit(student, HERE.parent / "notebooks")
+    assert found == [], "\n".join(map(str, found))

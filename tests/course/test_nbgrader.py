@@ -1,0 +1,288 @@
+"""The nbgrader route, end to end, with the real nbgrader (the `course` extra).
+
+A throwaway course directory gets every lesson as one assignment:
+`nbgrader generate_assignment` must produce the same student cells as
+`backproplab release`, and `nbgrader autograde` must give the solution
+version full marks, the blank student version none (every check cell of it,
+predictions included, fails) and numerical estimates nothing on any by-hand
+exercise. Each student is autograded in one pass over every lesson.
+
+nbgrader is optional locally (the test skips without it) but required in CI:
+when the CI variable is set a missing nbgrader is a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from backproplab import course
+from backproplab.__main__ import main
+
+try:
+    from nbgrader.api import Gradebook
+except ImportError:
+    if os.environ.get("CI"):
+        raise
+    pytest.skip(
+        "nbgrader is not installed (pip install 'backproplab[course]')", allow_module_level=True
+    )
+
+pytestmark = [pytest.mark.nbgrader, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "course" / "00-fixture.ipynb"
+COURSE_ID = "backproplab"
+ASSIGNMENT = "ps1"
+
+
+def _lessons() -> list[Path]:
+    """Every lesson (one assignment holds them all), or the fixture when there are none."""
+    return sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb")) or [FIXTURE]
+
+
+def _env(course_dir: Path) -> dict[str, str]:
+    # A private config dir keeps a user's own nbgrader/jupyter config out. nbgrader
+    # starts `alembic` by name, so the interpreter's own bin folder goes first on PATH:
+    # a course's CI often runs a venv's python by its path, without activating the venv.
+    bin_dir = str(Path(sys.executable).parent)
+    return {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(course_dir / ".jupyter"),
+        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+    }
+
+
+def _nbgrader(course_dir: Path, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=course_dir,
+        env=_env(course_dir),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stdout}{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def _configure(root: Path) -> None:
+    (root / "nbgrader_config.py").write_text(
+        "c = get_config()  # noqa: F821\n"
+        f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
+        f"c.CourseDirectory.root = {str(root)!r}\n"
+        # lessons import torch; a loaded machine can be slow to start a kernel
+        "c.Execute.timeout = 300\n"
+        "c.Execute.startup_timeout = 300\n"
+    )
+
+
+def _sources(nb) -> list[tuple[str, str]]:
+    return [(cell.cell_type, cell.source) for cell in nb.cells]
+
+
+def _cheats() -> dict[str, list[tuple[str, str]]]:
+    """Every lesson's shortcuts (tests/cheats/lessonNN.py), by grade_id."""
+    table: dict[str, list[tuple[str, str]]] = {}
+    for path in sorted((ROOT / "tests" / "cheats").glob("lesson*.py")):
+        spec = importlib.util.spec_from_file_location(f"cheats_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for key, value in getattr(module, "CHEATS", {}).items():
+            table.setdefault(key, []).extend([value] if isinstance(value, tuple) else value)
+    return table
+
+
+def _swapped(lesson: Path, cheats: dict, turn) -> tuple[nbformat.NotebookNode, set[str]]:
+    """The solution version with every by-hand answer replaced by a numerical estimate:
+    finite differences ("numerical estimate") and bl.numerical_grad ("numerical_grad")
+    in turn; and the grade_ids of the checks that must then fail."""
+    nb = course.read_notebook(lesson)
+    failing = set()
+    cells = nb.cells
+    for i, cell in enumerate(cells):
+        meta = cell.metadata.get("nbgrader", {})
+        table = cheats.get(meta.get("grade_id"), [])
+        found = {fragment: src for src, fragment in reversed(table)
+                 if fragment in ("numerical estimate", "numerical_grad")}
+        if meta.get("solution") and found:
+            kind = ("numerical estimate", "numerical_grad")[next(turn) % 2]
+            cell.source = found.get(kind) or next(iter(found.values()))
+            check = next(c for c in cells[i + 1:] if c.cell_type == "code")
+            failing.add(check.metadata["nbgrader"]["grade_id"])
+    return nb, failing
+
+
+WARNING_LINE = "    x = torch.tensor(x)  # torch warns: copy-constructing a tensor from a tensor"
+
+
+def _with_a_warning(lesson: Path) -> nbformat.NotebookNode:
+    """The solutions, with lesson 02's cubic answer made to raise a torch warning."""
+    nb = course.read_notebook(lesson)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "l02-cubic":
+            lines = cell.source.split("\n")
+            at = next(k for k, line in enumerate(lines) if "BEGIN SOLUTION" in line)
+            cell.source = "\n".join(lines[:at + 1] + [WARNING_LINE] + lines[at + 1:])
+    return nb
+
+
+STUDENTS = ("alice", "bob", "fiona")
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory) -> Path:
+    """A course with every lesson as one assignment, released by nbgrader."""
+    root = tmp_path_factory.mktemp("nbgrader") / "course"
+    (root / "source" / ASSIGNMENT).mkdir(parents=True)
+    (root / ".jupyter").mkdir()
+    _configure(root)
+    for lesson in _lessons():
+        shutil.copy(lesson, root / "source" / ASSIGNMENT / lesson.name)
+    _nbgrader(root, "generate_assignment", ASSIGNMENT, "--force")
+    return root
+
+
+def test_nbgrader_releases_what_backproplab_releases(released: Path) -> None:
+    for lesson in _lessons():
+        theirs = nbformat.read(released / "release" / ASSIGNMENT / lesson.name, as_version=4)
+        ours, exercises, _ = course.student_version(course.read_notebook(lesson))
+        # nbgrader adds its own metadata (checksums, locks); the text must agree.
+        assert _sources(theirs) == _sources(ours), lesson.name
+        assert exercises == sum(
+            1 for c in theirs.cells if c.metadata.get("nbgrader", {}).get("solution")
+        ), lesson.name
+
+
+def _checks() -> dict[str, int]:
+    return {
+        c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+        for lesson in _lessons()
+        for c in course.read_notebook(lesson).cells
+        if c.metadata.get("nbgrader", {}).get("grade")
+    }
+
+
+def _submit(root: Path, student: str) -> set[str]:
+    """Write ``student``'s submission; return the grade_ids of the checks it must fail.
+
+    alice: the solutions, with one honest answer that makes torch print a warning;
+    bob: the untouched student versions; fiona: every by-hand answer as a numerical
+    estimate, her own finite differences and bl.numerical_grad taking turns (every
+    exercise meets both in tests/cheats/, run by test_exercises.py)."""
+    folder = root / "submitted" / student / ASSIGNMENT
+    folder.mkdir(parents=True)
+    cheats, turn, failing = _cheats(), iter(range(10_000)), set()
+    for lesson in _lessons():
+        if student == "alice":
+            nbformat.write(_with_a_warning(lesson), folder / lesson.name)
+        elif student == "bob":
+            shutil.copy(root / "release" / ASSIGNMENT / lesson.name, folder / lesson.name)
+        else:
+            nb, fails = _swapped(lesson, cheats, turn)
+            failing |= fails
+            nbformat.write(nb, folder / lesson.name)
+    return failing
+
+
+@pytest.fixture(scope="module")
+def graded(released: Path) -> dict[str, tuple[Path, set[str], str]]:
+    """Every student autograded in one pass over every lesson, the three at once: each
+    in a copy of the released course with a gradebook of its own. Per student: the
+    course folder, the checks their submission must fail, and nbgrader's log."""
+    running = {}
+    try:
+        for student in STUDENTS:
+            root = released.parent / f"course-{student}"
+            shutil.copytree(released, root)
+            _configure(root)
+            failing = _submit(root, student)
+            log = root / "autograde.log"
+            with log.open("w") as out:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
+                     "--student", student, "--create", "--force"],
+                    cwd=root, env=_env(root), stdout=out, stderr=subprocess.STDOUT)
+            running[student] = (root, failing, process, log)
+        results = {}
+        for student, (root, failing, process, log) in running.items():
+            code = process.wait(timeout=1500)
+            text = log.read_text()
+            assert code == 0, f"nbgrader autograde --student {student} failed:\n{text}"
+            results[student] = (root, failing, text)
+        return results
+    finally:
+        for _, _, process, _ in running.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_nbgrader_autograde(graded: dict, student: str) -> None:
+    root, failing, log = graded[student]
+    # A check cell whose value were a number would be read as partial credit.
+    assert "partial credit" not in log
+
+    checks = _checks()
+    points = sum(checks.values())
+    expected = {"alice": points, "bob": 0,
+                "fiona": points - sum(checks[g] for g in failing & set(checks))}[student]
+    if student == "fiona" and _lessons() != [FIXTURE]:
+        # Numerical estimates lose every by-hand point, and a prediction is worth nothing.
+        assert len(failing) >= len(_lessons())
+        assert all(points == 0 for g, points in checks.items() if "predict" in g)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", course_id=COURSE_ID) as gb:
+        score = gb.find_submission(ASSIGNMENT, student).score
+        per_cell = {
+            (g.cell.name, nb.name): g.score
+            for nb in gb.find_submission(ASSIGNMENT, student).notebooks
+            for g in nb.grades
+        }
+    if student == "fiona":
+        wrong_cells = [k for k, score in per_cell.items() if k[0] in failing and score]
+        assert not wrong_cells, f"finite differences earned points in {wrong_cells}"
+    assert score == expected
+
+    autograded = root / "autograded" / student / ASSIGNMENT
+    if student == "bob":
+        _assert_blank_fails_everywhere(autograded)
+    if student == "alice":
+        # The audit finds nothing in honest work.
+        honest = root / "submitted" / "alice"
+        assert main(["audit", str(honest), "--against", str(root / "source" / ASSIGNMENT)]) == 0
+        # The README's last two steps: feedback per student, and the grades as CSV.
+        _nbgrader(root, "generate_feedback", ASSIGNMENT, "--student", "alice", "--force")
+        assert (root / "feedback" / "alice" / ASSIGNMENT).is_dir()
+        _nbgrader(root, "export")
+        assert "alice" in (root / "grades.csv").read_text()
+    if student == "fiona" and failing:
+        # ... and lists fiona's bl.numerical_grad.
+        assert main(["audit", str(root / "submitted" / "fiona")]) == 1
+
+
+def _assert_blank_fails_everywhere(graded: Path) -> None:
+    """bob's notebooks as nbgrader executed them: every check cell, predictions (worth 0
+    points, so not in the score) included, ends in an error, and nothing errs before the
+    first exercise."""
+    for lesson in _lessons():
+        cells = nbformat.read(graded / lesson.name, as_version=4).cells
+        meta = [c.metadata.get("nbgrader", {}) for c in cells]
+        passing = [m["grade_id"] for c, m in zip(cells, meta, strict=True)
+                   if m.get("grade") and not _errors(c)]
+        assert not passing, f"{lesson.name}: checks pass on the blank version: {passing}"
+        first = next(i for i, m in enumerate(meta) if m.get("solution"))
+        early = [i for i, c in enumerate(cells[:first]) if _errors(c)
+                 and "raises-exception" not in c.metadata.get("tags", [])]
+        assert not early, f"{lesson.name}: cells {early} fail before the first exercise"
+
+
+def _errors(cell) -> list:
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]

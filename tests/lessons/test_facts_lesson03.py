@@ -1,0 +1,61 @@
+"""Facts lesson 03 states, checked against its stored outputs.
+
+Paths adding up inside one pass and accumulation across calls are told apart,
+and micro-batching is shown to differ from the full batch through BatchNorm in
+train mode (while it agrees for the linear model and in eval mode).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from notebook_runner import NOTEBOOKS
+
+LESSON = NOTEBOOKS / "03-gradient-accumulation.ipynb"
+CELLS = json.loads(LESSON.read_text())["cells"]
+BY_ID = {c["id"]: c for c in CELLS}
+PROSE = "\n".join("".join(c["source"]) for c in CELLS if c["cell_type"] == "markdown")
+
+
+def _printed(cell_id: str) -> str:
+    return "".join("".join(o.get("text", "")) for o in BY_ID[cell_id]["outputs"]
+                   if o["output_type"] == "stream")
+
+
+def _number(text: str, label: str) -> float:
+    return float(re.search(re.escape(label) + r"\s*(-?\d+\.\d+)", text).group(1))
+
+
+def test_micro_batches_through_batchnorm_differ_from_the_full_batch():
+    printed = _printed("l03-35")
+    largest = _number(printed, "largest gradient entry, full batch:")
+    difference = _number(printed, "largest difference, 4 micro-batches of 2:")
+    assert difference > 0.5 * largest > 0
+    assert f"{difference:.2f}" in PROSE  # the recap quotes the number the lesson computes
+    assert "eval mode, difference below 1e-6: True" in _printed("l03-37")
+
+
+def test_micro_batches_of_the_linear_model_match():
+    assert "✓ micro-batches: close" in _printed("l03-17")
+
+
+def test_the_two_mechanisms_are_kept_apart():
+    assert "three reasons" not in PROSE
+    assert "Inside one backward pass, paths add up" in PROSE
+    assert "Across backward calls, `.grad` accumulates" in PROSE
+    aim = "".join(BY_ID["l03-00"]["source"])
+    assert "adds" not in aim and "add" not in aim.split("**Aim.**")[1].split("?")[0]
+
+
+def test_accumulation_is_in_place_only_without_create_graph():
+    """AccumulateGrad adds into the same tensor in an ordinary call; with
+    create_graph=True it puts a new tensor in .grad and the old one keeps its values."""
+    printed = _printed("l03-40")
+    assert ("create_graph=False: .grad is the same tensor: True, the old tensor now holds 4.0"
+            in printed)
+    assert ("create_graph=True: .grad is the same tensor: False, the old tensor now holds 2.0"
+            in printed)
+    prose = "".join(BY_ID["l03-39"]["source"])
+    assert "in place" in prose and "create_graph=True" in prose and "new" in prose
+    assert "x.grad += incoming" not in PROSE  # the old, unqualified claim

@@ -1,0 +1,119 @@
+"""Lesson 08's corrected facts, read from the stored outputs, so that an edit cannot bring
+back the old claims: once_differentiable drops a Function's second-order part silently when
+the first gradient has another path ([6, 12] instead of [8, 14]); the naive softplus's NaN is
+0 · inf in ExpBackward0, not inf / inf; Functions in the forward(ctx, ...) form raise under
+torch.func while the setup_context form works; mark_dirty and mark_non_differentiable; no
+stale grade ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+from stored import output_text as _text
+
+ROOT = Path(__file__).parents[2]
+LESSON = ROOT / "notebooks" / "08-custom-functions.ipynb"
+
+
+@pytest.fixture(scope="module")
+def cells() -> dict[str, nbformat.NotebookNode]:
+    return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
+
+
+
+
+def _markdown(cells) -> str:
+    return "\n".join(c.source for c in cells.values() if c.cell_type == "markdown")
+
+
+def test_once_differentiable_drops_the_second_order_part_silently(cells):
+    text = _text(cells["l08-51"])
+    assert "first derivative:  tensor([ 5., 16.])" in text
+    assert "second derivative: tensor([ 6., 12.])" in text
+    assert "truth 2 + 6x = tensor([ 8., 14.])" in text
+    assert "Error" not in text and "error" not in text
+    assert "[6.0, 12.0]" in _text(cells["l08-predict-once-reveal"])
+    assert "say so openly" not in _markdown(cells)
+
+
+def test_once_differentiable_alone_raises(cells):
+    assert "does not require grad" in _text(cells["l08-27"])
+
+
+def test_softplus_nan_is_zero_times_inf_in_exp_backward(cells):
+    rows = {line.split()[2]: line for line in _text(cells["l08-55"]).splitlines()
+            if line.strip()[:1].isdigit()}
+    assert "nan" not in rows["LogBackward0"] and "0]" in rows["LogBackward0"]
+    assert rows["ExpBackward0"].rstrip().endswith("[0.5, nan]")
+    prose = _markdown(cells)
+    assert "inf / inf" not in prose and "0 · inf = NaN" in prose
+
+
+def test_old_form_raises_under_torch_func_and_new_form_works(cells):
+    assert "must override the setup_context staticmethod" in _text(cells["l08-61"])
+    text = _text(cells["l08-64"])
+    assert "torch.func.grad:         tensor([2., 4., 6.])" in text
+    assert "torch.func.vmap:         [[1.0, 4.0], [9.0, 16.0]]" in text
+    assert "vmap of grad, per row:   [[2.0, 4.0], [6.0, 8.0]]" in text
+    assert "generate_vmap_rule = True" in cells["l08-63"].source
+
+
+def test_mark_dirty_and_mark_non_differentiable(cells):
+    marked = _text(cells["l08-67"])
+    assert "same tensor: True  b.grad_fn: DoubleInPlaceBackward" in marked
+    assert "a.grad = tensor([16., 24.])" in marked
+    unmarked = _text(cells["l08-69"])
+    assert "b.grad_fn: AddBackward0" in unmarked and "a.grad = tensor([ 8., 12.])" in unmarked
+    indices = _text(cells["l08-71"])
+    assert "indices: tensor([1, 0]) requires_grad: False" in indices
+    assert "values: tensor([5., 4.]) requires_grad: True" in indices
+
+
+def test_broadcasting_points_to_lesson_05_once(cells):
+    assert _markdown(cells).count("l05-broadcast-function") == 1
+
+
+def test_recap_cites_only_what_the_lesson_shows(cells):
+    assert "sigmoid" not in cells["l08-36"].source.lower()
+    assert "[6, 12]" in cells["l08-36"].source and "[8, 14]" in cells["l08-36"].source
+
+
+@pytest.mark.parametrize("stale", ["l08-cube", "l08-sigmoid", "l11-reverse"])
+def test_no_stale_grade_ids(stale):
+    for path in (LESSON, ROOT / "backproplab" / "course" / "exercises" / "lesson08.py",
+                 ROOT / "tests" / "wrong_answers" / "lesson08.py",
+                 ROOT / "tests" / "cheats" / "lesson08.py"):
+        text = path.read_text()
+        assert stale not in text, f"{path.name} still names {stale}"
+    ids = [json.dumps(c.get("metadata", {})) + c.get("id", "")
+           for c in json.loads(LESSON.read_text())["cells"]]
+    assert not [i for i in ids if stale in i]
+
+
+def test_once_differentiable_error_node_raises_in_backward_and_is_skipped_by_grad(cells):
+    """With an incoming gradient that requires grad, the results get an Error node:
+    .backward() raises through it, autograd.grad leaves it out and returns a part."""
+    text = _text(cells["l08-75"])
+    assert "first derivative, 3x² (right): tensor([ 3., 12.])" in text
+    assert "the nodes below it: ['MulBackward0', 'torch::autograd::Error']" in text
+    assert "torch.autograd.grad, second derivative: tensor([2., 4.])" in text
+    assert "truth 6x: tensor([ 6., 12.])" in text
+    assert "raises-exception" in cells["l08-76"].metadata.get("tags", [])
+    assert "trying to differentiate twice" in _text(cells["l08-76"])
+    prose = cells["l08-77"].source
+    assert "`Error` node" in prose and "2x instead of 6x" in prose
+    assert "raises only in some cases" not in _markdown(cells)
+
+
+def test_an_output_stashed_on_ctx_is_freed_late_not_leaked(cells):
+    """The cycle output -> node -> ctx -> output survives `del` and goes at gc.collect()."""
+    rows = _text(cells["l08-73"]).splitlines()
+    assert rows == [
+        "Exp        output alive after del: False  after gc.collect(): False",
+        "StashedExp output alive after del: True   after gc.collect(): False",
+    ]
+    prose = _markdown(cells)
+    assert "can leak memory" not in prose and "not a leak" in prose

@@ -1,0 +1,149 @@
+"""Lesson 12's corrected facts, read from the stored outputs, so an edit cannot bring the
+old claims back: the engine's backward accumulates into leaves like torch's, a network
+of Neuron/Layer/MLP modules needs zero_grad, tanh built from pieces equals the tanh node,
+the XOR curve matches torch's to 1e-9. Also: the sigmoid check names each slip and no
+one-trial diagnosis (tests/wrong_answers/lesson12.py, MUST_NOT), and the topological-sort
+check recognises the lesson's sort as it is written in the notebook.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from stored import flat_text as _text
+
+import backproplab as bl
+from backproplab.lessons import lesson12
+
+ROOT = Path(__file__).parents[2]
+NOTEBOOK = ROOT / "notebooks" / "12-build-your-own-autograd.ipynb"
+
+
+@pytest.fixture(scope="module")
+def cells() -> dict[str, nbformat.NotebookNode]:
+    return {c.id: c for c in nbformat.read(NOTEBOOK, as_version=4).cells}
+
+
+
+
+def test_backward_accumulates_into_leaves(cells):
+    assert "a.grad = 6.0 after one backward, 12.0 after a second" in _text(cells["l12-48"])
+    source = cells["l12-15"].source
+    assert "root.grad += 1.0" in source and "if node.parents:" in source
+
+
+def test_the_hand_run_pass_equals_the_rules(cells):
+    assert "by hand: {'x1': -1.5, 'x2': 0.5, 'w1': 1.0, 'w2': 0.0, 'b': 0.5}" in _text(
+        cells["l12-44"])
+    assert "same as by hand: True" in _text(cells["l12-46"])
+
+
+def test_tanh_from_pieces_equals_the_tanh_node(cells):
+    out = _text(cells["l12-52"])
+    assert "largest gradient difference: below 1e-15" in out
+    nodes = [int(n) for n in re.findall(r"(\d+) nodes", out)]
+    assert nodes == [10, 20]
+    assert "from 20 nodes instead of 10" in cells["l12-53"].source
+
+
+def test_the_mlp_has_modules_and_zero_grad(cells):
+    source = cells["l12-54"].source
+    for name in ("class Module", "class Neuron", "class Layer", "class MLP", "def parameters",
+                 "def zero_grad"):
+        assert name in source
+    assert "model.zero_grad()" in cells["l12-30"].source
+    assert "parameters: 17" in _text(cells["l12-30"])
+
+
+def test_xor_matches_torch_to_1e_9(cells):
+    out = _text(cells["l12-31"])
+    found = re.search(r"over 200 steps: (below 1e-(\d+)|([\d.]+e-(\d+)))", out)
+    assert found, out
+    exponent = int(found.group(2) or found.group(4))
+    assert exponent >= 9
+    assert "our engine: loss 0.9213 -> 0.000276" in _text(cells["l12-30"])
+
+
+def test_forgetting_zero_grad_stalls(cells):
+    out = _text(cells["l12-60"])
+    final = float(re.search(r"-> ([\d.]+)", out).group(1))
+    assert final > 100 * 0.000276
+    assert "the answer is 'higher'" in _text(cells["l12-59"])
+    assert "0.24" in cells["l12-40"].source  # the recap's number
+
+
+def test_predictions_are_registered_and_revealed(cells):
+    assert "the answer is 7.0" in _text(cells["l12-50"])
+    assert cells["l12-24"].source == 'bl.check_prediction("l12-predict-paths", c_guess)'
+    assert "3 + 3 + 1" not in cells["l12-24"].source
+
+
+def test_the_check_knows_the_lesson_sort(cells):
+    """lesson12.LESSON_SORT is the notebook's topo_order, so a copy of it is recognised."""
+    source = cells["l12-13"].source
+    assert lesson12.LESSON_SORT.strip() in source
+
+
+def _engine():
+    """The engine's cells, run in a namespace of their own (as a notebook would)."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    sources = {c.id: c.source for c in nb.cells}
+    space = {"__name__": "__main__"}
+    for cid in ("l12-01", "l12-03", "l12-05", "l12-07", "l12-09", "l12-11", "l12-13", "l12-15"):
+        source = sources[cid].replace("bl.short_tracebacks()", "")
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(source, f"<cell {cid}>", "exec"), space)
+    return space
+
+
+def _wrong():
+    path = ROOT / "tests" / "wrong_answers" / "lesson12.py"
+    spec = importlib.util.spec_from_file_location("wrong_lesson12_facts", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+WRONG = _wrong()
+
+
+@pytest.mark.parametrize("k", range(len(WRONG.WRONG["l12-sigmoid"])))
+def test_sigmoid_slips_are_named_and_nothing_else(k):
+    """Each wrong sigmoid gets its own diagnosis on the visible and the hidden seed, and
+    none of the fragments listed in MUST_NOT."""
+    source, fragment = WRONG.WRONG["l12-sigmoid"][k]
+    forbidden = WRONG.MUST_NOT.get(("l12-sigmoid", k), ())
+    for seed in (0, 1207):
+        space = _engine()
+        exec(source, space)
+        with pytest.raises(AssertionError) as info:
+            bl.check_exercise("l12-sigmoid", (space["sigmoid"], space["Value"],
+                                              space["backward"]), seed=seed)
+        message = " ".join(str(info.value).split())
+        assert fragment.lower() in message.lower(), message
+        for bad in forbidden:
+            assert bad.lower() not in message.lower(), message
+
+
+def test_topo_check_passes_the_solution_and_refuses_recursion_at_any_limit():
+    space = _engine()
+    exec(WRONG.TOPO.format(WRONG.KAHN.format("return order")), space)
+    bl.check_exercise("l12-topo", space["my_topo_order"], seed=4096)
+    exec(WRONG.TOPO.format("    sys.setrecursionlimit(50_000)\n" + WRONG.RECURSIVE), space)
+    with pytest.raises(AssertionError, match="recursive"):
+        bl.check_exercise("l12-topo", space["my_topo_order"])
+
+
+def test_cpu_nodes_run_on_the_thread_that_called_backward(cells):
+    """Not "a thread per device": a node hook on a CPU node reports the caller's thread."""
+    printed = _text(cells["l12-63"])
+    assert "SinBackward0 ran on: MainThread" in printed
+    assert "backward() was called on: MainThread" in printed
+    assert "a thread per device" not in cells["l12-33"].source
+    assert "thread that called `backward()`" in cells["l12-33"].source

@@ -1,0 +1,64 @@
+"""Lesson 16's corrected facts about buckets and float16, read from the stored outputs, so
+an edit cannot bring the old claims back: a bucket closes once it reaches or passes the cap
+(336 bytes in a 300-byte bucket), the default cap makes the first bucket 1 MiB, the one
+first-step bucket holds only without find_unused_parameters, and a float16 hook divides
+before the all-reduce because the sum can overflow.
+
+(tests/lab/test_distributed.py runs the workers themselves; this file reads the lesson.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from stored import output_text as _text
+
+ROOT = Path(__file__).parents[2]
+LESSON = ROOT / "notebooks" / "16-backward-across-processes.ipynb"
+
+
+@pytest.fixture(scope="module")
+def cells() -> dict[str, nbformat.NotebookNode]:
+    return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
+
+
+def _markdown(cells) -> str:
+    return "\n".join(c.source for c in cells.values() if c.cell_type == "markdown")
+
+
+def test_a_bucket_closes_once_it_reaches_or_passes_the_cap(cells):
+    # 84 float32 values = 336 bytes went out in one bucket under a 300-byte cap.
+    assert "bucket 0: fc3.bias, fc3.weight, fc2.bias (84 values)" in _text(cells["l16-17"])
+    assert "reaches or passes the cap" in cells["l16-15"].source
+    assert "336 bytes under a 300-byte cap" in cells["l16-15"].source
+    assert "of at most\n`bucket_cap_mb`" not in cells["l16-15"].source
+    assert "reaches or passes `bucket_cap_mb`" in cells["l16-39"].source
+
+
+def test_the_default_cap_makes_the_first_bucket_one_mebibyte(cells):
+    out = _text(cells["l16-40"])
+    assert "default cap: 26,214,400 bytes; first bucket: 1,048,576 bytes" in out
+    assert "1 MiB" in cells["l16-25"].source and "1 MiB" in cells["l16-39"].source
+
+
+def test_one_first_step_bucket_only_without_find_unused_parameters(cells):
+    out = _text(cells["l16-40"])
+    assert "find_unused_parameters=False: first-step buckets of 1936 bytes" in out
+    assert "find_unused_parameters=True : first-step buckets of 16, 320, 1088, 512 bytes" in out
+    assert "one bucket" in _text(cells["l16-20"]) or "bucket 0: fc1.weight" in _text(
+        cells["l16-20"])
+    assert "find_unused_parameters=True" in cells["l16-21"].source
+    assert "unless `find_unused_parameters=True`" in cells["l16-39"].source
+
+
+def test_the_float16_hook_divides_before_the_sum(cells):
+    out = _text(cells["l16-41"])
+    assert "float16, sum then divide: inf" in out
+    assert "float16, divide then sum: 40000.0" in out
+    task = cells["l16-37"].source
+    assert "40000 + 40000 overflows" in task and "fp16_compress_hook" in task
+    assert task.index("Divide it by the number of processes") < task.index("convert it to\nfloat16")
+    solution = cells["l16-fp16-hook"].source
+    assert solution.index("/ world") < solution.index("all_reduce")
+    assert "✓ fp16_average" in _text(cells["l16-fp16-hook-check"])

@@ -1,0 +1,277 @@
+"""Every "predict, then run" question is asked before it is answered.
+
+For each question the lessons register (backproplab/course/exercises/lessonNN.py): its
+question and hint, and the message a wrong guess gets, hold no form of the
+answer. For each prediction in a lesson: the question cell, the guess cell's
+task and the check cell's source hold no form of it either; the check carries
+0 points (a guess can be changed after the reveal); the reveal comes right
+after the check, and only then the prose about the answer. And what a learner's screen
+shows: in the learner copy (`backproplab learn`), no cell from the question down to the
+next heading after the reveal holds a form of the answer (IN_WORDS adds the ways a
+lesson's prose once said an answer in words).
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import math
+import re
+import tokenize
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import backproplab as bl
+from backproplab.exercise import _answer_of
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+MODULES = sorted(
+    (ROOT / "backproplab" / "course" / "exercises").glob("lesson[0-9][0-9].py"))
+
+
+def _questions() -> list[tuple[str, bl.Prediction]]:
+    found = []
+    for path in MODULES:
+        module = importlib.import_module(f"backproplab.lessons.{path.stem}")
+        found += sorted(getattr(module, "PREDICTIONS", {}).items())
+    return found
+
+
+QUESTIONS = _questions()
+
+
+def _number_forms(value: float) -> set[str]:
+    forms = {f"{value:g}", repr(float(value))}
+    if math.isfinite(value) and value == int(value):
+        forms.add(str(int(value)))
+    return forms
+
+
+def _forms(answer: object) -> list[str]:
+    """Regular expressions for ways of writing the answer down."""
+    if isinstance(answer, bool):
+        return [rf"\b{answer}\b"]
+    if isinstance(answer, str):
+        return [rf"(?i)\b{re.escape(answer)}\b"]
+    if hasattr(answer, "tolist"):
+        answer = answer.tolist()
+    if isinstance(answer, (int, float)):
+        return [rf"(?<![\w.]){re.escape(f)}(?![\w]|\.\d)" for f in _number_forms(answer)]
+    if isinstance(answer, (list, tuple)):
+        if all(isinstance(a, str) for a in answer):
+            # One name alone is also how a question lists its candidates: not counted.
+            if len(answer) < 2:
+                return []
+            return [r"(?i)\b" + r"\W+".join(re.escape(a) for a in answer) + r"\b"]
+        if all(isinstance(a, (int, float)) for a in answer):
+            parts = [sorted(_number_forms(a), key=len)[0] for a in answer]
+            return [r"(?<![\w.])" + r"\W+(?:and\W+)?".join(map(re.escape, parts)) + r"(?![\w])"]
+    return []
+
+
+def _leaks(text: str, answer: object, choices: tuple | None) -> list[str]:
+    """The answer's forms found in ``text``; naming every choice gives nothing away."""
+    if choices is not None and all(any(re.search(f, text) for f in _forms(c)) for c in choices):
+        return []
+    if isinstance(answer, bool) and re.search(rf"\b{not answer}\b", text):
+        return []  # "True or False" names both
+    return [f for f in _forms(answer) if re.search(f, text)]
+
+
+def _wrong_guess(answer: object, choices: tuple | None) -> object:
+    if choices is not None:
+        return next(c for c in choices if not bl.exercise._matches(c, answer))
+    if isinstance(answer, bool):
+        return not answer
+    if isinstance(answer, str):
+        return "zzz"
+    if hasattr(answer, "tolist"):
+        answer = answer.tolist()
+    if isinstance(answer, (list, tuple)):
+        return type(answer)(_wrong_guess(a, None) for a in answer)
+    return answer + 1.5 if answer is not None else 0.5
+
+
+def test_the_lessons_register_their_questions():
+    assert len(QUESTIONS) >= len(LESSONS) - 1, [k for k, _ in QUESTIONS]
+
+
+@pytest.mark.parametrize(("key", "question"), QUESTIONS, ids=[k for k, _ in QUESTIONS])
+def test_question_hint_and_wrong_guess_message_hold_no_answer(key, question):
+    answer = _answer_of(question)
+    for where, text in (("question", question.question), ("hint", question.hint)):
+        assert not _leaks(text, answer, question.choices), f"{key}: the {where} gives it away"
+    guess = _wrong_guess(answer, question.choices)
+    report = bl.exercise.prediction_report(question, guess)
+    assert not report.ok, f"{key}: {guess!r} was accepted"
+    message = " ".join(str(report).split()).replace(
+        f"(you predicted {bl.exercise._show(guess)})", "")
+    assert not _leaks(message, answer, question.choices), f"{key}: {message}"
+    assert "not quite" in message
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _predictions(nb):
+    """(question markdown, guess cell, check cell, the cell after the check) per prediction."""
+    cells = nb.cells
+    for i, cell in enumerate(cells):
+        if _meta(cell).get("solution") and "predict" in _meta(cell).get("grade_id", ""):
+            question = next(c for c in reversed(cells[:i]) if c.cell_type == "markdown")
+            j = next(k for k in range(i + 1, len(cells)) if cells[k].cell_type == "code")
+            yield question, cell, cells[j], cells[j + 1] if j + 1 < len(cells) else None
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_each_prediction_is_asked_checked_then_revealed(lesson):
+    nb = nbformat.read(lesson, as_version=4)
+    found = list(_predictions(nb))
+    assert found, f"{lesson.name}: no prediction"
+    for question, guess, check, after in found:
+        grade_id = _meta(guess)["grade_id"]
+        called = re.search(r"bl\.check_prediction\(\s*\"([^\"]+)\"", check.source)
+        assert called, f"{grade_id}: the check does not call bl.check_prediction by id"
+        key = called.group(1)
+        assert _meta(check).get("points") == 0, f"{grade_id}: a prediction is worth 0 points"
+        assert after is not None and after.cell_type == "code" and not _meta(after)
+        assert re.search(rf"bl\.reveal\(\s*\"{re.escape(key)}\"\s*\)", after.source), (
+            f"{grade_id}: the cell after the check must reveal {key!r}")
+        prediction = bl.lessons.find_prediction(key)
+        answer = _answer_of(prediction)
+        task = "\n".join(line for line in guess.source.splitlines()
+                         if line.lstrip().startswith("#") and "SOLUTION" not in line)
+        for where, text in (("question", question.source), ("guess cell's comments", task),
+                            ("check cell", check.source)):
+            leaks = _leaks(text, answer, prediction.choices)
+            assert not leaks, f"{lesson.name} {grade_id}: the {where} gives the answer away"
+
+
+
+# Answers the prose can state in words rather than as a value: what a lesson once
+# wrote right under a reveal, so it cannot come back above one.
+IN_WORDS = {
+    "l01-predict-leaves": [r"`a` is (?:a|the only) leaf", r"`c` and `e`\s+are\s+non-leaves"],
+    "l05-predict-max-ties": [r"(?i)splits? the gradient evenly", r"(?i)\beven split"],
+    "l13-predict-maxes": [r"(?i)does not depend on\s+`?logit_maxes",
+                          r"(?i)gradient there is\s+(?:0|zero)"],
+    "l13-predict-db1": [r"(?i)does not depend on\s+`?b1", r"(?i)nothing to learn"],
+    "l01-predict-rows": [r"(?i)every row of `w\.grad` is the same"],
+    "l04-predict-zero-grad": [r"(?m)^`None`:"],
+    "l08-predict-raises": [r"(?i)no error at all"],
+    "l15-predict-recompute": [r"(?i)\bran twice\b", r"(?i)one extra forward of\s+each"],
+}
+
+
+def _heading(cell) -> bool:
+    return cell.cell_type == "markdown" and any(
+        line.startswith("#") for line in cell.source.splitlines())
+
+
+def _readable(cell, above_heading: bool = False) -> str:
+    """What a cell says in words: markdown as it is; of code, its comments and string
+    literals (a number in an expression such as ``x ** 2`` states nothing); with
+    ``above_heading``, only the markdown above the cell's first heading."""
+    if cell.cell_type != "code":
+        if above_heading:
+            return re.split(r"(?m)^#", cell.source, maxsplit=1)[0]
+        return cell.source
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(cell.source).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return cell.source
+    kinds = {tokenize.STRING, tokenize.COMMENT} | {
+        getattr(tokenize, name) for name in ("FSTRING_MIDDLE",) if hasattr(tokenize, name)}
+    return "\n".join(t.string for t in tokens if t.type in kinds)
+
+
+def _on_screen(cells, guess_at: int) -> list[int]:
+    """The cells a learner can read while guessing: from the question (the markdown
+    cell above the guess) down to the cell holding the next heading after the reveal
+    (of that cell, `_readable` keeps the text above its heading)."""
+    start = max(k for k in range(guess_at) if cells[k].cell_type == "markdown")
+    check = next(k for k in range(guess_at + 1, len(cells)) if cells[k].cell_type == "code")
+    reveal = next(k for k in range(check + 1, len(cells)) if cells[k].cell_type == "code")
+    stop = next((k for k in range(reveal + 1, len(cells)) if _heading(cells[k])), len(cells) - 1)
+    return list(range(start, stop + 1))
+
+
+def _screen_leaks(key: str, text: str, answer: object, choices: tuple | None) -> list[str]:
+    if choices is not None and all(any(re.search(f, text) for f in _forms(c)) for c in choices):
+        return []  # naming every choice gives nothing away
+    if isinstance(answer, str) and answer.lower() in {"yes", "no"}:
+        # "no" is also an ordinary word ("no dampening"): only the answer as a value counts.
+        forms = [rf"[\"'`]{answer}[\"'`]", rf"(?i)\banswer is\W+{answer}\b"]
+        found = [f for f in forms if re.search(f, text)]
+    else:
+        found = _leaks(text, answer, choices)
+    return found + [f for f in IN_WORDS.get(key, []) if re.search(f, text)]
+
+
+def _screen_problems(lesson: Path) -> tuple[int, list[str]]:
+    from backproplab import course
+
+    copy, _ = course.learner_version(nbformat.read(lesson, as_version=4), lesson.stem)
+    cells = copy.cells
+    found, problems = 0, []
+    for i, cell in enumerate(cells):
+        grade_id = str(_meta(cell).get("grade_id", ""))
+        if not (_meta(cell).get("solution") and "predict" in grade_id):
+            continue
+        found += 1
+        check = next(k for k in range(i + 1, len(cells)) if cells[k].cell_type == "code")
+        key = re.search(r"bl\.check_prediction\(\s*\"([^\"]+)\"", cells[check].source).group(1)
+        prediction = bl.lessons.find_prediction(key)
+        answer = _answer_of(prediction)
+        screen = _on_screen(cells, i)
+        for k in screen:
+            text = _readable(cells[k], above_heading=k == screen[-1] and k > i)
+            leaks = _screen_leaks(key, text, answer, prediction.choices)
+            if leaks:
+                problems.append(f"{grade_id}: cell {cells[k].get('id')} states it ({leaks})")
+    return found, problems
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_no_answer_on_the_screen_of_a_learner_copy(lesson):
+    """In the learner's copy (as `backproplab learn` writes it, with no outputs), the
+    cells from a prediction's question down to the next heading after its reveal hold
+    no form of the answer: what states it belongs in the reveal's `why`, in an output
+    that appears only when a cell runs, or under the next heading."""
+    found, problems = _screen_problems(lesson)
+    assert found, f"{lesson.name}: no prediction"
+    assert not problems, f"{lesson.name}: answer on the screen before the reveal: {problems}"
+
+
+def test_the_screen_test_sees_a_spoiler():
+    """The test above fails on the spoilers this course once had."""
+    spoiled = nbformat.v4.new_notebook()
+    spoiled.cells = [
+        nbformat.v4.new_markdown_cell("### Predict, then run\n\nWhat is `x.grad`?"),
+        nbformat.v4.new_code_cell('### BEGIN SOLUTION\nmax_ties_guess = [0.0, 0.5, 0.5, 0.0]\n'
+                                  '### END SOLUTION'),
+        nbformat.v4.new_code_cell('bl.check_prediction("l05-predict-max-ties", max_ties_guess)'),
+        nbformat.v4.new_code_cell('bl.reveal("l05-predict-max-ties")'),
+        nbformat.v4.new_markdown_cell("A maximum splits the gradient evenly among the ties."),
+        nbformat.v4.new_code_cell('print("x.grad is", [0, 0.5, 0.5, 0])  # [0, 0.5, 0.5, 0]'),
+        nbformat.v4.new_markdown_cell("## Next"),
+        nbformat.v4.new_markdown_cell("It splits the gradient evenly."),
+    ]
+    spoiled.cells[1].metadata["nbgrader"] = {"solution": True,
+                                             "grade_id": "l05-predict-max-ties"}
+    on_screen = _on_screen(spoiled.cells, 1)
+    assert on_screen == [0, 1, 2, 3, 4, 5, 6]
+    assert _readable(spoiled.cells[6], above_heading=True) == ""
+    answer = _answer_of(bl.lessons.find_prediction("l05-predict-max-ties"))
+    said = [_screen_leaks("l05-predict-max-ties", _readable(spoiled.cells[k], k == 6), answer,
+                          None) for k in on_screen]
+    assert [bool(s) for s in said] == [False, False, False, False, True, True, False]
+    above = nbformat.v4.new_markdown_cell("It splits the gradient evenly.\n\n### Next")
+    assert _screen_leaks("l05-predict-max-ties", _readable(above, True), answer, None)
+    assert not _screen_leaks("l04-predict-forgot", "and no dampening", "no", ("yes", "no"))
+    assert _screen_leaks("l04-predict-forgot", 'it answers "no"', "no", ("yes", "no"))
+    assert not _readable(nbformat.v4.new_code_cell("y = x ** 2"))
