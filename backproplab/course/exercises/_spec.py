@@ -10,13 +10,16 @@ method check builds its verdict from the same few pieces, all here:
   failed report, so every check words these the same way;
 - `passed` and `failed` make a report of one check;
 - `compare`, `count_autograd`, `forbid_autograd`, `check_by_hand` and
-  `check_function` are the tools a check uses on the learner's results.
+  `check_function` are the tools a check uses on the learner's results;
+- `vjp` is a reference for a by-hand step of a backward pass: autograd's answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+import torch
 
 from ...custom_function import check_function
 from ..grading import (
@@ -33,6 +36,7 @@ from ..grading import (
 )
 
 __all__ = [
+    "vjp",
     "AutogradForbidden",
     "ByHand",
     "Check",
@@ -101,3 +105,19 @@ def attempt(
     except Exception as err:  # the learner's bug, told as a failed check
         told = raised(err) if raised is not None else f"raised {type(err).__name__}: {err}"
         return None, told if isinstance(told, Report) else failed(name, told, "error")
+
+
+def vjp(step: Callable, wrt, *upstream):
+    """autograd's gradients at ``wrt`` of ``step(*wrt)``, given the gradients
+    ``upstream`` arriving at its output(s): one step of a backward pass, as the
+    reference of a by-hand exercise computes it.
+
+    >>> x = torch.tensor([1.0, 2.0])
+    >>> vjp(lambda t: t * t, [x], torch.ones(2))
+    tensor([2., 4.])
+    """
+    wrt = [t.detach().clone().requires_grad_() for t in wrt]
+    out = step(*wrt)
+    outs = out if isinstance(out, tuple) else (out,)
+    grads = torch.autograd.grad(outs, wrt, upstream)
+    return grads if len(grads) > 1 else grads[0]

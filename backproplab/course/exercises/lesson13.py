@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from ._spec import ByHand, Prediction
+from ._spec import vjp as _vjp
 
 EPS = 1e-5
 
@@ -147,16 +148,6 @@ def _inputs(*names):
         batch = fresh_batch(gen)
         return tuple(batch[name] for name in names)
     return make
-
-
-def _vjp(step, wrt, *upstream):
-    """autograd's gradients at ``wrt`` of ``step(*wrt)``, given the gradients
-    ``upstream`` arriving at its output(s): one step of a backward pass."""
-    wrt = [t.detach().clone().requires_grad_() for t in wrt]
-    out = step(*wrt)
-    outs = out if isinstance(out, tuple) else (out,)
-    grads = torch.autograd.grad(outs, wrt, upstream)
-    return grads if len(grads) > 1 else grads[0]
 
 
 def _rows(t):

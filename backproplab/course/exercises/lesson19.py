@@ -25,6 +25,8 @@ import torch
 
 import backproplab as bl
 
+from ._spec import vjp as _vjp
+
 # --------------------------------------------------------------------------
 # The head, as the lesson writes it
 # --------------------------------------------------------------------------
@@ -91,16 +93,6 @@ def _inputs(*names):
         head = fresh_head(gen)
         return tuple(head[name] for name in names)
     return make
-
-
-def _vjp(step, wrt, *upstream):
-    """autograd's gradients at ``wrt`` of ``step(*wrt)``, given the gradients
-    ``upstream`` arriving at its output(s): one step of a backward pass."""
-    wrt = [t.detach().clone().requires_grad_() for t in wrt]
-    out = step(*wrt)
-    outs = out if isinstance(out, tuple) else (out,)
-    grads = torch.autograd.grad(outs, wrt, upstream)
-    return grads if len(grads) > 1 else grads[0]
 
 
 # --------------------------------------------------------------------------
