@@ -218,8 +218,8 @@ def show(report: Report) -> None:
 
 # What to try when no mistake can be named.
 NEXT_STEPS = (
-    "Work out the local derivative of each step again and multiply them along every path; "
-    "bl.numerical_grad shows which input is off."
+    "Work out the local derivative of each step again and chain them; "
+    "bl.numerical_grad gives a reference to compare each step with."
 )
 
 # Tolerance for a finite-difference reference: central differences in float64
@@ -335,7 +335,7 @@ def _compare_values(
     elif not explain:
         msg = f"mismatch\n  {numbers}"
     else:
-        msg = f"mismatch, and no common single mistake explains it. {NEXT_STEPS}\n  {numbers}"
+        msg = f"mismatch, and no single common mistake explains it. {NEXT_STEPS}\n  {numbers}"
     return Check(name, False, "mismatch", msg, diagnosis=diag, max_abs_diff=max_diff, rel_error=rel)
 
 

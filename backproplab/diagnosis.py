@@ -203,6 +203,9 @@ def _diagnose_shape(
         perm = _find_permutation(a, b, close)
         if perm is not None:
             return f"the dimensions are in the wrong order: .permute{perm} matches the reference"
+    kept = _size_one_left(a, b, close)
+    if kept is not None:
+        return kept
     missing = _diagnose_missing_sum(a, b, close)
     if missing is not None:
         return missing
@@ -218,11 +221,39 @@ def _diagnose_shape(
                 "the tensor it belongs to, so do not reduce here"
             )
     if a.numel() == b.numel() and close(a.reshape(b.shape)):
+        if _squeezed(a.shape) == _squeezed(b.shape):
+            why = "a missing keepdim=True, or an extra squeeze/unsqueeze?"
+        else:
+            why = ("a view not undone: the gradient of x.view(...) or x.flatten() is the "
+                   "incoming gradient viewed back to x's shape")
         return (
             f"the values are right but the shape is not: .reshape{shape_text(b.shape)} matches "
-            "the reference (a missing keepdim=True, or an extra squeeze/unsqueeze?)"
+            f"the reference ({why})"
         )
     return _two_mistakes(a, b, close, accumulation)
+
+
+def _squeezed(shape: Sequence[int]) -> tuple[int, ...]:
+    return tuple(s for s in shape if s != 1)
+
+
+def _size_one_left(
+    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool]
+) -> str | None:
+    """The reduction is there, but ``a`` keeps it as size-1 dimensions the reference
+    does not have (a ``keepdim=True`` too many, or an ``unsqueeze``)."""
+    extra = a.ndim - b.ndim
+    if extra <= 0 or _squeezed(a.shape) != _squeezed(b.shape):
+        return None
+    dims = [d for d in range(a.ndim) if a.shape[d] == 1]
+    if not close(a.reshape(b.shape)):
+        return None
+    where = _dims_text(dims) if len(dims) == extra else f"{extra} size-1 dimension(s)"
+    return (
+        f"the sum is there, but keepdim=True (or an unsqueeze) left a size-1 dimension: "
+        f"yours is {shape_text(a.shape)}, the reference {shape_text(b.shape)}; without "
+        f"{where} your answer matches it (drop keepdim=True here)"
+    )
 
 
 def _dims_text(dims: Sequence[int]) -> str:
@@ -425,7 +456,8 @@ def diagnose(
     """Name the most likely mistake that turns ``reference`` into ``manual``.
 
     Candidates (transposed, dimensions permuted, missing sum over a broadcast
-    dimension, right values in the wrong shape, sign flipped, constant factor
+    dimension, a sum kept as a size-1 dimension, right values in the wrong shape
+    (a view not undone), sign flipped, constant factor
     such as 2, 1/2, N or 1/N, doubled/tripled by ``.grad`` accumulation, all
     zeros, NaN/inf, float32 round-off) are each *verified* with the same
     closeness test as :func:`backproplab.check.compare`; a diagnosis is only

@@ -27,7 +27,11 @@ right answer when the guess is wrong.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import inspect
+import itertools
+import math
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -164,6 +168,7 @@ def check_by_hand(
     advice: str = ADVICE,
     rtol: float | None = None,
     atol: float | None = None,
+    entries: Sequence[str] | None = None,
 ) -> Report:
     """Check a hand-written gradient function on new random inputs, autograd off.
 
@@ -182,7 +187,8 @@ def check_by_hand(
     is named only when it holds on every trial: one of ``mistakes`` (a
     description of a typical slip mapped to a function computing that wrong
     answer), else the diagnosis of `compare` when every trial gives the same.
-    Otherwise the message gives ``advice`` and the numbers. Warnings the
+    Otherwise the message gives ``advice`` and the numbers (``entries`` names the
+    entries of a 1-D result, so that its worst entry says which it is). Warnings the
     answer raises are shown as ``⚠`` lines of the report, never on stderr.
 
     >>> import torch
@@ -226,15 +232,27 @@ def check_by_hand(
     constant = _hard_coded(name, labels, runs, mistakes)
     if constant is not None:
         return constant
+    params = _parameter_names(answer)
     for i, label in enumerate(labels):
-        failure = _judge(label, i, runs, mistakes, advice, rtol, atol)
+        failure = _judge(label, i, runs, mistakes, advice, rtol, atol, params)
         if failure is not None:
-            return Report((failure, *warned))
+            return Report((_name_entry(failure, entries), *warned))
     checks = tuple(
         Check(label, True, "pass", f"matches autograd on {trials} new random inputs")
         for label in labels
     )
     return Report(checks + warned)
+
+
+def _name_entry(failure: Check, entries: Sequence[str] | None) -> Check:
+    """'worst entry [1] (w.grad)': the entry's name after its index."""
+    if not entries:
+        return failure
+    message = re.sub(r"worst entry \[(\d+)\]",
+                     lambda m: m.group(0) + (f" ({entries[int(m.group(1))]})"
+                                             if int(m.group(1)) < len(entries) else ""),
+                     failure.message)
+    return dataclasses.replace(failure, message=message)
 
 
 def _check_arguments(name: Any, reference: Any, make_inputs: Any, trials: Any,
@@ -348,6 +366,7 @@ def _judge(
     advice: str,
     rtol: float | None,
     atol: float | None,
+    params: Sequence[str] = (),
 ) -> Check | None:
     """None when output ``i`` agrees on every trial; else the failed check, naming
     only what holds on every trial."""
@@ -381,11 +400,15 @@ def _judge(
     slip = _named_mistake(mistakes, runs, i, rtol, atol)
     if slip:
         return fail(f"{slip}.")
+    averaged = _mean_for_sum(runs, i, rtol, atol, params)
+    if averaged:
+        return fail(f"{averaged}.")
     if len(failed) < len(runs):
+        follows = _follows_argument(runs, [r for r, _ in failed], params)
         return fail(
             f"it matches on {len(runs) - len(failed)} of {len(runs)} new inputs but not on "
-            "these: look at what sets them apart (a repeated index, a size-1 dimension, "
-            f"a point at the edge of a formula). {advice}")
+            "these: " + (follows or "look at what sets them apart (a repeated index, a size-1 "
+                         "dimension, a point at the edge of a formula)") + f". {advice}")
     common = _common_diagnosis(label, i, failed, rtol, atol)
     if common is not None:
         return common
@@ -478,17 +501,98 @@ def _named_mistake(
     rtol: float | None,
     atol: float | None,
 ) -> str | None:
-    """The first slip whose wrong answer the learner's result equals on every trial."""
+    """The first slip whose wrong answer the learner's result equals on every trial, in
+    output ``i`` and in every other output the slip changes (a slip of two outputs is not
+    named when only one of them went wrong)."""
     for description, wrong in (mistakes or {}).items():
         try:
-            if all(
-                _compare(description, r.got[i], _as_outputs(wrong(*_fresh(r.inputs)))[i],
-                         r.ref[i], rtol, atol).ok
-                for r in runs
-            ):
+            if all(_slip_holds(description, r, _as_outputs(wrong(*_fresh(r.inputs))), i,
+                               rtol, atol) for r in runs):
                 return description
         except Exception:  # a slip that does not apply to this output
             continue
+    return None
+
+
+def _slip_holds(description: str, run: _Trial, wrong: tuple[Any, ...], i: int,
+                rtol: float | None, atol: float | None) -> bool:
+    def agree(j: int, value: Any) -> bool:
+        return _compare(description, run.got[j], value, run.ref[j], rtol, atol).ok
+
+    if not agree(i, wrong[i]):
+        return False
+    changed = [j for j in range(len(run.ref)) if j != i and j < len(wrong)
+               and not _compare(description, wrong[j], run.ref[j], run.ref[j], rtol, atol).ok]
+    return all(agree(j, wrong[j]) for j in changed)
+
+
+def _parameter_names(answer: Callable[..., Any]) -> tuple[str, ...]:
+    try:
+        return tuple(inspect.signature(answer).parameters)
+    except (TypeError, ValueError):  # a builtin or a callable without a signature
+        return ()
+
+
+def _input_name(k: int, params: Sequence[str]) -> str:
+    return params[k] if k < len(params) else f"argument {k + 1}"
+
+
+def _mean_for_sum(runs: list[_Trial], i: int, rtol: float | None, atol: float | None,
+                  params: Sequence[str]) -> str | None:
+    """'exactly 1/N x the reference' when N is the number of entries along the same
+    dimensions of the same input on every trial (a mean where a sum belongs). Sizes of
+    2 or 3 are left to the plain factor diagnosis: a missing 2 is as likely."""
+    first = runs[0].inputs
+    for k, x in enumerate(first):
+        if not isinstance(x, torch.Tensor) or x.ndim == 0 or x.ndim > 4:
+            continue
+        for r in range(1, x.ndim + 1):
+            for dims in itertools.combinations(range(x.ndim), r):
+                sizes = _sizes_along(runs, k, dims)
+                if sizes is None or min(sizes) < 4:
+                    continue
+                if all(_compare("", run.got[i] * n if isinstance(run.got[i], torch.Tensor)
+                                else None, run.ref[i], run.ref[i], rtol, atol).ok
+                       for run, n in zip(runs, sizes, strict=True)):
+                    what = ("the size of " if r == 1 else "the number of entries along ") + (
+                        f"dimension {dims[0]}" if r == 1
+                        else "dimensions " + ", ".join(map(str, dims[:-1])) + f" and {dims[-1]}")
+                    return (f"your answer is exactly 1/N × the reference, N = {sizes[0]} "
+                            f"({what} of {_input_name(k, params)}): a mean where the gradient "
+                            "needs a sum (every entry's contribution adds up, none is averaged)")
+    return None
+
+
+def _sizes_along(runs: list[_Trial], k: int, dims: tuple[int, ...]) -> list[int] | None:
+    sizes = []
+    for run in runs:
+        x = run.inputs[k] if k < len(run.inputs) else None
+        if not isinstance(x, torch.Tensor) or x.ndim <= max(dims):
+            return None
+        sizes.append(math.prod(x.shape[d] for d in dims))
+    return sizes
+
+
+def _follows_argument(runs: list[_Trial], failed: list[_Trial],
+                      params: Sequence[str]) -> str | None:
+    """'it is right whenever dim is 0 and wrong whenever it is 1' when a plain number
+    among the inputs sets the right trials apart from the wrong ones."""
+    right = [r for r in runs if all(r is not f for f in failed)]
+    for k, x in enumerate(runs[0].inputs):
+        if isinstance(x, bool) or not isinstance(x, int):
+            continue
+        if not all(k < len(r.inputs) and type(r.inputs[k]) is int for r in runs):
+            continue
+        good = {r.inputs[k] for r in right}
+        bad = {r.inputs[k] for r in failed}
+        if good and bad and not good & bad:
+            name = _input_name(k, params)
+
+            def listed(values: set[int]) -> str:
+                return " or ".join(map(str, sorted(values)))
+            return (f"it is right on every input where {name} is {listed(good)} and wrong on "
+                    f"every one where {name} is {listed(bad)}: the answer does not follow the "
+                    f"argument {name} (is a value written in where {name} belongs?)")
     return None
 
 

@@ -16,6 +16,10 @@ are never written to):
 
 - each worked solution sits in a collapsed "Show a solution" block, as in a
   learner's copy, with the solution marker lines left out;
+- a check's hidden-test marker lines become the plain comment a learner's
+  copy shows;
+- a README section the landing page links to gets a page of its own, so the
+  link stays inside the site;
 - each lesson gets a box near its top with a link to download the notebook
   and the command that makes a copy with blank exercises;
 - a widget's stored still picture gets a note that it is live in JupyterLab.
@@ -59,7 +63,8 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from .assignment import SOLUTION, CourseError, read_notebook
+from .assignment import HIDDEN, HIDDEN_KEPT, SOLUTION, CourseError, read_notebook, regions
+from .assignment import _unmark_regions as unmark_regions
 
 __all__ = ["LessonRow", "Readme", "SiteError", "build_site", "public_modules", "read_readme",
            "site_notebook"]
@@ -149,15 +154,21 @@ def read_readme(text: str, name: str = "README") -> Readme:
     )
 
 
-def _rewrite_links(markdown: str, lessons: dict[str, str]) -> str:
-    """Point README links at the site: lessons to their pages, the rest to the repository."""
+def _rewrite_links(markdown: str, lessons: dict[str, str],
+                   anchors: dict[str, str] | None = None, up: str = "") -> str:
+    """Point README links at the site: lessons to their pages, a README section the site
+    shows (``anchors``: anchor -> page path) to its page, the rest to the repository.
+    ``up`` leads from the page being written to the site's root ("../" from a folder)."""
+    anchors = anchors or {}
 
     def fix(found: re.Match[str]) -> str:
         text, target = found["text"], found["target"]
         if target.startswith("notebooks/") and target[len("notebooks/"):] in lessons:
-            return f"[{text}](lessons/{target[len('notebooks/'):]})"
+            return f"[{text}]({up}lessons/{target[len('notebooks/'):]})"
         if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
             return found[0]
+        if target.startswith("#") and target[1:] in anchors:
+            return f"[{text}]({up}{anchors[target[1:]]})"
         if target.startswith("#"):
             return f"[{text}]({HOMEPAGE}{target})"
         return f"[{text}]({HOMEPAGE}/blob/main/{target})"
@@ -165,7 +176,65 @@ def _rewrite_links(markdown: str, lessons: dict[str, str]) -> str:
     return re.sub(r"(?<!!)\[(?P<text>[^\]]+)\]\((?P<target>[^)\s]+)\)", fix, markdown)
 
 
-def _landing_page(readme: Readme, lessons: Sequence[Path]) -> str:
+def _slug(heading: str) -> str:
+    """The anchor GitHub (and MyST) give a heading: lower case, punctuation dropped."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _readme_sections(text: str) -> dict[str, tuple[str, list[str]]]:
+    """The README's "## " sections: slug -> (the section's text, the slugs of its headings).
+
+    >>> sections = _readme_sections("# t\\n\\n## Use it\\n\\ntext\\n\\n### In a lab\\n")
+    >>> sections["use-it"][1]
+    ['use-it', 'in-a-lab']
+    """
+    found: dict[str, tuple[list[str], list[str]]] = {}
+    lines: list[str] = []
+    slugs: list[str] = []
+    fenced = False  # a "## " line inside a code block is code, not a heading
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        heading = None if fenced else re.match(r"(#{2,4}) (.*)", line)
+        if heading and heading[1] == "##":
+            lines, slugs = [], []
+            found[_slug(heading[2])] = (lines, slugs)
+        if heading and found:
+            slugs.append(_slug(heading[2]))
+        lines.append(line)
+    return {slug: ("\n".join(part), heads) for slug, (part, heads) in found.items()}
+
+
+def _section_pages(readme_text: str, start: str) -> dict[str, str]:
+    """The README sections the landing page links to (and those they link to), as pages:
+    slug -> page path without suffix, e.g. "guide/teaching-with-backproplab"."""
+    sections = _readme_sections(readme_text)
+    owner = {anchor: slug for slug, (_, slugs) in sections.items() for anchor in slugs}
+    wanted: list[str] = []
+    todo = [start]
+    while todo:
+        for target in re.findall(r"\]\(#([\w-]+)\)", todo.pop()):
+            slug = owner.get(target)
+            if slug and slug not in wanted and slug != "lessons":
+                wanted.append(slug)
+                todo.append(sections[slug][0])
+    return {slug: f"guide/{slug}" for slug in wanted}
+
+
+def _section_page(section: str, anchors: dict[str, str], lessons: dict[str, str]) -> str:
+    """A README section as a page of its own: its headings one level up, its links fixed."""
+    lines, fenced = [], False
+    for line in section.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        lines.append(line[1:] if not fenced and re.match(r"#{2,4} ", line) else line)
+    return _rewrite_links("\n".join(lines), lessons, anchors, up="../") + "\n"
+
+
+def _landing_page(readme: Readme, lessons: Sequence[Path], anchors: dict[str, str] | None = None,
+                  guide: Sequence[str] = ()) -> str:
+    """The landing page's MyST source; ``anchors`` maps a README anchor to the site page
+    that shows its section, ``guide`` lists those pages."""
     names = {path.name: path.stem for path in lessons}
     listed = {row.notebook for row in readme.lessons}
     section = readme.lessons_section
@@ -181,11 +250,11 @@ def _landing_page(readme: Readme, lessons: Sequence[Path]) -> str:
     first = lessons[0]
     return "\n\n".join([
         f"# {readme.title}",
-        _rewrite_links(readme.intro, names),
+        _rewrite_links(readme.intro, names, anchors),
         f'<p class="bl-start"><a class="bl-start-button" href="lessons/{first.stem}.html">'
         f"Start with lesson {first.name[:2].lstrip('0')} &rarr;</a>"
         '<a class="bl-start-link" href="reference/index.html">Package reference</a></p>',
-        _rewrite_links(section, names),
+        _rewrite_links(section, names, anchors),
         "## Reading this site\n\n"
         "Each lesson is shown as it ran, every output and figure included, from the "
         "notebooks the tests check. Exercises show a worked solution behind a "
@@ -195,7 +264,24 @@ def _landing_page(readme: Readme, lessons: Sequence[Path]) -> str:
         "with blank exercises:\n\n" + _learn_commands(first.name),
         _toctree("Lessons", [f"lessons/{path.stem}" for path in lessons]),
         _toctree("Reference", ["reference/index"]),
+        *([_toctree("From the README", guide)] if guide else []),
     ]) + "\n"
+
+
+def _write_guide(src: Path, readme_text: str, readme: Readme, lessons: Sequence[Path]) -> None:
+    """The landing page, and a page for each README section it links to (so that such a
+    link stays inside the site)."""
+    names = {path.name: path.stem for path in lessons}
+    pages = _section_pages(readme_text, readme.intro + "\n" + readme.lessons_section)
+    sections = _readme_sections(readme_text)
+    anchors = {anchor: f"{page}.md" + ("" if anchor == slug else f"#{anchor}")
+               for slug, page in pages.items() for anchor in sections[slug][1]}
+    for slug, page in pages.items():
+        (src / page).parent.mkdir(parents=True, exist_ok=True)
+        (src / f"{page}.md").write_text(_section_page(sections[slug][0], anchors, names),
+                                        encoding="utf-8")
+    (src / "index.md").write_text(_landing_page(readme, lessons, anchors, list(pages.values())),
+                                  encoding="utf-8")
 
 
 def _toctree(caption: str, entries: Sequence[str]) -> str:
@@ -220,7 +306,8 @@ def site_notebook(nb: NotebookNode, filename: str, download: str) -> NotebookNod
     """The lesson as the site shows it (a new notebook; ``nb`` is not changed).
 
     Solution cells lose their marker lines and are collapsed behind "Show a
-    solution"; a box after the first cell links ``download`` (a path from the
+    solution"; hidden-test marker lines become the comment a learner's copy
+    has; a box after the first cell links ``download`` (a path from the
     page to the original notebook) and gives the learner-copy command;
     widget cells get a note saying they are live in JupyterLab.
     """
@@ -237,6 +324,10 @@ def site_notebook(nb: NotebookNode, filename: str, download: str) -> NotebookNod
             cell.source = _ANCHOR.sub(r"(\1)=", cell.source)
         if cell.cell_type != "code":
             continue
+        hidden = regions(cell.source, HIDDEN)
+        if hidden:
+            # As in a learner's copy: the marker lines give way to a plain comment.
+            cell.source = unmark_regions(cell.source, hidden, HIDDEN_KEPT)
         if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
             _collapse_solution(cell)
         note = _widget_note(cell)
@@ -589,7 +680,7 @@ def build_site(
                 raise SiteError(str(err).replace(str(original), str(path))) from None
             book = site_notebook(lesson, path.name, f"../_notebooks/{path.name}")
             nbformat.write(book, src / "lessons" / path.name)
-        (src / "index.md").write_text(_landing_page(page, notebooks), encoding="utf-8")
+        _write_guide(src, readme.read_text(encoding="utf-8"), page, notebooks)
         (src / "reference").mkdir()
         for name, text in _reference_pages(public_modules()).items():
             (src / "reference" / f"{name}.rst").write_text(text, encoding="utf-8")

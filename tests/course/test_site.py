@@ -5,10 +5,13 @@ lessons and README. The HTML is then checked with the standard library's
 parser: a page per lesson with every stored figure, every internal link and
 image resolving (anchors included), no script or stylesheet from another
 host, each solution collapsed, the download link and the learner-copy command
-on each lesson page. Headless Chromium then opens the landing page, lesson 02
-and the reference page of `check_by_hand` with every request off this
-machine refused, and checks what a reader sees: MathJax's rendered math, a
-figure that loaded, a solution that opens on a click.
+on each lesson page, no nbgrader marker line on a lesson page, no TeX escape
+left unrendered, and the landing page's links to README sections kept inside
+the site. Headless Chromium then opens the landing page, lesson 02, lesson
+13 and the reference page of `check_by_hand` with every request off this
+machine refused, and checks what a reader sees: MathJax's rendered math (as
+written, no backslash left), a figure that loaded, a solution that opens on
+a click.
 
 Needs the site extra (part of the test extra). The browser test needs
 Debian's `chromium`, and is skipped without it except under CI, like
@@ -236,6 +239,97 @@ def test_each_solution_is_collapsed_behind_show_a_solution(site: Path) -> None:
         assert not any("open" in d for d in built.details), f"{notebook.name}: a block is open"
         html = built.path.read_text(encoding="utf-8")
         assert "BEGIN SOLUTION" not in html and "END SOLUTION" not in html, notebook.name
+
+
+# The marker lines of nbgrader. The guide page from the README and the reference of
+# course.assignment show them on purpose, as the format they document; a lesson page never.
+MARKER_LINE = re.compile(r"#+\s*(BEGIN|END) (HIDDEN TESTS|SOLUTION)")
+
+
+def test_no_lesson_page_shows_an_nbgrader_marker_line(site: Path) -> None:
+    from backproplab.course.assignment import HIDDEN_KEPT
+
+    for notebook in LESSONS:
+        built = page(lesson_page(site, notebook))
+        found = MARKER_LINE.search(built.text)
+        assert found is None, f"{notebook.name}: {found[0]!r} on the page"
+        # The check itself stays, under the comment a learner's copy has.
+        # (Lesson 01's prose quotes that comment once more.)
+        hidden = sum(cell.source.count("BEGIN HIDDEN TESTS")
+                     for cell in built_from(site, notebook).cells)
+        assert built.text.count(HIDDEN_KEPT) >= hidden, notebook.name
+
+
+class Prose(HTMLParser):
+    """The text of a page outside code, split into plain text and TeX (MathJax's input)."""
+
+    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+            "track", "wbr"}
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.stack: list[str] = []  # open elements: "code", "math" or "" for the rest
+        self.plain: list[str] = []
+        self.tex: list[str] = []
+        self.feed(path.read_text(encoding="utf-8"))
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self.VOID:
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        kind = ("code" if tag in ("pre", "code", "script", "style")
+                else "math" if "math" in classes else "")
+        self.stack.append(f"{tag}:{kind}")
+
+    def handle_endtag(self, tag: str) -> None:
+        names = [entry.split(":")[0] for entry in self.stack]
+        if tag in names:
+            del self.stack[len(names) - 1 - names[::-1].index(tag):]
+
+    def handle_data(self, data: str) -> None:
+        kinds = {entry.split(":")[1] for entry in self.stack}
+        if "code" in kinds:
+            return
+        (self.tex if "math" in kinds else self.plain).append(data)
+
+
+def test_no_unrendered_tex_escape_outside_code(site: Path) -> None:
+    """A TeX escape (``\\_``) left in prose is printed as it is; MathJax keeps one inside
+    ``\\text{...}`` as written too (it shows ``one\\_hot``, not ``one_hot``)."""
+    left = []
+    for path in html_files(site):
+        if "_static" in path.parts:
+            continue
+        prose = Prose(path)
+        where = path.relative_to(site)
+        left += [f"{where}: {m[0]!r} in the text"
+                 for m in re.finditer(r".{0,20}\\[_$#%&{}].{0,20}", " ".join(prose.plain))]
+        left += [f"{where}: {m[0]!r} in the math"
+                 for m in re.finditer(r"\\text\{[^{}]*\\[_$#%&][^{}]*\}", " ".join(prose.tex))]
+    assert not left, "\n".join(left)
+
+
+def test_landing_page_links_to_readme_sections_stay_in_the_site(site: Path) -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = read_readme(text)
+    linked = re.findall(r"\[([^\]]+)\]\(#([\w-]+)\)", readme.intro + readme.lessons_section)
+    assert linked, "the README's intro links no section: the test would check nothing"
+    html = (site / "index.html").read_text(encoding="utf-8")
+    anchors = {" ".join(re.sub(r"<[^>]+>", "", body).split()): href
+               for href, body in re.findall(r'<a [^>]*href="([^"]*)"[^>]*>(.*?)</a>', html, re.S)}
+    for title, anchor in linked:
+        href = anchors.get(" ".join(title.split()))
+        assert href is not None, f"no link {title!r} on the landing page"
+        assert not is_external(href), f"{title!r} leaves the site: {href}"
+        parts = urlsplit(href)
+        target = site / unquote(parts.path)
+        assert target.is_file(), f"{title!r}: {href} is not a page of the site"
+        assert not parts.fragment or parts.fragment in page(target).ids, href
+        # The page shows that section of the README.
+        heading = next(line for line in text.splitlines()
+                       if line.startswith("#") and re.sub(r"[^\w\- ]", "", line.lstrip("# ")
+                                                          .lower()).replace(" ", "-") == anchor)
+        assert heading.lstrip("# ").strip() in page(target).text
 
 
 def test_each_lesson_links_its_notebook_the_learner_command_and_the_next(site: Path) -> None:
@@ -485,6 +579,23 @@ def test_lesson_02_shows_math_a_figure_and_a_collapsed_solution(
     body = next(line for line in expected.splitlines()
                 if line.strip() and "SOLUTION" not in line and not line.startswith("#"))
     assert body.strip() in code.inner_text()
+    assert not problems and not browser.refused, problems + browser.refused
+    page_.close()
+
+
+@pytest.mark.browser
+def test_lesson_13_math_reads_as_written(browser: Browser, site: Path) -> None:
+    """What MathJax made of the fused form: ``one_hot(y)``, no backslash left in any formula
+    (its assistive MathML holds the text a reader sees)."""
+    lesson = next(p for p in LESSONS if p.name.startswith("13-"))
+    page_, problems = _open(browser, lesson_page(site, lesson).as_uri())
+    page_.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                            timeout=30_000)
+    assert page_.evaluate("() => MathJax.startup.promise.then(() => true)")
+    shown = page_.locator("mjx-container mjx-assistive-mml").evaluate_all(
+        "nodes => nodes.map(n => n.textContent)")
+    assert shown and not [t for t in shown if "\\" in t], shown
+    assert any("one_hot(y)" in t for t in shown), shown
     assert not problems and not browser.refused, problems + browser.refused
     page_.close()
 

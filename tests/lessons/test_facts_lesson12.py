@@ -131,6 +131,21 @@ def test_sigmoid_slips_are_named_and_nothing_else(k):
             assert bad.lower() not in message.lower(), message
 
 
+def test_the_worst_entry_says_which_gradient_it_is():
+    """Exercise 1's answer is three gradients; the worst entry names the one it is in."""
+    source = WRONG.WRONG["l12-sigmoid"][0][0]  # = instead of +=
+    for seed in (0, 1207):
+        space = _engine()
+        exec(source, space)
+        with pytest.raises(AssertionError) as info:
+            bl.check_exercise("l12-sigmoid", (space["sigmoid"], space["Value"],
+                                              space["backward"]), seed=seed)
+        message = " ".join(str(info.value).split())
+        assert re.search(r"worst entry \[(\d)\] \(([xwb])\.grad\)", message), message
+        index, name = re.search(r"worst entry \[(\d)\] \(([xwb])\.grad\)", message).groups()
+        assert "xwb"[int(index)] == name, message
+
+
 def test_topo_check_passes_the_solution_and_refuses_recursion_at_any_limit():
     space = _engine()
     exec(WRONG.TOPO.format(WRONG.KAHN.format("return order")), space)

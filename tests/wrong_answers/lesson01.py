@@ -56,6 +56,10 @@ WRONG = {
         ),
     ],
     "l01-saved-cos": [
+        # cos's derivative taken as -cos: nothing common fits; the advice speaks of one node.
+        (SAVED_COS.format("-torch.cos(node._saved_self)"),
+         "no single common mistake explains it. Work out the local derivative of each step "
+         "again and chain them"),
         # The derivative of cos taken as +sin.
         (SAVED_COS.format("torch.sin(node._saved_self)"), "sign is lost"),
         # Reaches the input through the leaf instead of the saved value.

@@ -115,6 +115,10 @@ WRONG = {
         (AFFINE.format("g, (g * x).sum((0, 1)), g.sum((0, 1))"), "g times w"),
         # Summed over the channel dimension instead.
         (AFFINE.format("g * w, (g * x).sum(-1), g.sum(-1)"), "summed over the wrong dimension"),
+        # A mean for the sums: off by exactly 1/(B*T).
+        ("def affine_grads(x, w, b, g):\n    dx = g * w\n    dw = (g * x).mean(dim=(0, 1))\n"
+         "    db = g.mean(dim=(0, 1))\n    return dx, dw, db\n",
+         "(the number of entries along dimensions 0 and 1 of x): a mean where the gradient"),
     ],
     "l05-batched-matmul": [
         # dW kept per batch entry.
@@ -145,6 +149,10 @@ WRONG = {
         # Always along dimension 0: right on half the inputs only.
         (GATHER.format("return torch.zeros_like(x).scatter_add_(0, index, g)"),
          "matches on 2 of 3"),
+        # The same slip: the message names the argument dim that sets the trials apart.
+        (GATHER.format("return torch.zeros_like(x).scatter_add_(0, index, g)"),
+         "it is right on every input where dim is 0 and wrong on every one where dim is 1: "
+         "the answer does not follow the argument dim"),
     ],
     "l05-broadcast-function": [
         # No sum: the output's shape (the engine would hide this one).

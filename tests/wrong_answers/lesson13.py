@@ -15,6 +15,9 @@ DLOGPROBS = "dlogprobs(logprobs, y)"
 PICK = "n = len(logprobs)\ngrad = torch.zeros_like(logprobs)\ngrad[torch.arange(n), y] = {}\nreturn grad"
 LINEAR = "linear_backward(inp, W, dout)"
 SCALE_SHIFT = "scale_shift_backward(xhat, gain, dhbn)"
+KEPT = "return gain * dhbn, (xhat * dhbn).sum(0, keepdim=True), dhbn.sum(0)"
+DGAIN_UNSUMMED = "return gain * dhbn, xhat * dhbn, dhbn.sum(0)"
+DBIAS_UNSUMMED = "return gain * dhbn, (xhat * dhbn).sum(0), dhbn"
 EMBEDDING = "dC(tokens, demb, num_rows)"
 TABLE = ("dim = demb.shape[-1]\n"
          "table = torch.zeros(num_rows, dim, dtype=demb.dtype)\n"
@@ -105,6 +108,10 @@ WRONG = {
         # db right, dW alone off: the message is about dW, never about a sum.
         (_fn(LINEAR, "return dout @ W.T, 2 * inp.T @ dout, dout.sum(0)"), "dW: on new inputs"),
         (_fn(LINEAR, "return W @ dout.T, inp.T @ dout, dout.sum(0)"), "dinp came out transposed"),
+        # The sum is there; keepdim=True left (1, m): named as the shape, not as a missing sum.
+        (_fn(LINEAR, "dinp = dout @ W.T\ndW = inp.T @ dout\ndb = dout.sum(0, keepdim=True)\n"
+                     "return dinp, dW, db"),
+         "the sum is there, but keepdim=True (or an unsqueeze) left a size-1 dimension"),
     ],
     "l13-dhbn": [
         (_fn("dhbn(h, dh)", "return dh * (1 - torch.tanh(h) ** 2)"), "tanh was applied to h again"),
@@ -118,10 +125,25 @@ WRONG = {
          "dgain and dbias are not summed over the batch"),
         (_fn(SCALE_SHIFT, "return gain * dhbn, (gain * dhbn).sum(0), dhbn.sum(0)"),
          "dgain used the gain instead of xhat"),
+        # The sum is there; keepdim=True left (1, H): named as the shape, for dgain.
+        (_fn(SCALE_SHIFT, KEPT), "dgain: on new inputs"),
+        (_fn(SCALE_SHIFT, KEPT), "the sum is there, but keepdim=True (or an unsqueeze) left"),
+        # Only dgain unsummed: the message is about dgain alone (dbias is right), and
+        # the dgain-and-dbias slip is not named.
+        (_fn(SCALE_SHIFT, DGAIN_UNSUMMED), "dgain: on new inputs"),
+        (_fn(SCALE_SHIFT, DGAIN_UNSUMMED),
+         "you forgot to sum over dimension 0 (the broadcast batch dimension)"),
+        # Only dbias unsummed: the message is about dbias alone (dgain passed before it).
+        (_fn(SCALE_SHIFT, DBIAS_UNSUMMED), "dbias: on new inputs"),
+        (_fn(SCALE_SHIFT, DBIAS_UNSUMMED),
+         "you forgot to sum over dimension 0 (the broadcast batch dimension)"),
     ],
     "l13-dinvstd": [
         (_fn("dinvstd(diff, dxhat)", "return dxhat * diff"), "the sum is missing: invstd"),
         (_fn("dinvstd(diff, dxhat)", "return (dxhat * diff).sum(0)"), "without keepdim=True"),
+        # A mean for the sum: off by exactly 1/n.
+        (_fn("dinvstd(diff, dxhat)", "return (dxhat * diff).mean(0, keepdim=True)"),
+         "(the size of dimension 0 of diff): a mean where the gradient needs a sum"),
     ],
     "l13-dvar": [
         (_fn("dvar(var, dinvstd, eps)", "return -0.5 * dinvstd * (var + eps) ** -0.5"),
@@ -147,6 +169,9 @@ WRONG = {
     "l13-dmean": [
         (_fn("dmean(ddiff)", "return -ddiff"), "the sum is missing: mean"),
         (_fn("dmean(ddiff)", "return ddiff.sum(0, keepdim=True)"), "the sign is lost: the mean"),
+        # A mean for the sum: off by exactly 1/n.
+        (_fn("dmean(ddiff)", "return -ddiff.mean(0, keepdim=True)"),
+         "(the size of dimension 0 of ddiff): a mean where the gradient needs a sum"),
     ],
     "l13-dhpre": [
         (_fn("dhpre(ddiff, dmean)", "return ddiff"), "only the direct path is there: hpre"),
@@ -161,6 +186,9 @@ WRONG = {
              "n, tokens, dim = emb.shape\n"
              "return dxin[:, 2:].reshape(n, dim, tokens).transpose(1, 2)"),
          "went back in the wrong order"),
+        # The concatenation undone, the view not: named as a view, not as keepdim.
+        (_fn("demb(dxin, emb)", "return dxin[:, 2:]"),
+         "(a view not undone: the gradient of x.view(...)"),
     ],
     "l13-predict-rows": [
         # Every row, as if the gradient were spread over the table.

@@ -72,6 +72,26 @@ WRONG = {
             ),
             "each rank kept its own gradient",
         ),
+        # Sum first, divide after: right for small gradients, but the float16 sum of
+        # gradients near 40,000 passes 65,504 and is inf before the division.
+        (
+            HOOK.format(
+                "    half = bucket.buffer().to(torch.float16)\n"
+                "    sent = dist.all_reduce(half, async_op=True).get_future()\n"
+                "    world = dist.get_world_size()\n"
+                "    return sent.then(lambda done: done.value()[0].to(torch.float32) / world)\n"
+            ),
+            "the float16 sum over the processes passed 65,504",
+        ),
+        # The average handed back in float16, where the task asks for float32.
+        (
+            HOOK.format(
+                "    half = (bucket.buffer() / dist.get_world_size()).to(torch.float16)\n"
+                "    sent = dist.all_reduce(half, async_op=True).get_future()\n"
+                "    return sent.then(lambda done: done.value()[0])\n"
+            ),
+            "expected float32, got float16",
+        ),
         # torch's own hook doing the work.
         (
             HOOK.format(

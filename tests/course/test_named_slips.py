@@ -1,0 +1,147 @@
+"""Slips named as what happened: a reduction kept as a size-1 dimension, a view not
+undone, a mean where a sum belongs, an argument not followed, one output of several.
+
+Each property builds exactly that slip on random shapes and values, and checks that
+the name holds on every trial; a random other slip (a factor, a sign) does not get it.
+"""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import backproplab as bl
+from backproplab.check import diagnose
+
+SETTINGS = settings(max_examples=25, deadline=None)
+seeds = st.integers(0, 10_000)
+KEPT = "keepdim=True (or an unsqueeze) left a size-1 dimension"
+VIEW = "a view not undone"
+MEAN = "a mean where the gradient needs a sum"
+
+
+def flat(obj: object) -> str:
+    return " ".join(str(obj).split())
+
+
+def ref_tensor(shape: tuple[int, ...], seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    t = torch.rand(shape, generator=g, dtype=torch.float64) + 0.5
+    return t * (torch.randint(0, 2, shape, generator=g).to(torch.float64) * 2 - 1)
+
+
+# -------------------------------------------------------------------- lab: diagnose
+
+
+@SETTINGS
+@given(batch=st.integers(2, 6), feat=st.lists(st.integers(2, 5), min_size=1, max_size=2),
+       dim=st.integers(0, 2), seed=seeds)
+def test_a_kept_size_one_dimension_is_named_as_the_shape(batch, feat, dim, seed):
+    per_row = ref_tensor((batch, *feat), seed)
+    ref = per_row.sum(0)
+    kept = ref.unsqueeze(min(dim, ref.ndim))  # what sum(keepdim=True) or unsqueeze gives
+    d = diagnose(kept, ref)
+    assert d is not None and KEPT in d and "forgot to sum" not in d
+
+
+@SETTINGS
+@given(batch=st.integers(2, 6), feat=st.integers(2, 5), factor=st.sampled_from([-1.0, 2.0]),
+       seed=seeds)
+def test_a_missing_sum_or_another_slip_is_not_named_as_a_kept_dimension(batch, feat, factor,
+                                                                         seed):
+    per_row = ref_tensor((batch, feat), seed)
+    ref = per_row.sum(0)
+    assert KEPT not in (diagnose(per_row, ref) or "")  # the sum really is missing
+    assert KEPT not in (diagnose(factor * ref.unsqueeze(0), ref) or "")  # and a value slip
+
+
+@SETTINGS
+@given(n=st.integers(2, 5), tokens=st.integers(2, 4), dim=st.integers(2, 4), seed=seeds)
+def test_a_view_not_undone_is_named(n, tokens, dim, seed):
+    ref = ref_tensor((n, tokens, dim), seed)
+    d = diagnose(ref.reshape(n, tokens * dim), ref)
+    assert d is not None and VIEW in d and "keepdim" not in d
+    # Shapes that differ only by size-1 dimensions are a squeeze, not a view.
+    assert VIEW not in (diagnose(ref.reshape(n, 1, tokens, dim), ref) or "")
+    # A view not undone with other values is not named as one.
+    assert VIEW not in (diagnose(ref.reshape(n, tokens * dim).flip(1), ref) or "")
+
+
+# ---------------------------------------------------- by hand: every trial, every output
+
+
+def _inputs(gen):
+    n, h = (int(torch.randint(4, 9, (1,), generator=gen)) for _ in range(2))
+    return torch.randn(n, h, generator=gen), torch.randn(n, h, generator=gen)
+
+
+def _reference(x, g):
+    return (g * x).sum(0, keepdim=True), g.sum(0)
+
+
+def _check(answer, seed):
+    return bl.check_by_hand(answer, _reference, _inputs, name="pair", outputs=["dw", "db"],
+                            seed=seed, mistakes={
+                                "dw and db are not summed over the batch":
+                                    lambda x, g: (g * x, g)})
+
+
+@SETTINGS
+@given(seed=seeds, which=st.integers(0, 1))
+def test_a_mean_for_a_sum_is_named_as_one_over_n(seed, which):
+    def answer(x, g):
+        dw, db = _reference(x, g)
+        return (dw / len(x), db) if which == 0 else (dw, g.mean(0))
+
+    text = flat(_check(answer, seed))
+    assert MEAN in text and "the size of dimension 0 of x" in text
+    assert text.startswith(f"✗ {('dw', 'db')[which]}:")
+
+
+@SETTINGS
+@given(seed=seeds, factor=st.sampled_from([-1.0, 2.0, 0.5, 1.7]))
+def test_another_factor_is_not_named_a_mean(seed, factor):
+    text = flat(_check(lambda x, g: (factor * _reference(x, g)[0], g.sum(0)), seed))
+    assert MEAN not in text
+
+
+@SETTINGS
+@given(seed=seeds)
+def test_one_unsummed_output_of_two_is_named_alone(seed):
+    for which in (0, 1):
+        def answer(x, g, which=which):
+            dw, db = _reference(x, g)
+            return (g * x, db) if which == 0 else (dw, g)
+
+        text = flat(_check(answer, seed))
+        assert "not summed over the batch" not in text  # the two-output slip is not named
+        assert text.startswith(f"✗ {('dw', 'db')[which]}:") and "forgot to sum" in text
+    both = flat(_check(lambda x, g: (g * x, g), seed))
+    assert "dw and db are not summed over the batch" in both
+
+
+def _dim_inputs(gen):
+    dim = int(torch.randint(0, 2, (1,), generator=gen))
+    return torch.randn(3, 4, generator=gen), dim
+
+
+def _dim_reference(x, dim):
+    return x.cumsum(dim)
+
+
+@SETTINGS
+@given(seed=seeds, fixed=st.integers(0, 1))
+def test_an_argument_not_followed_is_named(seed, fixed):
+    report = bl.check_by_hand(lambda x, dim: x.cumsum(fixed), _dim_reference, _dim_inputs,
+                              name="cumsum", trials=6, seed=seed)
+    text = flat(report)
+    if "matches on" in text:  # some trials used the fixed value: the argument is named
+        assert (f"right on every input where dim is {fixed} and wrong on every one where dim "
+                f"is {1 - fixed}: the answer does not follow the argument dim") in text
+    else:  # all trials agree, or none: nothing sets trials apart to name
+        assert "does not follow the argument" not in text
+    # A slip on every trial is not put down to the argument.
+    other = flat(bl.check_by_hand(lambda x, dim: 2 * x.cumsum(dim), _dim_reference,
+                                  _dim_inputs, name="cumsum", trials=6, seed=seed))
+    assert "does not follow the argument" not in other
