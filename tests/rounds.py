@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import copy
 import os
+import re
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -134,7 +135,7 @@ def _sanitizer():
         if not isinstance(value, str):
             return value
         for regex, replace in patterns:
-            value = __import__("re").sub(regex, replace, value)
+            value = re.sub(regex, replace, value)
         return value
 
     return sanitize

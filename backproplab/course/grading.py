@@ -203,6 +203,10 @@ def check_by_hand(
     """
     _verify()
     _check_arguments(name, reference, make_inputs, trials, seed)
+    if entries is not None and (isinstance(entries, str)
+                                or not all(isinstance(e, str) for e in entries)):
+        raise TypeError(f"entries: expected a sequence of names such as ('x.grad', "
+                        f"'w.grad'), got {entries!r:.60}")
     if not callable(answer):
         return _fail(
             name,

@@ -7,6 +7,7 @@ the name holds on every trial; a random other slip (a factor, a sign) does not g
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -145,3 +146,11 @@ def test_an_argument_not_followed_is_named(seed, fixed):
     other = flat(bl.check_by_hand(lambda x, dim: 2 * x.cumsum(dim), _dim_reference,
                                   _dim_inputs, name="cumsum", trials=6, seed=seed))
     assert "does not follow the argument" not in other
+
+
+@pytest.mark.parametrize("entries", ["xwb", [1, 2]])
+def test_entries_must_be_names(entries):
+    with pytest.raises(TypeError, match="entries: expected a sequence of names"):
+        bl.check_by_hand(lambda x: x, reference=lambda x: 2 * x,
+                         make_inputs=lambda gen: (torch.randn(3, generator=gen),),
+                         entries=entries)
