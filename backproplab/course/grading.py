@@ -33,6 +33,7 @@ import inspect
 import itertools
 import math
 import re
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ import torch
 from .. import integrity
 from ..check import Check, Report, compare, wrap
 from ..watch import AutogradCount, AutogradForbidden, count_autograd, forbid_autograd
+from . import secret, vocabulary
+from .nudges import Nudges
 
 __all__ = [
     "ADVICE",
@@ -169,6 +172,7 @@ def check_by_hand(
     rtol: float | None = None,
     atol: float | None = None,
     entries: Sequence[str] | None = None,
+    vocabulary_only: bool = False,
 ) -> Report:
     """Check a hand-written gradient function on new random inputs, autograd off.
 
@@ -190,6 +194,16 @@ def check_by_hand(
     Otherwise the message gives ``advice`` and the numbers (``entries`` names the
     entries of a 1-D result, so that its worst entry says which it is). Warnings the
     answer raises are shown as ``⚠`` lines of the report, never on stderr.
+
+    Nothing the check knows is within the answer's reach while it runs: the
+    answer is called in a thread of its own (its frames hold neither the
+    reference nor the seed), the reference is computed only after it returns,
+    and what it returns must be plain tensors of the reference's dtype and
+    device (a Tensor subclass is refused by name). An answer that evaluates
+    anything at inputs moved by a step (`backproplab.course.nudges`) is named a
+    numerical estimate, even where that comes out exact. With
+    ``vocabulary_only`` (what `ByHand` exercises ask) the answer's code must
+    also keep to the by-hand vocabulary (`backproplab.course.vocabulary`).
 
     >>> import torch
     >>> wrong = lambda x: x                      # forgot the factor 2
@@ -214,6 +228,10 @@ def check_by_hand(
             "asks for a function so that it can be checked on new inputs; a number worked "
             "out for one point cannot be.",
         )
+    if vocabulary_only:
+        found = vocabulary.check_answer(answer)
+        if found:
+            return _fail(name, vocabulary.refusal_message(found), "vocabulary")
     runs, noted = _run_trials(answer, reference, make_inputs, name, trials, seed)
     if isinstance(runs, Report):  # the answer raised, or called autograd
         return runs
@@ -233,6 +251,9 @@ def check_by_hand(
     if bad is not None:
         return _fail(name, f"returned {len(bad.got)} value(s); expected {n_out} "
                            f"({', '.join(labels)}).")
+    broken = _contract(labels, runs)
+    if broken is not None:
+        return broken
     constant = _hard_coded(name, labels, runs, mistakes)
     if constant is not None:
         return constant
@@ -281,18 +302,15 @@ def _run_trials(
     make_inputs: Callable[[torch.Generator], Sequence[Any]], name: str, trials: int, seed: int,
 ) -> tuple[list[_Trial] | Report, list[str]]:
     """Each trial's inputs, answer and reference, and the warnings the answer raised; or
-    the failed report when the answer raised or called autograd."""
+    the failed report when the answer raised, called autograd or made an estimate."""
     runs: list[_Trial] = []
     noted: list[str] = []
     for k in range(trials):
-        gen = torch.Generator().manual_seed(seed + k)
-        inputs = _float64(make_inputs(gen))
-        ref = _as_outputs(reference(*_fresh(inputs)))
+        inputs = _float64(make_inputs(torch.Generator().manual_seed(seed + k)))
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                with torch.no_grad(), forbid_autograd():
-                    got = answer(*_fresh(inputs))
+                got, nudged = _isolated(answer, _fresh(inputs))
         except AutogradForbidden as err:
             return _fail(name, str(err), "autograd"), noted
         except NotImplementedError:
@@ -305,13 +323,86 @@ def _run_trials(
                 "Call it yourself on such inputs to see where.",
                 "error",
             ), noted
+        if nudged is not None:
+            return _fail(name, _estimate_message(nudged, _parameter_names(answer)),
+                         "estimate"), noted
+        subclass = _subclass(_as_outputs(got))
+        if subclass is not None:
+            return _fail(name, subclass, "contract"), noted
         for w in caught:
             text = f"{w.category.__name__}: {w.message}"
             if text not in noted:
                 noted.append(text)
+        # The reference only now, once the answer has returned: it never coexists with it.
+        ref = _as_outputs(reference(*_fresh(inputs)))
         runs.append(_Trial(inputs, _as_outputs(got),
                            tuple(r.detach() if isinstance(r, torch.Tensor) else r for r in ref)))
     return runs, noted
+
+
+def _isolated(answer: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, int | None]:
+    """``answer(*args)`` run in a thread of its own, with autograd off and refused: (its
+    result, the position of an input it nudged or None). The thread's frames hold the
+    answer and its arguments only; whatever it raises is raised here."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            with torch.no_grad(), forbid_autograd(), Nudges(args) as seen:
+                box["got"] = answer(*args)
+            box["nudged"] = seen.nudged()
+        except BaseException as err:  # handed to the caller's thread, raised there
+            box["error"] = err
+
+    worker = threading.Thread(target=run, name="backproplab-answer", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)  # in steps, so that an interrupt reaches the learner's kernel
+    if "error" in box:
+        raise box.pop("error")
+    return box["got"], box["nudged"]
+
+
+def _estimate_message(k: int, params: Sequence[str]) -> str:
+    return (f"it evaluates at nudged inputs ({_input_name(k, params)} moved by a small step, "
+            "by several steps, or entry by entry): a numerical estimate (finite differences), "
+            "which is refused even where it comes out exact (a step linear in its input) or is "
+            "extrapolated (Richardson). Derive the formula and compute it from the inputs "
+            "as they are.")
+
+
+def _subclass(got: tuple[Any, ...]) -> str | None:
+    """Why a result that is a Tensor subclass is refused, or None."""
+    for value in got:
+        if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+            return (f"it returned a {type(value).__name__}, a subclass of torch.Tensor; the check "
+                    "compares plain tensors only (a subclass can change what comparing means). "
+                    "Return a torch.Tensor.")
+    return None
+
+
+def _contract(labels: list[str], runs: list[_Trial]) -> Report | None:
+    """The failed report when a tensor result is not what the task states: on the
+    reference's device, of its dtype (a lower floating precision is left to the diagnosis,
+    which says where it came from; shapes to `compare`, which names the slip)."""
+    for run in runs:
+        for label, got, ref in zip(labels, run.got, run.ref, strict=True):
+            if not (isinstance(ref, torch.Tensor) and isinstance(got, torch.Tensor)):
+                continue  # a number, or None where a tensor belongs: `compare` says which
+            if got.device != ref.device:
+                return _fail(label, f"it returned a tensor on {got.device} where the task asks "
+                                    f"for one on {ref.device} (the contract of the exercise).",
+                             "contract")
+            low = got.is_floating_point() and ref.is_floating_point()
+            if got.dtype != ref.dtype and not low:
+                return _fail(label, f"it returned a tensor of dtype {_dtype(got)} where the "
+                                    f"task asks for {_dtype(ref)} (the contract of the "
+                                    "exercise).", "contract")
+    return None
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
 
 
 def _hard_coded(name: str, labels: list[str], runs: list[_Trial],
@@ -624,7 +715,7 @@ class ByHand:
     def check(self, answer: Any, seed: int = 0) -> Report:
         return check_by_hand(answer, self.reference, self.make_inputs, name=self.name,
                              outputs=self.outputs, trials=self.trials, seed=seed,
-                             mistakes=self.mistakes, advice=self.advice)
+                             mistakes=self.mistakes, advice=self.advice, vocabulary_only=True)
 
 
 @dataclass(frozen=True)
@@ -814,7 +905,9 @@ def check_exercise(key: str, answer: Any, *, seed: int = 0) -> None:
 
     The check runs on inputs made from ``seed``: the lessons' visible check cells
     use the default, and their hidden tests other seeds, so an answer cannot be a
-    table of the visible inputs. On success the report is shown and None is
+    table of the visible inputs. When the instructor has set a secret
+    (`backproplab.course.secret`), a hidden test's seed is derived from it, so
+    not even the seeds written in the lessons tell its inputs. On success the report is shown and None is
     returned (a graded cell must not end in a value: nbgrader would read it as a
     partial score).
 
@@ -826,7 +919,7 @@ def check_exercise(key: str, answer: Any, *, seed: int = 0) -> None:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed: expected an int, got {type(seed).__name__}")
     exercise = find_exercise(key)
-    report = exercise.check(answer, seed)
+    report = exercise.check(answer, secret.grading_seed(key, seed))
     if not isinstance(report, Report):  # a lesson module's bug, never the learner's
         raise TypeError(f"{key}: its check returned {type(report).__name__}, not a Report")
     if not report.checks:
