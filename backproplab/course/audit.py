@@ -20,6 +20,14 @@ and lists, per student and cell, each line that:
   ``_execution_engine``, ``torch.ops.aten``, calling a ``grad_fn`` or walking
   ``next_functions`` in an answer, ``numerical_grad``, numerical Jacobians.
 
+The answer cell of every by-hand exercise (a solution cell whose grade id names a
+`ByHand` exercise) is also read against the by-hand vocabulary, the same
+allowlist the check applies when it calls the answer
+(`backproplab.course.vocabulary`): each import, introspection, thread,
+process, private or autograd part of torch, other numeric library, complex
+number, ``eval``/``getattr``, class of its own, or call of a function at a
+nudged argument (``f(x + h)``, a numerical estimate) is listed with its line.
+
 With ``against`` (the folder of lessons that were handed out, or their
 instructor versions), cells that are exactly as handed out are not read (the
 lessons' own code is not the student's), and a check cell whose source differs
@@ -42,7 +50,9 @@ from pathlib import Path
 
 import nbformat
 
+from . import vocabulary
 from .assignment import CourseError, read_notebook, student_version
+from .grading import ByHand, find_exercise
 from .handout import find_notebooks
 
 __all__ = ["Finding", "audit", "findings_in"]
@@ -252,7 +262,27 @@ def findings_in(
             continue
         for line, what in _read_cell(cell.source, protected):
             found.append(Finding(name, index, grade_id, line, what))
+        if meta.get("solution") and _by_hand(grade_id):
+            for line, what in _outside_vocabulary(cell.source):
+                found.append(Finding(name, index, grade_id, line, what))
     return found
+
+
+def _by_hand(grade_id: str | None) -> bool:
+    """Whether ``grade_id`` names a by-hand exercise of the lessons."""
+    try:
+        return isinstance(find_exercise(grade_id), ByHand)
+    except (TypeError, ValueError):
+        return False
+
+
+def _outside_vocabulary(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each use outside the by-hand vocabulary in an answer cell."""
+    try:
+        found = vocabulary.source_findings(_without_magics(source))
+    except SyntaxError:
+        return []  # the check reports what does not run
+    return [(line, f"outside the by-hand vocabulary: {what}") for line, what in found]
 
 
 def _without_magics(source: str) -> str:

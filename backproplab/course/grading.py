@@ -32,6 +32,7 @@ import importlib
 import inspect
 import itertools
 import math
+import queue
 import re
 import threading
 import warnings
@@ -341,26 +342,63 @@ def _run_trials(
 
 
 def _isolated(answer: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, int | None]:
-    """``answer(*args)`` run in a thread of its own, with autograd off and refused: (its
-    result, the position of an input it nudged or None). The thread's frames hold the
-    answer and its arguments only; whatever it raises is raised here."""
+    """``answer(*args)`` run in a thread of the check's own, with autograd off and refused:
+    (its result, the position of an input it nudged or None). That thread's frames hold
+    the answer and its arguments only; whatever the answer raises is raised here."""
     box: dict[str, Any] = {}
+    done = threading.Event()
 
     def run() -> None:
+        seen = Nudges(args)
         try:
-            with torch.no_grad(), forbid_autograd(), Nudges(args) as seen:
+            with torch.no_grad(), forbid_autograd(), seen:
                 box["got"] = answer(*args)
-            box["nudged"] = seen.nudged()
         except BaseException as err:  # handed to the caller's thread, raised there
             box["error"] = err
+        finally:
+            box["nudged"] = seen.nudged()  # even when the answer swallowed the stop
+            done.set()
 
-    worker = threading.Thread(target=run, name="backproplab-answer", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.1)  # in steps, so that an interrupt reaches the learner's kernel
+    _idle_worker().jobs.put(run)
+    while not done.wait(0.1):  # in steps, so that an interrupt reaches the learner's kernel
+        pass
+    if box["nudged"] is not None:
+        return None, box["nudged"]
     if "error" in box:
         raise box.pop("error")
-    return box["got"], box["nudged"]
+    return box["got"], None
+
+
+class _Worker:
+    """A thread that runs answers, one at a time. Threads are kept: torch gives each new
+    thread its own pool of worker threads, which costs more than most answers."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self.idle = False
+        threading.Thread(target=self._loop, name="backproplab-answer", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            job = self.jobs.get()
+            job()
+            del job  # nothing of one answer stays in reach of the next
+            self.idle = True
+
+
+_WORKERS: list[_Worker] = []
+
+
+def _idle_worker() -> _Worker:
+    """A worker with nothing to do (one still running an answer that never returned,
+    after an interrupt, is left alone)."""
+    for worker in _WORKERS:
+        if worker.idle:
+            worker.idle = False
+            return worker
+    worker = _Worker()
+    _WORKERS.append(worker)
+    return worker
 
 
 def _estimate_message(k: int, params: Sequence[str]) -> str:

@@ -6,14 +6,18 @@ it for several ``h``. A derived formula never needs to: it may shift an input
 once by a constant (``1 + x``) or by a number it was handed (``var + eps``),
 but not by two different steps, nor by a tiny one, nor entry by entry. So the
 check watches every operation the answer runs (`Nudges`, a torch dispatch
-mode) and, after it returns, names the input that was nudged. This holds even
+mode), stops the answer at the first nudge (`NudgeSeen`) and names the input
+that was nudged. This holds even
 where the estimate comes out exact (a step linear in its input, where central
 differences have no error) or is extrapolated to round-off.
 
 >>> import torch
 >>> x = torch.randn(3, dtype=torch.float64)
->>> with Nudges([x]) as seen:
-...     _ = ((x + 1e-6).sin() - (x - 1e-6).sin()) / 2e-6
+>>> try:
+...     with Nudges([x]) as seen:
+...         _ = ((x + 1e-6).sin() - (x - 1e-6).sin()) / 2e-6
+... except NudgeSeen:
+...     pass
 >>> seen.nudged()
 0
 >>> with Nudges([x]) as seen:
@@ -30,7 +34,12 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["Nudges"]
+__all__ = ["NudgeSeen", "Nudges"]
+
+
+class NudgeSeen(BaseException):
+    """Stops an answer at its first nudge: the estimate is named, whatever it would have
+    returned (a BaseException, so that a learner's ``except Exception`` lets it pass)."""
 
 # Operations whose result is (a part of, or a copy of) their first argument's values.
 _SAME_VALUES = {
@@ -120,6 +129,8 @@ class Nudges(TorchDispatchMode):
             self._steps.setdefault(k, set()).add(value)
             if size == float("inf") or size <= TINY * max(self._scale.get(k, 0.0), 1.0):
                 self._tiny.add(k)
+            if self.nudged() is not None:
+                raise NudgeSeen(k)
             return
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:

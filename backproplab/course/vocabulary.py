@@ -55,9 +55,9 @@ REPORT = ("If this refusal is wrong (what you used is plain arithmetic), tell yo
           "or open an issue on backproplab's tracker quoting this message.")
 
 ALLOWED_BUILTINS = frozenset({
-    "abs", "all", "any", "bool", "divmod", "dict", "enumerate", "filter", "float", "int",
+    "abs", "all", "any", "bool", "divmod", "dict", "enumerate", "filter", "float", "int", "iter", "next",
     "isinstance", "len", "list", "map", "max", "min", "pow", "print", "range", "reversed",
-    "round", "set", "slice", "sorted", "sum", "tuple", "zip", "frozenset", "str", "None",
+    "round", "set", "slice", "sorted", "sum", "tuple", "zip", "frozenset", "str", "None", "repr",
     "True", "False", "Ellipsis", "NotImplementedError", "ValueError", "TypeError",
     "IndexError", "KeyError", "RuntimeError", "ZeroDivisionError",
 })
@@ -350,7 +350,9 @@ def _value_refusal(name: str, value: Any, attrs: tuple[str, ...],
     if isinstance(value, types.ModuleType):
         qualified = ".".join((_MODULE_OF.get(value, value.__name__), *attrs))
         why = name_refusal(qualified)
-        return None if why is None else f"{shown} ({why})"
+        if why is None:
+            return None
+        return f"{shown} ({why})" if shown == qualified else f"{shown}, which is {qualified} ({why})"
     if value is builtins.__dict__.get(name) and name in dir(builtins):
         if name in ALLOWED_BUILTINS:
             return _attrs_refusal(shown, attrs)
@@ -463,14 +465,17 @@ def _nudged(call: ast.Call, params: set[str]) -> bool:
     return False
 
 
-def _chain_findings(node: ast.Attribute) -> Iterator[str]:
-    """What the outermost ``a.b.c`` of a chain reads that is refused."""
+def _chain_findings(node: ast.Attribute, imported: set[str]) -> Iterator[str]:
+    """What the outermost ``a.b.c`` of a chain reads that is refused (nothing more for a
+    name the cell imports: the import is listed)."""
     attrs: list[str] = []
     base: ast.AST = node
     while isinstance(base, ast.Attribute):
         attrs.append(base.attr)
         base = base.value
     attrs.reverse()
+    if isinstance(base, ast.Name) and base.id in imported:
+        return
     if isinstance(base, ast.Name) and base.id in KNOWN_ALIASES:
         why = name_refusal(".".join((KNOWN_ALIASES[base.id], *attrs)))
         if why is not None:
@@ -482,12 +487,12 @@ def _chain_findings(node: ast.Attribute) -> Iterator[str]:
             yield f".{attr} ({why})"
 
 
-def _node_findings(node: ast.AST, params: set[str]) -> Iterator[str]:
+def _node_findings(node: ast.AST, params: set[str], imported: set[str]) -> Iterator[str]:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
         yield f"imports {module} ({name_refusal(module or '')})"
     elif isinstance(node, ast.Attribute):
-        yield from _chain_findings(node)
+        yield from _chain_findings(node, imported)
     elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
         if hasattr(builtins, node.id) and node.id not in ALLOWED_BUILTINS:
             yield f"{node.id} ({_BUILTIN_REASONS.get(node.id, 'not a plain builtin')})"
@@ -513,13 +518,12 @@ def source_findings(source: str) -> list[tuple[int, str]]:
     tree = ast.parse(source)
     params = _parameters(tree)
     inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
+                if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if id(node) in inner:
             continue  # part of a longer a.b.c, read as a whole
-        for what in _node_findings(node, params):
+        for what in _node_findings(node, params, imported):
             found.append((getattr(node, "lineno", 0), what))
-    # `numpy.cos` after `import numpy` repeats the import: keep the import.
-    imported = {w.split(" ")[1].split(".")[0] for _, w in found if w.startswith("imports ")}
-    return sorted({(line, w) for line, w in found
-                   if not (not w.startswith("imports ") and w.split(".")[0] in imported)})
+    return sorted(set(found))

@@ -69,8 +69,16 @@ def test_audit_lists_every_tamper(name, source, listed, refused):
 def test_audit_lists_nothing_in_honest_work():
     handed_out, _, _ = course.student_version(_lesson())
     assert findings_in(_lesson(), "x.ipynb", [_lesson(), handed_out]) == []
-    honest = _tampered("import numpy as np\nresult = np.zeros(3)\n")
+    honest = _tampered("def helper(t):\n    return torch.where(t > 0, t, 0.0).sum(0)\n")
     assert findings_in(honest, "x.ipynb", handed_out) == []
+
+
+def test_audit_reads_a_by_hand_answer_against_the_vocabulary():
+    handed_out, _, _ = course.student_version(_lesson())
+    found = [(f.line, f.what) for f in findings_in(
+        _tampered("import numpy as np\nresult = np.zeros(3)\n"), "x.ipynb", handed_out)]
+    assert found == [(4, "outside the by-hand vocabulary: imports numpy (numpy, another "
+                         "numeric library)")]
 
 
 @pytest.mark.slow
@@ -107,7 +115,9 @@ def test_audit_command_names_student_cell_and_line(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "alice/ps1/02-x.ipynb cell 2 (l02-cubic-check): the check cell was edited" in out
     assert "mallory/ps1/02-x.ipynb cell 1 (l02-cubic), line 4: rebinds bl.check_by_hand" in out
-    assert out.strip().endswith("2 findings in 2 notebooks")
+    assert ("mallory/ps1/02-x.ipynb cell 1 (l02-cubic), line 4: outside the by-hand "
+            "vocabulary: bl.check_by_hand") in out
+    assert out.strip().endswith("5 findings in 2 notebooks")
 
 
 def test_audit_command_on_clean_work_exits_0(tmp_path, capsys):
