@@ -945,9 +945,9 @@ def check_exercise(key: str, answer: Any, *, seed: int = 0) -> None:
     use the default, and their hidden tests other seeds, so an answer cannot be a
     table of the visible inputs. When the instructor has set a secret
     (`backproplab.course.secret`), a hidden test's seed is derived from it, so
-    not even the seeds written in the lessons tell its inputs. On success the report is shown and None is
-    returned (a graded cell must not end in a value: nbgrader would read it as a
-    partial score).
+    not even the seeds written in the lessons tell its inputs. On success the
+    report is shown and None is returned (a graded cell must not end in a value:
+    nbgrader would read it as a partial score).
 
     >>> import torch
     >>> check_exercise("l02-cubic", lambda x: 3 * x**2 - 8 * x)

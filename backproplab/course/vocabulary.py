@@ -55,9 +55,10 @@ REPORT = ("If this refusal is wrong (what you used is plain arithmetic), tell yo
           "or open an issue on backproplab's tracker quoting this message.")
 
 ALLOWED_BUILTINS = frozenset({
-    "abs", "all", "any", "bool", "divmod", "dict", "enumerate", "filter", "float", "int", "iter", "next",
-    "isinstance", "len", "list", "map", "max", "min", "pow", "print", "range", "reversed",
-    "round", "set", "slice", "sorted", "sum", "tuple", "zip", "frozenset", "str", "None", "repr",
+    "abs", "all", "any", "bool", "divmod", "dict", "enumerate", "filter", "float", "int",
+    "iter", "next", "isinstance", "len", "list", "map", "max", "min", "pow", "print", "range",
+    "reversed", "round", "set", "slice", "sorted", "sum", "tuple", "zip", "frozenset", "str",
+    "repr", "None",
     "True", "False", "Ellipsis", "NotImplementedError", "ValueError", "TypeError",
     "IndexError", "KeyError", "RuntimeError", "ZeroDivisionError",
 })
@@ -324,7 +325,7 @@ def _is_learners(obj: Any) -> bool:
     if not isinstance(obj, types.FunctionType):
         return False
     module = obj.__module__ or ""
-    return not module.split(".")[0] in {"torch", "backproplab", "numpy", "math", "functools"}
+    return module.split(".")[0] not in {"torch", "backproplab", "numpy", "math", "functools"}
 
 
 _DATA = (int, float, bool, str, bytes, type(None), torch.Tensor, torch.dtype, torch.Size,
@@ -352,7 +353,9 @@ def _value_refusal(name: str, value: Any, attrs: tuple[str, ...],
         why = name_refusal(qualified)
         if why is None:
             return None
-        return f"{shown} ({why})" if shown == qualified else f"{shown}, which is {qualified} ({why})"
+        if shown == qualified:
+            return f"{shown} ({why})"
+        return f"{shown}, which is {qualified} ({why})"
     if value is builtins.__dict__.get(name) and name in dir(builtins):
         if name in ALLOWED_BUILTINS:
             return _attrs_refusal(shown, attrs)
@@ -383,6 +386,15 @@ def _attrs_refusal(shown: str, attrs: tuple[str, ...]) -> str | None:
     return None
 
 
+def _tensor_name(attrs: tuple[str, ...]) -> str:
+    """``Tensor.backward()`` for a method of tensors, ``Tensor.grad`` for a property: what
+    an attribute read from a value most likely is."""
+    last = attrs[-1]
+    method = callable(getattr(torch.Tensor, last, None)) and not isinstance(
+        getattr(torch.Tensor, last, None), type)
+    return "Tensor." + ".".join(attrs) + ("()" if method else "")
+
+
 def _walk(fn: types.FunctionType, found: list[str], seen: set[Any]) -> None:
     if (fn.__code__, id(fn)) in seen:
         return
@@ -396,10 +408,7 @@ def _walk(fn: types.FunctionType, found: list[str], seen: set[Any]) -> None:
 
     for kind, names in chains:
         if kind == "value":
-            why = _attrs_refusal("." + ".".join(names[1:]), names[1:])
-            shown = "Tensor" + ".".join(("", *names[1:]))
-            if why is not None:
-                why = why.replace("." + ".".join(names[1:]), shown, 1)
+            why = _attrs_refusal(_tensor_name(names[1:]), names[1:])
         else:
             known, value = _lookup(fn, names[0])
             why = (_value_refusal(names[0], value, names[1:], visit) if known
@@ -421,7 +430,7 @@ def check_answer(answer: Callable[..., Any]) -> list[str]:
     found: list[str] = []
     target = answer
     if not isinstance(target, types.FunctionType):
-        target = getattr(answer, "__func__", None) or getattr(type(answer), "__call__", None)
+        target = getattr(answer, "__func__", None) or vars(type(answer)).get("__call__")
         if not isinstance(target, types.FunctionType):
             return [f"{type(answer).__name__} (an answer must be a plain Python function)"]
     _walk(target, found, set())
@@ -527,3 +536,10 @@ def source_findings(source: str) -> list[tuple[int, str]]:
         for what in _node_findings(node, params, imported):
             found.append((getattr(node, "lineno", 0), what))
     return sorted(set(found))
+
+
+# Checked by `integrity.verify` before a grade is given (at the end: the snapshot is of
+# the whole module, taken as soon as it exists).
+from .. import integrity  # noqa: E402
+
+integrity.protect_module(__name__)

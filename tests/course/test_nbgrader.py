@@ -25,6 +25,9 @@ import pytest
 
 from backproplab import course
 from backproplab.__main__ import main
+from backproplab.course import secret
+from backproplab.course.audit import audit
+from backproplab.course.grading import ByHand, find_exercise
 
 try:
     from nbgrader.api import Gradebook
@@ -134,7 +137,41 @@ def _with_a_warning(lesson: Path) -> nbformat.NotebookNode:
     return nb
 
 
-STUDENTS = ("alice", "bob", "fiona")
+def _shortcuts():
+    spec = importlib.util.spec_from_file_location("shortcuts", ROOT / "tests" / "cheats"
+                                                  / "shortcuts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _by_hand(grade_id: str | None) -> bool:
+    try:
+        return isinstance(find_exercise(grade_id), ByHand)
+    except (TypeError, ValueError):
+        return False
+
+
+def _shortcut_answers(lesson: Path, turn) -> tuple[nbformat.NotebookNode, set[str]]:
+    """The solution version with every by-hand answer replaced by a shortcut of
+    tests/cheats/shortcuts.py, the kinds taking turns; and the checks that must fail."""
+    shortcuts = _shortcuts()
+    nb = course.read_notebook(lesson)
+    failing = set()
+    for i, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        if not (meta.get("solution") and _by_hand(meta.get("grade_id"))):
+            continue
+        name = cell.source.split("def ", 1)[1].split("(", 1)[0]
+        shortcut = shortcuts.SHORTCUTS[next(turn) % len(shortcuts.SHORTCUTS)]
+        cell.source = (shortcuts.PRELUDE + shortcut.source.replace("{key}", meta["grade_id"])
+                       + f"\n\n{name} = answer\n")
+        check = next(c for c in nb.cells[i + 1:] if c.cell_type == "code")
+        failing.add(check.metadata["nbgrader"]["grade_id"])
+    return nb, failing
+
+
+STUDENTS = ("alice", "bob", "fiona", "mallory")
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +213,8 @@ def _submit(root: Path, student: str) -> set[str]:
     alice: the solutions, with one honest answer that makes torch print a warning;
     bob: the untouched student versions; fiona: every by-hand answer as a numerical
     estimate, her own finite differences and bl.numerical_grad taking turns (every
-    exercise meets both in tests/cheats/, run by test_exercises.py)."""
+    exercise meets both in tests/cheats/, run by test_exercises.py); mallory: every
+    by-hand answer as one of the shortcuts of tests/cheats/shortcuts.py, in turn."""
     folder = root / "submitted" / student / ASSIGNMENT
     folder.mkdir(parents=True)
     cheats, turn, failing = _cheats(), iter(range(10_000)), set()
@@ -185,6 +223,10 @@ def _submit(root: Path, student: str) -> set[str]:
             nbformat.write(_with_a_warning(lesson), folder / lesson.name)
         elif student == "bob":
             shutil.copy(root / "release" / ASSIGNMENT / lesson.name, folder / lesson.name)
+        elif student == "mallory":
+            nb, fails = _shortcut_answers(lesson, turn)
+            failing |= fails
+            nbformat.write(nb, folder / lesson.name)
         else:
             nb, fails = _swapped(lesson, cheats, turn)
             failing |= fails
@@ -194,9 +236,10 @@ def _submit(root: Path, student: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def graded(released: Path) -> dict[str, tuple[Path, set[str], str]]:
-    """Every student autograded in one pass over every lesson, the three at once: each
-    in a copy of the released course with a gradebook of its own. Per student: the
-    course folder, the checks their submission must fail, and nbgrader's log."""
+    """Every student autograded in one pass over every lesson, all at once: each in a
+    copy of the released course with a gradebook of its own, with an instructor's secret
+    set as the README says. Per student: the course folder, the checks their submission
+    must fail, and nbgrader's log."""
     running = {}
     try:
         for student in STUDENTS:
@@ -209,7 +252,8 @@ def graded(released: Path) -> dict[str, tuple[Path, set[str], str]]:
                 process = subprocess.Popen(
                     [sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
                      "--student", student, "--create", "--force"],
-                    cwd=root, env=_env(root), stdout=out, stderr=subprocess.STDOUT)
+                    cwd=root, env={**_env(root), secret.SECRET_VARIABLE: "the instructor's"},
+                    stdout=out, stderr=subprocess.STDOUT)
             running[student] = (root, failing, process, log)
         results = {}
         for student, (root, failing, process, log) in running.items():
@@ -233,8 +277,9 @@ def test_nbgrader_autograde(graded: dict, student: str) -> None:
 
     checks = _checks()
     points = sum(checks.values())
-    expected = {"alice": points, "bob": 0,
-                "fiona": points - sum(checks[g] for g in failing & set(checks))}[student]
+    lost = sum(checks[g] for g in failing & set(checks))
+    expected = {"alice": points, "bob": 0, "fiona": points - lost,
+                "mallory": points - lost}[student]
     if student == "fiona" and _lessons() != [FIXTURE]:
         # Numerical estimates lose every by-hand point, and a prediction is worth nothing.
         assert len(failing) >= len(_lessons())
@@ -246,9 +291,9 @@ def test_nbgrader_autograde(graded: dict, student: str) -> None:
             for nb in gb.find_submission(ASSIGNMENT, student).notebooks
             for g in nb.grades
         }
-    if student == "fiona":
+    if student in ("fiona", "mallory"):
         wrong_cells = [k for k, score in per_cell.items() if k[0] in failing and score]
-        assert not wrong_cells, f"finite differences earned points in {wrong_cells}"
+        assert not wrong_cells, f"shortcuts earned points in {wrong_cells}"
     assert score == expected
 
     autograded = root / "autograded" / student / ASSIGNMENT
@@ -266,6 +311,12 @@ def test_nbgrader_autograde(graded: dict, student: str) -> None:
     if student == "fiona" and failing:
         # ... and lists fiona's bl.numerical_grad.
         assert main(["audit", str(root / "submitted" / "fiona")]) == 1
+    if student == "mallory" and failing:
+        # Every by-hand answer cell of mallory's is listed, with its line.
+        listed = {f.grade_id for f in audit(root / "submitted" / "mallory",
+                                            against=root / "source" / ASSIGNMENT)
+                  if "by-hand vocabulary" in f.what and f.line}
+        assert {g.removesuffix("-check") for g in failing} <= listed
 
 
 def _assert_blank_fails_everywhere(graded: Path) -> None:
