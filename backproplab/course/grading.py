@@ -325,7 +325,7 @@ def _run_trials(
                 "error",
             ), noted
         if nudged is not None:
-            return _fail(name, _estimate_message(nudged, _parameter_names(answer)),
+            return _fail(name, _estimate_message(nudged, _positional_names(answer)),
                          "estimate"), noted
         subclass = _subclass(_as_outputs(got))
         if subclass is not None:
@@ -664,6 +664,16 @@ def _parameter_names(answer: Callable[..., Any]) -> tuple[str, ...]:
         return tuple(inspect.signature(answer).parameters)
     except (TypeError, ValueError):  # a builtin or a callable without a signature
         return ()
+
+
+def _positional_names(answer: Callable[..., Any]) -> tuple[str, ...]:
+    """The names of the answer's positional parameters (not ``*args``)."""
+    try:
+        parameters = inspect.signature(answer).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name for p in parameters if p.kind in (
+        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD))
 
 
 def _input_name(k: int, params: Sequence[str]) -> str:

@@ -387,11 +387,13 @@ def _attrs_refusal(shown: str, attrs: tuple[str, ...]) -> str | None:
 
 
 def _tensor_name(attrs: tuple[str, ...]) -> str:
-    """``Tensor.backward()`` for a method of tensors, ``Tensor.grad`` for a property: what
-    an attribute read from a value most likely is."""
+    """``Tensor.backward()`` for a method of tensors, ``Tensor.grad`` for a property, and
+    ``.start`` for what no tensor has: what an attribute read from a value most likely is."""
     last = attrs[-1]
-    method = callable(getattr(torch.Tensor, last, None)) and not isinstance(
-        getattr(torch.Tensor, last, None), type)
+    if not hasattr(torch.Tensor, last):
+        return "." + ".".join(attrs)
+    method = callable(getattr(torch.Tensor, last)) and not isinstance(
+        getattr(torch.Tensor, last), type)
     return "Tensor." + ".".join(attrs) + ("()" if method else "")
 
 
