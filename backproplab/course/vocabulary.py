@@ -240,8 +240,15 @@ def name_refusal(qualified: str) -> str | None:
     return _word_refusal(qualified) or "not known to be plain arithmetic"
 
 
+_VAGUE = ("not known to be plain arithmetic", "not plain tensor arithmetic",
+          "not a tensor operation known to be plain arithmetic")
+
+
 def refusal_message(found: list[str]) -> str:
-    """The words of a refusal: what was used, what is allowed, how to report a wrong one."""
+    """The words of a refusal: what was used (what says most first: autograd, threads,
+    imports before a name merely not on the list), what is allowed, how to report a
+    wrong refusal."""
+    found = sorted(found, key=lambda f: any(v in f for v in _VAGUE))  # stable: code order
     listed = "; ".join(found[:4]) + ("; ..." if len(found) > 4 else "")
     return (f"this exercise asks for the gradient by hand, but your code uses {listed}. A "
             "by-hand answer may use tensor arithmetic, torch's tensor operations (torch.where, "
