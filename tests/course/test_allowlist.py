@@ -202,3 +202,16 @@ def test_an_unknown_attribute_of_torch_is_refused():
     assert vocabulary.name_refusal("torch.some_new_thing") is not None
     assert vocabulary.attribute_refusal("some_new_method") is not None
     assert vocabulary.check_answer(lambda x: torch.some_new_thing(x)) != []
+
+
+def test_a_derivation_may_shift_an_input_once_an_estimate_may_not():
+    from backproplab.course.nudges import Nudges, NudgeSeen
+
+    x, var = torch.randn(4, dtype=torch.float64), torch.rand(4, dtype=torch.float64)
+    with Nudges([x, var, 1e-5]) as seen:  # 1/(1 + x), (var + eps) ** -1.5, x - mean
+        _ = 1 / (1 + x) + (var + 1e-5) ** -1.5 + (x - x.mean()) + (1 - x)
+    assert seen.nudged() is None
+    for step in ("x + 1.0, x - 1.0", "x + 1e-7, x", "x + torch.eye(4, dtype=x.dtype)[1]"):
+        with pytest.raises(NudgeSeen), Nudges([x, var, 1e-5]) as seen:
+            _ = [t.sin() for t in eval(f"({step},)", {"x": x, "torch": torch})]
+        assert seen.nudged() == 0, step
