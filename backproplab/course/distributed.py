@@ -208,7 +208,7 @@ def micro_batches(k: int = 4, use_no_sync: bool = True, n: int = 16) -> dict[str
         last = i == len(pieces) - 1
         if use_no_sync and not last:
             with ddp.no_sync():  # backward only accumulates into .grad
-                (mse(ddp, x_part, y_part) / k).backward()  # lesson 03: loss / k
+                (mse(ddp, x_part, y_part) / k).backward()  # lesson 05: loss / k
         else:  # averages everything .grad holds
             (mse(ddp, x_part, y_part) / k).backward()
     return {"rank": rank, "all_reduce_calls": len(all_reduces),

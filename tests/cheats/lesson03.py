@@ -1,62 +1,101 @@
-"""Shortcuts for the exercises of 03-gradient-accumulation.ipynb; each must fail its check.
+"""Shortcuts for the exercises of 03-build-your-own-autograd.ipynb
+(see tests/lessons/test_exercises.py).
 
-Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The lesson runs with
-its hidden tests, as nbgrader grades it.
+Exercise 1's rule is the derivative worked out by the learner, so the shortcuts are the
+ways of getting a number for σ'(a) without working it out. Exercise 2's are the ways of
+not writing a second sort.
 """
 
+SIGMOID = '''def sigmoid(a):
+    out = Value(1 / (1 + math.exp(-a.data)), (a,), "sigmoid")
+
+    def rule():
+{}
+
+    out.backward_rule = rule
+    return out
+'''
+
 CHEATS = {
-    "l03-microbatch": [
-        # The full-batch gradient by torch.autograd.grad, planted in .grad after one dummy
-        # backward per piece: torch.autograd.grad is named.
+    "l03-sigmoid": [
+        # Central finite differences of σ at a.
         (
-            "def accumulate(w, X, t, sizes):\n"
-            "    (g,) = torch.autograd.grad(((X @ w - t) ** 2).mean(), w)\n"
-            "    for _ in sizes:\n"
-            "        (w * 0).sum().backward()\n"
-            "    w.grad = g\n",
-            "torch.autograd.grad",
+            SIGMOID.format(
+                "        h = 1e-6\n"
+                "        up = 1 / (1 + math.exp(-(a.data + h)))\n"
+                "        down = 1 / (1 + math.exp(-(a.data - h)))\n"
+                "        a.grad += (up - down) / (2 * h) * out.grad"
+            ),
+            "numerical estimate",
         ),
-        # The full-batch backward plus empty passes to make up the count.
+        # The package's finite differences.
         (
-            "def accumulate(w, X, t, sizes):\n"
-            "    ((X @ w - t) ** 2).mean().backward()\n"
-            "    for _ in sizes[1:]:\n"
-            "        (w * 0).sum().backward()\n",
-            "did not each carry one piece",
+            SIGMOID.format(
+                "        (slope,) = bl.numerical_grad(torch.sigmoid, torch.tensor(a.data))\n"
+                "        a.grad += slope.item() * out.grad"
+            ),
+            "numerical_grad",
+        ),
+        # torch's autograd on a one-element tensor.
+        (
+            SIGMOID.format(
+                "        t = torch.tensor(a.data, dtype=torch.float64, requires_grad=True)\n"
+                "        torch.sigmoid(t).backward()\n"
+                "        a.grad += t.grad.item() * out.grad"
+            ),
+            "Tensor.backward",
+        ),
+        # ... with grad mode switched back on first.
+        (
+            SIGMOID.format(
+                "        with torch.enable_grad():\n"
+                "            t = torch.tensor(a.data, dtype=torch.float64, requires_grad=True)\n"
+                "            (g,) = torch.autograd.grad(torch.sigmoid(t), t)\n"
+                "        a.grad += g.item() * out.grad"
+            ),
+            "enable_grad",
+        ),
+        # torch's own backward kernel for sigmoid.
+        (
+            SIGMOID.format(
+                "        g = torch.ops.aten.sigmoid_backward(\n"
+                "            torch.tensor(out.grad, dtype=torch.float64),\n"
+                "            torch.tensor(out.data, dtype=torch.float64))\n"
+                "        a.grad += g.item()"
+            ),
+            "backward kernels",
+        ),
+        # A table of σ'(u) for the visible check's inputs (seeds 0 to 3 of its 4 trials):
+        # right there, a KeyError on the hidden check's new inputs.
+        (
+            "from backproplab.lessons.lesson03 import _sigmoid_inputs\n\n"
+            "TABLE = {}\n"
+            "for k in range(4):\n"
+            "    x, w, b = _sigmoid_inputs(torch.Generator().manual_seed(k))\n"
+            "    u = (x * w + b).item()\n"
+            "    s = 1 / (1 + math.exp(-u))\n"
+            "    TABLE[round(u, 9)] = s * (1 - s)\n"
+            "\n\n"
+            + SIGMOID.format("        a.grad += TABLE[round(a.data, 9)] * out.grad"),
+            "raised KeyError",
         ),
     ],
-    "l03-shared": [
-        ("def shared_grad(w, x1, x2):\n"
-         "    h = 1e-6\n"
-         "    f = lambda v: torch.tanh(v @ x1) + torch.tanh(v @ x2)\n"
-         "    return torch.stack([(f(w + h * e) - f(w - h * e)) / (2 * h)\n"
-         "                        for e in torch.eye(len(w), dtype=w.dtype)])\n",
-         "numerical estimate"),
-        ("def shared_grad(w, x1, x2):\n"
-         "    return bl.numerical_grad(lambda v: torch.tanh(v @ x1) + torch.tanh(v @ x2), w)[0]\n",
-         "numerical_grad"),
-        ("def shared_grad(w, x1, x2):\n"
-         "    one = torch.ones((), dtype=w.dtype)\n"
-         "    return (torch.ops.aten.tanh_backward(one, torch.tanh(w @ x1)) * x1\n"
-         "            + torch.ops.aten.tanh_backward(one, torch.tanh(w @ x2)) * x2)\n",
-         "backward kernels"),
-        # The lesson's own cell computes this gradient with autograd: reused as a function.
-        ("def shared_grad(w, x1, x2):\n"
-         "    w_once = w.detach().clone().requires_grad_()\n"
-         "    (torch.tanh(w_once @ x1) + torch.tanh(w_once @ x2)).backward()\n"
-         "    return w_once.grad\n",
-         "Tensor.backward()"),
-        # A table of the visible check's answers, looked up by the inputs.
-        ("from backproplab.lessons import find_exercise\n\n"
-         "_exercise = find_exercise('l03-shared')\n"
-         "_table = {}\n"
-         "for _k in range(3):\n"
-         "    _made = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
-        "    _inputs = [t.double() for t in _made]\n"
-         "    _table[tuple(tuple(t.tolist()) for t in _inputs)] = _exercise.reference(\n"
-         "        *[t.clone() for t in _inputs])\n\n\n"
-         "def shared_grad(w, x1, x2):\n"
-         "    return _table[tuple(tuple(t.tolist()) for t in (w, x1, x2))]\n",
-         "raised KeyError"),
+    "l03-topo": [
+        # The lesson's own sort.
+        ("def my_topo_order(root):\n    return topo_order(root)\n", "lesson's own sort"),
+        # The lesson's recursive sort, with the recursion limit raised out of the way.
+        (
+            "sys.setrecursionlimit(100_000)\n\n\n"
+            "def my_topo_order(root):\n"
+            "    return topo_recursive(root)\n",
+            "lesson's own sort",
+        ),
+        # The engine's backward, then its order read back: the lesson's sort again.
+        (
+            "def my_topo_order(root):\n"
+            "    order = topo_order(root)\n"
+            "    return [node for node in order]\n",
+            "lesson's own sort",
+        ),
     ],
 }

@@ -1,66 +1,74 @@
-"""Shortcuts around the checks of 07-higher-order-gradients.ipynb; each must fail its check.
+"""Shortcuts around the checks of 07-retain-graph.ipynb; each must fail its check.
 
-The exercises are method checks (autograd is the point), so the shortcuts are
-tables of the visible check's inputs and full Hessians dressed up as two passes.
+Both exercises are method checks (how many forward and backward passes), so
+the shortcuts try to fool the counting or the inputs rather than the maths.
 """
 
-# Answers for the inputs of the visible check (seed 0; seeds 1 and 2 too), made
-# with the lesson module's own input makers, looked up by the points' values.
-NTH_TABLE = '''import torch
-from backproplab.lessons import lesson07 as _l07
+# A table of the visible check's sequences (seed 0; seeds 1 and 2 for good
+# measure), made from the lesson module's own input maker: the visible check
+# passes, the hidden re-check on another seed must not.
+TABLE = '''import torch
+from backproplab.lessons import lesson07 as _l06
 
 _TABLE = {}
 for _seed in (0, 1, 2):
     _gen = torch.Generator().manual_seed(_seed)
-    for _degree, _n in _l07._orders(_gen):
-        _coefs, _points = _l07._polynomial(_gen, _degree)
-        _TABLE[(tuple(_points.tolist()), _n)] = _l07.poly_derivative(_coefs, _points, _n)
+    for _k in range(2):
+        _label, _step = _l06.STEPS[(_seed + _k) % len(_l06.STEPS)]
+        _w, _h0, _xs = _l06._sequence(_gen)
+        _TABLE[tuple(_xs.tolist())] = (
+            _l06._unrolled_grad(_step, _w, _h0, _xs, 2),
+            _l06._unrolled_grad(_step, _w, _h0, _xs, len(_xs)),
+        )
 
 
-def nth_derivative(f, x, n):
-    return _TABLE.get((tuple(x.tolist()), n), torch.zeros_like(x))
+def two_grads(step, w, h0, xs):
+    h = h0
+    for x_t in xs:  # call step once per input, as the counter expects
+        h = step(w, h, x_t)
+    return _TABLE.get(tuple(xs.tolist()), (torch.zeros(()), torch.zeros(())))
 '''
 
-NEWTON_TABLE = '''import torch
-from backproplab.lessons import lesson07 as _l07
-
-_TABLE = {}
-for _seed in (0, 1, 2):
-    _gen = torch.Generator().manual_seed(_seed)
-    for _ in range(3):
-        _coefs, _points = _l07._polynomial(_gen, int(torch.randint(3, 5, (1,), generator=_gen)))
-        _TABLE[tuple(_points.tolist())] = (-_l07.poly_derivative(_coefs, _points, 1)
-                                           / _l07.poly_derivative(_coefs, _points, 2))
-
-
-def newton_step(f, x):
-    return _TABLE.get(tuple(x.tolist()), torch.zeros_like(x))
+# Call step once per input to satisfy the counter, then rebuild the loop twice
+# with the lesson's own tanh formula: a second forward pass the counter misses.
+OWN_FORMULA = '''def two_grads(step, w, h0, xs):
+    for x_t in xs:
+        step(w, h0, x_t)
+    out = []
+    for stop in (2, len(xs)):
+        h = h0
+        for x_t in xs[:stop]:
+            h = torch.tanh(w * h + x_t)
+        out.append(torch.autograd.grad(h, w)[0])
+    return tuple(out)
 '''
 
-# Full Hessians that the pass counter sees as one or two passes.
-FUNC_HESSIAN = '''def penalty_grad(f, x):
-    H = torch.func.hessian(f)(x)
-    return 2 * H @ torch.func.grad(f)(x)
+# Two backward passes straight through the engine, past Tensor.backward.
+ENGINE = '''def weighted_backward(losses, weights):
+    from torch.autograd import Variable
+    for w, loss in zip(weights, losses):
+        Variable._execution_engine.run_backward(
+            ((w * loss),), (torch.ones((), dtype=loss.dtype),), True, False, (), True, True)
 '''
 
-VECTORIZED_HESSIAN = '''def penalty_grad(f, x):
-    H = torch.autograd.functional.hessian(f, x, vectorize=True)
-    x = x.detach().requires_grad_()
-    (g,) = torch.autograd.grad(f(x), x)
-    return 2 * H @ g
-'''
-
-JACREV_OF_GRAD = '''def penalty_grad(f, x):
-    H = torch.func.jacrev(torch.func.grad(f))(x)
-    return 2 * H @ torch.func.grad(f)(x)
+# Each loss on its own pass with the graph kept, then the memory "released" by
+# deleting the Python names: the saved tensors are still held by the graph.
+DELETE_NAMES = '''def weighted_backward(losses, weights):
+    total = None
+    for w, loss in zip(weights, losses):
+        part = w * loss
+        total = part if total is None else total + part
+    total.backward(retain_graph=True)
+    del total
 '''
 
 CHEATS = {
-    "l07-third-derivative": [(NTH_TABLE, "mismatch")],
-    "l07-newton-step": [(NEWTON_TABLE, "mismatch")],
-    "l07-penalty": [
-        (FUNC_HESSIAN, "full Hessian"),
-        (VECTORIZED_HESSIAN, "full Hessian"),
-        (JACREV_OF_GRAD, "full Hessian"),
+    "l07-two-derivatives": [
+        (TABLE, "mismatch"),
+        (OWN_FORMULA, "mismatch"),
+    ],
+    "l07-one-pass": [
+        (ENGINE, "backward passes"),
+        (DELETE_NAMES, "still alive"),
     ],
 }

@@ -346,10 +346,10 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
 
 
 # ---------------------------------------------------------------------------
-# Lesson 13, step by step: each filled-in step turns its check from ✗ to ✓.
+# Lesson 10, step by step: each filled-in step turns its check from ✗ to ✓.
 # ---------------------------------------------------------------------------
 
-STEP_LESSON = NOTEBOOKS / "13-backprop-through-a-classifier.ipynb"
+STEP_LESSON = NOTEBOOKS / "10-backprop-through-a-classifier.ipynb"
 
 
 def _solution_text(lesson: nbformat.NotebookNode, grade_id: str) -> str:
@@ -362,7 +362,7 @@ def _solution_text(lesson: nbformat.NotebookNode, grade_id: str) -> str:
 def test_lesson_13_walked_step_by_step_in_browser(
     browser_context: Any, lab_server: LabServer
 ) -> None:
-    """A learner copy of lesson 13 stops at its first step; the first three steps,
+    """A learner copy of lesson 10 stops at its first step; the first three steps,
     filled in one at a time, each fail before and pass after."""
     report = NotebookReport(name=f"steps-{STEP_LESSON.stem}")
     artifacts = ARTIFACTS / report.name

@@ -1,110 +1,100 @@
-"""Plausible wrong answers for the exercises of 06-retain-graph.ipynb."""
+"""Plausible wrong answers for the exercises of 06-zeroing-gradients.ipynb."""
 
-TWO = "def two_grads(step, w, h0, xs):\n{}"
+TRAIN = (
+    "def train_fixed(model, x, y, steps, lr):\n"
+    "    opt = torch.optim.SGD(model.parameters(), lr=lr)\n"
+    "    for _ in range(steps):\n{}"
+)
+PER_EXAMPLE = (
+    "def per_example_grads(model, X, y):\n"
+    "    grads = []\n"
+    "    for i in range(len(X)):\n{}"
+    "    return grads\n"
+)
 
 WRONG = {
-    "l06-predict-again": [
-        ("again_raises = False\n", "not quite"),
+    "l06-predict-zero-grad": [
+        ('zero_grad_guess = "zeros"\n', "not quite"),
+        ("zero_grad_guess = 0\n", "not one of the choices"),
     ],
-    "l06-predict-inplace": [
-        ('inplace_outcome = "old"\n', "not quite"),
-        ('inplace_outcome = "new"\n', "not quite"),
-        ('inplace_outcome = "nothing"\n', "not one of the choices"),
+    "l06-predict-forgot": [
+        # Expects the summed gradients to be just a slower descent.
+        ('settles_guess = "yes"\n', "not quite"),
     ],
-    "l06-predict-second": [
-        ("z_works_after_y = True\n", "not quite"),
-    ],
-    "l06-two-derivatives": [
-        # No retain_graph on the first call.
+    "l06-find-bug": [
+        # The buggy loop copied unchanged.
         (
-            TWO.format(
-                "    h, states = h0, []\n"
-                "    for x_t in xs:\n"
-                "        h = step(w, h, x_t)\n"
-                "        states.append(h)\n"
-                "    (a,) = torch.autograd.grad(states[1], w)\n"
-                "    (b,) = torch.autograd.grad(states[-1], w)\n"
-                "    return a, b\n"
+            TRAIN.format(
+                "        loss = F.mse_loss(model(x), y)\n"
+                "        loss.backward()\n"
+                "        opt.zero_grad()\n"
+                "        opt.step()\n"
             ),
-            "retain_graph=True",
+            "did not move",
         ),
-        # The easy way out: build the graph twice.
+        # The zeroing dropped altogether: gradients pile up.
         (
-            TWO.format(
-                "    out = []\n"
-                "    for stop in (2, len(xs)):\n"
-                "        h = h0\n"
-                "        for x_t in xs[:stop]:\n"
-                "            h = step(w, h, x_t)\n"
-                "        out.append(torch.autograd.grad(h, w)[0])\n"
-                "    return tuple(out)\n"
+            TRAIN.format(
+                "        F.mse_loss(model(x), y).backward()\n"
+                "        opt.step()\n"
             ),
-            "run the loop once",
+            "never zeroes",
         ),
-        # backward twice into .grad: the second result holds the sum of both.
+        # Zeroing the data instead of the parameters.
         (
-            TWO.format(
-                "    h, states = h0, []\n"
-                "    for x_t in xs:\n"
-                "        h = step(w, h, x_t)\n"
-                "        states.append(h)\n"
-                "    states[1].backward(retain_graph=True)\n"
-                "    first = w.grad.clone()\n"
-                "    states[-1].backward()\n"
-                "    return first, w.grad\n"
+            TRAIN.format(
+                "        x.grad = None\n"
+                "        F.mse_loss(model(x), y).backward()\n"
+                "        opt.step()\n"
             ),
-            "added together",
+            "the model's, not the data's",
         ),
-        # Off by one: the state after one step taken for h_2.
+        # Two backward passes per step.
         (
-            TWO.format(
-                "    h, states = h0, []\n"
-                "    for x_t in xs:\n"
-                "        h = step(w, h, x_t)\n"
-                "        states.append(h)\n"
-                "    (a,) = torch.autograd.grad(states[0], w, retain_graph=True)\n"
-                "    (b,) = torch.autograd.grad(states[-1], w)\n"
-                "    return a, b\n"
+            TRAIN.format(
+                "        opt.zero_grad()\n"
+                "        loss = F.mse_loss(model(x), y)\n"
+                "        loss.backward(retain_graph=True)\n"
+                "        loss.backward()\n"
+                "        opt.step()\n"
             ),
-            "after ONE step",
-        ),
-        # The two results in the wrong order.
-        (
-            TWO.format(
-                "    h, states = h0, []\n"
-                "    for x_t in xs:\n"
-                "        h = step(w, h, x_t)\n"
-                "        states.append(h)\n"
-                "    (a,) = torch.autograd.grad(states[1], w, retain_graph=True)\n"
-                "    (b,) = torch.autograd.grad(states[-1], w)\n"
-                "    return b, a\n"
-            ),
-            "swapped",
+            "expected one per step",
         ),
     ],
-    "l06-one-pass": [
-        # One backward per loss, keeping the graph each time.
+    "l06-per-example": [
+        # The default path into the trap: zero_() in place, the tensor itself appended.
         (
-            "def weighted_backward(losses, weights):\n"
-            "    for w, loss in zip(weights, losses, strict=True):\n"
-            "        (w * loss).backward(retain_graph=True)\n",
-            "backward passes; the exercise asks for one",
+            PER_EXAMPLE.format(
+                "        model.weight.grad.zero_()\n"
+                "        F.mse_loss(model(X[i:i + 1]), y[i:i + 1]).backward()\n"
+                "        grads.append(model.weight.grad)\n"
+            ),
+            "one and the same tensor",
         ),
-        # Right pass, but the graph kept alive for nothing.
+        # No zeroing: each entry holds the running sum.
         (
-            "def weighted_backward(losses, weights):\n"
-            "    sum(w * loss for w, loss in zip(weights, losses)).backward(retain_graph=True)\n",
-            "still alive",
+            PER_EXAMPLE.format(
+                "        F.mse_loss(model(X[i:i + 1]), y[i:i + 1]).backward()\n"
+                "        grads.append(model.weight.grad.clone())\n"
+            ),
+            "sum of the gradients of examples 0 to i",
         ),
-        # Weights forgotten.
-        ("def weighted_backward(losses, weights):\n    sum(losses).backward()\n",
-         "weights are missing"),
-        # backward without its parentheses: nothing runs.
+        # zero_grad() with its default: right numbers, but the gradient tensor is replaced.
         (
-            "def weighted_backward(losses, weights):\n"
-            "    total = sum(w * loss for w, loss in zip(weights, losses))\n"
-            "    total.backward\n",
-            "0 backward passes",
+            PER_EXAMPLE.format(
+                "        model.zero_grad()\n"
+                "        F.mse_loss(model(X[i:i + 1]), y[i:i + 1]).backward()\n"
+                "        grads.append(model.weight.grad)\n"
+            ),
+            "set_to_none=True",
+        ),
+        # One backward on the whole batch, then copies: not one gradient per example.
+        (
+            "def per_example_grads(model, X, y):\n"
+            "    model.zero_grad(set_to_none=False)\n"
+            "    F.mse_loss(model(X), y).backward()\n"
+            "    return [model.weight.grad.clone() for _ in range(len(X))]\n",
+            "expected one per example",
         ),
     ],
 }

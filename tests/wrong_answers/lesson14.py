@@ -62,8 +62,8 @@ WRONG = {
         # One pass each, as jacfwd and jacrev report.
         ("loss_row_guess = (1, 1)\n", "not quite"),
     ],
-    "l14-predict-lesson05": [
-        # One pass for everything: lesson 05's loop taken for a batched pass.
+    "l14-predict-lesson08": [
+        # One pass for everything: lesson 08's loop taken for a batched pass.
         ("passes_05_guess = (1, 1, 1)\n", "not quite"),
         # jacrev and jacfwd taken for loops too.
         ("passes_05_guess = (20, 20, 20)\n", "not quite"),

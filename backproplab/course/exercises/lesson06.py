@@ -1,194 +1,190 @@
-"""Lesson 06, backward twice (``retain_graph``): its exercises and its predictions.
+"""Lesson 06, zeroing gradients: its exercises and its predictions.
 
-Both exercises are about the method, so their checks are `Method` checks:
-
-- ``l06-two-derivatives``: two gradients from one unrolled loop. The check
-  counts the calls of ``step`` (one forward pass only) and compares both
-  gradients with autograd's, on new sequences and new step functions.
-- ``l06-one-pass``: the gradient of a weighted sum of losses in one backward
-  pass that leaves the graph free. The check counts the passes with
-  `count_autograd` and looks at the saved tensors afterwards.
-
-Each message names the slip it found, and only when that slip explains the
-numbers.
+Both exercises are checked by method, on new models and new data for every
+seed: ``l06-find-bug`` trains with the learner's loop and compares it with a
+loop that zeroes in the right place; ``l06-per-example`` collects one gradient
+per example while the gradient tensor is cleared in place, which is where the
+aliasing trap waits (a list holding the same tensor several times). The
+messages name the slip when it is what happened: gradients cleared between
+``backward()`` and ``step()``, never cleared, or stored without a copy.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+import torch.nn.functional as F
 
-from ...graph import describe
-from ._spec import Method, Prediction, Report, attempt, compare, count_autograd, failed, passed
+from ... import data
+from ._spec import Method, Prediction, Report, attempt, compare, count_autograd, passed
 from ._spec import failed as _fail
-from ._spec import first_line as _first_line
 
 
-def _close(a, b) -> bool:
-    """Whether two float64 answers agree (loosely enough for float32 work too)."""
-    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-            and a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=1e-5,
-                                                      atol=1e-7))
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
+
+
+def _call(name: str, answer: Any, *args: Any) -> tuple[Any, Any, Report | None]:
+    """(result, the count of backward passes, None) or (None, None, a failed Report)."""
+    with count_autograd() as seen:
+        result, failure = attempt(name, answer, *args)
+    if failure is not None:
+        return None, None, failure
+    others = [c for c in seen.calls if c != "Tensor.backward()"]
+    if others:
+        return None, None, _fail(name, f"your code called {others[0]}, which hands gradients back "
+                                       "without touching .grad. This exercise is about .grad in "
+                                       "a loop that calls backward(): use backward().")
+    return result, seen, None
 
 
 # --------------------------------------------------------------------------
-# Exercise 1: two gradients from one unrolled loop
+# l06-find-bug: zero the gradients in the right place
 # --------------------------------------------------------------------------
 
-# The step functions the check tries: the lesson's tanh cell first, then others,
-# so that an answer which rebuilds the loop with its own formula fails.
-STEPS = (
-    ("tanh(w*h + x)", lambda w, h, x: torch.tanh(w * h + x)),
-    ("sin(w*h) + x", lambda w, h, x: torch.sin(w * h) + x),
-    ("w*h*tanh(x) + 0.5", lambda w, h, x: w * h * torch.tanh(x) + 0.5),
-)
+
+def _new_problem(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, int, dict]:
+    """(x, y, steps, the starting weights of a Linear(1, 1)) for one trial."""
+    slope = float(torch.empty(()).uniform_(-3, 3, generator=gen))
+    intercept = float(torch.empty(()).uniform_(-4, 4, generator=gen))
+    seed = int(torch.randint(0, 10_000, (1,), generator=gen))
+    n = int(torch.randint(20, 60, (1,), generator=gen))
+    x, y = data.linear_data(n=n, slope=slope, intercept=intercept, seed=seed)
+    steps = int(torch.randint(12, 30, (1,), generator=gen))
+    start = {"weight": torch.randn(1, 1, generator=gen), "bias": torch.randn(1, generator=gen)}
+    return x, y, steps, start
 
 
-def _sequence(gen: torch.Generator):
-    """A new sequence: (w, h0, xs), float64, of length 3 to 7."""
-    length = int(torch.randint(3, 8, (1,), generator=gen))
-    xs = torch.randn(length, generator=gen, dtype=torch.float64)
-    w = torch.rand((), generator=gen, dtype=torch.float64) + 0.3
-    h0 = torch.randn((), generator=gen, dtype=torch.float64) * 0.5
-    return w, h0, xs
+def _model(start: dict) -> torch.nn.Linear:
+    model = torch.nn.Linear(1, 1)
+    model.load_state_dict(start)
+    return model
 
 
-def _unrolled_grad(step, w, h0, xs, stop: int) -> torch.Tensor:
-    """d h_stop / dw, with a graph of its own (the reference)."""
-    w = w.detach().clone().requires_grad_()
-    h = h0
-    for x_t in xs[:stop]:
-        h = step(w, h, x_t)
-    return torch.autograd.grad(h, w)[0]
+def _reference_loop(start: dict, x: torch.Tensor, y: torch.Tensor, steps: int, lr: float,
+                    zero: bool) -> torch.nn.Linear:
+    """The loop of section 2: zero_grad() before each backward, or (zero=False) never."""
+    model = _model(start)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        if zero:
+            opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+    return model
 
 
-def _two_grads_error(err: Exception, where: str) -> str:
-    if isinstance(err, RuntimeError) and "second time" in str(err):
-        return ("the second gradient found the shared graph freed: the first call must keep it "
-                f"with retain_graph=True ({_first_line(err).split('(')[0].strip()}).")
-    return f"raised {type(err).__name__} {where}: {_first_line(err)}"
+def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(compare("w", p, q).ok for p, q in zip(a.parameters(), b.parameters(), strict=True))
 
 
-def _check_two_grads(two_grads, seed: int) -> Report:
-    name = "two_grads"
-    if not callable(two_grads):
-        return _fail(name, f"expected a function two_grads(step, w, h0, xs), got "
-                           f"{type(two_grads).__name__}")
-    gen = torch.Generator().manual_seed(seed)
-    for k in range(2):
-        label, step = STEPS[(seed + k) % len(STEPS)]
-        w0, h0, xs = _sequence(gen)
-        length = len(xs)
-        calls = []
-
-        def counted_step(w, h, x_t, _step=step, _calls=calls):
-            _calls.append(1)
-            return _step(w, h, x_t)
-
-        w = w0.clone().requires_grad_()
-        where = f"(step h = {label}, {length} inputs)"
-        got, failure = attempt(name, two_grads, counted_step, w, h0, xs,
-                               raised=lambda err, where=where: _two_grads_error(err, where))
+def _check_find_bug(answer: Any, seed: int) -> Report:
+    name = "train_fixed"
+    lr = 0.01
+    for k in range(3):
+        x, y, steps, start = _new_problem(torch.Generator().manual_seed(seed + k))
+        learner = _model(start)
+        _, seen, failure = _call(name, answer, learner, x, y, steps, lr)
         if failure is not None:
             return failure
-        if len(calls) != length:
-            return _fail(name, f"step was called {len(calls)} times for {length} inputs {where}: "
-                               "run the loop once and take both gradients from that one graph.")
-        if not (isinstance(got, (tuple, list)) and len(got) == 2):
-            size = f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""
-            return _fail(name, "expected a pair (d h_2 / dw, d h_final / dw), got "
-                               f"{type(got).__name__}{size}")
-        at_two = _unrolled_grad(step, w0, h0, xs, 2)
-        at_end = _unrolled_grad(step, w0, h0, xs, length)
-        first, last = got
-        if _close(first, at_two) and _close(last, at_two + at_end):
-            return _fail("d h_final / dw", f"{where}: it holds the two gradients added together "
-                         "(d h_2/dw + d h_final/dw). Two backward calls add into w.grad: take "
-                         "each gradient with torch.autograd.grad, which returns it instead.",
-                         "mismatch")
-        if _close(first, at_end) and _close(last, at_two):
-            return _fail(name, f"{where}: the two gradients are swapped: first d h_2 / dw, then "
-                               "d h_final / dw.", "mismatch")
-        if _close(first, _unrolled_grad(step, w0, h0, xs, 1)):
-            return _fail("d h_2 / dw", f"{where}: it is the gradient of the state after ONE step. "
-                         "h_2 is the state after two steps (states[1] if you collect them in a "
-                         "list from the first step on).", "mismatch")
-        for label_out, mine, ref in (("d h_2 / dw", first, at_two), ("d h_final / dw", last,
-                                                                        at_end)):
-            report = compare(label_out, mine, ref, rtol=1e-5, atol=1e-7)
-            if not report.ok:
-                return failed(label_out, f"{where}: {report[0].message}", report[0].verdict)
-    return passed(name, "one forward pass (step called once per input) and both "
-                                  "gradients match autograd on 2 new sequences")
+        where = f"training {steps} steps on new data"
+        moved = any(not torch.equal(p.detach(), start[n]) for n, p in learner.named_parameters())
+        if not moved:
+            return _fail(name, f"{where}, the weights did not move: step() ran on gradients that "
+                               "were already cleared. Zero them before backward() or after "
+                               "step(), never between the two.")
+        if seen.reverse != steps:
+            return _fail(name, f"{where}, your loop ran {_plural(seen.reverse, 'backward pass')}; "
+                               "expected one per step.")
+        if _same_weights(learner, _reference_loop(start, x, y, steps, lr, zero=True)):
+            continue
+        if _same_weights(learner, _reference_loop(start, x, y, steps, lr, zero=False)):
+            return _fail(name, f"{where}, your loop trains exactly like the loop that never "
+                               "zeroes: each step used the sum of all past gradients. Clear the "
+                               "model's gradients once per step (the model's, not the data's).")
+        ref = _reference_loop(start, x, y, steps, lr, zero=True)
+        verdict = compare("trained weight", learner.weight, ref.weight)[0]
+        return _fail(name, f"{where}, the trained weights differ from those of the loop that "
+                           f"zeroes before each backward: {verdict.message}")
+    return passed(name, "trains like the reference loop on 3 new problems, "
+                                             "one backward pass per step")
 
 
 # --------------------------------------------------------------------------
-# Exercise 2: a weighted objective in one backward pass
+# l06-per-example: one gradient per example, the gradient tensor cleared in place
 # --------------------------------------------------------------------------
 
-_LOSSES = (
-    ("sum(t**2)", lambda t: (t**2).sum()),
-    ("sum(t)", lambda t: t.sum()),
-    ("mean(exp(3t))", lambda t: (t * 3).exp().mean()),
-    ("sum(sin(t) * t)", lambda t: (torch.sin(t) * t).sum()),
-)
+
+def _new_examples(gen: torch.Generator) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    features = int(torch.randint(2, 5, (1,), generator=gen))
+    n = int(torch.randint(3, 6, (1,), generator=gen))
+    start = {"weight": torch.randn(1, features, generator=gen),
+             "bias": torch.randn(1, generator=gen)}
+    return start, torch.randn(n, features, generator=gen), torch.randn(n, 1, generator=gen)
 
 
-def _objective(gen: torch.Generator):
-    """(x, losses' formulas, weights): a new trunk input and new weights."""
-    n = int(torch.randint(3, 7, (1,), generator=gen))
-    x = torch.randn(n, generator=gen, dtype=torch.float64)
-    count = int(torch.randint(2, 5, (1,), generator=gen))
-    order = torch.randperm(len(_LOSSES), generator=gen)[:count].tolist()
-    weights = [round(float(w), 2) for w in torch.randn(count, generator=gen) * 2]
-    return x, [_LOSSES[i] for i in order], weights
+def _one_example_grad(start: dict, X: torch.Tensor, y: torch.Tensor, i: int) -> torch.Tensor:
+    w = start["weight"].clone().requires_grad_()
+    pred = X[i:i + 1] @ w.T + start["bias"]
+    (grad,) = torch.autograd.grad(F.mse_loss(pred, y[i:i + 1]), w)
+    return grad
 
 
-def _check_one_pass(weighted_backward, seed: int) -> Report:
-    name = "weighted_backward"
-    if not callable(weighted_backward):
-        return _fail(name, f"expected a function weighted_backward(losses, weights), got "
-                           f"{type(weighted_backward).__name__}")
-    gen = torch.Generator().manual_seed(seed)
-    x0, formulas, weights = _objective(gen)
-    x = x0.clone().requires_grad_()
-    trunk = torch.tanh(x)
-    losses = [loss(trunk) for _, loss in formulas]
-    with count_autograd() as seen:
-        _, failure = attempt(name, weighted_backward, losses, list(weights), raised=lambda err: (
-            f"raised {type(err).__name__}: {_first_line(err)}"))
-    if failure is not None:
-        return failure
-    if seen.reverse != 1:
-        return _fail(name, f"{seen.reverse} backward passes; the exercise asks for one: add the "
-                           "weighted losses up and call backward once on the total.")
-    kept = [s.name for node in describe(losses).nodes for s in node.saved if not s.freed]
-    if kept:
-        return _fail(name, "the trunk's saved tensors are still alive after your pass: "
-                           "retain_graph=True keeps the graph's memory for nothing here.")
-    if x.grad is None:
-        return _fail("x.grad", "is None after your function: its backward pass must reach the "
-                               "leaves (call .backward() on the total, not torch.autograd.grad).")
-    x_ref = x0.clone().requires_grad_()
-    t_ref = torch.tanh(x_ref)
-    parts = [loss(t_ref) for _, loss in formulas]
-    reference = torch.autograd.grad(sum(w * p for w, p in zip(weights, parts, strict=True)),
-                                    x_ref, retain_graph=True)[0]
-    unweighted = torch.autograd.grad(sum(parts), x_ref)[0]
-    what = " + ".join(f"{w:g}*{f}" for w, (f, _) in zip(weights, formulas, strict=True))
-    if not _close(x.grad, reference) and _close(x.grad, unweighted):
-        return _fail("x.grad", f"for {what} (t = tanh(x)): it is the gradient of the plain sum "
-                               "of the losses; the weights are missing (multiply each loss by "
-                               "its weight before adding).", "mismatch")
-    report = compare("x.grad", x.grad, reference, rtol=1e-5, atol=1e-7)
-    if not report.ok:
-        return failed("x.grad", f"for {what} (t = tanh(x)): {report[0].message}", report[0].verdict)
-    return passed(name, f"one backward pass, graph released, x.grad matches autograd "
-                                  f"for {what}")
+def _check_per_example(answer: Any, seed: int) -> Report:
+    name = "per_example_grads"
+    for k in range(3):
+        start, X, y = _new_examples(torch.Generator().manual_seed(seed + k))
+        model = torch.nn.Linear(X.shape[1], 1)
+        model.load_state_dict(start)
+        for p in model.parameters():  # zero gradient tensors, kept for the whole run
+            p.grad = torch.zeros_like(p)
+        buffer = model.weight.grad
+        got, seen, failure = _call(name, answer, model, X, y)
+        if failure is not None:
+            return failure
+        n = len(X)
+        where = f"for {n} examples"
+        if not isinstance(got, (list, tuple)) or len(got) != n:
+            size = len(got) if isinstance(got, (list, tuple)) else type(got).__name__
+            return _fail(name, f"{where}, expected a list of {n} gradients, one per example, "
+                               f"got {size}.")
+        if seen.reverse != n:
+            return _fail(name, f"{where}, your function ran "
+                               f"{_plural(seen.reverse, 'backward pass')}; expected one per "
+                               "example.")
+        tensors = [g for g in got if isinstance(g, torch.Tensor)]
+        shared = [g for g in tensors if g.data_ptr() == buffer.data_ptr()]
+        if len(shared) > 1 or (shared and model.weight.grad is buffer):
+            count = f"all {n}" if len(shared) == n else str(len(shared))
+            return _fail(name, f"{where}, {count} entries of your list are one and the same "
+                               "tensor, model.weight.grad itself. Each zero_() cleared that "
+                               "tensor in place, the very one already in your list, so every "
+                               "such entry now shows the last example's gradient. Append a "
+                               "copy: model.weight.grad.clone().")
+        want = [_one_example_grad(start, X, y, i) for i in range(n)]
+        running = [sum(want[: i + 1]) for i in range(n)]
+        if n > 1 and all(compare("g", g, r).ok for g, r in zip(got, running, strict=True)):
+            return _fail(name, f"{where}, entry i holds the sum of the gradients of examples 0 to "
+                               "i: .grad was not cleared between the examples, so each backward "
+                               "added onto the ones before.")
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            verdict = compare(f"gradient of example {i}", g, w)
+            if not verdict.ok:
+                return _fail(name, f"{where}: {verdict[0].message}")
+        if model.weight.grad is not buffer:
+            return _fail(name, f"{where}, the gradients are right, but model.weight.grad is a "
+                               "new tensor now: setting it to None (as zero_grad() does by "
+                               "default, set_to_none=True) let the next backward make a new one. "
+                               "This exercise keeps the tensor: clear it in place, with "
+                               "model.zero_grad(set_to_none=False) or .grad.zero_().")
+    return passed(name, "one gradient per example on 3 new models, with "
+                                             "the gradient tensor kept throughout")
 
 
 EXERCISES = {
-    "l06-two-derivatives": Method(check=_check_two_grads),
-    "l06-one-pass": Method(check=_check_one_pass),
+    "l06-find-bug": Method(check=_check_find_bug),
+    "l06-per-example": Method(check=_check_per_example),
 }
 
 
@@ -197,74 +193,48 @@ EXERCISES = {
 # --------------------------------------------------------------------------
 
 
-def _again_answer() -> bool:
-    """Does a second y.backward() raise?"""
-    x = torch.tensor(2.0, requires_grad=True)
-    y = x**2
-    y.backward()
-    try:
-        y.backward()
-    except RuntimeError:
-        return True
-    return False
+def _zero_grad_answer() -> Any:
+    p = torch.ones(2, requires_grad=True)
+    p.sum().backward()
+    torch.optim.SGD([p], lr=0.1).zero_grad()
+    return None if p.grad is None else "zeros"
 
 
-def _inplace_answer() -> str:
-    """What the second backward does after w changed in place between the calls."""
-    w = torch.tensor(3.0, requires_grad=True)
-    y = w**2
-    y.backward(retain_graph=True)
-    first = w.grad.clone()
-    old = 2 * w.detach().clone()
-    with torch.no_grad():
-        w -= 0.1 * w.grad
-    try:
-        y.backward()
-    except RuntimeError:
-        return "error"
-    added = w.grad - first
-    return "old" if torch.equal(added, old) else "new"
-
-
-def _z_after_y_answer() -> bool:
-    """Does z.backward() work after y.backward() when both share PowBackward0?"""
-    x = torch.tensor(2.0, requires_grad=True)
-    y = x**2
-    z = y * x
-    y.backward()
-    try:
-        z.backward()
-    except RuntimeError:
-        return False
-    return True
+def _forgot_answer() -> str:
+    """Run the lesson's loop that never zeroes for 400 steps: is it still near the best fit?"""
+    x, y = data.linear_data()
+    best = torch.linalg.lstsq(torch.cat([x, torch.ones_like(x)], dim=1), y).solution.flatten()
+    with torch.random.fork_rng():
+        torch.manual_seed(1)  # the lesson's starting weights
+        model = torch.nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    distances = []
+    for _ in range(400):
+        F.mse_loss(model(x), y).backward()  # .grad is never cleared
+        opt.step()
+        weights = torch.stack([model.weight[0, 0], model.bias[0]]).detach()
+        distances.append(float((weights - best).norm()))
+    return "yes" if max(distances[-100:]) < 0.05 else "no"
 
 
 PREDICTIONS = {
-    "l06-predict-again": Prediction(
-        question="does a second y.backward() raise an error?",
-        answer=_again_answer,
-        hint="look at the freed flag of PowBackward0's saved tensor in the cell above, and ask "
-             "what that node needs to compute 2x.",
-        why="the first backward freed the x that PowBackward0 saved; the second walk reaches the "
-            "node, finds its saved tensor gone and stops with an error rather than compute "
-            "something wrong",
+    "l06-predict-zero-grad": Prediction(
+        question="p.grad after opt.zero_grad()",
+        answer=_zero_grad_answer,
+        hint="look up the default of zero_grad's keyword argument in its documentation, and "
+             "what that default does to the gradient tensors.",
+        why="zero_grad() has set_to_none=True by default: it removes the gradient tensors "
+            "rather than filling them with zeros",
+        choices=("zeros", None),
     ),
-    "l06-predict-inplace": Prediction(
-        question="the second y.backward() after an in-place update of w",
-        answer=_inplace_answer,
-        hint="retain_graph kept the saved tensor itself, and that tensor is w. What does autograd "
-             "know about a saved tensor that was changed after it was saved?",
-        why="PowBackward0 saved w itself, not a copy, together with w's version counter (0). The "
-            "in-place update made it version 1, so the saved value is no longer the one the "
-            "forward pass used; autograd notices the mismatch and raises instead of using either "
-            "value",
-        choices=("error", "old", "new"),
-    ),
-    "l06-predict-second": Prediction(
-        question="does z.backward() work after y.backward()?",
-        answer=_z_after_y_answer,
-        hint="follow z's walk back: which node does it share with y, and what did y's backward "
-             "pass do to that node's saved tensor?",
-        why="z's walk back passes through PowBackward0, whose saved x the first call freed",
+    "l06-predict-forgot": Prediction(
+        question="does the loop that never zeroes settle at the best fit?",
+        answer=_forgot_answer,
+        hint="write down what .grad holds after step t, and think of it as a velocity: what "
+             "would slow it down once the weights pass the best fit?",
+        why="after step t, .grad holds g1 + ... + gt, and each step moves by lr times that sum: "
+            "a velocity that nothing damps. The weights swing through the best fit and back, "
+            "like a ball rolling without friction",
+        choices=("yes", "no"),
     ),
 }

@@ -12,7 +12,7 @@ reached, so the checks count passes with `count_autograd`.
   it.
 
 The predictions run the lesson's experiments again: the pass counts of the
-table, of lesson 05's Jacobian, and of the three functions of Exercise 2.
+table, of lesson 08's Jacobian, and of the three functions of Exercise 2.
 """
 
 from __future__ import annotations
@@ -265,14 +265,14 @@ PREDICTIONS = {
         why="forward mode needs one JVP per input (a column each), reverse mode one VJP per "
             "output (a row each); a loss has 64 inputs and 1 output, so {answer}",
     ),
-    "l14-predict-lesson05": Prediction(
-        question="(reverse passes of lesson 05's jacobian, reverse passes of jacrev, forward "
+    "l14-predict-lesson08": Prediction(
+        question="(reverse passes of lesson 08's jacobian, reverse passes of jacrev, forward "
                  "passes of jacfwd)",
         answer=_lesson05_answer,
         hint="torch.autograd.functional.jacobian (without vectorize=True) runs one VJP per "
              "output element in a Python loop; jacrev and jacfwd batch all their one-hot "
              "vectors with vmap.",
-        why="lesson 05's jacobian loops over the 20 output elements, one backward each; "
+        why="lesson 08's jacobian loops over the 20 output elements, one backward each; "
             "jacrev and jacfwd push all 20 one-hot vectors through at once, as one batched "
             "pass: {answer}",
     ),
