@@ -1,13 +1,35 @@
 """Shortcuts for the exercises of 03-build-your-own-autograd.ipynb
 (see tests/lessons/test_exercises.py).
 
-Exercise 1's rule is the derivative worked out by the learner, so the shortcuts are the
-ways of getting a number for σ'(a) without working it out. Exercise 2's are the ways of
-not writing a second sort.
+Exercise 1's rules are derivatives worked out by the learner, so the shortcuts are the
+ways of getting a number for a local derivative without working it out. Exercise 2's
+are the ways of getting the logits' gradients without the engine running the learner's
+rules. Exercise 3's are the ways of not writing a second sort.
 """
 
-SIGMOID = '''def sigmoid(a):
-    out = Value(1 / (1 + math.exp(-a.data)), (a,), "sigmoid")
+OPS_HEAD = '''def exp(a):
+    out = Value(math.exp(a.data), (a,), "exp")
+
+    def rule():
+        a.grad += out.data * out.grad
+
+    out.backward_rule = rule
+    return out
+
+
+def power(a, k):
+    out = Value(a.data**k, (a,), "power")
+
+    def rule():
+        a.grad += k * a.data ** (k - 1) * out.grad
+
+    out.backward_rule = rule
+    return out
+
+
+'''
+LOG = '''def log(a):
+    out = Value(math.log(a.data), (a,), "log")
 
     def rule():
 {}
@@ -16,68 +38,126 @@ SIGMOID = '''def sigmoid(a):
     return out
 '''
 
+# Exercise 2 built as the solution builds it; the last line replaces the loss's own rule.
+CE = (
+    "def cross_entropy(logits, target):\n"
+    "    counts = [exp(z) for z in logits]\n"
+    "    total = counts[0] + counts[1] + counts[2]\n"
+    "    loss = -log(counts[target] * power(total, -1))\n\n"
+    "    def rule():\n"
+    "        for z in loss_parents(loss):\n"
+    "            z.grad = 0.0  # nothing flows down the graph\n"
+    "{}\n\n"
+    "    loss.backward_rule = rule\n"
+    "    return loss\n\n\n"
+    "def loss_parents(loss):\n"
+    "    return list(loss.parents)\n"
+)
+
 CHEATS = {
-    "l03-sigmoid": [
-        # Central finite differences of σ at a.
+    "l03-ops": [
+        # Central finite differences of log at a.
         (
-            SIGMOID.format(
+            OPS_HEAD + LOG.format(
                 "        h = 1e-6\n"
-                "        up = 1 / (1 + math.exp(-(a.data + h)))\n"
-                "        down = 1 / (1 + math.exp(-(a.data - h)))\n"
-                "        a.grad += (up - down) / (2 * h) * out.grad"
+                "        slope = (math.log(a.data + h) - math.log(a.data - h)) / (2 * h)\n"
+                "        a.grad += slope * out.grad"
             ),
             "numerical estimate",
         ),
         # The package's finite differences.
         (
-            SIGMOID.format(
-                "        (slope,) = bl.numerical_grad(torch.sigmoid, torch.tensor(a.data))\n"
+            OPS_HEAD + LOG.format(
+                "        (slope,) = bl.numerical_grad(torch.log, torch.tensor(a.data))\n"
                 "        a.grad += slope.item() * out.grad"
             ),
             "numerical_grad",
         ),
         # torch's autograd on a one-element tensor.
         (
-            SIGMOID.format(
+            OPS_HEAD + LOG.format(
                 "        t = torch.tensor(a.data, dtype=torch.float64, requires_grad=True)\n"
-                "        torch.sigmoid(t).backward()\n"
+                "        torch.log(t).backward()\n"
                 "        a.grad += t.grad.item() * out.grad"
             ),
             "Tensor.backward",
         ),
         # ... with grad mode switched back on first.
         (
-            SIGMOID.format(
+            OPS_HEAD + LOG.format(
                 "        with torch.enable_grad():\n"
                 "            t = torch.tensor(a.data, dtype=torch.float64, requires_grad=True)\n"
-                "            (g,) = torch.autograd.grad(torch.sigmoid(t), t)\n"
+                "            (g,) = torch.autograd.grad(torch.log(t), t)\n"
                 "        a.grad += g.item() * out.grad"
             ),
             "enable_grad",
         ),
-        # torch's own backward kernel for sigmoid.
+        # A table of log's derivative at the visible check's inputs (seeds 0 to 3 of its
+        # 4 trials): right there, a KeyError on the hidden check's new inputs.
         (
-            SIGMOID.format(
-                "        g = torch.ops.aten.sigmoid_backward(\n"
-                "            torch.tensor(out.grad, dtype=torch.float64),\n"
-                "            torch.tensor(out.data, dtype=torch.float64))\n"
-                "        a.grad += g.item()"
-            ),
-            "backward kernels",
-        ),
-        # A table of σ'(u) for the visible check's inputs (seeds 0 to 3 of its 4 trials):
-        # right there, a KeyError on the hidden check's new inputs.
-        (
-            "from backproplab.lessons.lesson03 import _sigmoid_inputs\n\n"
+            "from backproplab.course.exercises.lesson03 import _op_inputs\n\n"
             "TABLE = {}\n"
             "for k in range(4):\n"
-            "    x, w, b = _sigmoid_inputs(torch.Generator().manual_seed(k))\n"
+            "    x, w, b, _ = _op_inputs(torch.Generator().manual_seed(k))\n"
             "    u = (x * w + b).item()\n"
-            "    s = 1 / (1 + math.exp(-u))\n"
-            "    TABLE[round(u, 9)] = s * (1 - s)\n"
+            "    TABLE[round(u, 9)] = 1 / u\n"
             "\n\n"
-            + SIGMOID.format("        a.grad += TABLE[round(a.data, 9)] * out.grad"),
+            + OPS_HEAD + LOG.format("        a.grad += TABLE[round(a.data, 9)] * out.grad"),
             "raised KeyError",
+        ),
+    ],
+    "l03-softmax-ce": [
+        # torch's F.cross_entropy differentiated by autograd, its gradient put in the logits.
+        (
+            CE.format(
+                "        with torch.enable_grad():\n"
+                "            z = torch.tensor([v.data for v in logits], dtype=torch.float64,\n"
+                "                             requires_grad=True)\n"
+                "            loss_t = torch.nn.functional.cross_entropy(\n"
+                "                z.unsqueeze(0), torch.tensor([target]))\n"
+                "            (g,) = torch.autograd.grad(loss_t, z)\n"
+                "        for v, gi in zip(logits, g.tolist()):\n"
+                "            v.grad += gi * loss.grad"
+            ),
+            "enable_grad",
+        ),
+        # Finite differences of the loss, one logit at a time.
+        (
+            CE.format(
+                "        def f(zs):\n"
+                "            m = sum(math.exp(v) for v in zs)\n"
+                "            return -math.log(math.exp(zs[target]) / m)\n"
+                "        zs, h = [v.data for v in logits], 1e-6\n"
+                "        for i, v in enumerate(logits):\n"
+                "            up = [z + h * (j == i) for j, z in enumerate(zs)]\n"
+                "            down = [z - h * (j == i) for j, z in enumerate(zs)]\n"
+                "            v.grad += (f(up) - f(down)) / (2 * h) * loss.grad"
+            ),
+            "numerical estimate",
+        ),
+        # The package's finite differences of F.cross_entropy.
+        (
+            CE.format(
+                "        z = torch.tensor([v.data for v in logits], dtype=torch.float64)\n"
+                "        (g,) = bl.numerical_grad(lambda t: torch.nn.functional.cross_entropy(\n"
+                "            t.unsqueeze(0), torch.tensor([target])), z)\n"
+                "        for v, gi in zip(logits, g.tolist()):\n"
+                "            v.grad += gi * loss.grad"
+            ),
+            "numerical_grad",
+        ),
+        # torch's own backward kernel for log_softmax.
+        (
+            CE.format(
+                "        z = torch.tensor([[v.data for v in logits]], dtype=torch.float64)\n"
+                "        up = torch.zeros_like(z)\n"
+                "        up[0, target] = -1.0\n"
+                "        g = torch.ops.aten._log_softmax_backward_data(\n"
+                "            up, torch.log_softmax(z, 1), 1, torch.float64)\n"
+                "        for v, gi in zip(logits, g[0].tolist()):\n"
+                "            v.grad += gi * loss.grad"
+            ),
+            "backward kernels",
         ),
     ],
     "l03-topo": [

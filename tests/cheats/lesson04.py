@@ -39,54 +39,45 @@ def mse_grads(x, y, w, b):
     return (w * 0, b * 0)
 '''
 
-LIN_FD = '''def linear_grads(inputs, weight, bias, targets):
-    def loss(weight, bias):
-        return ((inputs @ weight.T + bias - targets) ** 2).mean()
+HUBER_FD = '''def huber_grads(x, y, w, b, delta):
+    def loss(w, b):
+        r = w * x + b - y
+        return torch.where(r.abs() <= delta, 0.5 * r**2, delta * (r.abs() - 0.5 * delta)).mean()
     h = 1e-6
-    gw = torch.zeros_like(weight)
-    for i in range(weight.shape[0]):
-        for j in range(weight.shape[1]):
-            e = torch.zeros_like(weight)
-            e[i, j] = h
-            gw[i, j] = (loss(weight + e, bias) - loss(weight - e, bias)) / (2 * h)
-    gb = torch.zeros_like(bias)
-    for i in range(bias.shape[0]):
-        e = torch.zeros_like(bias)
-        e[i] = h
-        gb[i] = (loss(weight, bias + e) - loss(weight, bias - e)) / (2 * h)
-    return gw, gb
+    return ((loss(w + h, b) - loss(w - h, b)) / (2 * h),
+            (loss(w, b + h) - loss(w, b - h)) / (2 * h))
 '''
-LIN_NUMERICAL = '''def linear_grads(inputs, weight, bias, targets):
+HUBER_NUMERICAL = '''def huber_grads(x, y, w, b, delta):
     return bl.numerical_grad(
-        lambda weight, bias: nn.functional.mse_loss(inputs @ weight.T + bias, targets),
-        weight, bias)
+        lambda w, b: nn.functional.huber_loss(w * x + b, y, delta=delta), w, b)
 '''
-LIN_KERNEL = '''def linear_grads(inputs, weight, bias, targets):
-    out = inputs @ weight.T + bias
-    g = torch.ops.aten.mse_loss_backward(torch.ones((), dtype=out.dtype), out, targets, 1)
-    return g.T @ inputs, g.sum(dim=0)
+HUBER_KERNEL = '''def huber_grads(x, y, w, b, delta):
+    g = torch.ops.aten.huber_loss_backward(torch.ones((), dtype=x.dtype), w * x + b, y, 1, delta)
+    return (g * x).sum(), g.sum()
 '''
-LIN_NODE = '''def linear_grads(inputs, weight, bias, targets):
+HUBER_NODE = '''def huber_grads(x, y, w, b, delta):
     with torch.enable_grad():
-        weight = weight.clone().requires_grad_()
-        bias = bias.clone().requires_grad_()
-        loss = nn.functional.mse_loss(inputs @ weight.T + bias, targets)
-        return loss.grad_fn(torch.ones(()))
+        w = w.clone().requires_grad_()
+        b = b.clone().requires_grad_()
+        loss = nn.functional.huber_loss(w * x + b, y, delta=delta)
+        return torch.autograd.grad(loss, (w, b))
 '''
-LIN_TABLE = '''from backproplab.lessons import find_exercise
+HUBER_TABLE = '''from backproplab.lessons import find_exercise
 
-_exercise = find_exercise("l04-linear")
+_exercise = find_exercise("l04-huber")
 _table = []
 for _seed in range(3):
-    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
-    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
+    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_seed))
+    _inputs = tuple(t.double() if isinstance(t, torch.Tensor) else t for t in _inputs)
+    _table.append((_inputs, _exercise.reference(*(
+        t.clone() if isinstance(t, torch.Tensor) else t for t in _inputs))))
 
 
-def linear_grads(inputs, weight, bias, targets):
-    for known, answer in _table:
-        if known[0].shape == inputs.shape and torch.equal(known[0], inputs):
+def huber_grads(x, y, w, b, delta):
+    for inputs, answer in _table:
+        if inputs[0].shape == x.shape and torch.equal(inputs[0], x):
             return answer
-    return torch.zeros_like(weight), torch.zeros_like(bias)
+    return (w * 0, b * 0)
 '''
 
 CHEATS = {
@@ -97,11 +88,11 @@ CHEATS = {
         (MSE_NODE, "enable_grad"),
         (MSE_TABLE, "hard-coded"),
     ],
-    "l04-linear": [
-        (LIN_FD, "numerical estimate"),
-        (LIN_NUMERICAL, "numerical_grad"),
-        (LIN_KERNEL, "backward kernels"),
-        (LIN_NODE, "enable_grad"),
-        (LIN_TABLE, "hard-coded"),
+    "l04-huber": [
+        (HUBER_FD, "numerical estimate"),
+        (HUBER_NUMERICAL, "numerical_grad"),
+        (HUBER_KERNEL, "backward kernels"),
+        (HUBER_NODE, "enable_grad"),
+        (HUBER_TABLE, "hard-coded"),
     ],
 }

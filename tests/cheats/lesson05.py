@@ -25,38 +25,53 @@ CHEATS = {
             "did not each carry one piece",
         ),
     ],
-    "l05-shared": [
-        ("def shared_grad(w, x1, x2):\n"
-         "    h = 1e-6\n"
-         "    f = lambda v: torch.tanh(v @ x1) + torch.tanh(v @ x2)\n"
-         "    return torch.stack([(f(w + h * e) - f(w - h * e)) / (2 * h)\n"
-         "                        for e in torch.eye(len(w), dtype=w.dtype)])\n",
+    "l05-tied": [
+        # Central finite differences, one entry of W at a time.
+        ("def rnn_grad(W, h0, x1, x2, y):\n"
+         "    def loss(V):\n"
+         "        h2 = torch.tanh(torch.tanh(h0 @ V + x1) @ V + x2)\n"
+         "        return ((h2 - y) ** 2).sum()\n"
+         "    h, out = 1e-6, torch.zeros_like(W)\n"
+         "    for i in range(W.shape[0]):\n"
+         "        for j in range(W.shape[1]):\n"
+         "            E = torch.zeros_like(W)\n"
+         "            E[i, j] = h\n"
+         "            out[i, j] = (loss(W + E) - loss(W - E)) / (2 * h)\n"
+         "    return out\n",
          "numerical estimate"),
-        ("def shared_grad(w, x1, x2):\n"
-         "    return bl.numerical_grad(lambda v: torch.tanh(v @ x1) + torch.tanh(v @ x2), w)[0]\n",
+        # The package's finite differences.
+        ("def rnn_grad(W, h0, x1, x2, y):\n"
+         "    def loss(V):\n"
+         "        h2 = torch.tanh(torch.tanh(h0 @ V + x1) @ V + x2)\n"
+         "        return ((h2 - y) ** 2).sum()\n"
+         "    return bl.numerical_grad(loss, W)[0]\n",
          "numerical_grad"),
-        ("def shared_grad(w, x1, x2):\n"
-         "    one = torch.ones((), dtype=w.dtype)\n"
-         "    return (torch.ops.aten.tanh_backward(one, torch.tanh(w @ x1)) * x1\n"
-         "            + torch.ops.aten.tanh_backward(one, torch.tanh(w @ x2)) * x2)\n",
+        # torch's own backward kernel for tanh in place of tanh'.
+        ("def rnn_grad(W, h0, x1, x2, y):\n"
+         "    h1 = torch.tanh(h0 @ W + x1)\n"
+         "    h2 = torch.tanh(h1 @ W + x2)\n"
+         "    dpre2 = torch.ops.aten.tanh_backward(2 * (h2 - y), h2)\n"
+         "    dpre1 = torch.ops.aten.tanh_backward(W @ dpre2, h1)\n"
+         "    return torch.outer(h1, dpre2) + torch.outer(h0, dpre1)\n",
          "backward kernels"),
-        # The lesson's own cell computes this gradient with autograd: reused as a function.
-        ("def shared_grad(w, x1, x2):\n"
-         "    w_once = w.detach().clone().requires_grad_()\n"
-         "    (torch.tanh(w_once @ x1) + torch.tanh(w_once @ x2)).backward()\n"
-         "    return w_once.grad\n",
-         "Tensor.backward()"),
+        # The lesson's shared-weight cell made a function: autograd, with grad mode back on.
+        ("def rnn_grad(W, h0, x1, x2, y):\n"
+         "    with torch.enable_grad():\n"
+         "        W_once = W.detach().clone().requires_grad_()\n"
+         "        h2 = torch.tanh(torch.tanh(h0 @ W_once + x1) @ W_once + x2)\n"
+         "        ((h2 - y) ** 2).sum().backward()\n"
+         "    return W_once.grad\n",
+         "enable_grad"),
         # A table of the visible check's answers, looked up by the inputs.
         ("from backproplab.lessons import find_exercise\n\n"
-         "_exercise = find_exercise('l05-shared')\n"
+         "_exercise = find_exercise('l05-tied')\n"
          "_table = {}\n"
          "for _k in range(3):\n"
-         "    _made = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
-        "    _inputs = [t.double() for t in _made]\n"
-         "    _table[tuple(tuple(t.tolist()) for t in _inputs)] = _exercise.reference(\n"
-         "        *[t.clone() for t in _inputs])\n\n\n"
-         "def shared_grad(w, x1, x2):\n"
-         "    return _table[tuple(tuple(t.tolist()) for t in (w, x1, x2))]\n",
+         "    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
+         "    _table[tuple(tuple(t.reshape(-1).tolist()) for t in _inputs)] = (\n"
+         "        _exercise.reference(*[t.clone() for t in _inputs]))\n\n\n"
+         "def rnn_grad(W, h0, x1, x2, y):\n"
+         "    return _table[tuple(tuple(t.reshape(-1).tolist()) for t in (W, h0, x1, x2, y))]\n",
          "raised KeyError"),
     ],
 }

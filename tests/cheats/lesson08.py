@@ -53,6 +53,33 @@ MEAN_TABLE = _table("l08-mean-gradient", "last_row_mean_vector(y)",
                     "known[0].shape == y.shape and torch.equal(known[0], y)",
                     "torch.zeros_like(y)")
 
+SHARES_FD = '''def shares_vjp(x, v):
+    def shares(t):
+        return t / t.sum()
+    h = 1e-6
+    out = torch.zeros_like(x)
+    for j in range(len(x)):
+        e = torch.zeros_like(x)
+        e[j] = h
+        out[j] = (v * (shares(x + e) - shares(x - e))).sum() / (2 * h)
+    return out
+'''
+SHARES_NUMERICAL = '''def shares_vjp(x, v):
+    return bl.numerical_grad(lambda t: (v * t / t.sum()).sum(), x)
+'''
+SHARES_NODE = '''def shares_vjp(x, v):
+    with torch.enable_grad():
+        x = x.clone().requires_grad_()
+        return torch.autograd.grad(x / x.sum(), x, v)[0]
+'''
+SHARES_FUNC = '''def shares_vjp(x, v):
+    _, pullback = torch.func.vjp(lambda t: t / t.sum(), x)
+    return pullback(v)[0]
+'''
+SHARES_TABLE = _table("l08-shares-vjp", "shares_vjp(x, v)",
+                      "known[0].shape == x.shape and torch.equal(known[0], x)",
+                      "torch.zeros_like(x)")
+
 # Each row through the engine directly, past Tensor.backward and the counter's names.
 ROWS_ENGINE = '''def jacobian_by_rows(g, x):
     from torch.autograd import Variable
@@ -185,41 +212,6 @@ GATHER_TABLE = _table("l08-gather", "gather_grad(x, dim, index, g)",
                       "known[0].shape == x.shape and torch.equal(known[0], x)",
                       "torch.zeros_like(x)")
 
-_GAP = '''class SquaredGap(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return (a - b) ** 2
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        a, b = ctx.saved_tensors
-{}
-'''
-# backward asks autograd for its own answer.
-GAP_NODE = _GAP.format('''        with torch.enable_grad():
-            a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
-            return torch.autograd.grad((a - b) ** 2, (a, b), grad_output)''')
-# backward by central differences of its own.
-GAP_FD = _GAP.format('''        def loss(a, b):
-            return (((a - b) ** 2) * grad_output).sum()
-        h = 1e-6
-        grads = []
-        for k, t in enumerate((a, b)):
-            d = torch.zeros_like(t)
-            flat = d.reshape(-1)
-            for i in range(t.numel()):
-                e = torch.zeros(t.numel(), dtype=t.dtype)
-                e[i] = h
-                up, down = [a, b], [a, b]
-                up[k], down[k] = t + e.reshape(t.shape), t - e.reshape(t.shape)
-                flat[i] = (loss(*up) - loss(*down)) / (2 * h)
-            grads.append(d)
-        return tuple(grads)''')
-# backward estimated numerically.
-GAP_NUMERICAL = _GAP.format(
-    "        return bl.numerical_grad(lambda a, b: (((a - b) ** 2) * grad_output).sum(), a, b)")
-
 CHEATS = {
     "l08-mean-gradient": [
         (MEAN_FD, "numerical estimate"),
@@ -230,6 +222,13 @@ CHEATS = {
     "l08-jacobian-rows": [
         (ROWS_ENGINE, "backward calls only"),
         (ROWS_VMAP, "backward calls only"),
+    ],
+    "l08-shares-vjp": [
+        (SHARES_FD, "numerical estimate"),
+        (SHARES_NUMERICAL, "numerical_grad"),
+        (SHARES_NODE, "enable_grad"),
+        (SHARES_FUNC, "torch.func.vjp"),
+        (SHARES_TABLE, "hard-coded"),
     ],
     "l08-softmax-vjp": [
         (SOFTMAX_FD, "numerical estimate"),
@@ -255,10 +254,5 @@ CHEATS = {
         (GATHER_NUMERICAL, "numerical_grad"),
         (GATHER_NODE, "enable_grad"),
         (GATHER_TABLE, "hard-coded"),
-    ],
-    "l08-broadcast-function": [
-        (GAP_NODE, "enable_grad"),
-        (GAP_FD, "numerical estimate"),
-        (GAP_NUMERICAL, "numerical_grad"),
     ],
 }

@@ -28,7 +28,7 @@ BCE_NODE = '''def dlogits_bce(z, y):
         loss = F.binary_cross_entropy_with_logits(z, y)
         return loss.grad_fn(torch.ones((), dtype=z.dtype))
 '''
-# Part 2's worked route: ask autograd for dL/dz.
+# Asking autograd for dL/dz with torch.autograd.grad.
 BCE_WORKED = '''def dlogits_bce(z, y):
     z = z.requires_grad_()
     (dz,) = torch.autograd.grad(F.binary_cross_entropy_with_logits(z, y), z)
@@ -92,6 +92,55 @@ def dlogits_sigmoid_mse(z, y):
     return torch.zeros_like(z)
 '''
 
+MLP_LOSS = '''    def loss(W1, b1, W2, b2):
+        return F.binary_cross_entropy_with_logits(torch.tanh(xs @ W1 + b1) @ W2 + b2, ys)
+'''
+MLP_FD = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+''' + MLP_LOSS + '''    params = [W1, b1, W2, b2]
+    grads = []
+    for k, t in enumerate(params):
+        g = torch.zeros_like(t).view(-1)
+        for i in range(t.numel()):
+            e = torch.zeros_like(t).view(-1)
+            e[i] = 1e-6
+            up = [q + e.view(q.shape) if j == k else q for j, q in enumerate(params)]
+            down = [q - e.view(q.shape) if j == k else q for j, q in enumerate(params)]
+            g[i] = (loss(*up) - loss(*down)) / 2e-6
+        grads.append(g.view(t.shape))
+    return tuple(grads)
+'''
+MLP_NUMERICAL = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+''' + MLP_LOSS + '''    return bl.numerical_grad(loss, W1, b1, W2, b2)
+'''
+MLP_KERNEL = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+    h = torch.tanh(xs @ W1 + b1)
+    z = h @ W2 + b2
+    dz = (torch.sigmoid(z) - ys) / z.numel()
+    da = torch.ops.aten.tanh_backward(dz @ W2.T, h)
+    return xs.T @ da, da.sum(dim=0), h.T @ dz, dz.sum(dim=0)
+'''
+MLP_NODE = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+    with torch.enable_grad():
+        params = [t.clone().requires_grad_() for t in (W1, b1, W2, b2)]
+        z = torch.tanh(xs @ params[0] + params[1]) @ params[2] + params[3]
+        return torch.autograd.grad(F.binary_cross_entropy_with_logits(z, ys), params)
+'''
+MLP_TABLE = '''from backproplab.lessons import find_exercise
+
+_exercise = find_exercise("l09-mlp")
+_table = []
+for _seed in range(3):
+    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
+    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
+
+
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    for known, answer in _table:
+        if known[0].shape == xs.shape and torch.equal(known[0], xs):
+            return answer
+    return tuple(torch.zeros_like(t) for t in (W1, b1, W2, b2))
+'''
+
 CHEATS = {
     "l09-bce": [
         (BCE_FD, "numerical estimate"),
@@ -107,5 +156,12 @@ CHEATS = {
         (MSE_KERNEL, "backward kernels"),
         (MSE_NODE, "enable_grad"),
         (MSE_TABLE, "hard-coded"),
+    ],
+    "l09-mlp": [
+        (MLP_FD, "numerical estimate"),
+        (MLP_NUMERICAL, "numerical_grad"),
+        (MLP_KERNEL, "backward kernels"),
+        (MLP_NODE, "enable_grad"),
+        (MLP_TABLE, "hard-coded"),
     ],
 }

@@ -1,26 +1,12 @@
 """Shortcuts around the checks of 13-higher-order-gradients.ipynb; each must fail its check.
 
-The exercises are method checks (autograd is the point), so the shortcuts are
-tables of the visible check's inputs and full Hessians dressed up as two passes.
+The first two exercises are method checks (autograd is the point), so their shortcuts are
+tables of the visible check's inputs; the third is by hand, so its shortcuts are a numerical
+estimate, autograd in its forms, torch's backward kernels and a table.
 """
 
 # Answers for the inputs of the visible check (seed 0; seeds 1 and 2 too), made
 # with the lesson module's own input makers, looked up by the points' values.
-NTH_TABLE = '''import torch
-from backproplab.lessons import lesson13 as _l07
-
-_TABLE = {}
-for _seed in (0, 1, 2):
-    _gen = torch.Generator().manual_seed(_seed)
-    for _degree, _n in _l07._orders(_gen):
-        _coefs, _points = _l07._polynomial(_gen, _degree)
-        _TABLE[(tuple(_points.tolist()), _n)] = _l07.poly_derivative(_coefs, _points, _n)
-
-
-def nth_derivative(f, x, n):
-    return _TABLE.get((tuple(x.tolist()), n), torch.zeros_like(x))
-'''
-
 NEWTON_TABLE = '''import torch
 from backproplab.lessons import lesson13 as _l07
 
@@ -37,30 +23,94 @@ def newton_step(f, x):
     return _TABLE.get(tuple(x.tolist()), torch.zeros_like(x))
 '''
 
-# Full Hessians that the pass counter sees as one or two passes.
-FUNC_HESSIAN = '''def penalty_grad(f, x):
-    H = torch.func.hessian(f)(x)
-    return 2 * H @ torch.func.grad(f)(x)
+# The visible check's critics looked up by their inputs; zeros for anything else.
+PENALTY_TABLE = '''import torch
+from backproplab.lessons import lesson13 as _l13
+
+_TABLE = {}
+for _seed in (0, 1, 2):
+    _gen = torch.Generator().manual_seed(_seed)
+    for _ in range(2):
+        _label, _f, _x, _w = _l13._critic(_gen)
+        _TABLE[str(_x.tolist())] = _l13._penalty_grads(_f, _x, _w, "x", "w")
+
+
+def penalty_grad(f, x, w):
+    return _TABLE.get(str(x.tolist()), torch.zeros_like(w))
 '''
 
-VECTORIZED_HESSIAN = '''def penalty_grad(f, x):
-    H = torch.autograd.functional.hessian(f, x, vectorize=True)
-    x = x.detach().requires_grad_()
-    (g,) = torch.autograd.grad(f(x), x)
-    return 2 * H @ g
+# The mixed block of the Hessian built with jacrev, in one call the pass counter may miss.
+PENALTY_JACREV = '''def penalty_grad(f, x, w):
+    grad_x = torch.func.grad(f, argnums=0)
+    mixed = torch.func.jacrev(grad_x, argnums=1)(x, w)
+    return 2 * torch.einsum("ij,ijkl->kl", grad_x(x, w), mixed)
 '''
 
-JACREV_OF_GRAD = '''def penalty_grad(f, x):
-    H = torch.func.jacrev(torch.func.grad(f))(x)
-    return 2 * H @ torch.func.grad(f)(x)
+PENALTY_VECTORIZED = '''def penalty_grad(f, x, w):
+    H = torch.autograd.functional.hessian(f, (x, w), vectorize=True)
+    g = torch.func.grad(f, argnums=0)(x, w)
+    return 2 * torch.einsum("ij,ijkl->kl", g, H[0][1])
+'''
+
+# The gradient derived by hand, then differentiated along V numerically: a central
+# difference of the hand-written gradient (a numerical estimate, not a derivation).
+GRADIENT_DIFFERENCE = '''def hvp(x, W, a, V):
+    def grad(Wt):
+        T = torch.tanh(x @ Wt)
+        return x.T @ ((1 - T**2) * a)
+
+    h = 1e-5
+    return (grad(W + h * V) - grad(W - h * V)) / (2 * h)
+'''
+
+# torch.func's forward-over-reverse Hessian-vector product.
+FUNC_JVP = '''def hvp(x, W, a, V):
+    grad = torch.func.grad(lambda Wt: (torch.tanh(x @ Wt) @ a).sum())
+    return torch.func.jvp(grad, (W,), (V,))[1]
+'''
+
+# Grad mode switched back on around double backward.
+ENABLE_GRAD = '''def hvp(x, W, a, V):
+    with torch.enable_grad():
+        W = W.detach().requires_grad_()
+        (g,) = torch.autograd.grad((torch.tanh(x @ W) @ a).sum(), W, create_graph=True)
+        return torch.autograd.grad(g, W, grad_outputs=V)[0].detach()
+'''
+
+# torch's tanh backward kernel for tanh', and its double-backward kernel for tanh''.
+KERNEL = '''def hvp(x, W, a, V):
+    T = torch.tanh(x @ W)
+    T_dot = torch.ops.aten.tanh_backward(x @ V, T)
+    return x.T @ (-2 * T * T_dot * a)
+'''
+
+# A table of the visible check's answers (seeds 0..2), looked up by the inputs.
+HVP_TABLE = '''import torch
+from backproplab.lessons import find_exercise
+
+_exercise = find_exercise("l13-hvp-by-hand")
+_table = {}
+for _k in range(3):
+    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))
+    _table[str(_inputs[0].tolist())] = _exercise.reference(*_inputs)
+
+
+def hvp(x, W, a, V):
+    return _table[str(x.tolist())]
 '''
 
 CHEATS = {
-    "l13-third-derivative": [(NTH_TABLE, "mismatch")],
+    "l13-weight-penalty": [
+        (PENALTY_TABLE, "mismatch"),
+        (PENALTY_JACREV, "full Hessian"),
+        (PENALTY_VECTORIZED, "full Hessian"),
+    ],
     "l13-newton-step": [(NEWTON_TABLE, "mismatch")],
-    "l13-penalty": [
-        (FUNC_HESSIAN, "full Hessian"),
-        (VECTORIZED_HESSIAN, "full Hessian"),
-        (JACREV_OF_GRAD, "full Hessian"),
+    "l13-hvp-by-hand": [
+        (GRADIENT_DIFFERENCE, "numerical estimate"),
+        (FUNC_JVP, "torch.func.jvp"),
+        (ENABLE_GRAD, "enable_grad"),
+        (KERNEL, "backward kernels"),
+        (HVP_TABLE, "raised KeyError"),
     ],
 }

@@ -142,6 +142,76 @@ class Tanh(torch.autograd.Function):
         return grad_output * local
 '''
 
+_GAP = '''class SquaredGap(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return (a - b) ** 2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+{}
+'''
+# backward asks autograd for its own answer.
+GAP_NODE = _GAP.format('''        with torch.enable_grad():
+            a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
+            return torch.autograd.grad((a - b) ** 2, (a, b), grad_output)''')
+# backward by central differences of its own.
+GAP_FD = _GAP.format('''        def loss(a, b):
+            return (((a - b) ** 2) * grad_output).sum()
+        h = 1e-6
+        grads = []
+        for k, t in enumerate((a, b)):
+            d = torch.zeros_like(t)
+            flat = d.reshape(-1)
+            for i in range(t.numel()):
+                e = torch.zeros(t.numel(), dtype=t.dtype)
+                e[i] = h
+                up, down = [a, b], [a, b]
+                up[k], down[k] = t + e.reshape(t.shape), t - e.reshape(t.shape)
+                flat[i] = (loss(*up) - loss(*down)) / (2 * h)
+            grads.append(d)
+        return tuple(grads)''')
+# backward estimated numerically.
+GAP_NUMERICAL = _GAP.format(
+    "        return bl.numerical_grad(lambda a, b: (((a - b) ** 2) * grad_output).sum(), a, b)")
+
+_LSE = '''class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        m = x.amax(dim=-1, keepdim=True)
+        out = m.squeeze(-1) + torch.log(torch.exp(x - m).sum(dim=-1))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, out = ctx.saved_tensors
+{}
+'''
+# backward asks autograd for torch's own logsumexp gradient.
+LSE_NODE = _LSE.format('''        with torch.enable_grad():
+            xx = x.detach().requires_grad_()
+            return torch.autograd.grad(torch.logsumexp(xx, -1), xx, grad_output)[0]''')
+# backward estimated numerically.
+LSE_NUMERICAL = _LSE.format(
+    "        return bl.numerical_grad(\n"
+    "            lambda t: (torch.logsumexp(t, -1) * grad_output).sum(), x)[0]")
+# backward by central differences of its own, entry by entry.
+LSE_FD = _LSE.format('''        h, flat = 1e-6, x.reshape(-1)
+        grad = torch.zeros_like(flat)
+        for i in range(flat.numel()):
+            e = torch.zeros_like(flat)
+            e[i] = h
+            up = (torch.logsumexp((flat + e).reshape(x.shape), -1) * grad_output).sum()
+            down = (torch.logsumexp((flat - e).reshape(x.shape), -1) * grad_output).sum()
+            grad[i] = (up - down) / (2 * h)
+        return grad.reshape(x.shape)''')
+# torch.func's grad inside backward.
+LSE_FUNC = _LSE.format(
+    "        return torch.func.grad(lambda t: (torch.logsumexp(t, -1) * grad_output).sum())(x)")
+
 CHEATS = {
     "l15-power-mix": [
         (POWER_FD, "numerical estimate"),
@@ -157,5 +227,16 @@ CHEATS = {
         (TANH_COMPLEX, "complex"),
         (TANH_RICHARDSON, "numerical estimate"),
         (TANH_TABLE, "mismatch"),
+    ],
+    "l15-broadcast-function": [
+        (GAP_NODE, "enable_grad"),
+        (GAP_FD, "numerical estimate"),
+        (GAP_NUMERICAL, "numerical_grad"),
+    ],
+    "l15-logsumexp": [
+        (LSE_NODE, "enable_grad"),
+        (LSE_NUMERICAL, "numerical_grad"),
+        (LSE_FD, "numerical estimate"),
+        (LSE_FUNC, "torch.func.grad"),
     ],
 }

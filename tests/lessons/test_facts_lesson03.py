@@ -1,9 +1,12 @@
-"""Lesson 03's corrected facts, read from the stored outputs, so an edit cannot bring the
-old claims back: the engine's backward accumulates into leaves like torch's, a network
-of Neuron/Layer/MLP modules needs zero_grad, tanh built from pieces equals the tanh node,
-the XOR curve matches torch's to 1e-9. Also: the sigmoid check names each slip and no
-one-trial diagnosis (tests/wrong_answers/lesson03.py, MUST_NOT), and the topological-sort
-check recognises the lesson's sort as it is written in the notebook.
+"""Lesson 03's facts, read from the stored outputs, so an edit cannot bring the old
+claims back: the engine's backward accumulates into leaves like torch's, a network of
+Neuron/Layer/MLP modules zeroes its gradients before each step, XOR is introduced here
+(the task that needs a hidden layer) and its curve matches torch's to 1e-9, and the
+forgotten-zeroing demo lives in lesson 06, not here. Also: the new-operations and
+cross-entropy checks name each slip and no one-trial diagnosis
+(tests/wrong_answers/lesson03.py, MUST_NOT), tanh built from the learner's pieces must
+equal the tanh node, and the topological-sort check recognises the lesson's sort as it
+is written in the notebook.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pytest
 from stored import flat_text as _text
 
 import backproplab as bl
-from backproplab.lessons import lesson03
+from backproplab.course.exercises import lesson03
 
 ROOT = Path(__file__).parents[2]
 NOTEBOOK = ROOT / "notebooks" / "03-build-your-own-autograd.ipynb"
@@ -44,12 +47,21 @@ def test_the_hand_run_pass_equals_the_rules(cells):
     assert "same as by hand: True" in _text(cells["l03-46"])
 
 
-def test_tanh_from_pieces_equals_the_tanh_node(cells):
-    out = _text(cells["l03-52"])
-    assert "largest gradient difference: below 1e-15" in out
-    nodes = [int(n) for n in re.findall(r"(\d+) nodes", out)]
-    assert nodes == [10, 20]
-    assert "from 20 nodes instead of 10" in cells["l03-53"].source
+def test_tanh_from_pieces_is_checked_against_the_tanh_node(cells):
+    out = _text(cells["l03-36"])
+    assert "tanh from your exp and power: the same value and gradients as the engine's" in out
+    space = _engine()
+    exec(_solution_ops(), space)
+    assert lesson03._tanh_from_pieces(space["exp"], space["power"], space["Value"],
+                                      space["backward"], space["tanh"], 0) is None
+    # an exp whose rule is off by e^a on the second path only shows up in the composite
+    wrong_exp = WRONG.OP.format(name="exp", args="a", value="math.exp(a.data)",
+                                rule="a.grad += 2 * out.data * out.grad")
+    exec(wrong_exp, space)
+    report = lesson03._tanh_from_pieces(space["exp"], space["power"], space["Value"],
+                                        space["backward"], space["tanh"], 0)
+    assert report is not None and not report.ok
+    assert "the engine's tanh node gives" in " ".join(str(report).split())
 
 
 def test_the_mlp_has_modules_and_zero_grad(cells):
@@ -68,14 +80,29 @@ def test_xor_matches_torch_to_1e_9(cells):
     exponent = int(found.group(2) or found.group(4))
     assert exponent >= 9
     assert "our engine: loss 0.9213 -> 0.000276" in _text(cells["l03-30"])
+    assert "0.9213 down to 0.000276" in cells["l03-40"].source  # the recap's numbers
 
 
-def test_forgetting_zero_grad_stalls(cells):
-    out = _text(cells["l03-60"])
-    final = float(re.search(r"-> ([\d.]+)", out).group(1))
-    assert final > 100 * 0.000276
-    assert "the answer is 'higher'" in _text(cells["l03-59"])
-    assert "0.24" in cells["l03-40"].source  # the recap's number
+def test_xor_is_introduced_here_as_the_task_that_needs_a_hidden_layer(cells):
+    table = _text(cells["l03-64"])
+    for row in ("(0, 0) -> target 0", "(0, 1) -> target 1", "(1, 0) -> target 1",
+                "(1, 1) -> target 0"):
+        assert row in table
+    assert "bl.data.xor_data()" in cells["l03-64"].source
+    why = cells["l03-65"].source
+    assert "no straight line" in why and "hidden layer" in why
+    assert "p.data -= LR * p.grad" in why  # the first training loop's update, explained
+    # the trained network's output over the square, drawn
+    assert any("image/png" in o.get("data", {}) for o in cells["l03-69"].outputs)
+    assert "model([a, b])" in cells["l03-69"].source
+
+
+def test_the_forgotten_zeroing_is_not_demonstrated_here(cells):
+    """Forgetting to zero is lesson 06's: the engine keeps zero_grad() for its training only."""
+    assert "l03-predict-forgot" not in lesson03.PREDICTIONS
+    text = "\n".join(c.source for c in cells.values())
+    assert "zero_grad() forgotten" not in text and "forgot_guess" not in text
+    assert "0.24" not in cells["l03-40"].source
 
 
 def test_predictions_are_registered_and_revealed(cells):
@@ -102,6 +129,11 @@ def _engine():
     return space
 
 
+def _solution_ops():
+    """Exercise 1's solution cell (exp, log, power)."""
+    return WRONG.ops()
+
+
 def _wrong():
     path = ROOT / "tests" / "wrong_answers" / "lesson03.py"
     spec = importlib.util.spec_from_file_location("wrong_lesson12_facts", path)
@@ -113,36 +145,66 @@ def _wrong():
 WRONG = _wrong()
 
 
-@pytest.mark.parametrize("k", range(len(WRONG.WRONG["l03-sigmoid"])))
-def test_sigmoid_slips_are_named_and_nothing_else(k):
-    """Each wrong sigmoid gets its own diagnosis on the visible and the hidden seed, and
+def _ops_answer(space):
+    return tuple(space[k] for k in ("exp", "log", "power", "Value", "backward", "tanh"))
+
+
+@pytest.mark.parametrize("k", range(len(WRONG.WRONG["l03-ops"])))
+def test_op_slips_are_named_and_nothing_else(k):
+    """Each wrong rule gets its own diagnosis on the visible and the hidden seed, and
     none of the fragments listed in MUST_NOT."""
-    source, fragment = WRONG.WRONG["l03-sigmoid"][k]
-    forbidden = WRONG.MUST_NOT.get(("l03-sigmoid", k), ())
+    source, fragment = WRONG.WRONG["l03-ops"][k]
+    forbidden = WRONG.MUST_NOT.get(("l03-ops", k), ())
     for seed in (0, 1207):
         space = _engine()
         exec(source, space)
         with pytest.raises(AssertionError) as info:
-            bl.check_exercise("l03-sigmoid", (space["sigmoid"], space["Value"],
-                                              space["backward"]), seed=seed)
+            bl.check_exercise("l03-ops", _ops_answer(space), seed=seed)
         message = " ".join(str(info.value).split())
         assert fragment.lower() in message.lower(), message
         for bad in forbidden:
             assert bad.lower() not in message.lower(), message
 
 
+@pytest.mark.parametrize("k", range(len(WRONG.WRONG["l03-softmax-ce"])))
+def test_cross_entropy_slips_are_named_and_nothing_else(k):
+    source, fragment = WRONG.WRONG["l03-softmax-ce"][k]
+    forbidden = WRONG.MUST_NOT.get(("l03-softmax-ce", k), ())
+    for seed in (0, 2113):
+        space = _engine()
+        exec(_solution_ops(), space)
+        exec(source, space)
+        with pytest.raises(AssertionError) as info:
+            bl.check_exercise("l03-softmax-ce", (space["cross_entropy"], space["Value"],
+                                                 space["backward"]), seed=seed)
+        message = " ".join(str(info.value).split())
+        assert fragment.lower() in message.lower(), message
+        for bad in forbidden:
+            assert bad.lower() not in message.lower(), message
+
+
+def test_the_checks_pass_the_solutions():
+    space = _engine()
+    exec(_solution_ops(), space)
+    exec(WRONG.CE.format("return -log(prob)"), space)
+    for seed in (0, 1207, 31):
+        bl.check_exercise("l03-ops", _ops_answer(space), seed=seed)
+        bl.check_exercise("l03-softmax-ce", (space["cross_entropy"], space["Value"],
+                                             space["backward"]), seed=seed)
+
+
 def test_the_worst_entry_says_which_gradient_it_is():
     """Exercise 1's answer is three gradients; the worst entry names the one it is in."""
-    source = WRONG.WRONG["l03-sigmoid"][0][0]  # = instead of +=
+    source = WRONG.WRONG["l03-ops"][4][0]  # = instead of += in exp
     for seed in (0, 1207):
         space = _engine()
         exec(source, space)
         with pytest.raises(AssertionError) as info:
-            bl.check_exercise("l03-sigmoid", (space["sigmoid"], space["Value"],
-                                              space["backward"]), seed=seed)
+            bl.check_exercise("l03-ops", _ops_answer(space), seed=seed)
         message = " ".join(str(info.value).split())
-        assert re.search(r"worst entry \[(\d)\] \(([xwb])\.grad\)", message), message
-        index, name = re.search(r"worst entry \[(\d)\] \(([xwb])\.grad\)", message).groups()
+        found = re.search(r"worst entry \[(\d)\] \(([xwb])\.grad\)", message)
+        assert found, message
+        index, name = found.groups()
         assert "xwb"[int(index)] == name, message
 
 

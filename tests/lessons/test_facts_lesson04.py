@@ -1,7 +1,7 @@
 """Lesson 04's fixed facts, read from the stored notebook: the learning-rate slider comes only
 after the divergence prediction is revealed (it used to come first, showing the answer), the
-stored numbers behind the predictions and the threshold, and the linear-layer backward is
-asked here (and not again in lesson 09)."""
+stored numbers behind the predictions and the threshold, and the lesson stays with the two
+numbers w and b: no matrix rules (they come after it), its transfer exercise a Huber loss."""
 
 from __future__ import annotations
 
@@ -43,8 +43,18 @@ def test_the_numbers_behind_the_predictions(nb):
     assert "largest stable lr: 0.0278" in threshold
 
 
-def test_the_linear_layer_backward_is_asked_here(nb):
+def test_scalar_w_and_b_only(nb):
     ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
-    assert "l04-linear" in ids
-    task = next(c.source for c in nb.cells if "Exercise 2" in c.source)
-    assert "lesson 08" in task  # the rules are pointed to, not derived again
+    assert "l04-linear" not in ids and "l04-huber" in ids
+    text = " ".join(c.source for c in nb.cells)
+    assert "lesson 08" not in text and "dL/dweight" not in text  # no linear-layer backward
+
+
+def test_the_huber_forward_is_torchs(nb):
+    """The worked cell computes the loss from its two pieces; both numbers agree, and some
+    points lie beyond delta (so the exercise's two pieces both matter on the lesson's data)."""
+    out = _text(nb.cells[_index(nb, "nn.functional.huber_loss(fitted, y, delta=delta)")])
+    found = re.search(r"torch ([\d.]+), from the pieces ([\d.]+)", out)
+    assert found and found[1] == found[2]
+    beyond = re.search(r"beyond delta = 1.0: (\d+) of 100", out)
+    assert beyond and 0 < int(beyond[1]) < 100

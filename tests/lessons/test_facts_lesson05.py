@@ -59,3 +59,29 @@ def test_accumulation_is_in_place_only_without_create_graph():
     prose = "".join(BY_ID["l05-39"]["source"])
     assert "in place" in prose and "create_graph=True" in prose and "new" in prose
     assert "x.grad += incoming" not in PROSE  # the old, unqualified claim
+
+
+def test_no_pointer_forward_and_create_graph_said_in_one_sentence():
+    """Lesson 05 comes before zeroing (06) and higher order (13): it names neither."""
+    assert "lesson 06" not in PROSE and "lesson 13" not in PROSE and "next lesson" not in PROSE
+    assert "set to `None`" in "".join(BY_ID["l05-08"]["source"])
+    prose = "".join(BY_ID["l05-39"]["source"])
+    assert "records its own computations as a graph" in prose
+
+
+def test_the_tied_weight_gradient_has_one_term_per_use():
+    """The exercise's reference is autograd; the two-term formula of the solution equals it,
+    and either term alone does not (so 'only one use counted' is a real slip)."""
+    import torch
+
+    from backproplab.course.exercises import lesson05
+
+    inputs = lesson05._rnn_inputs(torch.Generator().manual_seed(11))
+    want = lesson05._rnn_reference(*[t.clone() for t in inputs])
+    both = lesson05._rnn_slip()(*inputs)
+    assert torch.allclose(both, want, rtol=1e-13, atol=1e-13)
+    for one in (lesson05._rnn_slip(step1=False), lesson05._rnn_slip(step2=False)):
+        assert not torch.allclose(one(*inputs), want, rtol=1e-6, atol=1e-6)
+    source = "".join(BY_ID["l05-tied"]["source"])
+    assert "torch.outer(h1, dpre2)" in source and "torch.outer(h0, dpre1)" in source
+    assert "l05-shared" not in json.dumps(CELLS)

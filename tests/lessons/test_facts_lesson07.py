@@ -1,14 +1,14 @@
-"""Lesson 07's corrected facts, read from the stored outputs, so that an edit cannot bring
-back the old claims: saved tensors dominate a training step's memory only at large batches,
-and retain_graph=True does not protect a saved tensor changed in place."""
+"""Lesson 07's facts, read from the stored outputs, so that an edit cannot bring back the old
+claims: retain_graph=True does not protect a saved tensor changed in place, and the memory
+measurements live in lesson 12, not here."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 from stored import output_text as _text
 
 LESSON = Path(__file__).parents[2] / "notebooks" / "07-retain-graph.ipynb"
@@ -19,48 +19,10 @@ def cells() -> dict[str, nbformat.NotebookNode]:
     return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
 
 
-
-
-def _memory_table(cells) -> dict[int, list[int]]:
-    """batch -> [parameters, gradients, Adam state, saved] bytes, from the stored table."""
-    rows = {}
-    for line in _text(cells["l07-46"]).splitlines():
-        numbers = re.findall(r"[\d,]+(?=\s|%|$)", line)
-        if line.strip() and line.split()[0].isdigit():
-            values = [int(n.replace(",", "")) for n in numbers]
-            rows[values[0]] = values[1:5]
-    return rows
-
-
-def test_saved_tensors_are_a_sliver_at_batch_one(cells):
-    rows = _memory_table(cells)
-    params, grads, state, saved = rows[1]
-    assert grads == params and state >= 2 * params  # counted from the tensors themselves
-    assert saved < 0.01 * (params + grads + state)
-
-
-def test_saved_tensors_dominate_at_large_batch(cells):
-    rows = _memory_table(cells)
-    params, grads, state, saved = rows[max(rows)]
-    assert saved > params + grads + state
-    # Saved bytes grow with the batch, the rest does not.
-    assert rows[max(rows)][:3] == rows[1][:3]
-    assert rows[max(rows)][3] == max(rows) * rows[1][3]
-
-
-def test_prose_quotes_the_computed_bytes(cells):
-    rows = _memory_table(cells)
-    prose = cells["l07-48"].source
-    fixed = sum(rows[1][:3])
-    assert f"{fixed:,}" in prose and f"{rows[1][3]:,}" in prose
-    for batch, (p, g, s, saved) in rows.items():
-        share = round(100 * saved / (p + g + s + saved))
-        if batch >= 256:
-            assert f"{share}%" in prose, (batch, share)
-
-
-def test_the_unconditional_claim_is_gone(cells):
+def test_the_memory_measurements_live_in_lesson_12(cells):
+    """Saved memory against batch size is measured in lesson 12; 07 keeps no table of its own."""
     for cell in cells.values():
+        assert "saved_memory" not in cell.source and "Adam state" not in cell.source
         if cell.cell_type == "markdown":
             assert "most of the memory a training step uses" not in cell.source
 
@@ -73,3 +35,25 @@ def test_retain_graph_does_not_protect_against_in_place_changes(cells):
     assert "RuntimeError" in error and "modified by an inplace operation" in error
     assert "is at version 1; expected version 0" in error
     assert "retain_graph=True" in cells["l07-41"].source
+
+
+def test_the_two_pass_step_leaves_what_one_pass_gives(cells):
+    """The exercise's two-pass step on section 4's y = x**2, z = y * x at x = 2: main's
+    gradient 4 divided by main's value 4, plus z's 12."""
+    assert "two passes: x.grad = tensor(13.)" in _text(cells["l07-45"])
+    x = torch.tensor(2.0, requires_grad=True)
+    y = x**2
+    (y / y.item() + y * x).backward()
+    assert x.grad.item() == 13.0
+    solution = cells["l07-one-backward"].source
+    assert solution.count(".backward(") == 1 and "retain_graph" not in solution
+
+
+def test_the_two_player_step_is_stopped_by_the_version_counter(cells):
+    """Exercise 3's broken step: A's in-place step before loss_b's backward raises, the
+    version error of section 3, not the freed-graph error of section 1."""
+    assert "raises-exception" in cells["l07-47"].metadata.get("tags", [])
+    error = _text(cells["l07-47"])
+    assert "modified by an inplace operation" in error
+    assert "is at version 1; expected version 0" in error
+    assert "second time" not in error

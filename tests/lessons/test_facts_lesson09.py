@@ -26,7 +26,7 @@ def cells() -> dict[str, nbformat.NotebookNode]:
 def _init_table(cells) -> dict[tuple[str, str], tuple[float, float]]:
     """(activation, init) -> (first layer, last hidden) mean |weight grad|, as printed."""
     rows = {}
-    for line in _text(cells["k-3"]).splitlines():
+    for line in _text(cells["l09-38"]).splitlines():
         found = re.match(rf"\s*(Sigmoid|Tanh|ReLU)\s+(std 0\.01|Xavier|Kaiming)\s+({NUMBER})"
                          rf"\s+({NUMBER})\s*$", line)
         if found:
@@ -47,10 +47,10 @@ def test_std_001_spares_the_sigmoids_last_layer(cells):
     assert xavier_last / 2 < last < xavier_last * 2  # the same size as Xavier's
     assert first < 1e-15  # about 1e-17: the first layer gets nothing
     # The prose and the recap quote these numbers.
-    for cid in ("m-5", "l09-44"):
+    for cid in ("l09-40", "l09-44"):
         prose = cells[cid].source
         assert "2.0e-02" in prose and "2.3e-02" in prose, cid
-    assert "2.9e-17" in cells["m-5"].source and f"{first:.1e}" == "2.9e-17"
+    assert "2.9e-17" in cells["l09-40"].source and f"{first:.1e}" == "2.9e-17"
 
 
 def test_std_001_starves_tanh_and_relu_everywhere(cells):
@@ -94,7 +94,7 @@ def test_the_prediction_asks_the_corrected_fact(cells):
 
 
 def test_the_legend_sits_beside_the_bars(cells):
-    assert "bbox_to_anchor=(1.01, 1)" in cells["k-4"].source
+    assert "bbox_to_anchor=(1.01, 1)" in cells["l09-39"].source
     assert "bbox_to_anchor=(1.01, 1)" in cells["l09-13"].source
 
 
@@ -105,3 +105,16 @@ def test_one_linear_layer_exercise_and_the_bce_gradient_is_derived(cells):
     worked = " ".join(c.source for c in cells.values()
                       if c.cell_type == "code" and not c.metadata.get("nbgrader"))
     assert "torch.sigmoid(z) - ys" not in worked  # Part 2 no longer hands out dL/dz
+
+
+def test_the_xor_backward_is_the_learners_to_write(cells):
+    """Part 2 shows the forward pass and the loss only; the backward is Exercise 3 (no worked
+    cell computes a weight gradient by hand), and XOR and tanh' point back to their homes."""
+    assert cells["l09-mlp"].metadata["nbgrader"]["solution"]
+    worked = " ".join(c.source for c in cells.values()
+                      if c.cell_type == "code" and "nbgrader" not in c.metadata)
+    assert ".T @" not in worked and "autograd.grad(loss, z" not in worked
+    assert "lesson 03" in cells["l09-14"].source.lower()
+    assert "lesson 02" in cells["l09-20"].source and "lesson 08" in cells["l09-20"].source
+    assert "loss before training: 0.6455" in _text(cells["l09-19"])
+    assert "loss after 300 steps: 0.0150" in _text(cells["l09-26"])

@@ -157,3 +157,15 @@ def test_the_backward_steps_are_exercises_with_named_wrong_answers(nb):
     for key in by_hand:
         assert len(wrong.WRONG[key]) >= 2, key
         assert len(lesson10.EXERCISES[key].mistakes) >= 2, key
+
+
+def test_rules_taught_earlier_are_pointed_back_to(nb):
+    """The linear layer's rule and the softmax VJP live in lesson 08 (part 2), tanh' in lesson
+    02, the batch coupling of batch norm in lesson 05: this lesson points back to each where it
+    uses it, and names no later lesson for retain_grad."""
+    cells = {c.id: c.source for c in nb.cells}
+    assert "lesson 08" in cells["l10-56"] and "lesson 08" in cells["l10-53"]
+    assert "lesson 02" in cells["l10-59"]
+    assert "couples the examples" in cells["l10-64"] and "lesson 05" in cells["l10-64"]
+    assert "lesson\n11" not in cells["l10-09"] and "lesson 11" not in cells["l10-09"]
+    assert "rule of lesson\n  08, part 2" in cells["l10-132"]

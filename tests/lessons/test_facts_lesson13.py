@@ -74,3 +74,16 @@ def test_double_backward_cost_is_counted_in_passes(cells):
     assert nodes == [10, 24]
     recap = cells["l13-35"].source
     assert "301" in recap and "24 nodes" in recap and "10" in recap
+
+
+def test_the_hessian_vector_product_by_hand_is_double_backward():
+    """The R-operator's formula the exercise asks for, x.T @ (tanh''(Z) * (x @ V) * a),
+    agrees with double backward to round-off; with tanh' in the place of tanh'' it does not."""
+    from backproplab.course.exercises import lesson13
+
+    x, W, a, V = lesson13._hvp_inputs(torch.Generator().manual_seed(3))
+    T = torch.tanh(x @ W)
+    by_hand = x.T @ (-2 * T * (1 - T**2) * (x @ V) * a)
+    reference = lesson13._hvp_reference(x, W, a, V)
+    assert torch.allclose(by_hand, reference, rtol=1e-13, atol=1e-14)
+    assert not torch.allclose(x.T @ ((1 - T**2) * (x @ V) * a), reference, rtol=1e-3)

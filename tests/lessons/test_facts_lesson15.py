@@ -72,8 +72,18 @@ def test_mark_dirty_and_mark_non_differentiable(cells):
     assert "values: tensor([5., 4.]) requires_grad: True" in indices
 
 
-def test_broadcasting_points_to_lesson_05_once(cells):
-    assert _markdown(cells).count("l08-broadcast-function") == 1
+def test_the_engine_sums_a_broadcast_shaped_gradient(cells):
+    """Moved here from lesson 08 part 2, which uses no custom Function."""
+    printed = " ".join(_text(cells["l15-78"]).split())
+    assert "backward returns shapes (3, 4) and (3, 4)" in printed
+    assert "x.grad (3, 1) y.grad (1, 4)" in printed
+    assert "l08-broadcast-function" not in _markdown(cells)
+
+
+def test_logsumexp_exercise_is_checked_far_from_zero_and_twice(cells):
+    text = _text(cells["l15-logsumexp-check"])
+    assert text.count("far from 0: forward and backward finite and right") == 2
+    assert text.count("gradgradcheck: passed") == 2
 
 
 def test_recap_cites_only_what_the_lesson_shows(cells):

@@ -7,15 +7,47 @@ a constant factor", must not be given for a slip that has a name of its own.
 tests/lessons/test_facts_lesson03.py checks both halves on the engine's own cells.
 """
 
-SIGMOID = '''def sigmoid(a):
-    out = Value(1 / (1 + math.exp(-a.data)), (a,), "sigmoid")
+# Exercise 1's solution cell, each rule (and each forward value) to fill in.
+OP = '''def {name}({args}):
+    out = Value({value}, (a,), "{name}")
 
     def rule():
-        {}
+        {rule}
 
     out.backward_rule = rule
     return out
 '''
+EXP = dict(name="exp", args="a", value="math.exp(a.data)", rule="a.grad += out.data * out.grad")
+LOG = dict(name="log", args="a", value="math.log(a.data)",
+           rule="a.grad += (1 / a.data) * out.grad")
+POWER = dict(name="power", args="a, k", value="a.data**k",
+             rule="a.grad += k * a.data ** (k - 1) * out.grad")
+
+
+def ops(**changes):
+    """Exercise 1's three functions, with one of them changed: ``log={"rule": "..."}``."""
+    parts = []
+    for name, op in (("exp", EXP), ("log", LOG), ("power", POWER)):
+        parts.append(OP.format(**{**op, **changes.get(name, {})}))
+    return "\n\n".join(parts)
+
+
+# Exercise 2's solution, one line to change.
+CE = (
+    "def cross_entropy(logits, target):\n"
+    "    counts = [exp(z) for z in logits]\n"
+    "    total = counts[0] + counts[1] + counts[2]\n"
+    "    prob = counts[target] * power(total, -1)\n"
+    "    {}\n"
+)
+
+# A log with a slip of its own, under another name: a wrong answer may not rebind the
+# names of Exercise 1's cell, which the cells after it still use.
+LOG_NO_RULE = OP.format(name="log_slip", args="a", value="math.log(a.data)",
+                        rule="a.grad += out.grad")
+POWER_NOT_LOWERED = OP.format(name="power_slip", args="a, k", value="a.data**k",
+                              rule="a.grad += k * a.data**k * out.grad")
+
 TOPO = "def my_topo_order(root):\n{}"
 
 # Kahn's algorithm, as the solution writes it, with one line to fill in at the end.
@@ -61,36 +93,69 @@ WRONG = {
         ("c_guess = 1.0\n", "not quite"),
         ("c_guess = 3.0\n", "not quite"),
     ],
-    "l03-predict-forgot": [
-        ('forgot_guess = "lower"\n', "not quite"),  # more gradient, faster descent
-        ('forgot_guess = "about the same"\n', "not quite"),
-        ('forgot_guess = "diverges"\n', "not one of the choices"),
-    ],
-    "l03-sigmoid": [
-        # = instead of +=
-        (SIGMOID.format("a.grad = out.data * (1 - out.data) * out.grad"), "instead of adding"),
-        # a sign slip
-        (SIGMOID.format("a.grad -= out.data * (1 - out.data) * out.grad"),
-         "sign is flipped: the rule subtracts"),
+    "l03-ops": [
+        # log's local derivative 1/x left out
+        (ops(log={"rule": "a.grad += out.grad"}), "log's rule is missing its local derivative"),
+        # the power rule with the exponent not lowered
+        (ops(power={"rule": "a.grad += k * a.data**k * out.grad"}), "exponent was not lowered"),
+        # ... written with the output, the same slip
+        (ops(power={"rule": "a.grad += k * out.data * out.grad"}), "exponent was not lowered"),
+        # the power rule without its factor k
+        (ops(power={"rule": "a.grad += a.data ** (k - 1) * out.grad"}), "factor k is missing"),
+        # = instead of += in a new op
+        (ops(exp={"rule": "a.grad = out.data * out.grad"}), "instead of adding"),
+        (ops(log={"rule": "a.grad = (1 / a.data) * out.grad"}), "instead of adding"),
+        (ops(power={"rule": "a.grad = k * a.data ** (k - 1) * out.grad"}), "instead of adding"),
         # out.grad forgotten: the chain rule's incoming factor
-        (SIGMOID.format("a.grad += out.data * (1 - out.data)"), "leaves out out.grad"),
-        # the derivative written with the input where the output belongs
-        (SIGMOID.format("a.grad += a.data * (1 - a.data) * out.grad"),
-         "input a.data where the output belongs"),
+        (ops(exp={"rule": "a.grad += out.data"}), "leaves out out.grad"),
+        # log's derivative written with the output
+        (ops(log={"rule": "a.grad += (1 / out.data) * out.grad"}), "divides by out.data"),
+        # exp's derivative left out
+        (ops(exp={"rule": "a.grad += out.grad"}), "without exp's derivative"),
+        # a sign slip
+        (ops(log={"rule": "a.grad -= (1 / a.data) * out.grad"}), "sign is flipped"),
         # no rule at all
-        (SIGMOID.format("pass"), "gets nothing through the sigmoid"),
+        (ops(power={"rule": "pass"}), "gets nothing through the new operation"),
         # the rule is right, but a is not among the parents: backward never reaches it
-        (SIGMOID.format("a.grad += out.data * (1 - out.data) * out.grad").replace(
-            "(a,), ", "(), "), "list a among its parents"),
-        # the (1 - σ) factor forgotten
-        (SIGMOID.format("a.grad += out.data * out.grad"), "written as σ(a) alone"),
-        # tanh's rule copied
-        (SIGMOID.format("a.grad += (1 - out.data**2) * out.grad"), "is tanh's"),
-        # the forward value with the sign of the exponent lost
-        (SIGMOID.format("a.grad += out.data * (1 - out.data) * out.grad").replace(
-            "math.exp(-a.data)", "math.exp(a.data)"), "forward value is wrong"),
+        (ops(exp={"value": "math.exp(a.data), ()"}).replace("), (), (a,), ", "), (), "),
+         "list a among its parents"),
+        # a forward value slip: log10 for the natural log
+        (ops(log={"value": "math.log10(a.data)"}), "forward value is wrong"),
         # a float returned: no node, nothing for backward to reach
-        ("def sigmoid(a):\n    return 1 / (1 + math.exp(-a.data))\n", "must return a new Value"),
+        ("def exp(a):\n    return math.exp(a.data)\n\n\n" + ops().split("\n\n\n", 1)[1],
+         "must return a new Value"),
+    ],
+    "l03-softmax-ce": [
+        # the minus sign forgotten
+        (CE.format("return log(prob)"), "sign is flipped"),
+        # no normalising sum
+        (CE.format("return -log(counts[target])"), "normalising sum is missing"),
+        # the probability, not its log
+        (CE.format("return -prob"), "the log is missing"),
+        # log's 1/x missing in a log of the learner's own
+        (LOG_NO_RULE + "\n\n" + CE.format("return -log_slip(prob)"),
+         "log's rule is missing its local derivative 1/x"),
+        # the power rule not lowered, in a power of the learner's own
+        (POWER_NOT_LOWERED + "\n\n" + CE.format("return -log(prob)").replace(
+            "power(total, -1)", "power_slip(total, -1)"), "exponent was not lowered"),
+        # the sum treated as a constant: only the direct path is in the graph
+        (CE.format("return -log(counts[target] * (1 / total.data))"),
+         "only the direct path"),
+        # the index of the wrong logit
+        (CE.format("return -log(counts[0] * power(total, -1))"), "loss value is wrong"),
+        # the gradient written as one rule for the whole loss (softmax minus one-hot)
+        (
+            "def cross_entropy(logits, target):\n"
+            "    e = [math.exp(z.data) for z in logits]\n"
+            "    p = [v / sum(e) for v in e]\n"
+            "    out = Value(-math.log(p[target]), tuple(logits), \"ce\")\n\n"
+            "    def rule():\n"
+            "        for i, z in enumerate(logits):\n"
+            "            z.grad += (p[i] - (i == target)) * out.grad\n\n"
+            "    out.backward_rule = rule\n"
+            "    return out\n",
+            "built from your operations",
+        ),
     ],
     "l03-topo": [
         # recursive
@@ -157,12 +222,15 @@ WRONG = {
 }
 
 # (grade id, position in WRONG[grade id]) -> fragments its message must not contain.
-# One trial's scalar entries once made all three of these "off by a constant factor ...
+# One trial's scalar entries can make a slip look like "off by a constant factor ...
 # and the sign is flipped".
 MUST_NOT = {
-    ("l03-sigmoid", 2): ("constant factor", "sign is flipped", "instead of adding"),
-    ("l03-sigmoid", 3): ("constant factor", "sign is flipped"),
-    ("l03-sigmoid", 4): ("constant factor", "sign is flipped"),
-    ("l03-sigmoid", 6): ("constant factor",),
-    ("l03-sigmoid", 7): ("constant factor",),
+    ("l03-ops", 0): ("constant factor", "sign is flipped", "instead of adding"),
+    ("l03-ops", 1): ("constant factor", "sign is flipped"),
+    ("l03-ops", 3): ("constant factor", "sign is flipped"),
+    ("l03-ops", 4): ("constant factor", "sign is flipped"),
+    ("l03-ops", 7): ("constant factor",),
+    ("l03-ops", 8): ("constant factor",),
+    ("l03-softmax-ce", 3): ("constant factor",),
+    ("l03-softmax-ce", 4): ("constant factor",),
 }

@@ -1,13 +1,9 @@
 """Plausible wrong answers for the exercises of 04-linear-regression.ipynb."""
 
 MSE = "def mse_grads(x, y, w, b):\n    residual = w * x + b - y\n    return {}\n"
-LIN = (
-    "def linear_grads(inputs, weight, bias, targets):\n"
-    "    out = inputs @ weight.T + bias\n"
-    "    grad_out = {}\n"
-    "    return {}\n"
-)
-RIGHT_GRAD_OUT = "2 * (out - targets) / out.numel()"
+HUBER = "def huber_grads(x, y, w, b, delta):\n    r = w * x + b - y\n    pull = {}\n    return {}\n"
+CLIPPED = "r.clamp(-delta, delta)"
+TO_W_B = "(pull * x).mean(), pull.mean()"
 
 WRONG = {
     "l04-predict-step": [
@@ -35,19 +31,28 @@ WRONG = {
             "by hand",
         ),
     ],
-    "l04-linear": [
-        # The weight gradient transposed.
-        (LIN.format(RIGHT_GRAD_OUT, "inputs.T @ grad_out, grad_out.sum(dim=0)"), "transpose"),
-        # The bias gradient not summed over the batch.
-        (LIN.format(RIGHT_GRAD_OUT, "grad_out.T @ inputs, grad_out"), "sum over"),
-        # The mean's 1/N forgotten.
-        (LIN.format("2 * (out - targets)", "grad_out.T @ inputs, grad_out.sum(dim=0)"),
-         "1/N of the mean is missing"),
-        # Divided by the batch size, as if mse_loss averaged over rows only.
-        (LIN.format("2 * (out - targets) / len(out)", "grad_out.T @ inputs, grad_out.sum(dim=0)"),
-         "batch size only"),
-        # The bias gradient averaged over the batch.
-        (LIN.format(RIGHT_GRAD_OUT, "grad_out.T @ inputs, grad_out.mean(dim=0)"),
-         "averaged over the batch instead of summed"),
+    "l04-huber": [
+        # The squared error's gradient: no clipping (and no factor 2, as the ½ cancels it).
+        (HUBER.format("r", TO_W_B), "treated as inside the threshold"),
+        # Beyond delta, +delta whatever the side of the line.
+        (HUBER.format("torch.where(r.abs() <= delta, r, delta + 0 * r)", TO_W_B),
+         "whatever the sign of r"),
+        # The ½ forgotten inside the threshold.
+        (HUBER.format("torch.where(r.abs() <= delta, 2 * r, delta * r.sign())", TO_W_B),
+         "factor 2 is too many"),
+        (HUBER.format(CLIPPED, "(pull * x).sum(), pull.sum()"), "mean was taken as a sum"),
+        (HUBER.format("(y - w * x - b).clamp(-delta, delta)", TO_W_B), "sign is flipped"),
+        (HUBER.format(CLIPPED, "pull.mean(), pull.mean()"), "lacks the factor x"),
+        # Exercise 1's answer, the MSE gradient, handed in again.
+        (HUBER.format("2 * r", TO_W_B), "squared error's gradient (Exercise 1's)"),
+        ("def huber_grads(x, y, w, b, delta):\n    return torch.tensor(-0.3), torch.tensor(0.1)\n",
+         "hard-coded"),
+        (
+            "def huber_grads(x, y, w, b, delta):\n"
+            "    w, b = w.requires_grad_(), b.requires_grad_()\n"
+            "    nn.functional.huber_loss(w * x + b, y, delta=delta).backward()\n"
+            "    return w.grad, b.grad\n",
+            "by hand",
+        ),
     ],
 }

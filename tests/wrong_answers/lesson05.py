@@ -6,6 +6,17 @@ ACCUMULATE = (
     "{}"
 )
 
+# Exercise 2's solution, with the line that sums the uses of W to fill in.
+RNN = (
+    "def rnn_grad(W, h0, x1, x2, y):\n"
+    "    h1 = torch.tanh(h0 @ W + x1)\n"
+    "    h2 = torch.tanh(h1 @ W + x2)\n"
+    "    dpre2 = 2 * (h2 - y) * (1 - h2**2)\n"
+    "    dh1 = W @ dpre2\n"
+    "    dpre1 = dh1 * (1 - h1**2)\n"
+    "    return {dW}\n"
+)
+
 WRONG = {
     "l05-predict-second": [
         # Expects backward to overwrite .grad.
@@ -37,24 +48,33 @@ WRONG = {
         ("def accumulate(w, X, t, sizes):\n    ((X @ w - t) ** 2).mean().backward()\n",
          "1 backward pass for"),
     ],
-    "l05-shared": [
+    "l05-tied": [
+        # only the last step's use of W
+        (RNN.format(dW="torch.outer(h1, dpre2)"), "only step 2's use of W is counted"),
+        # only the first step's use of W
+        (RNN.format(dW="torch.outer(h0, dpre1)"), "only step 1's use of W is counted"),
+        # back through step 2's product without the transpose
+        (RNN.format(dW="torch.outer(h1, dpre2) + torch.outer(h0, dpre1)").replace(
+            "dh1 = W @ dpre2", "dh1 = dpre2 @ W"), "missing its transpose"),
+        # tanh' left out at step 1
+        (RNN.format(dW="torch.outer(h1, dpre2) + torch.outer(h0, dpre1)").replace(
+            "dpre1 = dh1 * (1 - h1**2)", "dpre1 = dh1"), "tanh' is missing at step 1"),
+        # tanh' left out at both steps
+        (RNN.format(dW="torch.outer(h1, dpre2) + torch.outer(h0, dpre1)").replace(
+            "dpre1 = dh1 * (1 - h1**2)", "dpre1 = dh1").replace(
+            "dpre2 = 2 * (h2 - y) * (1 - h2**2)", "dpre2 = 2 * (h2 - y)"),
+         "tanh' is missing at both steps"),
+        # each use's outer product the wrong way round
+        (RNN.format(dW="torch.outer(dpre2, h1) + torch.outer(dpre1, h0)"), "transposed"),
+        # the shared-weight formula of one step applied to both inputs at once
+        (RNN.format(dW="torch.outer(h0 + h1, dpre1 + dpre2)"), "mismatch"),
+        # autograd inside the answer
         (
-            "def shared_grad(w, x1, x2):\n    return (1 - torch.tanh(w @ x1) ** 2) * x1\n",
-            "only the first use of w counted",
-        ),
-        # Outer derivative applied to the sum instead of each use.
-        (
-            "def shared_grad(w, x1, x2):\n"
-            "    return (1 - torch.tanh(w @ (x1 + x2)) ** 2) * (x1 + x2)\n",
-            "merged into one",
-        ),
-        # tanh' forgotten: only the inner derivatives added.
-        ("def shared_grad(w, x1, x2):\n    return x1 + x2\n", "mismatch"),
-        (
-            "def shared_grad(w, x1, x2):\n"
-            "    w = w.requires_grad_()\n"
-            "    (torch.tanh(w @ x1) + torch.tanh(w @ x2)).backward()\n"
-            "    return w.grad\n",
+            "def rnn_grad(W, h0, x1, x2, y):\n"
+            "    W = W.requires_grad_()\n"
+            "    h2 = torch.tanh(torch.tanh(h0 @ W + x1) @ W + x2)\n"
+            "    ((h2 - y) ** 2).sum().backward()\n"
+            "    return W.grad\n",
             "Tensor.backward()",
         ),
     ],

@@ -13,23 +13,11 @@ ROWS = '''def jacobian_by_rows(g, x):
 '''
 
 LAST_ROW = "def last_row_mean_vector(y):\n    v = torch.zeros_like(y)\n    {}\n    return v\n"
+SHARES = "def shares_vjp(x, v):\n    return {}\n"
 
 AFFINE = "def affine_grads(x, w, b, g):\n    return {}\n"
 BMM = "def batched_matmul_grads(X, W, G):\n    return {}\n"
 GATHER = "def gather_grad(x, dim, index, g):\n    {}\n"
-
-SQUARED_GAP = '''class SquaredGap(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return (a - b) ** 2
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        a, b = ctx.saved_tensors
-        grad = 2 * (a - b) * grad_output
-        return {}
-'''
 
 WRONG = {
     # ------------------------------------------------------------ 08-non-scalar-backward
@@ -79,6 +67,24 @@ WRONG = {
         (LAST_ROW.format("v[0] = 1 / y.shape[1]"), "first row"),
         # Divided by the number of rows.
         (LAST_ROW.format("v[-1] = 1 / y.shape[0]"), "number of rows"),
+    ],
+    "l08-shares-vjp": [
+        # Only the diagonal: y_i = x_i / S treated as if S did not depend on x.
+        (SHARES.format("v / x.sum()"), "only the diagonal of J"),
+        # J v, rows where backward needs columns.
+        (SHARES.format("(v - x / x.sum() * v.sum()) / x.sum()"), "that is J v"),
+        # The coupling term added.
+        (SHARES.format("v / x.sum() + (v * x).sum() / x.sum() ** 2"), "sign of the coupling"),
+        # 1/S forgotten on the diagonal term and the coupling term alike.
+        (SHARES.format("v - (v * x).sum() / x.sum()"), "the 1/S is missing"),
+        # The quotient rule's 1/S**2 written as 1/S.
+        (SHARES.format("v / x.sum() - (v * x).sum() / x.sum()"), "needs 1/S**2"),
+        # The lesson's J @ v cell, with the Jacobian built: autograd is what it replaces.
+        ("def shares_vjp(x, v):\n"
+         "    J = torch.autograd.functional.jacobian(lambda t: t / t.sum(), x)\n"
+         "    return v @ J\n", "by hand"),
+        # A number worked out once.
+        (SHARES.format("torch.full_like(x, 0.1)"), "hard-coded"),
     ],
     # ------------------------------------------------------------ 08-tensor-op-vjps
     "l08-predict-max-ties": [
@@ -153,20 +159,5 @@ WRONG = {
         (GATHER.format("return torch.zeros_like(x).scatter_add_(0, index, g)"),
          "it is right on every input where dim is 0 and wrong on every one where dim is 1: "
          "the answer does not follow the argument dim"),
-    ],
-    "l08-broadcast-function": [
-        # No sum: the output's shape (the engine would hide this one).
-        (SQUARED_GAP.format("grad, -grad"), "still has the output's shape"),
-        # Summed, but keepdim forgotten.
-        (SQUARED_GAP.format("grad.sum_to_size(a.shape).squeeze(), "
-                            "(-grad).sum_to_size(b.shape).squeeze()"),
-         "keepdim=True"),
-        # Summed over the wrong dimension for a.
-        (SQUARED_GAP.format("grad.sum(0, keepdim=True), (-grad).sum(1, keepdim=True)"),
-         "summed over the wrong dimensions"),
-        # The minus sign for b lost.
-        (SQUARED_GAP.format("sum_to(grad, a.shape), sum_to(grad, b.shape)"), "sign is flipped"),
-        # One gradient for both inputs.
-        (SQUARED_GAP.format("sum_to(grad, a.shape)"), "one gradient per input"),
     ],
 }

@@ -3,6 +3,19 @@
 BCE = "def dlogits_bce(z, y):\n    return {}\n"
 MSE = "def dlogits_sigmoid_mse(z, y):\n    p = torch.sigmoid(z)\n    return {}\n"
 
+
+def mlp(dz="(torch.sigmoid(z) - ys) / z.numel()", da="(dz @ W2.T) * (1 - h**2)",
+        out="xs.T @ da, da.sum(dim=0), h.T @ dz, dz.sum(dim=0)"):
+    """Exercise 3's backward with one line changed."""
+    return ("def mlp_backward(xs, ys, W1, b1, W2, b2):\n"
+            "    a = xs @ W1 + b1\n"
+            "    h = torch.tanh(a)\n"
+            "    z = h @ W2 + b2\n"
+            f"    dz = {dz}\n"
+            f"    da = {da}\n"
+            f"    return {out}\n")
+
+
 WRONG = {
     "l09-predict-layer": [
         ('larger_layer_guess = "first"\n', "not quite"),
@@ -49,6 +62,28 @@ WRONG = {
             "    z = z.requires_grad_()\n"
             "    ((torch.sigmoid(z) - y) ** 2).mean().backward()\n"
             "    return z.grad\n",
+            "by hand",
+        ),
+    ],
+    "l09-mlp": [
+        (mlp(da="dz @ W2.T"), "tanh's derivative is missing"),
+        (mlp(da="(dz @ W2.T) * (1 - a**2)"), "taken at the pre-activation"),
+        (mlp(out="da.T @ xs, da.sum(dim=0), dz.T @ h, dz.sum(dim=0)"), "transposed"),
+        # Only the first layer's weight gradient transposed: compare names the transpose.
+        (mlp(out="da.T @ xs, da.sum(dim=0), h.T @ dz, dz.sum(dim=0)"), "transposed"),
+        (mlp(out="xs.T @ da, da, h.T @ dz, dz"), "not summed over the rows"),
+        (mlp(out="xs.T @ da, da.mean(dim=0), h.T @ dz, dz.mean(dim=0)"),
+         "averaged over the rows instead of summed"),
+        (mlp(dz="torch.sigmoid(z) - ys"), "1/(N·K) of the mean is missing"),
+        (mlp(dz="(torch.sigmoid(z) - ys) / len(z)"), "number of rows only"),
+        # The sign of dL/dz flipped: every gradient flips with it.
+        (mlp(dz="(ys - torch.sigmoid(z)) / z.numel()"), "sign"),
+        (
+            "def mlp_backward(xs, ys, W1, b1, W2, b2):\n"
+            "    params = [t.requires_grad_() for t in (W1, b1, W2, b2)]\n"
+            "    z = torch.tanh(xs @ params[0] + params[1]) @ params[2] + params[3]\n"
+            "    F.binary_cross_entropy_with_logits(z, ys).backward()\n"
+            "    return tuple(t.grad for t in params)\n",
             "by hand",
         ),
     ],

@@ -1,6 +1,13 @@
 """Plausible wrong answers for the exercises of 13-higher-order-gradients.ipynb."""
 
-NTH = "def nth_derivative(f, x, n):\n{}"
+PENALTY = (
+    "def penalty_grad(f, x, w):\n"
+    "    x = x.detach().requires_grad_()\n"
+    "    w = w.detach().requires_grad_()\n"
+    "    {}\n"
+)
+
+HVP = "def hvp(x, W, a, V):\n    {}\n"
 
 WRONG = {
     "l13-predict-second": [
@@ -8,68 +15,6 @@ WRONG = {
     ],
     "l13-predict-linear": [
         ("linear_second_works = True\n", "not quite"),
-    ],
-    "l13-third-derivative": [
-        # create_graph forgotten: the second grad call finds no graph.
-        (
-            NTH.format(
-                "    x = x.detach().requires_grad_()\n"
-                "    g = f(x)\n"
-                "    for _ in range(n):\n"
-                "        (g,) = torch.autograd.grad(g, x, torch.ones_like(g))\n"
-                "    return g\n"
-            ),
-            "create_graph=True",
-        ),
-        # The lesson's first loop: right until the derivative runs out of graph.
-        (
-            NTH.format(
-                "    x = x.detach().requires_grad_()\n"
-                "    g = f(x)\n"
-                "    for _ in range(n):\n"
-                "        (g,) = torch.autograd.grad(g, x, torch.ones_like(g), create_graph=True)\n"
-                "    return g.detach()\n"
-            ),
-            "g.requires_grad is False",
-        ),
-        # One step too few.
-        (
-            NTH.format(
-                "    x = x.detach().requires_grad_()\n"
-                "    g = f(x)\n"
-                "    for _ in range(n - 1):\n"
-                "        if not g.requires_grad:\n"
-                "            return torch.zeros_like(x)\n"
-                "        (g,) = torch.autograd.grad(g, x, torch.ones_like(g), create_graph=True)\n"
-                "    return g.detach()\n"
-            ),
-            "one order too low",
-        ),
-        # The derivative of every point summed into one: no grad_outputs.
-        (
-            NTH.format(
-                "    x = x.detach().requires_grad_()\n"
-                "    g = f(x)\n"
-                "    for _ in range(n):\n"
-                "        (g,) = torch.autograd.grad(g, x, create_graph=True)\n"
-                "    return g.detach()\n"
-            ),
-            "ones_like",
-        ),
-        # materialize_grads does not rescue an output without a graph.
-        (
-            NTH.format(
-                "    x = x.detach().requires_grad_()\n"
-                "    g = f(x)\n"
-                "    for _ in range(n):\n"
-                "        (g,) = torch.autograd.grad(g, x, torch.ones_like(g), create_graph=True,\n"
-                "                                   materialize_grads=True)\n"
-                "    return g.detach()\n"
-            ),
-            "g.requires_grad is False",
-        ),
-        # The lesson's exp(2x) answer hard-coded.
-        ("def nth_derivative(f, x, n):\n    return torch.full_like(x, 8.0)\n", "mismatch"),
     ],
     "l13-newton-step": [
         # The sign slip.
@@ -100,40 +45,67 @@ WRONG = {
             "create_graph=True",
         ),
     ],
-    "l13-penalty": [
-        # The full Hessian: right numbers, wrong method.
-        (
-            "def penalty_grad(f, x):\n"
-            "    H = torch.autograd.functional.hessian(f, x)\n"
-            "    g = torch.autograd.functional.jacobian(f, x)\n"
-            "    return 2 * H @ g\n",
-            "full Hessian",
-        ),
-        # The chain rule's factor 2 forgotten (d|g|^2 = 2 g dg).
-        (
-            "def penalty_grad(f, x):\n"
-            "    x = x.detach().requires_grad_()\n"
-            "    (g,) = torch.autograd.grad(f(x), x, create_graph=True)\n"
-            "    (hg,) = torch.autograd.grad(g, x, grad_outputs=g.detach())\n"
-            "    return hg\n",
-            "factor 2",
-        ),
-        # The penalty's value differentiated without create_graph: no graph to walk.
-        (
-            "def penalty_grad(f, x):\n"
-            "    x = x.detach().requires_grad_()\n"
-            "    (g,) = torch.autograd.grad(f(x), x)\n"
-            "    return torch.autograd.grad((g**2).sum(), x)[0]\n",
-            "create_graph=True",
-        ),
-        # One Hessian-vector product per input: the Hessian row by row.
-        (
-            "def penalty_grad(f, x):\n"
-            "    x = x.detach().requires_grad_()\n"
-            "    (g,) = torch.autograd.grad(f(x), x, create_graph=True)\n"
-            "    rows = [torch.autograd.grad(g[i], x, retain_graph=True)[0] for i in range(len(x))]\n"
-            "    return 2 * torch.stack(rows) @ g.detach()\n",
-            "backward passes",
-        ),
+    "l13-weight-penalty": [
+        # create_graph forgotten: the input-gradient has no graph for the second pass.
+        (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), x)\n"
+                        "    return torch.autograd.grad((g**2).sum(), w)[0]"),
+         "create_graph=True"),
+        # w left as it came: the second pass has nothing to differentiate with respect to.
+        ("def penalty_grad(f, x, w):\n"
+         "    x = x.detach().requires_grad_()\n"
+         "    (g,) = torch.autograd.grad(f(x, w), x, create_graph=True)\n"
+         "    return torch.autograd.grad((g**2).sum(), w)[0]\n",
+         "does not require grad"),
+        # The second pass with respect to x, as section 5's Hv does.
+        (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), x, create_graph=True)\n"
+                        "    return torch.autograd.grad((g**2).sum(), x)[0]"),
+         "shaped like x"),
+        # The gradient with respect to w penalised instead of the input-gradient.
+        (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), w, create_graph=True)\n"
+                        "    return torch.autograd.grad((g**2).sum(), w)[0]"),
+         "penalises the gradient with respect to w"),
+        # d|g|^2 = 2 g dg: the 2 forgotten (g as the weights of the second pass).
+        (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), x, create_graph=True)\n"
+                        "    return torch.autograd.grad(g, w, grad_outputs=g.detach())[0]"),
+         "factor 2"),
+        # The entries of g summed, not squared.
+        (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), x, create_graph=True)\n"
+                        "    return torch.autograd.grad(g.sum(), w)[0]"),
+         "not of their squares"),
+        # Hessian blocks built in full.
+        ("def penalty_grad(f, x, w):\n"
+         "    H = torch.autograd.functional.hessian(f, (x, w))\n"
+         "    g = torch.autograd.functional.jacobian(lambda t: f(t, w), x)\n"
+         "    return 2 * torch.einsum('ij,ijkl->kl', g, H[0][1])\n",
+         "full Hessian"),
+    ],
+    "l13-hvp-by-hand": [
+        # tanh' where tanh'' belongs: the factor (1 - T**2) treated as if it did not move.
+        (HVP.format("T = torch.tanh(x @ W)\n    return x.T @ ((1 - T**2) * (x @ V) * a)"),
+         "tanh'' is missing"),
+        # The sign of tanh'' lost.
+        (HVP.format("T = torch.tanh(x @ W)\n    return x.T @ (2 * T * (1 - T**2) * (x @ V) * a)"),
+         "sign of tanh'' is flipped"),
+        # d tanh**2 = 2 tanh dtanh: the 2 forgotten.
+        (HVP.format("T = torch.tanh(x @ W)\n    return x.T @ (-T * (1 - T**2) * (x @ V) * a)"),
+         "factor 2 of tanh''"),
+        # tanh'' taken as -2 tanh.
+        (HVP.format("T = torch.tanh(x @ W)\n    return x.T @ (-2 * T * (x @ V) * a)"),
+         "chain rule multiplies by tanh' once more"),
+        # The direction never pushed through the layer.
+        (HVP.format("T = torch.tanh(x @ W)\n    return x.T @ (-2 * T * (1 - T**2) * a)"),
+         "direction V is not propagated"),
+        # ... or multiplied in at the end, entry by entry.
+        (HVP.format("T = torch.tanh(x @ W)\n    return (x.T @ (-2 * T * (1 - T**2) * a)) * V"),
+         "multiplied in entry by entry at the end"),
+        # The gradient, not its change along V.
+        (HVP.format("T = torch.tanh(x @ W)\n    return x.T @ ((1 - T**2) * a)"),
+         "gradient itself"),
+        # Section 6's double backward, copied: autograd is what the exercise replaces.
+        (HVP.format("W = W.detach().requires_grad_()\n"
+                    "    (g,) = torch.autograd.grad((torch.tanh(x @ W) @ a).sum(), W, "
+                    "create_graph=True)\n"
+                    "    return torch.autograd.grad(g, W, grad_outputs=V)[0]"),
+         "autograd"),
     ],
 }

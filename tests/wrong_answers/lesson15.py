@@ -31,6 +31,62 @@ TANH = '''class Tanh(torch.autograd.Function):
 SAVE_T = "ctx.save_for_backward(output)"
 READ_T = "(t,) = ctx.saved_tensors\n        return "
 
+SQUARED_GAP = '''class SquaredGap(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return (a - b) ** 2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+        grad = 2 * (a - b) * grad_output
+        return {}
+'''
+LSE = '''class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        m = x.amax(dim=-1, keepdim=True)
+        out = m.squeeze(-1) + torch.log(torch.exp(x - m).sum(dim=-1))
+        {}
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        {}
+'''
+SAVE_X_OUT = "ctx.save_for_backward(x, out)"
+READ_X_OUT = "x, out = ctx.saved_tensors\n        return "
+ONCE = '''from torch.autograd.function import once_differentiable
+
+
+class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        m = x.amax(dim=-1, keepdim=True)
+        out = m.squeeze(-1) + torch.log(torch.exp(x - m).sum(dim=-1))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        x, out = ctx.saved_tensors
+        return grad_output.unsqueeze(-1) * torch.exp(x - out.unsqueeze(-1))
+'''
+NAIVE_FORWARD = '''class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.log(torch.exp(x).sum(dim=-1))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, out = ctx.saved_tensors
+        return grad_output.unsqueeze(-1) * torch.exp(x - out.unsqueeze(-1))
+'''
+
 WRONG = {
     "l15-predict-raises": [
         ("bad_backward_raises = True\n", "not quite"),
@@ -83,5 +139,56 @@ WRONG = {
         # The output stashed on ctx instead of saved.
         (TANH.format("ctx.t = output", "return grad_output * (1 - ctx.t**2)"),
          "ctx.save_for_backward"),
+    ],
+    "l15-broadcast-function": [
+        # No sum: the output's shape (the engine would hide this one).
+        (SQUARED_GAP.format("grad, -grad"), "still has the output's shape"),
+        # Summed, but keepdim forgotten.
+        (SQUARED_GAP.format("grad.sum_to_size(a.shape).squeeze(), "
+                            "(-grad).sum_to_size(b.shape).squeeze()"),
+         "keepdim=True"),
+        # Summed over the wrong dimension for a.
+        (SQUARED_GAP.format("grad.sum(0, keepdim=True), (-grad).sum(1, keepdim=True)"),
+         "summed over the wrong dimensions"),
+        # The minus sign for b lost.
+        (SQUARED_GAP.format("grad.sum_to_size(a.shape), grad.sum_to_size(b.shape)"),
+         "sign is flipped"),
+        # One gradient for both inputs.
+        (SQUARED_GAP.format("grad.sum_to_size(a.shape)"), "one gradient per input"),
+    ],
+    "l15-logsumexp": [
+        # The max shift forgotten in backward: fine near 0, inf / inf far from it.
+        (LSE.format(SAVE_X_OUT, "x, _ = ctx.saved_tensors\n        e = torch.exp(x)\n"
+                                "        return grad_output.unsqueeze(-1) * e "
+                                "/ e.sum(-1, keepdim=True)"),
+         "max shift is forgotten in backward"),
+        # The max shift forgotten in forward.
+        (NAIVE_FORWARD, "Shift by the row's maximum"),
+        # The softmax weights kept on ctx, not saved.
+        (LSE.format("ctx.p = torch.exp(x - out.unsqueeze(-1))",
+                    "return grad_output.unsqueeze(-1) * ctx.p"),
+         "not saved"),
+        # The softmax weights computed in forward and saved: double backward loses them.
+        (LSE.format("ctx.save_for_backward(torch.exp(x - out.unsqueeze(-1)))",
+                    "(p,) = ctx.saved_tensors\n        return grad_output.unsqueeze(-1) * p"),
+         "computed in forward and saved"),
+        # once_differentiable: the first derivative is right, the second is not there.
+        (ONCE, "once_differentiable"),
+        # A backward that leaves autograd: detach.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1) * "
+                                             "torch.exp(x - out.unsqueeze(-1)).detach()"),
+         "gradgradcheck failed"),
+        # grad_output forgotten.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "torch.exp(x - out.unsqueeze(-1))"),
+         "ignores grad_output"),
+        # grad_output not unsqueezed: it does not line up with the weights.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output * torch.exp(x - out.unsqueeze(-1))"),
+         "unsqueeze(-1)"),
+        # The backward of a plain sum.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1).expand_as(x)"),
+         "plain sum"),
+        # exp(x) without out.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1) * torch.exp(x)"),
+         "not exp(x - out)"),
     ],
 }

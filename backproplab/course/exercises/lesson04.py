@@ -1,8 +1,9 @@
 """Lesson 04, linear regression: its exercises and its predictions.
 
 Exercise 1 asks for the gradients of the mean squared error of a straight
-line, Exercise 2 for the gradients inside ``nn.Linear`` (the lesson's only
-linear-layer backward; lesson 09 builds on it). Each reference uses autograd;
+line, Exercise 2 for the gradients of the same line under a Huber loss, whose
+derivative has two pieces (a transfer: no cell of the lesson differentiates
+it). Both stay with the two numbers w and b. Each reference uses autograd;
 each slip below is a wrong answer a learner is likely to write, and the check
 names it when the learner's result equals it on every trial.
 """
@@ -56,41 +57,67 @@ MSE_SLIPS = {
 # --------------------------------------------------------------------------- Exercise 2
 
 
-def _linear_reference(inputs, weight, bias, targets):
-    weight, bias = weight.requires_grad_(), bias.requires_grad_()
-    loss = nn.functional.mse_loss(inputs @ weight.T + bias, targets)
-    return torch.autograd.grad(loss, (weight, bias))
+def _huber_reference(x, y, w, b, delta):
+    w, b = w.requires_grad_(), b.requires_grad_()
+    loss = nn.functional.huber_loss(w * x + b, y, delta=delta)
+    return torch.autograd.grad(loss, (w, b))
 
 
-def _new_layer(gen):
-    """A batch and a layer of new sizes: n rows, fan_in inputs, fan_out outputs (2 to 6 each,
-    so batch size and output count differ on some trials and agree on others)."""
-    n, fan_in, fan_out = (int(k) for k in torch.randint(2, 7, (3,), generator=gen))
-    while fan_out == n:  # a batch as long as the layer is wide would hide which one to divide by
-        fan_out = int(torch.randint(2, 7, (1,), generator=gen))
-    return (torch.randn(n, fan_in, generator=gen), torch.randn(fan_out, fan_in, generator=gen),
-            torch.randn(fan_out, generator=gen), torch.randn(n, fan_out, generator=gen))
+def _new_robust_data(gen):
+    """A noisy line with a few far-off points, w and b anywhere, and a threshold delta that
+    leaves some residuals inside (the quadratic piece) and some outside (the linear piece),
+    none at the joint, so every slip below shows on every trial."""
+    xs, ys, w, b = _new_data(gen)
+    n = len(xs)
+    far = torch.randperm(n, generator=gen)[: max(1, n // 5)]
+    signs = torch.randint(0, 2, (len(far),), generator=gen) * 2 - 1
+    ys[far] += signs * (8 + 8 * torch.rand(len(far), generator=gen))
+    sizes = (w * xs + b - ys).abs().sort().values
+    k = int(torch.randint(n // 4, 3 * n // 4, (1,), generator=gen))
+    delta = round(float(sizes[k] + sizes[k + 1]) / 2, 3)
+    if not sizes[k] < delta < sizes[k + 1]:  # rounding crossed a residual: keep the midpoint
+        delta = float(sizes[k] + sizes[k + 1]) / 2
+    return xs, ys, w, b, delta
 
 
-def _grad_out(inputs, weight, bias, targets, divide_by):
-    return 2 * (inputs @ weight.T + bias - targets) / divide_by
+def _huber_slope(x, y, w, b, delta, *, inside=1.0, outside=None):
+    """dL/dr per point, mean not yet taken: ``inside`` times r where |r| <= delta, and
+    ``outside`` (default delta * sign(r)) elsewhere."""
+    r = _residual(x, y, w, b)
+    beyond = delta * r.sign() if outside is None else outside
+    return torch.where(r.abs() <= delta, inside * r, beyond)
 
 
-LINEAR_SLIPS = {
-    "the 1/N of the mean is missing: mse_loss averages over every number of out, so dL/dout "
-    "is 2(out − targets) / out.numel()":
-        lambda i, w, b, t: (_grad_out(i, w, b, t, 1).T @ i, _grad_out(i, w, b, t, 1).sum(0)),
-    "divided by the batch size only: mse_loss averages over all n × outputs numbers of out, "
-    "so divide by out.numel(), not len(out)":
-        lambda i, w, b, t: (_grad_out(i, w, b, t, len(i)).T @ i,
-                            _grad_out(i, w, b, t, len(i)).sum(0)),
-    "the factor 2 from the derivative of the square is missing":
-        lambda i, w, b, t: (_grad_out(i, w, b, t, 2 * t.numel()).T @ i,
-                            _grad_out(i, w, b, t, 2 * t.numel()).sum(0)),
-    "the bias gradient was averaged over the batch instead of summed: the bias is broadcast "
-    "to every row, and broadcasting becomes a sum (lesson 08)":
-        lambda i, w, b, t: (_grad_out(i, w, b, t, t.numel()).T @ i,
-                            _grad_out(i, w, b, t, t.numel()).mean(0)),
+def _to_w_b(g, x):
+    return (g * x).mean(), g.mean()
+
+
+HUBER_SLIPS = {
+    "the mean was taken as a sum (a factor of N too large): huber_loss averages over the "
+    "points, so each point's share carries 1/N":
+        lambda x, y, w, b, d: ((_huber_slope(x, y, w, b, d) * x).sum(),
+                               _huber_slope(x, y, w, b, d).sum()),
+    "the sign is flipped: the residual is w·x + b − y, and its derivative with respect to w "
+    "is +x":
+        lambda x, y, w, b, d: _to_w_b(-_huber_slope(x, y, w, b, d), x),
+    "every point was treated as inside the threshold (the squared error's gradient): beyond "
+    "delta the loss grows linearly, so a far-off point pulls with delta·sign(r), not r":
+        lambda x, y, w, b, d: _to_w_b(_residual(x, y, w, b), x),
+    "this is the squared error's gradient (Exercise 1's), 2r at every point: the Huber loss "
+    "is ½r² inside delta, whose derivative is r, and linear beyond it, with slope "
+    "delta·sign(r)":
+        lambda x, y, w, b, d: _to_w_b(2 * _residual(x, y, w, b), x),
+    "beyond delta the pull was taken as +delta whatever the sign of r: the linear piece is "
+    "delta·(|r| − delta/2), whose slope is delta·sign(r)":
+        lambda x, y, w, b, d: _to_w_b(
+            _huber_slope(x, y, w, b, d, outside=torch.full_like(x, d)), x),
+    "inside delta the factor 2 is too many: the quadratic piece is ½r², so its derivative is "
+    "r (the ½ cancels the 2)":
+        lambda x, y, w, b, d: _to_w_b(_huber_slope(x, y, w, b, d, inside=2.0), x),
+    "dL/dw lacks the factor x (or the two gradients are swapped): w multiplies x, so the "
+    "gradient with x in it belongs to w":
+        lambda x, y, w, b, d: (_huber_slope(x, y, w, b, d).mean(),
+                               _huber_slope(x, y, w, b, d).mean()),
 }
 
 EXERCISES = {
@@ -103,16 +130,15 @@ EXERCISES = {
         advice="Write the loss for two points on paper, differentiate each squared residual "
                "with respect to w and to b, and average.",
     ),
-    "l04-linear": ByHand(
-        name="nn.Linear",
-        reference=_linear_reference,
-        make_inputs=_new_layer,
-        outputs=["dL/dweight", "dL/dbias"],
-        mistakes=LINEAR_SLIPS,
-        advice="Start from dL/dout (the mean over every number of out), then use lesson 08's "
-               "rules (part 2): the matrix product's backward for the weight (the result has "
-               "the weight's shape, (outputs, inputs)), and broadcasting becomes a sum for the "
-               "bias.",
+    "l04-huber": ByHand(
+        name="Huber gradients",
+        reference=_huber_reference,
+        make_inputs=_new_robust_data,
+        outputs=["dL/dw", "dL/db"],
+        mistakes=HUBER_SLIPS,
+        advice="First write dL/dr for one point in each of the two pieces (sketch them: where "
+               "do they meet, and with what slope?), then follow r to w and to b as in "
+               "Exercise 1, and average.",
     ),
 }
 

@@ -6,6 +6,12 @@
 every seed; the typical slips (dividing by the number of pieces, no scaling,
 ``.grad`` reset between pieces) are named when they explain the result on
 every batch.
+
+``l05-tied`` is by hand: the gradient of a weight matrix used at two time steps
+of a small recurrent network, one term per use, checked on new sizes with
+autograd off; the slips (one use counted, the transpose going back through the
+second use forgotten, a tanh' left out, each term transposed) are named when
+they hold on every trial.
 """
 
 from __future__ import annotations
@@ -138,36 +144,75 @@ def _check_microbatch(answer: Any, seed: int) -> Report:
 
 
 # --------------------------------------------------------------------------
-# l05-shared: L = tanh(w . x1) + tanh(w . x2), by hand
+# l05-tied: one weight matrix used at two time steps, by hand
 # --------------------------------------------------------------------------
 
 
-def _shared_reference(w, x1, x2):
-    w = w.requires_grad_()
-    (torch.tanh(w @ x1) + torch.tanh(w @ x2)).backward()
-    return w.grad
+def _rnn_forward(W, h0, x1, x2):
+    h1 = torch.tanh(h0 @ W + x1)
+    return h1, torch.tanh(h1 @ W + x2)
 
 
-def _new_vectors(gen):
-    n = int(torch.randint(2, 6, (1,), generator=gen))
-    return tuple(torch.randn(n, generator=gen) for _ in range(3))
+def _rnn_reference(W, h0, x1, x2, y):
+    W = W.requires_grad_()
+    _, h2 = _rnn_forward(W, h0, x1, x2)
+    ((h2 - y) ** 2).sum().backward()
+    return W.grad
+
+
+def _rnn_inputs(gen):
+    """W (k, k) and four vectors of length k, k new each time (2 to 5)."""
+    k = int(torch.randint(2, 6, (1,), generator=gen))
+    W = torch.randn(k, k, generator=gen, dtype=torch.float64) * 0.8
+    return (W, *(torch.randn(k, generator=gen, dtype=torch.float64) for _ in range(4)))
+
+
+def _rnn_slip(transposed=False, tanh1=True, tanh2=True, step1=True, step2=True):
+    """dL/dW with the slips as switches: the gradient back to h1 through W (not W.T),
+    a tanh' left out at step 1 or 2, a use of W left out."""
+    def wrong(W, h0, x1, x2, y):
+        h1, h2 = _rnn_forward(W, h0, x1, x2)
+        dpre2 = 2 * (h2 - y) * ((1 - h2**2) if tanh2 else 1)
+        dh1 = (dpre2 @ W) if transposed else (W @ dpre2)
+        dpre1 = dh1 * ((1 - h1**2) if tanh1 else 1)
+        dW = torch.zeros_like(W)
+        if step2:
+            dW = dW + torch.outer(h1, dpre2)
+        if step1:
+            dW = dW + torch.outer(h0, dpre1)
+        return dW
+    return wrong
+
+
+RNN_SLIPS = {
+    "only step 2's use of W is counted: W is used at both steps, and the gradient has one "
+    "term per use, torch.outer(h1, dpre2) + torch.outer(h0, dpre1)": _rnn_slip(step1=False),
+    "only step 1's use of W is counted: W is used at both steps, and the gradient has one "
+    "term per use, torch.outer(h1, dpre2) + torch.outer(h0, dpre1)": _rnn_slip(step2=False),
+    "the gradient sent back to h1 through step 2's product h1 @ W is missing its transpose: "
+    "dh1_i = sum_j W_ij dpre2_j, which is W @ dpre2 (that is dpre2 @ W.T), not dpre2 @ W":
+        _rnn_slip(transposed=True),
+    "tanh' is missing at step 1: going back through h1 = tanh(...), multiply by "
+    "1 - h1**2 (lesson 02)": _rnn_slip(tanh1=False),
+    "tanh' is missing at step 2: going back through h2 = tanh(...), multiply by "
+    "1 - h2**2 (lesson 02)": _rnn_slip(tanh2=False),
+    "tanh' is missing at both steps: going back through each h = tanh(...), multiply by "
+    "1 - h**2 (lesson 02)": _rnn_slip(tanh1=False, tanh2=False),
+    "each use's term came out transposed: for p = h @ W, dL/dW_ij = h_i * dL/dp_j, which "
+    "is torch.outer(h, dp), not torch.outer(dp, h)":
+        lambda W, h0, x1, x2, y: _rnn_slip()(W, h0, x1, x2, y).T,
+}
 
 
 EXERCISES = {
     "l05-microbatch": Method(check=_check_microbatch),
-    "l05-shared": ByHand(
-        name="dL/dw",
-        reference=_shared_reference,
-        make_inputs=_new_vectors,
-        mistakes={
-            "only the first use of w counted (the second use adds its own term)":
-                lambda w, x1, x2: (1 - torch.tanh(w @ x1) ** 2) * x1,
-            "only the second use of w counted (the first use adds its own term)":
-                lambda w, x1, x2: (1 - torch.tanh(w @ x2) ** 2) * x2,
-            "the two uses were merged into one, tanh'(w.x1 + w.x2) (x1 + x2); each use has its "
-            "own tanh', taken at its own w.x, and the two terms add":
-                lambda w, x1, x2: (1 - torch.tanh(w @ (x1 + x2)) ** 2) * (x1 + x2),
-        },
+    "l05-tied": ByHand(
+        name="dL/dW",
+        reference=_rnn_reference,
+        make_inputs=_rnn_inputs,
+        mistakes=RNN_SLIPS,
+        advice="Go back one step at a time: dpre2 at step 2, then dh1 and dpre1 at step 1; "
+               "each step where W is used adds its own term to dL/dW.",
     ),
 }
 

@@ -1,12 +1,16 @@
 """Lesson 06, zeroing gradients: its exercises and its predictions.
 
-Both exercises are checked by method, on new models and new data for every
-seed: ``l06-find-bug`` trains with the learner's loop and compares it with a
-loop that zeroes in the right place; ``l06-per-example`` collects one gradient
-per example while the gradient tensor is cleared in place, which is where the
-aliasing trap waits (a list holding the same tensor several times). The
-messages name the slip when it is what happened: gradients cleared between
-``backward()`` and ``step()``, never cleared, or stored without a copy.
+``l06-accumulate`` is checked by method, on new models and new data for every
+seed: the learner builds zeroing into a loop that accumulates k micro-batches
+per step; the check counts the backward passes and the optimizer steps and
+compares the weights with full-batch training, naming gradients cleared
+before every micro-batch, never, or between the last ``backward()`` and
+``step()``, and a missing ``/ k``. ``l06-never-zeroed`` is by hand: the learner
+writes, without backward, the weights a logistic regression reaches when its
+loop never zeroes (each step uses the sum of all gradients so far), checked
+against a real torch loop on new problems, with the slips named (the zeroed
+loop, a step too few or too many, the updates summed instead of the
+gradients, every gradient taken at the starting weights, the mean's 1/n).
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from ... import data
-from ._spec import Method, Prediction, Report, attempt, compare, count_autograd, passed
+from ._spec import ByHand, Method, Prediction, Report, attempt, compare, count_autograd, passed
 from ._spec import failed as _fail
 
 
@@ -40,151 +45,192 @@ def _call(name: str, answer: Any, *args: Any) -> tuple[Any, Any, Report | None]:
 
 
 # --------------------------------------------------------------------------
-# l06-find-bug: zero the gradients in the right place
+# l06-accumulate: zero once per step in a loop of k micro-batches
 # --------------------------------------------------------------------------
 
 
-def _new_problem(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, int, dict]:
-    """(x, y, steps, the starting weights of a Linear(1, 1)) for one trial."""
-    slope = float(torch.empty(()).uniform_(-3, 3, generator=gen))
-    intercept = float(torch.empty(()).uniform_(-4, 4, generator=gen))
-    seed = int(torch.randint(0, 10_000, (1,), generator=gen))
-    n = int(torch.randint(20, 60, (1,), generator=gen))
-    x, y = data.linear_data(n=n, slope=slope, intercept=intercept, seed=seed)
-    steps = int(torch.randint(12, 30, (1,), generator=gen))
-    start = {"weight": torch.randn(1, 1, generator=gen), "bias": torch.randn(1, generator=gen)}
-    return x, y, steps, start
+def _accumulation_problem(gen: torch.Generator) -> tuple:
+    """(start weights, X, y, steps, k, lr): a float64 Linear(d, 1) and a batch of k * m rows."""
+    d, k, m = (int(torch.randint(lo, hi, (1,), generator=gen)) for lo, hi in ((2, 5), (2, 5),
+                                                                             (2, 5)))
+    X = torch.randn(k * m, d, generator=gen, dtype=torch.float64)
+    y = X @ torch.randn(d, 1, generator=gen, dtype=torch.float64) + 0.3 * torch.randn(
+        k * m, 1, generator=gen, dtype=torch.float64)
+    start = {"weight": torch.randn(1, d, generator=gen, dtype=torch.float64),
+             "bias": torch.randn(1, generator=gen, dtype=torch.float64)}
+    steps = int(torch.randint(3, 7, (1,), generator=gen))
+    lr = round(0.05 + 0.15 * float(torch.rand((), generator=gen)), 3)
+    return start, X, y, steps, k, lr
 
 
 def _model(start: dict) -> torch.nn.Linear:
-    model = torch.nn.Linear(1, 1)
+    model = torch.nn.Linear(start["weight"].shape[1], 1).double()
     model.load_state_dict(start)
     return model
 
 
-def _reference_loop(start: dict, x: torch.Tensor, y: torch.Tensor, steps: int, lr: float,
-                    zero: bool) -> torch.nn.Linear:
-    """The loop of section 2: zero_grad() before each backward, or (zero=False) never."""
+def _accumulation_loop(start: dict, X: torch.Tensor, y: torch.Tensor, steps: int, k: int,
+                       lr: float, slip: str | None = None) -> torch.nn.Linear:
+    """The right loop (slip=None), or the loop with one named slip."""
     model = _model(start)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     for _ in range(steps):
-        if zero:
+        if slip != "never":
             opt.zero_grad()
-        F.mse_loss(model(x), y).backward()
+        for X_part, y_part in zip(X.chunk(k), y.chunk(k), strict=True):
+            if slip == "every":
+                opt.zero_grad()
+            loss = F.mse_loss(model(X_part), y_part)
+            (loss if slip == "no k" else loss / k).backward()
         opt.step()
     return model
 
 
 def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    return all(compare("w", p, q).ok for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    return all(torch.allclose(p, q, rtol=1e-10, atol=1e-12)
+               for p, q in zip(a.parameters(), b.parameters(), strict=True))
 
 
-def _check_find_bug(answer: Any, seed: int) -> Report:
-    name = "train_fixed"
-    lr = 0.01
-    for k in range(3):
-        x, y, steps, start = _new_problem(torch.Generator().manual_seed(seed + k))
+ACCUMULATION_SLIPS = {
+    "every": "the gradients were cleared before every micro-batch, so step() saw only the "
+             "last micro-batch's share. Clear them once per step, before the first "
+             "micro-batch, and let the k backward calls add up",
+    "never": "the gradients were never cleared: each step used the sum of every "
+             "micro-batch since the start. Clear them once per step",
+    "no k": "each step moved k times too far: the k micro-batch means add up to k times the "
+            "full-batch mean. Divide each micro-batch's loss by k (lesson 05)",
+}
+
+
+def _check_accumulate(answer: Any, seed: int) -> Report:
+    name = "train_accumulated"
+    for trial in range(3):
+        start, X, y, steps, k, lr = _accumulation_problem(
+            torch.Generator().manual_seed(seed + trial))
         learner = _model(start)
-        _, seen, failure = _call(name, answer, learner, x, y, steps, lr)
+        made: list[int] = []
+        handle = register_optimizer_step_post_hook(
+            lambda opt, args, kwargs, made=made: made.append(1))
+        try:
+            _, seen, failure = _call(name, answer, learner, X, y, steps, k, lr)
+        finally:
+            handle.remove()
         if failure is not None:
             return failure
-        where = f"training {steps} steps on new data"
+        where = f"training {steps} steps of {k} micro-batches on new data"
+        if seen.reverse != steps * k:
+            return _fail(name, f"{where}, your loop ran {_plural(seen.reverse, 'backward pass')};"
+                               f" expected {steps * k}, one per micro-batch.")
+        if len(made) != steps:
+            return _fail(name, f"{where}, your loop made {_plural(len(made), 'optimizer step')}; "
+                               f"expected {steps}, one after each group of {k} micro-batches "
+                               "(torch.optim.SGD's step()).")
         moved = any(not torch.equal(p.detach(), start[n]) for n, p in learner.named_parameters())
         if not moved:
             return _fail(name, f"{where}, the weights did not move: step() ran on gradients that "
-                               "were already cleared. Zero them before backward() or after "
-                               "step(), never between the two.")
-        if seen.reverse != steps:
-            return _fail(name, f"{where}, your loop ran {_plural(seen.reverse, 'backward pass')}; "
-                               "expected one per step.")
-        if _same_weights(learner, _reference_loop(start, x, y, steps, lr, zero=True)):
+                               "were already cleared. Zero them before the first backward of a "
+                               "step or after step(), never between the last backward and "
+                               "step().")
+        if _same_weights(learner, _accumulation_loop(start, X, y, steps, k, lr)):
             continue
-        if _same_weights(learner, _reference_loop(start, x, y, steps, lr, zero=False)):
-            return _fail(name, f"{where}, your loop trains exactly like the loop that never "
-                               "zeroes: each step used the sum of all past gradients. Clear the "
-                               "model's gradients once per step (the model's, not the data's).")
-        ref = _reference_loop(start, x, y, steps, lr, zero=True)
+        for slip, words in ACCUMULATION_SLIPS.items():
+            if _same_weights(learner, _accumulation_loop(start, X, y, steps, k, lr, slip)):
+                return _fail(name, f"{where}, {words}.")
+        ref = _accumulation_loop(start, X, y, steps, k, lr)
         verdict = compare("trained weight", learner.weight, ref.weight)[0]
-        return _fail(name, f"{where}, the trained weights differ from those of the loop that "
-                           f"zeroes before each backward: {verdict.message}")
-    return passed(name, "trains like the reference loop on 3 new problems, "
-                                             "one backward pass per step")
+        return _fail(name, f"{where}, the trained weights differ from those of full-batch "
+                           f"training: {verdict.message}")
+    return passed(name, "trains like full-batch SGD on 3 new problems: one backward per "
+                        "micro-batch, one step per group of k")
 
 
 # --------------------------------------------------------------------------
-# l06-per-example: one gradient per example, the gradient tensor cleared in place
+# l06-never-zeroed: what a loop that never zeroes applies, by hand
 # --------------------------------------------------------------------------
 
 
-def _new_examples(gen: torch.Generator) -> tuple[dict, torch.Tensor, torch.Tensor]:
+def _logistic_problem(gen: torch.Generator) -> tuple:
+    """(w, b, X, t, lr, steps): a logistic regression, new sizes and numbers each trial."""
+    n = int(torch.randint(5, 13, (1,), generator=gen))
     features = int(torch.randint(2, 5, (1,), generator=gen))
-    n = int(torch.randint(3, 6, (1,), generator=gen))
-    start = {"weight": torch.randn(1, features, generator=gen),
-             "bias": torch.randn(1, generator=gen)}
-    return start, torch.randn(n, features, generator=gen), torch.randn(n, 1, generator=gen)
+    X = torch.randn(n, features, generator=gen, dtype=torch.float64)
+    t = torch.randint(0, 2, (n,), generator=gen).to(torch.float64)
+    w = torch.randn(features, generator=gen, dtype=torch.float64) * 0.5
+    b = torch.randn((), generator=gen, dtype=torch.float64) * 0.5
+    lr = round(0.05 + 0.25 * float(torch.rand((), generator=gen)), 3)
+    steps = int(torch.randint(3, 9, (1,), generator=gen))
+    return w, b, X, t, lr, steps
 
 
-def _one_example_grad(start: dict, X: torch.Tensor, y: torch.Tensor, i: int) -> torch.Tensor:
-    w = start["weight"].clone().requires_grad_()
-    pred = X[i:i + 1] @ w.T + start["bias"]
-    (grad,) = torch.autograd.grad(F.mse_loss(pred, y[i:i + 1]), w)
-    return grad
+def _never_zeroed_ref(w, b, X, t, lr, steps):
+    """The real loop: backward() and SGD's step, .grad never cleared."""
+    w = w.clone().requires_grad_()
+    b = b.clone().requires_grad_()
+    opt = torch.optim.SGD([w, b], lr=lr)
+    for _ in range(steps):
+        F.binary_cross_entropy_with_logits(X @ w + b, t).backward()
+        opt.step()
+    return w.detach(), b.detach()
 
 
-def _check_per_example(answer: Any, seed: int) -> Report:
-    name = "per_example_grads"
-    for k in range(3):
-        start, X, y = _new_examples(torch.Generator().manual_seed(seed + k))
-        model = torch.nn.Linear(X.shape[1], 1)
-        model.load_state_dict(start)
-        for p in model.parameters():  # zero gradient tensors, kept for the whole run
-            p.grad = torch.zeros_like(p)
-        buffer = model.weight.grad
-        got, seen, failure = _call(name, answer, model, X, y)
-        if failure is not None:
-            return failure
-        n = len(X)
-        where = f"for {n} examples"
-        if not isinstance(got, (list, tuple)) or len(got) != n:
-            size = len(got) if isinstance(got, (list, tuple)) else type(got).__name__
-            return _fail(name, f"{where}, expected a list of {n} gradients, one per example, "
-                               f"got {size}.")
-        if seen.reverse != n:
-            return _fail(name, f"{where}, your function ran "
-                               f"{_plural(seen.reverse, 'backward pass')}; expected one per "
-                               "example.")
-        tensors = [g for g in got if isinstance(g, torch.Tensor)]
-        shared = [g for g in tensors if g.data_ptr() == buffer.data_ptr()]
-        if len(shared) > 1 or (shared and model.weight.grad is buffer):
-            count = f"all {n}" if len(shared) == n else str(len(shared))
-            return _fail(name, f"{where}, {count} entries of your list are one and the same "
-                               "tensor, model.weight.grad itself. Each zero_() cleared that "
-                               "tensor in place, the very one already in your list, so every "
-                               "such entry now shows the last example's gradient. Append a "
-                               "copy: model.weight.grad.clone().")
-        want = [_one_example_grad(start, X, y, i) for i in range(n)]
-        running = [sum(want[: i + 1]) for i in range(n)]
-        if n > 1 and all(compare("g", g, r).ok for g, r in zip(got, running, strict=True)):
-            return _fail(name, f"{where}, entry i holds the sum of the gradients of examples 0 to "
-                               "i: .grad was not cleared between the examples, so each backward "
-                               "added onto the ones before.")
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            verdict = compare(f"gradient of example {i}", g, w)
-            if not verdict.ok:
-                return _fail(name, f"{where}: {verdict[0].message}")
-        if model.weight.grad is not buffer:
-            return _fail(name, f"{where}, the gradients are right, but model.weight.grad is a "
-                               "new tensor now: setting it to None (as zero_grad() does by "
-                               "default, set_to_none=True) let the next backward make a new one. "
-                               "This exercise keeps the tensor: clear it in place, with "
-                               "model.zero_grad(set_to_none=False) or .grad.zero_().")
-    return passed(name, "one gradient per example on 3 new models, with "
-                                             "the gradient tensor kept throughout")
+def _grads(w, b, X, t, mean=True, sign=1.0):
+    """The gradient of the mean logistic loss at (w, b) (or a slip of it)."""
+    dz = sign * (torch.sigmoid(X @ w + b) - t) / (len(t) if mean else 1)
+    return X.T @ dz, dz.sum()
+
+
+def _run(w, b, X, t, lr, steps, *, summed=True, twice=False, frozen=False, mean=True,
+         sign=1.0):
+    """The update rule with one slip switched on (the defaults give the right answer)."""
+    Gw, Gb = torch.zeros_like(w), torch.zeros_like(b)
+    Uw, Ub = torch.zeros_like(w), torch.zeros_like(b)
+    first = _grads(w, b, X, t, mean, sign)
+    for _ in range(steps):
+        gw, gb = first if frozen else _grads(w, b, X, t, mean, sign)
+        Gw, Gb = (Gw + gw, Gb + gb) if summed else (gw, gb)
+        if twice:  # the updates summed again
+            Uw, Ub = Uw + lr * Gw, Ub + lr * Gb
+            w, b = w - Uw, b - Ub
+        else:
+            w, b = w - lr * Gw, b - lr * Gb
+    return w, b
+
+
+NEVER_ZEROED = ByHand(
+    name="never_zeroed",
+    reference=_never_zeroed_ref,
+    make_inputs=_logistic_problem,
+    outputs=("w after the steps", "b after the steps"),
+    mistakes={
+        "these are the weights of the loop that zeroes: each step used only its own "
+        "gradient, but with no zeroing .grad after step s holds g1 + ... + gs, and the step "
+        "is lr times that sum": lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps,
+                                                                   summed=False),
+        "one step too few: the loop runs backward() and step() `steps` times, and the "
+        "last step counts too": lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps - 1),
+        "one step too many: the loop runs backward() and step() exactly `steps` times":
+            lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps + 1),
+        "you summed the updates instead of the gradients: .grad holds the sum of the "
+        "gradients, and each step subtracts lr times that sum, once, not the sum of all "
+        "the steps so far": lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps,
+                                                                twice=True),
+        "every gradient in your sum was taken at the starting weights: each backward() "
+        "computes the gradient at the weights of its own step, after the updates so far":
+            lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps, frozen=True),
+        "the 1/n of the mean is missing: the loss averages over the n examples":
+            lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps, mean=False),
+        "the sign of the gradient is flipped: dL/dz_i = (sigmoid(z_i) - t_i) / n":
+            lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps, sign=-1.0),
+    },
+    advice="Write the gradient of the mean loss at the current (w, b) first; then keep a "
+           "running sum of the gradients, as .grad does, and subtract lr times that sum at "
+           "every step.",
+)
 
 
 EXERCISES = {
-    "l06-find-bug": Method(check=_check_find_bug),
-    "l06-per-example": Method(check=_check_per_example),
+    "l06-accumulate": Method(check=_check_accumulate),
+    "l06-never-zeroed": NEVER_ZEROED,
 }
 
 

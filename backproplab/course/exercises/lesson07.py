@@ -5,9 +5,17 @@ Both exercises are about the method, so their checks are `Method` checks:
 - ``l07-two-derivatives``: two gradients from one unrolled loop. The check
   counts the calls of ``step`` (one forward pass only) and compares both
   gradients with autograd's, on new sequences and new step functions.
-- ``l07-one-pass``: the gradient of a weighted sum of losses in one backward
-  pass that leaves the graph free. The check counts the passes with
-  `count_autograd` and looks at the saved tensors afterwards.
+- ``l07-one-backward``: a training step that takes two backward passes (main's
+  gradient rescaled by main's value in between, then aux's added) rebuilt as
+  one pass. The check counts the passes with `count_autograd`, looks at the
+  saved tensors afterwards (no ``retain_graph``) and compares the gradients
+  with the two-pass step's on a new network.
+- ``l07-two-players``: two players (weights A and B) whose losses share one
+  forward pass, each stepped along its own loss's gradient, where a step
+  before the second gradient trips the version counter. The check runs the
+  step on new problems and names the slips by rerunning them (the losses
+  summed, the counter dodged with ``.data``, the gradients swapped, a step
+  uphill, a step that rebinds a name).
 
 Each message names the slip it found, and only when that slip explains the
 numbers.
@@ -122,73 +130,265 @@ def _check_two_grads(two_grads, seed: int) -> Report:
 
 
 # --------------------------------------------------------------------------
-# Exercise 2: a weighted objective in one backward pass
+# Exercise 2: a two-pass step rebuilt as one backward pass
 # --------------------------------------------------------------------------
 
-_LOSSES = (
-    ("sum(t**2)", lambda t: (t**2).sum()),
-    ("sum(t)", lambda t: t.sum()),
-    ("mean(exp(3t))", lambda t: (t * 3).exp().mean()),
-    ("sum(sin(t) * t)", lambda t: (torch.sin(t) * t).sum()),
+# The auxiliary losses the check tries; each reads the shared hidden layer h.
+AUX = (
+    ("mean(h**2)", lambda h, out: (h**2).mean()),
+    ("mean(out**2) / 4", lambda h, out: (out**2).mean() / 4),
+    ("mean(sin(h) * h)", lambda h, out: (torch.sin(h) * h).mean()),
 )
 
 
-def _objective(gen: torch.Generator):
-    """(x, losses' formulas, weights): a new trunk input and new weights."""
-    n = int(torch.randint(3, 7, (1,), generator=gen))
-    x = torch.randn(n, generator=gen, dtype=torch.float64)
-    count = int(torch.randint(2, 5, (1,), generator=gen))
-    order = torch.randperm(len(_LOSSES), generator=gen)[:count].tolist()
-    weights = [round(float(w), 2) for w in torch.randn(count, generator=gen) * 2]
-    return x, [_LOSSES[i] for i in order], weights
+def two_pass_step(main, aux, params) -> None:
+    """The step the exercise restructures: main's gradient rescaled by main's value
+    between the passes, then aux's gradient added (the notebook shows the same code)."""
+    main.backward(retain_graph=True)
+    for p in params:
+        p.grad /= main.item()
+    aux.backward()
 
 
-def _check_one_pass(weighted_backward, seed: int) -> Report:
-    name = "weighted_backward"
-    if not callable(weighted_backward):
-        return _fail(name, f"expected a function weighted_backward(losses, weights), got "
-                           f"{type(weighted_backward).__name__}")
+def _network(gen: torch.Generator):
+    """(the inputs, a builder): a one-hidden-layer tanh network of new sizes; the builder
+    makes new leaves and the two losses on them, (leaves, main, aux, h)."""
+    n, d, width = (int(k) for k in torch.randint(3, 7, (3,), generator=gen))
+    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    target = torch.randn(n, generator=gen, dtype=torch.float64)
+    W = torch.randn(d, width, generator=gen, dtype=torch.float64) * 0.8
+    w = torch.randn(width, generator=gen, dtype=torch.float64)
+    label, aux_of = AUX[int(torch.randint(len(AUX), (1,), generator=gen))]
+
+    def build():
+        leaves = [W.clone().requires_grad_(), w.clone().requires_grad_()]
+        h = torch.tanh(x @ leaves[0])
+        out = h @ leaves[1]
+        return leaves, ((out - target) ** 2).mean(), aux_of(h, out), h
+
+    return f"{n} examples, {d} inputs, {width} hidden units, aux = {label}", build
+
+
+def _weighted(build, main_weight, aux_weight) -> list[torch.Tensor]:
+    """The leaves' gradients of main_weight(main) * main + aux_weight(main) * aux."""
+    leaves, main, aux, _ = build()
+    m = main.item()
+    return list(torch.autograd.grad(main_weight(m) * main + aux_weight(m) * aux, leaves))
+
+
+# Slips: (main's weight, aux's weight) as functions of main's value m, and what to say.
+_SLIPS = (
+    (lambda m: 1.0, lambda m: 1.0,
+     "it is the gradient of main + aux: the two-pass step divides main's gradient by main's "
+     "value before aux's gradient is added"),
+    (lambda m: 1 / m, lambda m: 1 / m,
+     "both losses are divided by main's value; the two-pass step rescales main's gradient "
+     "only, before aux's pass adds its own"),
+    (lambda m: 1.0, lambda m: 1 / m,
+     "the rescaling went to aux; in the two-pass step it is main's gradient that is divided "
+     "by main's value"),
+    (lambda m: m, lambda m: 1.0,
+     "main's loss is multiplied by its value; the two-pass step divides by it"),
+    (lambda m: 0.0, lambda m: 1.0,
+     "only aux's gradient arrived. If you divided main by itself (main / main), that is the "
+     "constant 1, whose gradient is 0: the weight must be a plain number (main.item()) with "
+     "no graph through it"),
+)
+
+
+def _check_one_backward(one_backward, seed: int) -> Report:
+    name = "one_backward"
+    if not callable(one_backward):
+        return _fail(name, f"expected a function one_backward(main, aux), got "
+                           f"{type(one_backward).__name__}")
     gen = torch.Generator().manual_seed(seed)
-    x0, formulas, weights = _objective(gen)
-    x = x0.clone().requires_grad_()
-    trunk = torch.tanh(x)
-    losses = [loss(trunk) for _, loss in formulas]
+    where, build = _network(gen)
+    leaves, main, aux, h = build()
     with count_autograd() as seen:
-        _, failure = attempt(name, weighted_backward, losses, list(weights), raised=lambda err: (
-            f"raised {type(err).__name__}: {_first_line(err)}"))
+        _, failure = attempt(name, one_backward, main, aux, raised=lambda err: (
+            "the second pass found the shared graph freed: one backward on a single total "
+            "needs no second pass" if isinstance(err, RuntimeError) and "second time" in str(err)
+            else f"raised {type(err).__name__}: {_first_line(err)}"))
     if failure is not None:
         return failure
     if seen.reverse != 1:
-        return _fail(name, f"{seen.reverse} backward passes; the exercise asks for one: add the "
-                           "weighted losses up and call backward once on the total.")
-    kept = [s.name for node in describe(losses).nodes for s in node.saved if not s.freed]
+        return _fail(name, f"{seen.reverse} backward passes ({where}); the exercise asks for one. "
+                           "Both losses read the same hidden layer: say in one loss what the "
+                           "two-pass step does to main's gradient.")
+    kept = [s.name for node in describe([main, aux]).nodes for s in node.saved if not s.freed]
     if kept:
-        return _fail(name, "the trunk's saved tensors are still alive after your pass: "
-                           "retain_graph=True keeps the graph's memory for nothing here.")
-    if x.grad is None:
-        return _fail("x.grad", "is None after your function: its backward pass must reach the "
-                               "leaves (call .backward() on the total, not torch.autograd.grad).")
-    x_ref = x0.clone().requires_grad_()
-    t_ref = torch.tanh(x_ref)
-    parts = [loss(t_ref) for _, loss in formulas]
-    reference = torch.autograd.grad(sum(w * p for w, p in zip(weights, parts, strict=True)),
-                                    x_ref, retain_graph=True)[0]
-    unweighted = torch.autograd.grad(sum(parts), x_ref)[0]
-    what = " + ".join(f"{w:g}*{f}" for w, (f, _) in zip(weights, formulas, strict=True))
-    if not _close(x.grad, reference) and _close(x.grad, unweighted):
-        return _fail("x.grad", f"for {what} (t = tanh(x)): it is the gradient of the plain sum "
-                               "of the losses; the weights are missing (multiply each loss by "
-                               "its weight before adding).", "mismatch")
-    report = compare("x.grad", x.grad, reference, rtol=1e-5, atol=1e-7)
-    if not report.ok:
-        return failed("x.grad", f"for {what} (t = tanh(x)): {report[0].message}", report[0].verdict)
-    return passed(name, f"one backward pass, graph released, x.grad matches autograd "
-                                  f"for {what}")
+        return _fail(name, f"after your pass the graph's saved tensors are still alive ({where}): "
+                           "retain_graph=True keeps their memory for nothing when no second "
+                           "pass follows.")
+    got = [p.grad for p in leaves]
+    if any(g is None for g in got):
+        return _fail(name, "W.grad or w.grad is None after your function: its pass must reach "
+                           "the leaves (call .backward(), not torch.autograd.grad).")
+    ref_leaves, ref_main, ref_aux, _ = build()
+    two_pass_step(ref_main, ref_aux, ref_leaves)
+    reference = [p.grad for p in ref_leaves]
+    for main_weight, aux_weight, told in _SLIPS:
+        slip = _weighted(build, main_weight, aux_weight)
+        if all(_close(g, s) for g, s in zip(got, slip, strict=True)) and not all(
+                _close(r, s) for r, s in zip(reference, slip, strict=True)):
+            return _fail("gradients", f"{where}: {told}.", "mismatch")
+    for label, mine, ref in zip(("W.grad", "w.grad"), got, reference, strict=True):
+        report = compare(label, mine, ref, rtol=1e-5, atol=1e-7)
+        if not report.ok:
+            return failed(label, f"{where}: {report[0].message}", report[0].verdict)
+    return passed(name, f"one backward pass, saved tensors freed, and the gradients of the "
+                        f"two-pass step ({where})")
+
+
+# --------------------------------------------------------------------------
+# Exercise 3: two players, one forward pass, and the version counter
+# --------------------------------------------------------------------------
+
+
+def broken_step(loss_a, loss_b, A, B, lr) -> None:
+    """The step the exercise repairs (the notebook shows the same code): A steps before
+    loss_b's backward, which needs the A it saved."""
+    loss_a.backward(retain_graph=True)
+    with torch.no_grad():
+        for p in A:
+            p -= lr * p.grad
+    loss_b.backward()
+    with torch.no_grad():
+        for p in B:
+            p -= lr * p.grad
+
+
+def _players(gen: torch.Generator):
+    """(what, lr, a builder): two players sharing one forward pass, of new sizes. The
+    builder makes new leaves and both losses: (A, B, loss_a, loss_b). Player A is a scorer
+    (weights D, bias c), player B a tanh feature layer G; both losses read both."""
+    n, k, d = (int(s) for s in torch.randint(3, 7, (3,), generator=gen))
+    z = torch.randn(n, k, generator=gen, dtype=torch.float64)
+    t = torch.randn(n, generator=gen, dtype=torch.float64)
+    D = torch.randn(d, generator=gen, dtype=torch.float64)
+    c = torch.randn((), generator=gen, dtype=torch.float64)
+    G = torch.randn(k, d, generator=gen, dtype=torch.float64) * 0.7
+    lr = round(float(torch.rand((), generator=gen)) * 0.4 + 0.05, 2)
+
+    def build():
+        A = [D.clone().requires_grad_(), c.clone().requires_grad_()]
+        B = [G.clone().requires_grad_()]
+        h = torch.tanh(z @ B[0])
+        score = h @ A[0] + A[1]
+        return A, B, ((score - t) ** 2).mean(), (score**2).mean() + 0.1 * (h**2).mean()
+
+    return f"{n} examples, {d} features, lr = {lr}", lr, build
+
+
+def _after(step, build, lr) -> list[torch.Tensor]:
+    """The players' values after ``step`` ran on a new copy of the problem."""
+    A, B, loss_a, loss_b = build()
+    step(loss_a, loss_b, A, B, lr)
+    return [p.detach().clone() for p in A + B]
+
+
+def _moved(A, B, ga, gb, lr, sign=1.0) -> None:
+    with torch.no_grad():
+        for p, g in zip(A, ga, strict=True):
+            p -= sign * lr * g
+        for p, g in zip(B, gb, strict=True):
+            p -= sign * lr * g
+
+
+def _reference_step(loss_a, loss_b, A, B, lr) -> None:
+    ga = torch.autograd.grad(loss_a, A, retain_graph=True)
+    gb = torch.autograd.grad(loss_b, B)
+    _moved(A, B, ga, gb, lr)
+
+
+def _summed_step(loss_a, loss_b, A, B, lr) -> None:
+    grads = torch.autograd.grad(loss_a + loss_b, A + B)
+    _moved(A, B, grads[:len(A)], grads[len(A):], lr)
+
+
+def _swapped_step(loss_a, loss_b, A, B, lr) -> None:
+    ga = torch.autograd.grad(loss_b, A, retain_graph=True)
+    gb = torch.autograd.grad(loss_a, B)
+    _moved(A, B, ga, gb, lr)
+
+
+def _uphill_step(loss_a, loss_b, A, B, lr) -> None:
+    ga = torch.autograd.grad(loss_a, A, retain_graph=True)
+    gb = torch.autograd.grad(loss_b, B)
+    _moved(A, B, ga, gb, lr, sign=-1.0)
+
+
+def _data_step(loss_a, loss_b, A, B, lr) -> None:
+    """The version counter dodged with .data: loss_b's backward reads A's new values."""
+    ga = torch.autograd.grad(loss_a, A, retain_graph=True)
+    for p, g in zip(A, ga, strict=True):
+        p.data -= lr * g
+    gb = torch.autograd.grad(loss_b, B)
+    with torch.no_grad():
+        for p, g in zip(B, gb, strict=True):
+            p -= lr * g
+
+
+_PLAYER_SLIPS = (
+    (_summed_step, "each player moved along the gradient of loss_a + loss_b: A must follow "
+                   "loss_a only and B loss_b only (one backward of the sum mixes them, and so "
+                   "do two backward calls whose .grad add up)"),
+    (_data_step, "B's gradient was computed with A's updated values: changing A through "
+                 ".data hides the step from the version counter, so loss_b's backward used an "
+                 "A its forward pass never saw. Take both gradients before any step"),
+    (_swapped_step, "the gradients are swapped: A follows loss_a, B follows loss_b"),
+    (_uphill_step, "the players moved up their gradients: a step subtracts lr * gradient"),
+)
+
+
+def _players_error(err: Exception, where: str) -> str:
+    first = _first_line(err)
+    if "modified by an inplace operation" in first:
+        return (f"({where}) a backward pass ran after a step had changed a weight it saved: "
+                f"{first.split(':')[0]}. The version counter caught it, as in section 3: take "
+                "every gradient first, then step.")
+    if "second time" in first:
+        return (f"({where}) the second gradient found the shared graph freed: the first "
+                "gradient call must keep it (retain_graph=True).")
+    return f"raised {type(err).__name__} ({where}): {first}"
+
+
+def _check_players(two_player_step, seed: int) -> Report:
+    name = "two_player_step"
+    if not callable(two_player_step):
+        return _fail(name, f"expected a function two_player_step(loss_a, loss_b, A, B, lr), "
+                           f"got {type(two_player_step).__name__}")
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(2):
+        where, lr, build = _players(gen)
+        A, B, loss_a, loss_b = build()
+        before = [p.detach().clone() for p in A + B]
+        _, failure = attempt(name, two_player_step, loss_a, loss_b, A, B, lr,
+                             raised=lambda err, where=where: _players_error(err, where))
+        if failure is not None:
+            return failure
+        got = [p.detach().clone() for p in A + B]
+        if all(torch.equal(g, b) for g, b in zip(got, before, strict=True)):
+            return _fail(name, f"({where}) the weights did not change. `p = p - lr * g` makes a "
+                               "new tensor and rebinds the name; change the tensor itself "
+                               "(p -= lr * g) inside torch.no_grad().")
+        expected = _after(_reference_step, build, lr)
+        for slip, told in _PLAYER_SLIPS:
+            wrong = _after(slip, build, lr)
+            if all(_close(g, w) for g, w in zip(got, wrong, strict=True)):
+                return _fail("weights after the step", f"({where}) {told}.", "mismatch")
+        for label, mine, ref in zip(("D", "c", "G"), got, expected, strict=True):
+            report = compare(label, mine, ref, rtol=1e-5, atol=1e-7)
+            if not report.ok:
+                return failed(label, f"({where}) {report[0].message}", report[0].verdict)
+    return passed(name, "both players stepped along their own loss's gradient at the weights "
+                        "the forward pass saw, on 2 new problems")
 
 
 EXERCISES = {
     "l07-two-derivatives": Method(check=_check_two_grads),
-    "l07-one-pass": Method(check=_check_one_pass),
+    "l07-one-backward": Method(check=_check_one_backward),
+    "l07-two-players": Method(check=_check_players),
 }
 
 

@@ -1,10 +1,12 @@
 """Lesson 09, training an MLP: its exercises and its predictions.
 
-Both exercises ask for dL/dz, the gradient at the logits of a sigmoid output:
-Exercise 1 with binary cross-entropy (the step Part 2 of the lesson takes
-from autograd), Exercise 2 with a squared error, where the sigmoid's own
-derivative no longer cancels. The predictions run the lesson's deep networks
-again, built by the same recipe as the notebook's cells.
+Exercises 1 and 2 ask for dL/dz, the gradient at the logits of a sigmoid
+output: Exercise 1 with binary cross-entropy, Exercise 2 with a squared error,
+where the sigmoid's own derivative no longer cancels. Exercise 3 asks for the
+whole backward of Part 2's two-layer tanh network (the lesson shows only its
+forward pass and loss), checked on networks and batches of other sizes. The
+predictions run the lesson's deep networks again, built by the same recipe as
+the notebook's cells.
 """
 
 from __future__ import annotations
@@ -84,6 +86,74 @@ SIGMOID_MSE_SLIPS = {
         lambda z, y: (_p(z) - y) * _p(z) * (1 - _p(z)) / z.numel(),
 }
 
+# --------------------------------------------------------------------------- Exercise 3
+
+
+def _mlp_loss(xs, ys, W1, b1, W2, b2):
+    return F.binary_cross_entropy_with_logits(torch.tanh(xs @ W1 + b1) @ W2 + b2, ys)
+
+
+def _mlp_reference(xs, ys, W1, b1, W2, b2):
+    params = [t.requires_grad_() for t in (W1, b1, W2, b2)]
+    return torch.autograd.grad(_mlp_loss(xs, ys, *params), params)
+
+
+def _new_network(gen):
+    """A batch of N points with D features and 0/1 targets for K outputs, and a tanh layer of
+    H units with fresh weights. N, D, H and K all differ, so a transposed weight gradient or a
+    bias gradient left unsummed has the wrong shape, and dividing by N alone differs from
+    dividing by N·K."""
+    while True:
+        n, d, h, k = (int(torch.randint(lo, hi, (1,), generator=gen))
+                      for lo, hi in ((5, 11), (2, 5), (3, 8), (2, 4)))
+        if len({n, d, h, k}) == 4:
+            break
+    return (torch.randn(n, d, generator=gen),
+            (torch.rand(n, k, generator=gen) < 0.5).double(),
+            torch.randn(d, h, generator=gen) * 0.8, torch.randn(h, generator=gen) * 0.3,
+            torch.randn(h, k, generator=gen), torch.randn(k, generator=gen) * 0.3)
+
+
+def _mlp_slip(xs, ys, W1, b1, W2, b2, *, divide_by=None, tanh_slope=None, bias="sum",
+              transpose=False):
+    """The backward with one slip: ``divide_by`` (a function of z) instead of z.numel(),
+    ``tanh_slope`` (a function of a and h) instead of 1 − h², a bias gradient that is
+    averaged (``"mean"``) or left per row (``"rows"``), or weight gradients transposed."""
+    a = xs @ W1 + b1
+    h = torch.tanh(a)
+    z = h @ W2 + b2
+    dz = (torch.sigmoid(z) - ys) / (z.numel() if divide_by is None else divide_by(z))
+    da = (dz @ W2.T) * ((1 - h**2) if tanh_slope is None else tanh_slope(a, h))
+    reduce = {"sum": lambda g: g.sum(0), "mean": lambda g: g.mean(0), "rows": lambda g: g}[bias]
+    if transpose:
+        return da.T @ xs, reduce(da), dz.T @ h, reduce(dz)
+    return xs.T @ da, reduce(da), h.T @ dz, reduce(dz)
+
+
+MLP_SLIPS = {
+    "tanh's derivative is missing: h = tanh(a), so the gradient at a is the gradient at h "
+    "times 1 − h² (lesson 02)":
+        lambda *t: _mlp_slip(*t, tanh_slope=lambda a, h: 1),
+    "tanh's derivative was taken at the pre-activation, 1 − a²: it is 1 − tanh(a)² = 1 − h², "
+    "written with the output h":
+        lambda *t: _mlp_slip(*t, tanh_slope=lambda a, h: 1 - a**2),
+    "the weight gradients are transposed: a gradient has the shape of its weight, (in, out), "
+    "so dW = inputᵀ @ d(out) (lesson 08, part 2)":
+        lambda *t: _mlp_slip(*t, transpose=True),
+    "the bias gradients are not summed over the rows: a bias is added to every row, and what "
+    "the forward pass broadcast, the backward pass sums (lesson 08, part 2)":
+        lambda *t: _mlp_slip(*t, bias="rows"),
+    "the bias gradients are averaged over the rows instead of summed: the 1/(N·K) of the mean "
+    "is already in dL/dz, so the bias needs a plain sum":
+        lambda *t: _mlp_slip(*t, bias="mean"),
+    "the 1/(N·K) of the mean is missing (a sum where the loss takes a mean): every gradient is "
+    "N·K times too large; dL/dz = (sigmoid(z) − y) / z.numel()":
+        lambda *t: _mlp_slip(*t, divide_by=lambda z: 1),
+    "dL/dz was divided by the number of rows only: the mean runs over all N·K entries of z, so "
+    "divide by z.numel()":
+        lambda *t: _mlp_slip(*t, divide_by=len),
+}
+
 EXERCISES = {
     "l09-bce": ByHand(
         name="dL/dz (cross-entropy on logits)",
@@ -101,6 +171,16 @@ EXERCISES = {
         mistakes=SIGMOID_MSE_SLIPS,
         advice="Chain the two steps for one entry: d(p − y)²/dp, then dp/dz = p(1 − p); the "
                "mean divides by the number of entries.",
+    ),
+    "l09-mlp": ByHand(
+        name="the tanh network's backward",
+        reference=_mlp_reference,
+        make_inputs=_new_network,
+        outputs=["dL/dW1", "dL/db1", "dL/dW2", "dL/db2"],
+        mistakes=MLP_SLIPS,
+        advice="Walk back one step at a time and check each gradient's shape against its "
+               "tensor's: dL/dz from Exercise 1, the output layer's weight, bias and input, "
+               "tanh's derivative with h, then the hidden layer the same way.",
     ),
 }
 

@@ -453,7 +453,7 @@ EXERCISES = {
             "need no second one": lambda i, w, d: (d @ w.T, i.T @ d / len(i), d.mean(0)),
         },
         advice="Let the shapes decide: each gradient has the shape of its tensor, and lesson "
-               "05's matmul rule gives the products.",
+               "08's matmul rule (part 2) gives the products.",
     ),
     "l10-dhbn": ByHand(
         name="dhbn",

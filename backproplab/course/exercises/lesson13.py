@@ -1,15 +1,17 @@
 """Lesson 13, gradients of gradients: its exercises and its predictions.
 
-The exercises use autograd on purpose (the method is the point), so their
-checks are `Method` checks on new polynomials, points and orders:
+The first two exercises use autograd on purpose (the method is the point), so
+their checks are `Method` checks; the third is derived by hand:
 
-- ``l13-third-derivative``: the n-th derivative by a loop of
-  ``torch.autograd.grad`` (the id dates from a third-derivative version),
-  including orders above the polynomial's degree, where the derivative is 0
-  and autograd hands back a tensor without a graph;
-- ``l13-newton-step``: -f'(x) / f''(x) with both derivatives from autograd;
-- ``l13-penalty``: the gradient of |grad f|^2 with two backward passes and no
-  Hessian (the passes and the torch functions called are counted).
+- ``l13-newton-step``: -f'(x) / f''(x) with both derivatives from autograd, on
+  new polynomials and points;
+- ``l13-weight-penalty``: the gradient with respect to the weights w of the
+  input-gradient penalty |d f / d x|^2 (a mixed second derivative), with two
+  backward passes and no Hessian (the passes and the torch functions called
+  are counted), on new critics and shapes;
+- ``l13-hvp-by-hand``: a Hessian-vector product of a one-layer tanh network,
+  derived by hand (forward the direction, then backward): a `ByHand` check on new
+  shapes with autograd off, against double backward, with the slips named.
 """
 
 from __future__ import annotations
@@ -18,7 +20,17 @@ import math
 
 import torch
 
-from ._spec import Method, Prediction, Report, attempt, compare, count_autograd, failed, passed
+from ._spec import (
+    ByHand,
+    Method,
+    Prediction,
+    Report,
+    attempt,
+    compare,
+    count_autograd,
+    failed,
+    passed,
+)
 from ._spec import failed as _fail
 from ._spec import first_line as _first_line
 
@@ -59,81 +71,6 @@ def poly_derivative(coefs, t, n: int) -> torch.Tensor:
 
 def _show(coefs) -> str:
     return f"a degree-{len(coefs) - 1} polynomial"
-
-
-# --------------------------------------------------------------------------
-# Exercise 1: any derivative
-# --------------------------------------------------------------------------
-
-
-def _orders(gen: torch.Generator):
-    """(degree, order) pairs: orders within the degree first, then past it by 2 or more."""
-    pairs = []
-    for _ in range(3):
-        degree = int(torch.randint(2, 5, (1,), generator=gen))
-        pairs.append((degree, int(torch.randint(1, degree + 1, (1,), generator=gen))))
-    degree = int(torch.randint(1, 4, (1,), generator=gen))
-    pairs.append((degree, degree + int(torch.randint(2, 4, (1,), generator=gen))))
-    return pairs
-
-
-def _order_error(where: str, n: int, degree: int):
-    """What nth_derivative's error says about the loop of grad calls."""
-    def text(err: Exception) -> str:
-        first = _first_line(err)
-        if "implicitly created only for scalar outputs" in first:
-            return (f"{where}: {first}. The derivative holds one value per point: "
-                    "pass torch.ones_like(g) as grad_outputs (lesson 08), so each "
-                    "point gets its own derivative.")
-        if "does not require grad" in first and n > degree:
-            return (f"{where}: {first}. Past the degree the derivative is a "
-                    "constant, and autograd returns it without a graph (section "
-                    "4): when g.requires_grad is False, every further derivative "
-                    "is 0, so return zeros of x's shape.")
-        if "does not require grad" in first:
-            return (f"{where}: {first}. The later grad calls need a graph to walk: "
-                    "pass create_graph=True to the earlier ones.")
-        return f"{where}: raised {type(err).__name__}: {first}"
-    return text
-
-
-def _check_nth_derivative(nth_derivative, seed: int) -> Report:
-    name = "nth_derivative"
-    if not callable(nth_derivative):
-        return _fail(name, f"expected a function nth_derivative(f, x, n), got "
-                           f"{type(nth_derivative).__name__}")
-    gen = torch.Generator().manual_seed(seed)
-    for degree, n in _orders(gen):
-        coefs, points = _polynomial(gen, degree)
-        where = f"order {n} of {_show(coefs)} at {len(points)} points"
-        got, failure = attempt(name, nth_derivative, poly(coefs), points.clone(), n,
-                               raised=_order_error(where, n, degree))
-        if failure is not None:
-            return failure
-        expected = poly_derivative(coefs, points, n)
-        if not isinstance(got, torch.Tensor):
-            return _fail(name, f"{where}: expected a tensor, got {type(got).__name__}")
-        if got.shape == expected.shape and not _close(got, expected):
-            if n >= 1 and _close(got, poly_derivative(coefs, points, n - 1)):
-                return _fail(name, f"{where}: it is the derivative of order {n - 1}, one order "
-                                   "too low: the loop must call torch.autograd.grad n times.",
-                             "mismatch")
-            if _close(got, poly_derivative(coefs, points, n + 1)):
-                return _fail(name, f"{where}: it is the derivative of order {n + 1}, one order "
-                                   "too high: the loop must call torch.autograd.grad n times.",
-                             "mismatch")
-        report = compare(f"derivative of order {n}", got.detach(), expected)
-        if not report.ok:
-            return failed(name, f"{where}: "
-                                 f"{report[0].message}", report[0].verdict)
-    return passed(name, "matches the derivatives worked out term by term "
-                                             "on 4 new polynomials, including an order above "
-                                             "the degree")
-
-
-# --------------------------------------------------------------------------
-# Exercise 2: a Newton step
-# --------------------------------------------------------------------------
 
 
 def _graph_error(where: str, advice: str):
@@ -179,67 +116,171 @@ def _check_newton(newton_step, seed: int) -> Report:
 
 
 # --------------------------------------------------------------------------
-# Exercise 3: the gradient of |grad f|^2 without a Hessian
+# Exercise 2: a gradient penalty on the weights
 # --------------------------------------------------------------------------
 
 _FULL_JACOBIANS = ("hessian", "jacobian", "jacrev", "jacfwd")
 
-
-def _penalty_problem(gen: torch.Generator):
-    """A scalar function of n inputs (n = 4..8) and a point."""
-    n = int(torch.randint(4, 9, (1,), generator=gen))
-    a = torch.randn(n, n, generator=gen, dtype=torch.float64)
-    b = torch.randn(n, generator=gen, dtype=torch.float64)
-
-    def f(t):
-        return (torch.tanh(a @ t) ** 2).sum() + (t**4).sum() + (b * t).sum() ** 2
-
-    return f, torch.randn(n, generator=gen, dtype=torch.float64)
+# The critics the check tries: scalar functions of an input batch x and weights w.
+CRITICS = (
+    ("sum(tanh(x @ w))", lambda x, w: torch.tanh(x @ w).sum()),
+    ("sum(sin(x @ w) ** 2)", lambda x, w: (torch.sin(x @ w) ** 2).sum()),
+    ("sum(softplus(x @ w)) + sum((x @ w) ** 3) / 6",
+     lambda x, w: torch.nn.functional.softplus(x @ w).sum() + ((x @ w) ** 3).sum() / 6),
+)
 
 
-def _check_penalty(penalty_grad, seed: int) -> Report:
+def _critic(gen: torch.Generator):
+    """(label, f, x, w): a critic, a batch x (n, d) and weights w (d, h) of new sizes, d != h
+    so that a gradient with respect to the wrong tensor cannot have the right shape."""
+    n, d = (int(k) for k in torch.randint(2, 6, (2,), generator=gen))
+    h = d + int(torch.randint(1, 4, (1,), generator=gen))
+    label, f = CRITICS[int(torch.randint(len(CRITICS), (1,), generator=gen))]
+    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    w = torch.randn(d, h, generator=gen, dtype=torch.float64) * 0.6
+    return label, f, x, w
+
+
+def _penalty_grads(f, x, w, first, second, power=2):
+    """d/d(second) of |d f / d(first)|**power, by double backward (the reference and its
+    slips: first and second are "x" or "w")."""
+    x, w = x.clone().requires_grad_(), w.clone().requires_grad_()
+    wrt = {"x": x, "w": w}
+    (g,) = torch.autograd.grad(f(x, w), wrt[first], create_graph=True)
+    return torch.autograd.grad((g**2).sum() if power == 2 else g.sum(), wrt[second])[0]
+
+
+def _check_weight_penalty(penalty_grad, seed: int) -> Report:
     name = "penalty_grad"
     if not callable(penalty_grad):
-        return _fail(name, f"expected a function penalty_grad(f, x), got "
+        return _fail(name, f"expected a function penalty_grad(f, x, w), got "
                            f"{type(penalty_grad).__name__}")
     gen = torch.Generator().manual_seed(seed)
-    f, x = _penalty_problem(gen)
-    n = len(x)
-    where = f"for a function of {n} inputs"
-    with count_autograd() as seen:
-        got, failure = attempt(name, penalty_grad, f, x.clone(), raised=_graph_error(
-            where, "The second pass differentiates the first gradient, so that gradient needs "
-                   "a graph: compute it with create_graph=True (and do not detach it)."))
-    if failure is not None:
-        return failure
-    full = sorted({c for c in seen.calls if any(j in c for j in _FULL_JACOBIANS)})
-    if full:
-        return _fail(name, f"{where}: it calls {', '.join(full)}, building a full Hessian or "
-                           "Jacobian. The exercise asks for two passes and no n x n matrix: "
-                           "backward from the gradient, weighted by the gradient itself.")
-    if seen.reverse > 2:
-        return _fail(name, f"{where}: {seen.reverse} backward passes; double backward needs two "
-                           "(building the Hessian takes one per input).")
-    xr = x.clone().requires_grad_()
-    (g,) = torch.autograd.grad(f(xr), xr, create_graph=True)
-    (hg,) = torch.autograd.grad(g, xr, grad_outputs=g.detach())
-    expected = 2 * hg
-    if isinstance(got, torch.Tensor) and _close(got, hg):
-        return _fail(name, f"{where}: it is H g, half the answer: d|g|^2/dx = 2 H g, the chain "
-                           "rule's factor 2 from the square is missing.", "mismatch")
-    report = compare("gradient of the penalty",
-                     got.detach() if isinstance(got, torch.Tensor) else got, expected)
-    if not report.ok:
-        return failed(name, f"{where}: "
-                             f"{report[0].message}", report[0].verdict)
-    return passed(name, f"2 H g matches {where}, with {seen.reverse} "
-                                             "backward passes and no Hessian")
+    for _ in range(2):
+        label, f, x, w = _critic(gen)
+        where = (f"for f = {label}, x of shape {tuple(x.shape)}, w of shape "
+                 f"{tuple(w.shape)}")
+        with count_autograd() as seen:
+            got, failure = attempt(name, penalty_grad, f, x.clone(), w.clone(),
+                                   raised=_graph_error(
+                where, "The second pass differentiates the input-gradient, so that gradient "
+                       "needs a graph: compute it with create_graph=True, with x and w both "
+                       "requiring grad."))
+        if failure is not None:
+            return failure
+        full = sorted({c for c in seen.calls if any(j in c for j in _FULL_JACOBIANS)})
+        if full:
+            return _fail(name, f"{where}: it calls {', '.join(full)}, building a full Hessian or "
+                               "Jacobian. The exercise asks for two passes and no matrix of "
+                               "second derivatives.")
+        if seen.reverse > 2:
+            return _fail(name, f"{where}: {seen.reverse} backward passes; two are enough: one "
+                               "for the input-gradient (with a graph), one from the penalty.")
+        expected = _penalty_grads(f, x, w, "x", "w")
+        if not isinstance(got, torch.Tensor):
+            return _fail(name, f"{where}: expected a tensor shaped like w, got "
+                               f"{type(got).__name__}")
+        got = got.detach()
+        if got.shape == x.shape and got.shape != w.shape:
+            return _fail(name, f"{where}: the result is shaped like x, {tuple(x.shape)}: the "
+                               "penalty is trained through the weights, so its gradient is taken "
+                               "with respect to w (the first pass is the one with respect to x).",
+                         "mismatch")
+        slips = (
+            (_penalty_grads(f, x, w, "w", "w"),
+             "it penalises the gradient with respect to w; the penalty is on the gradient with "
+             "respect to the input x, differentiated with respect to w"),
+            (expected / 2, "it is half the answer: d|g|^2 = 2 g dg, the chain rule's factor 2 "
+                           "from the square is missing"),
+            (_penalty_grads(f, x, w, "x", "w", power=1),
+             "it is the gradient of the sum of the input-gradient's entries, not of their "
+             "squares: the penalty is |g|^2 = (g ** 2).sum()"),
+        )
+        for value, told in slips:
+            if got.shape == value.shape and _close(got, value) and not _close(value, expected):
+                return _fail(name, f"{where}: {told}.", "mismatch")
+        report = compare("gradient of the penalty", got, expected)
+        if not report.ok:
+            return failed(name, f"{where}: {report[0].message}", report[0].verdict)
+    return passed(name, "the penalty's gradient with respect to w matches on 2 new critics, "
+                        "with two backward passes and no Hessian")
+
+
+# --------------------------------------------------------------------------
+# Exercise 3: a Hessian-vector product by hand (the R-operator)
+# --------------------------------------------------------------------------
+
+
+def _hvp_inputs(gen: torch.Generator):
+    """(x, W, a, V): a batch x (n, d), a layer W (d, h), output weights a (h,) and a
+    direction V shaped like W, all of new sizes."""
+    n, d, h = (int(k) for k in torch.randint(2, 7, (3,), generator=gen))
+    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    W = torch.randn(d, h, generator=gen, dtype=torch.float64) * 0.7
+    a = torch.randn(h, generator=gen, dtype=torch.float64)
+    V = torch.randn(d, h, generator=gen, dtype=torch.float64)
+    return x, W, a, V
+
+
+def _hvp_reference(x, W, a, V):
+    """H v by double backward: the gradient with a graph, then backward from it along V."""
+    W = W.detach().clone().requires_grad_()
+    loss = (torch.tanh(x @ W) @ a).sum()
+    (g,) = torch.autograd.grad(loss, W, create_graph=True)
+    (hv,) = torch.autograd.grad(g, W, grad_outputs=V)
+    return hv
+
+
+def _hvp_with(second):
+    """The R-operator's answer with ``second(T)`` in the place of tanh''(Z)."""
+    def hv(x, W, a, V):
+        T = torch.tanh(x @ W)
+        return x.T @ (second(T) * (x @ V) * a)
+    return hv
+
+
+def _hvp_unpropagated(x, W, a, V):
+    T = torch.tanh(x @ W)
+    return x.T @ (-2 * T * (1 - T**2) * a)
+
+
+def _hvp_direction_at_the_end(x, W, a, V):
+    T = torch.tanh(x @ W)
+    return (x.T @ (-2 * T * (1 - T**2) * a)) * V
+
+
+def _hvp_gradient(x, W, a, V):
+    T = torch.tanh(x @ W)
+    return x.T @ ((1 - T**2) * a)
 
 
 EXERCISES = {
-    "l13-third-derivative": Method(check=_check_nth_derivative),
     "l13-newton-step": Method(check=_check_newton),
-    "l13-penalty": Method(check=_check_penalty),
+    "l13-weight-penalty": Method(check=_check_weight_penalty),
+    "l13-hvp-by-hand": ByHand(
+        name="hvp",
+        reference=_hvp_reference,
+        make_inputs=_hvp_inputs,
+        mistakes={
+            "tanh'' is missing: the gradient's factor (1 - T**2) depends on W too, and its "
+            "derivative along V is tanh''(Z) * (x @ V) with tanh'' = -2 tanh (1 - tanh**2); "
+            "you used tanh' = 1 - T**2 in its place": _hvp_with(lambda T: 1 - T**2),
+            "the sign of tanh'' is flipped: d/dz (1 - tanh(z)**2) = -2 tanh(z) (1 - tanh(z)**2)":
+                _hvp_with(lambda T: 2 * T * (1 - T**2)),
+            "the factor 2 of tanh'' is missing: d/dz tanh(z)**2 = 2 tanh(z) tanh'(z)":
+                _hvp_with(lambda T: -T * (1 - T**2)),
+            "tanh'' = -2 tanh (1 - tanh**2), not -2 tanh: the chain rule multiplies by tanh' "
+            "once more": _hvp_with(lambda T: -2 * T),
+            "the direction V is not propagated: push it forward first (Zdot = x @ V), then "
+            "the change of the gradient follows from Zdot": _hvp_unpropagated,
+            "V is multiplied in entry by entry at the end; the direction goes in at the start, "
+            "through the layer (Zdot = x @ V), before tanh'' scales it": _hvp_direction_at_the_end,
+            "that is the gradient itself, not its change along V": _hvp_gradient,
+        },
+        advice="Forward the direction, then backward: Zdot = x @ V; the gradient is "
+               "x.T @ ((1 - T**2) * a) with T = tanh(x @ W), and only the factor (1 - T**2) "
+               "changes with W. Its change along V is tanh''(Z) * Zdot.",
+    ),
 }
 
 
