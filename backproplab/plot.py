@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .drawing import draw_graph
 from .figure import fmt_value, new_or_given_ax, to_float_list
 
-# Lesson 05's pictures of tensor shapes, likewise: `bl.plot.vjp_shapes`.
+# Lesson 08's pictures of tensor shapes, likewise: `bl.plot.vjp_shapes`.
 from .shapes import index_routes, vjp_shapes
 
 if TYPE_CHECKING:  # only for annotations; importing these is what we avoid at runtime
@@ -66,7 +66,7 @@ def draw_dag(
 ) -> Axes:
     """Draw any graph of boxes and arrows in the style of `draw_graph`.
 
-    For graphs that are not torch's: lesson 12's home-made engine, say.
+    For graphs that are not torch's: lesson 03's home-made engine, say.
     ``labels[i]`` is the text of box ``i`` (it may hold line breaks);
     ``edges`` are ``(src, dst)`` pairs, drawn as arrows from ``src`` down to
     ``dst``: as in `draw_graph`, from the output towards the inputs, the way

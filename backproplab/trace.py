@@ -206,7 +206,7 @@ def trace_backward(
         raise ValueError(
             f"gradient: loss has shape {tuple(loss.shape)}, not a single number, so backward "
             "needs gradient= (a tensor of the same shape: the vector in the vector-Jacobian "
-            "product, lesson 05)"
+            "product, lesson 08)"
         )
     if gradient is not None and gradient.shape != loss.shape:
         raise ValueError(

@@ -142,6 +142,13 @@ class _NoShortcuts(TorchDispatchMode):
         super().__init__()
         self._refuse = refuse
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ to keep the compiler out of it, and
+        # that wrapper imports the whole compiler stack on its first call: seconds
+        # before a learner's first check answers. Nothing compiles under this mode.
+        return False
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = func.name()  # e.g. "aten::tanh_backward"
         if name.startswith("aten::") and "backward" in name:

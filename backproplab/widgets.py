@@ -299,7 +299,7 @@ def train_linear(
 ) -> tuple[list[float], float, float]:
     """Fit ``y ≈ w * x + b`` by plain gradient descent; return (losses, w, b).
 
-    The loop is the one lesson 9 writes by hand: start from ``w = b = 0``;
+    The loop is the one lesson 4 writes by hand: start from ``w = b = 0``;
     each epoch compute the mean squared error on all points, call
     ``backward()``, step ``w -= lr * w.grad`` and ``b -= lr * b.grad`` under
     ``torch.no_grad()``, then zero both grads. ``losses[k]`` is the loss at

@@ -626,6 +626,56 @@ _RUN_CELL_JS = (
 )
 
 
+# Scroll the notebook so that cell `index` is at the top of its panel, as a learner
+# reading the guess cell sees it, then return what every cell shows inside the
+# panel's visible part: rendered markdown blocks, code lines and outputs (each piece
+# only if it is at least partly on the screen).
+_SCREEN_JS = (
+    "async ([path, index]) => { const findPanel = "
+    + _PANEL_JS
+    + """;
+  const panel = findPanel(path);
+  if (!panel) { return null; }
+  const notebook = panel.content;
+  await notebook.scrollToItem(index, 'start', 0);
+  const pause = () => new Promise((done) => setTimeout(done, 100));
+  const frame = (notebook.outerNode || notebook.node).getBoundingClientRect();
+  const top = Math.max(frame.top, 0);
+  const bottom = Math.min(frame.bottom, window.innerHeight);
+  const seen = (el) => { const r = el.getBoundingClientRect();
+    return r.height > 0 && r.bottom > top + 1 && r.top < bottom - 1; };
+  // The notebook draws the cells that scroll into view a moment later: wait until
+  // every markdown cell on the screen shows its rendered text (at most 10 s).
+  const drawn = () => notebook.widgets.every((cell) => cell.model.type !== 'markdown'
+    || !cell.node.isConnected || !seen(cell.node) || !cell.model.sharedModel.getSource().trim()
+    || (cell.node.querySelector('.jp-RenderedMarkdown') || {}).innerText);
+  for (let k = 0; k < 100 && !drawn(); k++) { await pause(); }
+  await pause();
+  const shown = [];
+  notebook.widgets.forEach((cell, i) => {
+    if (!cell.node.isConnected || !seen(cell.node)) { return; }
+    const pieces = [];
+    const blocks = cell.node.querySelectorAll(
+      '.jp-RenderedMarkdown > *, .jp-Cell-inputArea .cm-line, .jp-OutputArea-output');
+    blocks.forEach((el) => {
+      if (seen(el)) { pieces.push(el.innerText || el.textContent || ''); }
+    });
+    shown.push({index: i, type: cell.model.type, text: pieces.join('\\n')});
+  });
+  return shown;
+}"""
+)
+
+
+def screen_at(page: Any, path: str, index: int) -> list[dict]:
+    """Scroll cell `index` (0-based) to the top of the notebook and read the screen.
+
+    Returns, per cell at least partly visible, ``{"index", "type", "text"}`` where
+    text holds only what lies inside the visible area (markdown as rendered).
+    """
+    return _cell_call(page, _SCREEN_JS, path, index)
+
+
 def notebook_state(page: Any, path: str) -> dict:
     """The kernel's status and, per cell, its type, execution count, prompt and outputs.
 
@@ -872,10 +922,14 @@ def notebook_page(
             page.close()
 
 
-def open_notebook(page: Any, server: LabServer, path: str) -> None:
-    """Open `path` in a fresh workspace and wait until its kernel is idle."""
+def open_notebook(page: Any, server: LabServer, path: str, *, kernel: bool = True) -> None:
+    """Open `path` in a fresh workspace and wait until its kernel is idle (with
+    ``kernel=False``, only until its cells are on the page: for reading, not running)."""
     page.goto(server.lab_url(path), wait_until="domcontentloaded")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000 * _SCALE)
+    if not kernel:
+        page.wait_for_selector(".jp-Notebook .jp-RenderedMarkdown", timeout=60_000 * _SCALE)
+        return
     # Wait for the kernel JupyterLab starts for the notebook to be ready.
     page.wait_for_function(
         "(path) => { const findPanel = "

@@ -65,6 +65,7 @@ def chromium_browser():
 _LONG_FIRST = (
     ("test_nbgrader.py::test_nbgrader_autograde", 0),
     ("test_browser.py", 1),
+    ("test_prediction_screens.py", 1),
     ("test_packaging.py", 2),
     ("test_site.py", 3),
     ("test_exercises.py::test_lesson_matches", 4),
@@ -91,6 +92,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # processes or a command line in a new Python, or walk graphs of 100,000 nodes and more.
 _SLOW = (
     "test_browser.py::",
+    "test_prediction_screens.py::",
     "test_site.py::",
     "test_distributed.py::",
     "test_release_safety.py::",

@@ -5,7 +5,7 @@ student versions), so they all start kernels the same way as nbval does.
 
 Run as a script, it re-executes lessons for commit, outputs stored::
 
-    python tests/notebook_runner.py notebooks/05-non-scalar-backward.ipynb
+    python tests/notebook_runner.py notebooks/08-non-scalar-backward.ipynb
 
 Errors are allowed only in cells tagged ``raises-exception``. Their stored
 tracebacks keep the learner's own frames (``Cell In[3], line 1``) and the

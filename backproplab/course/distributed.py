@@ -10,7 +10,8 @@ starts the processes and is re-exported here, so the lesson needs only
 
 A child process can only call a function it can import, so they live in the
 package: `ddp_gradients`, `bucket_timeline`, `micro_batches`,
-`unused_parameter`, `uneven_batches`, `replica_drift`. They build their model
+`unused_parameter`, `uneven_batches`, `replica_drift`, and `sharded_step`,
+the same model under FSDP2's ``fully_shard``. They build their model
 and data with `tiny_mlp` and `make_batch`, which the notebook calls too, so
 both sides work on the same numbers. `format_timeline` and `plot_timeline`
 show what `bucket_timeline` recorded.
@@ -24,12 +25,14 @@ from __future__ import annotations
 import contextlib
 import textwrap
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 if TYPE_CHECKING:  # only for annotations
@@ -51,6 +54,8 @@ __all__ = [
     "unused_parameter",
     "uneven_batches",
     "replica_drift",
+    "sharded_step",
+    "watch_collectives",
     "format_timeline",
     "plot_timeline",
     "counting_average",
@@ -58,7 +63,8 @@ __all__ = [
     "mse",
 ]
 
-PRELOAD.append(__name__)  # the workers' functions, ready in every new process
+# the workers' functions and FSDP, ready in every new process
+PRELOAD.extend(["torch.distributed.fsdp", __name__])
 
 
 # --------------------------------------------------------------------------
@@ -208,7 +214,7 @@ def micro_batches(k: int = 4, use_no_sync: bool = True, n: int = 16) -> dict[str
         last = i == len(pieces) - 1
         if use_no_sync and not last:
             with ddp.no_sync():  # backward only accumulates into .grad
-                (mse(ddp, x_part, y_part) / k).backward()  # lesson 03: loss / k
+                (mse(ddp, x_part, y_part) / k).backward()  # lesson 05: loss / k
         else:  # averages everything .grad holds
             (mse(ddp, x_part, y_part) / k).backward()
     return {"rank": rank, "all_reduce_calls": len(all_reduces),
@@ -305,6 +311,111 @@ def replica_drift(edit_after: int | None = 2, steps: int = 4) -> list[list[float
                 model.fc1.weight.clamp_(-0.2, 0.2)  # only rank 0 clips its weights
         states.append(snapshot())
     return states
+
+
+# --------------------------------------------------------------------------
+# Sharded data parallel: FSDP2's fully_shard
+# --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def watch_collectives(log: list[tuple], layer_of: dict[int, str]) -> Iterator[list[tuple]]:
+    """Write down every all-gather and reduce-scatter this process makes, while inside.
+
+    ``fully_shard`` (torch 2.13) calls ``dist.all_gather_single`` and
+    ``dist.reduce_scatter_single``; both are wrapped here and restored on the way
+    out. Each call adds ("all-gather" or "reduce-scatter", layer, values) to
+    ``log``: the layer whose parameters travel (found from how many values the
+    whole layer has, looked up in ``layer_of``), and the values this rank hands
+    in: its shard for an all-gather, its whole gradient for a reduce-scatter.
+    """
+    originals = {"all_gather_single": dist.all_gather_single,
+                 "reduce_scatter_single": dist.reduce_scatter_single}
+
+    def all_gather(output_tensor, input_tensor, *args, **kwargs):
+        # Every rank sends its shard; all ranks get the whole layer.
+        log.append(("all-gather", layer_of.get(output_tensor.numel(), "?"),
+                    input_tensor.numel()))
+        return originals["all_gather_single"](output_tensor, input_tensor, *args, **kwargs)
+
+    def reduce_scatter(output, input, *args, **kwargs):
+        # Every rank sends its whole gradient; each gets back the reduced shard it keeps.
+        log.append(("reduce-scatter", layer_of.get(input.numel(), "?"), input.numel()))
+        return originals["reduce_scatter_single"](output, input, *args, **kwargs)
+
+    dist.all_gather_single, dist.reduce_scatter_single = all_gather, reduce_scatter
+    try:
+        yield log
+    finally:
+        for name, function in originals.items():
+            setattr(dist, name, function)
+
+
+def sharded_step(reshard_after_forward: bool = True, steps: int = 2,
+                 n: int = 16) -> dict[str, Any]:
+    """``steps`` forward and backward passes of tiny_mlp under ``fully_shard``, on
+    this rank's share of a batch of ``n``; what each rank holds and what travels.
+
+    Each Linear layer is its own FSDP unit, then the whole model. The device mesh
+    is "cpu": its process group is gloo's. Returns the shapes of this rank's
+    parameter and gradient shards (DTensor ``to_local()``), the collectives of
+    each step, the bytes this rank holds, and the whole gradients
+    (``full_tensor()``, gathered after the last step).
+    """
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = tiny_mlp(seed=0)
+    mesh = init_device_mesh("cpu", (world,))
+    for layer in (model.fc1, model.fc2, model.fc3):
+        fully_shard(layer, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    x, y = make_batch(n, seed=1)
+    x_mine, y_mine = x.chunk(world)[rank], y.chunk(world)[rank]
+    layer_of = {_gathered_size(layer, world): name
+                for name, layer in model.named_children() if name.startswith("fc")}
+
+    log: list[tuple] = []
+    per_step = []
+    with watch_collectives(log, layer_of):
+        for _ in range(steps):
+            model.zero_grad()
+            log.append(("forward",))
+            loss = mse(model, x_mine, y_mine)
+            after_forward = type(model.fc1.weight).__name__  # resharded, or whole?
+            log.append(("backward",))
+            loss.backward()
+            log.append(("returned",))
+            per_step.append(log.copy())
+            log.clear()
+
+    params = dict(model.named_parameters())
+    # each parameter's whole shape, this rank's shard of it, and its gradient's shard
+    shards = {name: (tuple(p.shape), tuple(p.to_local().shape),
+                     tuple(p.grad.to_local().shape)) for name, p in params.items()}
+    return {
+        "rank": rank,
+        "shards": shards,
+        "placements": str(params["fc1.weight"].placements),
+        "fc1.weight after forward": after_forward,
+        "steps": per_step,
+        "bytes": {"parameters": sum(_local_bytes(p) for p in params.values()),
+                  "gradients": sum(_local_bytes(p.grad) for p in params.values())},
+        "grads": {name: p.grad.full_tensor() for name, p in params.items()},
+    }
+
+
+def _gathered_size(layer: nn.Module, world: int) -> int:
+    """How many values an all-gather of ``layer`` brings: FSDP pads every parameter to
+    ceil(rows / world) rows per rank, so that all shards have one size."""
+    size = 0
+    for p in layer.parameters():
+        rows = p.shape[0]
+        size += world * -(-rows // world) * (p.numel() // rows)
+    return size
+
+
+def _local_bytes(t: torch.Tensor) -> int:
+    local = t.to_local() if hasattr(t, "to_local") else t
+    return local.numel() * local.element_size()
 
 
 # --------------------------------------------------------------------------

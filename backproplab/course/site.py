@@ -330,6 +330,8 @@ def site_notebook(nb: NotebookNode, filename: str, download: str) -> NotebookNod
             cell.source = unmark_regions(cell.source, hidden, HIDDEN_KEPT)
         if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
             _collapse_solution(cell)
+        if _ANSWERS.search(cell.source):
+            _fold_answer(cell)
         note = _widget_note(cell)
         if note:
             cells.append(_new_markdown(note, f"{cell.get('id', index)}-still"))
@@ -357,6 +359,19 @@ def _collapse_solution(cell: NotebookNode) -> None:
     cell.metadata["mystnb"] = {
         "code_prompt_show": "Show a solution",
         "code_prompt_hide": "Hide the solution",
+    }
+
+
+# A prediction's check and its reveal print the answer: on a page they stay folded
+# until the reader asks, as the learner's copy keeps them unrun until the guess is in.
+_ANSWERS = re.compile(r"\bbl\.(?:check_prediction|reveal)\(")
+
+
+def _fold_answer(cell: NotebookNode) -> None:
+    cell.metadata.setdefault("tags", []).append("hide-output")
+    cell.metadata["mystnb"] = {
+        "code_prompt_show": "Show the answer",
+        "code_prompt_hide": "Hide the answer",
     }
 
 

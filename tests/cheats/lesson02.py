@@ -56,21 +56,69 @@ CHEATS = {
          "    return outer * w, outer * x, outer\n", "backward kernels"),
         (_lookup("l02-chain", "tanh_grads(x, w, b)", "(x, w, b)"), "raised KeyError"),
     ],
-    "l02-paths": [
-        ("def paths_grads(a, b):\n"
+    "l02-shared": [
+        ("def shared_grads(x, y, z):\n"
          "    h = 1e-6\n"
-         "    f = lambda a, b: a * b + torch.sin(a)\n"
-         "    return ((f(a + h, b) - f(a - h, b)) / (2 * h),\n"
-         "            (f(a, b + h) - f(a, b - h)) / (2 * h))\n",
+         "    f = lambda x, y, z: (x * y - z) * torch.sin(x * y)\n"
+         "    return ((f(x + h, y, z) - f(x - h, y, z)) / (2 * h),\n"
+         "            (f(x, y + h, z) - f(x, y - h, z)) / (2 * h),\n"
+         "            (f(x, y, z + h) - f(x, y, z - h)) / (2 * h))\n",
          "numerical estimate"),
-        ("def paths_grads(a, b):\n"
-         "    return bl.numerical_grad(lambda a, b: (a * b + torch.sin(a)).sum(), a, b)\n",
+        ("def shared_grads(x, y, z):\n"
+         "    return bl.numerical_grad(\n"
+         "        lambda x, y, z: ((x * y - z) * torch.sin(x * y)).sum(), x, y, z)\n",
          "numerical_grad"),
-        # Complex step: exact to round-off, but a numerical trick.
-        ("def paths_grads(a, b):\n"
+        # Complex step for x and y: exact to round-off, but a numerical trick.
+        ("def shared_grads(x, y, z):\n"
          "    h = 1e-20\n"
-         "    da = (((a + 1j * h) * b + torch.sin(a + 1j * h)).imag) / h\n"
-         "    return da, a\n", "complex"),
-        (_lookup("l02-paths", "paths_grads(a, b)", "(a, b)"), "raised KeyError"),
+         "    f = lambda x, y: (x * y - z) * torch.sin(x * y)\n"
+         "    return f(x + 1j * h, y).imag / h, f(x, y + 1j * h).imag / h, -torch.sin(x * y)\n",
+         "complex"),
+        (_lookup("l02-shared", "shared_grads(x, y, z)", "(x, y, z)"), "raised KeyError"),
+    ],
+    "l02-backward": [
+        # Each node called like a function: backward's own formulas.
+        (
+            "def backward_by_walking(out, leaves):\n"
+            "    grad_at, todo, found = {out.grad_fn: torch.ones_like(out)}, [out.grad_fn], {}\n"
+            "    while todo:\n"
+            "        node = todo.pop()\n"
+            "        g = grad_at.pop(node)\n"
+            "        if hasattr(node, 'variable'):\n"
+            "            found[id(node.variable)] = found.get(id(node.variable), 0) + g\n"
+            "            continue\n"
+            "        for (fn, _), sent in zip(node.next_functions, node(g)):\n"
+            "            if fn is not None:\n"
+            "                grad_at[fn] = sent\n"
+            "                todo.append(fn)\n"
+            "    return [found[id(leaf)] for leaf in leaves]\n",
+            "called a node itself",
+        ),
+        # backward() itself, then the .grads.
+        (
+            "def backward_by_walking(out, leaves):\n"
+            "    out.sum().backward()\n"
+            "    return [leaf.grad for leaf in leaves]\n",
+            "Tensor.backward()",
+        ),
+        (
+            "def backward_by_walking(out, leaves):\n"
+            "    return list(torch.autograd.grad(out.sum(), leaves))\n",
+            "torch.autograd.grad",
+        ),
+        # bl.trace_backward runs a real backward pass.
+        (
+            "def backward_by_walking(out, leaves):\n"
+            "    bl.trace_backward(out, gradient=torch.ones_like(out))\n"
+            "    return [leaf.grad for leaf in leaves]\n",
+            "but your code called",
+        ),
+        # Grad mode switched back on, to build something to differentiate.
+        (
+            "def backward_by_walking(out, leaves):\n"
+            "    with torch.enable_grad():\n"
+            "        return list(torch.autograd.grad(out.sum(), leaves))\n",
+            "enable_grad",
+        ),
     ],
 }

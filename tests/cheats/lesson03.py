@@ -1,62 +1,181 @@
-"""Shortcuts for the exercises of 03-gradient-accumulation.ipynb; each must fail its check.
+"""Shortcuts for the exercises of 03-build-your-own-autograd.ipynb
+(see tests/lessons/test_exercises.py).
 
-Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The lesson runs with
-its hidden tests, as nbgrader grades it.
+Exercise 1's rules are derivatives worked out by the learner, so the shortcuts are the
+ways of getting a number for a local derivative without working it out. Exercise 2's
+are the ways of getting the logits' gradients without the engine running the learner's
+rules. Exercise 3's are the ways of not writing a second sort.
 """
 
+OPS_HEAD = '''def exp(a):
+    out = Value(math.exp(a.data), (a,), "exp")
+
+    def rule():
+        a.grad += out.data * out.grad
+
+    out.backward_rule = rule
+    return out
+
+
+def power(a, k):
+    out = Value(a.data**k, (a,), "power")
+
+    def rule():
+        a.grad += k * a.data ** (k - 1) * out.grad
+
+    out.backward_rule = rule
+    return out
+
+
+'''
+LOG = '''def log(a):
+    out = Value(math.log(a.data), (a,), "log")
+
+    def rule():
+{}
+
+    out.backward_rule = rule
+    return out
+'''
+
+# Exercise 2 built as the solution builds it; the last line replaces the loss's own rule.
+CE = (
+    "def cross_entropy(logits, target):\n"
+    "    counts = [exp(z) for z in logits]\n"
+    "    total = counts[0] + counts[1] + counts[2]\n"
+    "    loss = -log(counts[target] * power(total, -1))\n\n"
+    "    def rule():\n"
+    "        for z in loss_parents(loss):\n"
+    "            z.grad = 0.0  # nothing flows down the graph\n"
+    "{}\n\n"
+    "    loss.backward_rule = rule\n"
+    "    return loss\n\n\n"
+    "def loss_parents(loss):\n"
+    "    return list(loss.parents)\n"
+)
+
 CHEATS = {
-    "l03-microbatch": [
-        # The full-batch gradient by torch.autograd.grad, planted in .grad after one dummy
-        # backward per piece: torch.autograd.grad is named.
+    "l03-ops": [
+        # Central finite differences of log at a.
         (
-            "def accumulate(w, X, t, sizes):\n"
-            "    (g,) = torch.autograd.grad(((X @ w - t) ** 2).mean(), w)\n"
-            "    for _ in sizes:\n"
-            "        (w * 0).sum().backward()\n"
-            "    w.grad = g\n",
-            "torch.autograd.grad",
+            OPS_HEAD + LOG.format(
+                "        h = 1e-6\n"
+                "        slope = (math.log(a.data + h) - math.log(a.data - h)) / (2 * h)\n"
+                "        a.grad += slope * out.grad"
+            ),
+            "numerical estimate",
         ),
-        # The full-batch backward plus empty passes to make up the count.
+        # The package's finite differences.
         (
-            "def accumulate(w, X, t, sizes):\n"
-            "    ((X @ w - t) ** 2).mean().backward()\n"
-            "    for _ in sizes[1:]:\n"
-            "        (w * 0).sum().backward()\n",
-            "did not each carry one piece",
+            OPS_HEAD + LOG.format(
+                "        (slope,) = bl.numerical_grad(torch.log, torch.tensor(a.data))\n"
+                "        a.grad += slope.item() * out.grad"
+            ),
+            "numerical_grad",
+        ),
+        # torch's autograd on a one-element tensor.
+        (
+            OPS_HEAD + LOG.format(
+                "        t = torch.tensor(a.data, dtype=torch.float64, requires_grad=True)\n"
+                "        torch.log(t).backward()\n"
+                "        a.grad += t.grad.item() * out.grad"
+            ),
+            "Tensor.backward",
+        ),
+        # ... with grad mode switched back on first.
+        (
+            OPS_HEAD + LOG.format(
+                "        with torch.enable_grad():\n"
+                "            t = torch.tensor(a.data, dtype=torch.float64, requires_grad=True)\n"
+                "            (g,) = torch.autograd.grad(torch.log(t), t)\n"
+                "        a.grad += g.item() * out.grad"
+            ),
+            "enable_grad",
+        ),
+        # A table of log's derivative at the visible check's inputs (seeds 0 to 3 of its
+        # 4 trials): right there, a KeyError on the hidden check's new inputs.
+        (
+            "from backproplab.course.exercises.lesson03 import _op_inputs\n\n"
+            "TABLE = {}\n"
+            "for k in range(4):\n"
+            "    x, w, b, _ = _op_inputs(torch.Generator().manual_seed(k))\n"
+            "    u = (x * w + b).item()\n"
+            "    TABLE[round(u, 9)] = 1 / u\n"
+            "\n\n"
+            + OPS_HEAD + LOG.format("        a.grad += TABLE[round(a.data, 9)] * out.grad"),
+            "raised KeyError",
         ),
     ],
-    "l03-shared": [
-        ("def shared_grad(w, x1, x2):\n"
-         "    h = 1e-6\n"
-         "    f = lambda v: torch.tanh(v @ x1) + torch.tanh(v @ x2)\n"
-         "    return torch.stack([(f(w + h * e) - f(w - h * e)) / (2 * h)\n"
-         "                        for e in torch.eye(len(w), dtype=w.dtype)])\n",
-         "numerical estimate"),
-        ("def shared_grad(w, x1, x2):\n"
-         "    return bl.numerical_grad(lambda v: torch.tanh(v @ x1) + torch.tanh(v @ x2), w)[0]\n",
-         "numerical_grad"),
-        ("def shared_grad(w, x1, x2):\n"
-         "    one = torch.ones((), dtype=w.dtype)\n"
-         "    return (torch.ops.aten.tanh_backward(one, torch.tanh(w @ x1)) * x1\n"
-         "            + torch.ops.aten.tanh_backward(one, torch.tanh(w @ x2)) * x2)\n",
-         "backward kernels"),
-        # The lesson's own cell computes this gradient with autograd: reused as a function.
-        ("def shared_grad(w, x1, x2):\n"
-         "    w_once = w.detach().clone().requires_grad_()\n"
-         "    (torch.tanh(w_once @ x1) + torch.tanh(w_once @ x2)).backward()\n"
-         "    return w_once.grad\n",
-         "Tensor.backward()"),
-        # A table of the visible check's answers, looked up by the inputs.
-        ("from backproplab.lessons import find_exercise\n\n"
-         "_exercise = find_exercise('l03-shared')\n"
-         "_table = {}\n"
-         "for _k in range(3):\n"
-         "    _made = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
-        "    _inputs = [t.double() for t in _made]\n"
-         "    _table[tuple(tuple(t.tolist()) for t in _inputs)] = _exercise.reference(\n"
-         "        *[t.clone() for t in _inputs])\n\n\n"
-         "def shared_grad(w, x1, x2):\n"
-         "    return _table[tuple(tuple(t.tolist()) for t in (w, x1, x2))]\n",
-         "raised KeyError"),
+    "l03-softmax-ce": [
+        # torch's F.cross_entropy differentiated by autograd, its gradient put in the logits.
+        (
+            CE.format(
+                "        with torch.enable_grad():\n"
+                "            z = torch.tensor([v.data for v in logits], dtype=torch.float64,\n"
+                "                             requires_grad=True)\n"
+                "            loss_t = torch.nn.functional.cross_entropy(\n"
+                "                z.unsqueeze(0), torch.tensor([target]))\n"
+                "            (g,) = torch.autograd.grad(loss_t, z)\n"
+                "        for v, gi in zip(logits, g.tolist()):\n"
+                "            v.grad += gi * loss.grad"
+            ),
+            "enable_grad",
+        ),
+        # Finite differences of the loss, one logit at a time.
+        (
+            CE.format(
+                "        def f(zs):\n"
+                "            m = sum(math.exp(v) for v in zs)\n"
+                "            return -math.log(math.exp(zs[target]) / m)\n"
+                "        zs, h = [v.data for v in logits], 1e-6\n"
+                "        for i, v in enumerate(logits):\n"
+                "            up = [z + h * (j == i) for j, z in enumerate(zs)]\n"
+                "            down = [z - h * (j == i) for j, z in enumerate(zs)]\n"
+                "            v.grad += (f(up) - f(down)) / (2 * h) * loss.grad"
+            ),
+            "numerical estimate",
+        ),
+        # The package's finite differences of F.cross_entropy.
+        (
+            CE.format(
+                "        z = torch.tensor([v.data for v in logits], dtype=torch.float64)\n"
+                "        (g,) = bl.numerical_grad(lambda t: torch.nn.functional.cross_entropy(\n"
+                "            t.unsqueeze(0), torch.tensor([target])), z)\n"
+                "        for v, gi in zip(logits, g.tolist()):\n"
+                "            v.grad += gi * loss.grad"
+            ),
+            "numerical_grad",
+        ),
+        # torch's own backward kernel for log_softmax.
+        (
+            CE.format(
+                "        z = torch.tensor([[v.data for v in logits]], dtype=torch.float64)\n"
+                "        up = torch.zeros_like(z)\n"
+                "        up[0, target] = -1.0\n"
+                "        g = torch.ops.aten._log_softmax_backward_data(\n"
+                "            up, torch.log_softmax(z, 1), 1, torch.float64)\n"
+                "        for v, gi in zip(logits, g[0].tolist()):\n"
+                "            v.grad += gi * loss.grad"
+            ),
+            "backward kernels",
+        ),
+    ],
+    "l03-topo": [
+        # The lesson's own sort.
+        ("def my_topo_order(root):\n    return topo_order(root)\n", "lesson's own sort"),
+        # The lesson's recursive sort, with the recursion limit raised out of the way.
+        (
+            "sys.setrecursionlimit(100_000)\n\n\n"
+            "def my_topo_order(root):\n"
+            "    return topo_recursive(root)\n",
+            "lesson's own sort",
+        ),
+        # The engine's backward, then its order read back: the lesson's sort again.
+        (
+            "def my_topo_order(root):\n"
+            "    order = topo_order(root)\n"
+            "    return [node for node in order]\n",
+            "lesson's own sort",
+        ),
     ],
 }

@@ -1,264 +1,77 @@
-"""Shortcuts around the checks of lesson 05's two notebooks (05-non-scalar-backward.ipynb and
-05-tensor-op-vjps.ipynb): each must fail its check (the lessons run with their hidden tests),
-naming what it did. See tests/lessons/test_exercises.py."""
+"""Shortcuts for the exercises of 05-gradient-accumulation.ipynb; each must fail its check.
 
-
-def _table(grade_id, signature, match, fallback):
-    """A lookup table of the visible check's inputs (seeds 0, 1, 2) and their answers, made
-    from the lesson module's own input maker and reference: it passes the visible check; on
-    the hidden re-check's seed it returns zeros whatever the inputs, which is told apart."""
-    return f'''from backproplab.lessons import find_exercise
-
-_exercise = find_exercise("{grade_id}")
-_table = []
-for _seed in range(3):
-    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_seed))
-    _inputs = tuple(t.double() if torch.is_tensor(t) and t.is_floating_point() else t
-                    for t in _inputs)
-    _copies = tuple(t.clone() if torch.is_tensor(t) else t for t in _inputs)
-    _table.append((_inputs, _exercise.reference(*_copies)))
-
-
-def {signature}:
-    for known, answer in _table:
-        if {match}:
-            return answer
-    return {fallback}
-'''
-
-
-# ------------------------------------------------------------------ 05-non-scalar-backward
-
-MEAN_FD = '''def last_row_mean_vector(y):
-    def loss(t):
-        return t[-1].mean()
-    h = 1e-6
-    v = torch.zeros_like(y)
-    for i in range(y.shape[0]):
-        for j in range(y.shape[1]):
-            e = torch.zeros_like(y)
-            e[i, j] = h
-            v[i, j] = (loss(y + e) - loss(y - e)) / (2 * h)
-    return v
-'''
-MEAN_NUMERICAL = '''def last_row_mean_vector(y):
-    return bl.numerical_grad(lambda t: t[-1].mean(), y)
-'''
-MEAN_NODE = '''def last_row_mean_vector(y):
-    with torch.enable_grad():
-        y = y.clone().requires_grad_()
-        return torch.autograd.grad(y[-1].mean(), y)[0]
-'''
-MEAN_TABLE = _table("l05-mean-gradient", "last_row_mean_vector(y)",
-                    "known[0].shape == y.shape and torch.equal(known[0], y)",
-                    "torch.zeros_like(y)")
-
-# Each row through the engine directly, past Tensor.backward and the counter's names.
-ROWS_ENGINE = '''def jacobian_by_rows(g, x):
-    from torch.autograd import Variable
-    x = x.detach().clone().requires_grad_()
-    y = g(x)
-    rows = []
-    for e in torch.eye(y.numel()):
-        (row,) = Variable._execution_engine.run_backward(
-            (y,), (e,), True, False, (x,), False, False)
-        rows.append(row)
-    return torch.stack(rows)
-'''
-# All rows at once with a vmapped VJP.
-ROWS_VMAP = '''def jacobian_by_rows(g, x):
-    _, pullback = torch.func.vjp(g, x)
-    return torch.vmap(pullback)(torch.eye(g(x).numel()))[0]
-'''
-
-# ------------------------------------------------------------------ 05-tensor-op-vjps
-
-SOFTMAX_FD = '''def softmax_vjp(p, g):
-    z = p.log()
-    h = 1e-6
-    dz = torch.zeros_like(z)
-    flat, out = z.reshape(-1), dz.reshape(-1)
-    for k in range(flat.numel()):
-        e = torch.zeros_like(flat)
-        e[k] = h
-        up = (torch.softmax((flat + e).reshape(z.shape), -1) * g).sum()
-        down = (torch.softmax((flat - e).reshape(z.shape), -1) * g).sum()
-        out[k] = (up - down) / (2 * h)
-    return dz
-'''
-SOFTMAX_NUMERICAL = '''def softmax_vjp(p, g):
-    return bl.numerical_grad(lambda z: (torch.softmax(z, -1) * g).sum(), p.log())
-'''
-SOFTMAX_KERNEL = '''def softmax_vjp(p, g):
-    return torch.ops.aten._softmax_backward_data(g, p, -1, p.dtype)
-'''
-SOFTMAX_NODE = '''def softmax_vjp(p, g):
-    with torch.enable_grad():
-        z = p.log().requires_grad_()
-        return torch.autograd.grad(torch.softmax(z, -1), z, g)[0]
-'''
-SOFTMAX_TABLE = _table("l05-softmax-vjp", "softmax_vjp(p, g)",
-                       "known[0].shape == p.shape and torch.equal(known[0], p)",
-                       "torch.zeros_like(p)")
-
-AFFINE_FD = '''def affine_grads(x, w, b, g):
-    def loss(x, w, b):
-        return ((x * w + b) * g).sum()
-    h = 1e-6
-    grads = []
-    for k, t in enumerate((x, w, b)):
-        d = torch.zeros_like(t)
-        flat = d.reshape(-1)
-        for i in range(t.numel()):
-            e = torch.zeros_like(t).reshape(-1)
-            e[i] = h
-            up = [x, w, b]
-            down = [x, w, b]
-            up[k] = t + e.reshape(t.shape)
-            down[k] = t - e.reshape(t.shape)
-            flat[i] = (loss(*up) - loss(*down)) / (2 * h)
-        grads.append(d)
-    return tuple(grads)
-'''
-AFFINE_NUMERICAL = '''def affine_grads(x, w, b, g):
-    return bl.numerical_grad(lambda x, w, b: ((x * w + b) * g).sum(), x, w, b)
-'''
-AFFINE_NODE = '''def affine_grads(x, w, b, g):
-    with torch.enable_grad():
-        x, w, b = (t.clone().requires_grad_() for t in (x, w, b))
-        return torch.autograd.grad(x * w + b, (x, w, b), g)
-'''
-AFFINE_TABLE = _table("l05-broadcast-affine", "affine_grads(x, w, b, g)",
-                      "known[0].shape == x.shape and torch.equal(known[0], x)",
-                      "(torch.zeros_like(x), torch.zeros_like(w), torch.zeros_like(b))")
-
-BMM_FD = '''def batched_matmul_grads(X, W, G):
-    def loss(X, W):
-        return ((X @ W) * G).sum()
-    h = 1e-6
-    dX, dW = torch.zeros_like(X), torch.zeros_like(W)
-    for t, d, k in ((X, dX, 0), (W, dW, 1)):
-        flat = d.reshape(-1)
-        for i in range(t.numel()):
-            e = torch.zeros(t.numel(), dtype=t.dtype)
-            e[i] = h
-            e = e.reshape(t.shape)
-            args_up, args_down = [X, W], [X, W]
-            args_up[k], args_down[k] = t + e, t - e
-            flat[i] = (loss(*args_up) - loss(*args_down)) / (2 * h)
-    return dX, dW
-'''
-BMM_NUMERICAL = '''def batched_matmul_grads(X, W, G):
-    return bl.numerical_grad(lambda X, W: ((X @ W) * G).sum(), X, W)
-'''
-BMM_NODE = '''def batched_matmul_grads(X, W, G):
-    with torch.enable_grad():
-        X, W = X.clone().requires_grad_(), W.clone().requires_grad_()
-        Y = X @ W
-        return Y.grad_fn(G)
-'''
-BMM_TABLE = _table("l05-batched-matmul", "batched_matmul_grads(X, W, G)",
-                   "known[0].shape == X.shape and torch.equal(known[0], X)",
-                   "(torch.zeros_like(X), torch.zeros_like(W))")
-
-GATHER_FD = '''def gather_grad(x, dim, index, g):
-    h = 1e-6
-    dx = torch.zeros_like(x)
-    for i in range(x.shape[0]):
-        for j in range(x.shape[1]):
-            e = torch.zeros_like(x)
-            e[i, j] = h
-            up = (torch.gather(x + e, dim, index) * g).sum()
-            down = (torch.gather(x - e, dim, index) * g).sum()
-            dx[i, j] = (up - down) / (2 * h)
-    return dx
-'''
-GATHER_NUMERICAL = '''def gather_grad(x, dim, index, g):
-    return bl.numerical_grad(lambda x: (torch.gather(x, dim, index) * g).sum(), x)
-'''
-GATHER_NODE = '''def gather_grad(x, dim, index, g):
-    with torch.enable_grad():
-        x = x.clone().requires_grad_()
-        return torch.autograd.grad(torch.gather(x, dim, index), x, g)[0]
-'''
-GATHER_TABLE = _table("l05-gather", "gather_grad(x, dim, index, g)",
-                      "known[0].shape == x.shape and torch.equal(known[0], x)",
-                      "torch.zeros_like(x)")
-
-_GAP = '''class SquaredGap(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return (a - b) ** 2
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        a, b = ctx.saved_tensors
-{}
-'''
-# backward asks autograd for its own answer.
-GAP_NODE = _GAP.format('''        with torch.enable_grad():
-            a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
-            return torch.autograd.grad((a - b) ** 2, (a, b), grad_output)''')
-# backward by central differences of its own.
-GAP_FD = _GAP.format('''        def loss(a, b):
-            return (((a - b) ** 2) * grad_output).sum()
-        h = 1e-6
-        grads = []
-        for k, t in enumerate((a, b)):
-            d = torch.zeros_like(t)
-            flat = d.reshape(-1)
-            for i in range(t.numel()):
-                e = torch.zeros(t.numel(), dtype=t.dtype)
-                e[i] = h
-                up, down = [a, b], [a, b]
-                up[k], down[k] = t + e.reshape(t.shape), t - e.reshape(t.shape)
-                flat[i] = (loss(*up) - loss(*down)) / (2 * h)
-            grads.append(d)
-        return tuple(grads)''')
-# backward estimated numerically.
-GAP_NUMERICAL = _GAP.format(
-    "        return bl.numerical_grad(lambda a, b: (((a - b) ** 2) * grad_output).sum(), a, b)")
+Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The lesson runs with
+its hidden tests, as nbgrader grades it.
+"""
 
 CHEATS = {
-    "l05-mean-gradient": [
-        (MEAN_FD, "numerical estimate"),
-        (MEAN_NUMERICAL, "numerical_grad"),
-        (MEAN_NODE, "enable_grad"),
-        (MEAN_TABLE, "hard-coded"),
+    "l05-microbatch": [
+        # The full-batch gradient by torch.autograd.grad, planted in .grad after one dummy
+        # backward per piece: torch.autograd.grad is named.
+        (
+            "def accumulate(w, X, t, sizes):\n"
+            "    (g,) = torch.autograd.grad(((X @ w - t) ** 2).mean(), w)\n"
+            "    for _ in sizes:\n"
+            "        (w * 0).sum().backward()\n"
+            "    w.grad = g\n",
+            "torch.autograd.grad",
+        ),
+        # The full-batch backward plus empty passes to make up the count.
+        (
+            "def accumulate(w, X, t, sizes):\n"
+            "    ((X @ w - t) ** 2).mean().backward()\n"
+            "    for _ in sizes[1:]:\n"
+            "        (w * 0).sum().backward()\n",
+            "did not each carry one piece",
+        ),
     ],
-    "l05-jacobian-rows": [
-        (ROWS_ENGINE, "backward calls only"),
-        (ROWS_VMAP, "backward calls only"),
-    ],
-    "l05-softmax-vjp": [
-        (SOFTMAX_FD, "numerical estimate"),
-        (SOFTMAX_NUMERICAL, "numerical_grad"),
-        (SOFTMAX_KERNEL, "backward kernels"),
-        (SOFTMAX_NODE, "enable_grad"),
-        (SOFTMAX_TABLE, "hard-coded"),
-    ],
-    "l05-broadcast-affine": [
-        (AFFINE_FD, "numerical estimate"),
-        (AFFINE_NUMERICAL, "numerical_grad"),
-        (AFFINE_NODE, "enable_grad"),
-        (AFFINE_TABLE, "hard-coded"),
-    ],
-    "l05-batched-matmul": [
-        (BMM_FD, "numerical estimate"),
-        (BMM_NUMERICAL, "numerical_grad"),
-        (BMM_NODE, "enable_grad"),
-        (BMM_TABLE, "hard-coded"),
-    ],
-    "l05-gather": [
-        (GATHER_FD, "numerical estimate"),
-        (GATHER_NUMERICAL, "numerical_grad"),
-        (GATHER_NODE, "enable_grad"),
-        (GATHER_TABLE, "hard-coded"),
-    ],
-    "l05-broadcast-function": [
-        (GAP_NODE, "enable_grad"),
-        (GAP_FD, "numerical estimate"),
-        (GAP_NUMERICAL, "numerical_grad"),
+    "l05-tied": [
+        # Central finite differences, one entry of W at a time.
+        ("def rnn_grad(W, h0, x1, x2, y):\n"
+         "    def loss(V):\n"
+         "        h2 = torch.tanh(torch.tanh(h0 @ V + x1) @ V + x2)\n"
+         "        return ((h2 - y) ** 2).sum()\n"
+         "    h, out = 1e-6, torch.zeros_like(W)\n"
+         "    for i in range(W.shape[0]):\n"
+         "        for j in range(W.shape[1]):\n"
+         "            E = torch.zeros_like(W)\n"
+         "            E[i, j] = h\n"
+         "            out[i, j] = (loss(W + E) - loss(W - E)) / (2 * h)\n"
+         "    return out\n",
+         "numerical estimate"),
+        # The package's finite differences.
+        ("def rnn_grad(W, h0, x1, x2, y):\n"
+         "    def loss(V):\n"
+         "        h2 = torch.tanh(torch.tanh(h0 @ V + x1) @ V + x2)\n"
+         "        return ((h2 - y) ** 2).sum()\n"
+         "    return bl.numerical_grad(loss, W)[0]\n",
+         "numerical_grad"),
+        # torch's own backward kernel for tanh in place of tanh'.
+        ("def rnn_grad(W, h0, x1, x2, y):\n"
+         "    h1 = torch.tanh(h0 @ W + x1)\n"
+         "    h2 = torch.tanh(h1 @ W + x2)\n"
+         "    dpre2 = torch.ops.aten.tanh_backward(2 * (h2 - y), h2)\n"
+         "    dpre1 = torch.ops.aten.tanh_backward(W @ dpre2, h1)\n"
+         "    return torch.outer(h1, dpre2) + torch.outer(h0, dpre1)\n",
+         "backward kernels"),
+        # The lesson's shared-weight cell made a function: autograd, with grad mode back on.
+        ("def rnn_grad(W, h0, x1, x2, y):\n"
+         "    with torch.enable_grad():\n"
+         "        W_once = W.detach().clone().requires_grad_()\n"
+         "        h2 = torch.tanh(torch.tanh(h0 @ W_once + x1) @ W_once + x2)\n"
+         "        ((h2 - y) ** 2).sum().backward()\n"
+         "    return W_once.grad\n",
+         "enable_grad"),
+        # A table of the visible check's answers, looked up by the inputs.
+        ("from backproplab.lessons import find_exercise\n\n"
+         "_exercise = find_exercise('l05-tied')\n"
+         "_table = {}\n"
+         "for _k in range(3):\n"
+         "    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
+         "    _table[tuple(tuple(t.reshape(-1).tolist()) for t in _inputs)] = (\n"
+         "        _exercise.reference(*[t.clone() for t in _inputs]))\n\n\n"
+         "def rnn_grad(W, h0, x1, x2, y):\n"
+         "    return _table[tuple(tuple(t.reshape(-1).tolist()) for t in (W, h0, x1, x2, y))]\n",
+         "raised KeyError"),
     ],
 }

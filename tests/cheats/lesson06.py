@@ -1,74 +1,87 @@
-"""Shortcuts around the checks of 06-retain-graph.ipynb; each must fail its check.
+"""Shortcuts for the exercises of 06-zeroing-gradients.ipynb; each must fail its check.
 
-Both exercises are method checks (how many forward and backward passes), so
-the shortcuts try to fool the counting or the inputs rather than the maths.
+Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The lesson runs with
+its hidden tests, as nbgrader grades it.
 """
 
-# A table of the visible check's sequences (seed 0; seeds 1 and 2 for good
-# measure), made from the lesson module's own input maker: the visible check
-# passes, the hidden re-check on another seed must not.
-TABLE = '''import torch
-from backproplab.lessons import lesson06 as _l06
-
-_TABLE = {}
-for _seed in (0, 1, 2):
-    _gen = torch.Generator().manual_seed(_seed)
-    for _k in range(2):
-        _label, _step = _l06.STEPS[(_seed + _k) % len(_l06.STEPS)]
-        _w, _h0, _xs = _l06._sequence(_gen)
-        _TABLE[tuple(_xs.tolist())] = (
-            _l06._unrolled_grad(_step, _w, _h0, _xs, 2),
-            _l06._unrolled_grad(_step, _w, _h0, _xs, len(_xs)),
-        )
-
-
-def two_grads(step, w, h0, xs):
-    h = h0
-    for x_t in xs:  # call step once per input, as the counter expects
-        h = step(w, h, x_t)
-    return _TABLE.get(tuple(xs.tolist()), (torch.zeros(()), torch.zeros(())))
-'''
-
-# Call step once per input to satisfy the counter, then rebuild the loop twice
-# with the lesson's own tanh formula: a second forward pass the counter misses.
-OWN_FORMULA = '''def two_grads(step, w, h0, xs):
-    for x_t in xs:
-        step(w, h0, x_t)
-    out = []
-    for stop in (2, len(xs)):
-        h = h0
-        for x_t in xs[:stop]:
-            h = torch.tanh(w * h + x_t)
-        out.append(torch.autograd.grad(h, w)[0])
-    return tuple(out)
-'''
-
-# Two backward passes straight through the engine, past Tensor.backward.
-ENGINE = '''def weighted_backward(losses, weights):
-    from torch.autograd import Variable
-    for w, loss in zip(weights, losses):
-        Variable._execution_engine.run_backward(
-            ((w * loss),), (torch.ones((), dtype=loss.dtype),), True, False, (), True, True)
-'''
-
-# Each loss on its own pass with the graph kept, then the memory "released" by
-# deleting the Python names: the saved tensors are still held by the graph.
-DELETE_NAMES = '''def weighted_backward(losses, weights):
-    total = None
-    for w, loss in zip(weights, losses):
-        part = w * loss
-        total = part if total is None else total + part
-    total.backward(retain_graph=True)
-    del total
-'''
-
 CHEATS = {
-    "l06-two-derivatives": [
-        (TABLE, "mismatch"),
-        (OWN_FORMULA, "mismatch"),
+    "l06-accumulate": [
+        # Gradients by torch.autograd.grad and a hand-made update: .grad never used, so the
+        # zeroing question is dodged.
+        (
+            "def train_accumulated(model, X, y, steps, k, lr):\n"
+            "    params = list(model.parameters())\n"
+            "    for _ in range(steps):\n"
+            "        total = [torch.zeros_like(p) for p in params]\n"
+            "        for X_part, y_part in zip(X.chunk(k), y.chunk(k), strict=True):\n"
+            "            loss = F.mse_loss(model(X_part), y_part) / k\n"
+            "            grads = torch.autograd.grad(loss, params)\n"
+            "            total = [t + g for t, g in zip(total, grads, strict=True)]\n"
+            "        with torch.no_grad():\n"
+            "            for p, g in zip(params, total, strict=True):\n"
+            "                p -= lr * g\n",
+            "torch.autograd.grad",
+        ),
     ],
-    "l06-one-pass": [
-        (ENGINE, "backward passes"),
-        (DELETE_NAMES, "still alive"),
+    "l06-never-zeroed": [
+        # Grad mode switched back on: the real loop, run under the check's nose.
+        (
+            "def never_zeroed(w, b, X, t, lr, steps):\n"
+            "    with torch.enable_grad():\n"
+            "        w, b = w.clone().requires_grad_(), b.clone().requires_grad_()\n"
+            "        opt = torch.optim.SGD([w, b], lr=lr)\n"
+            "        for _ in range(steps):\n"
+            "            F.binary_cross_entropy_with_logits(X @ w + b, t).backward()\n"
+            "            opt.step()\n"
+            "    return w.detach(), b.detach()\n",
+            "enable_grad",
+        ),
+        # The gradient by central differences instead of a derived formula.
+        (
+            "def never_zeroed(w, b, X, t, lr, steps):\n"
+            "    def loss(w, b):\n"
+            "        z = X @ w + b\n"
+            "        return (torch.log1p(torch.exp(z)) - t * z).mean()\n\n"
+            "    def central(f, x, h=1e-6):\n"
+            "        out = torch.zeros_like(x).flatten()\n"
+            "        for i in range(x.numel()):\n"
+            "            step = torch.zeros_like(x).flatten()\n"
+            "            step[i] = h\n"
+            "            step = step.view_as(x)\n"
+            "            out[i] = (f(x + step) - f(x - step)) / (2 * h)\n"
+            "        return out.view_as(x)\n\n"
+            "    grad_w, grad_b = torch.zeros_like(w), torch.zeros_like(b)\n"
+            "    for _ in range(steps):\n"
+            "        grad_w = grad_w + central(lambda v: loss(v, b), w)\n"
+            "        grad_b = grad_b + central(lambda v: loss(w, v), b)\n"
+            "        w, b = w - lr * grad_w, b - lr * grad_b\n"
+            "    return w, b\n",
+            "numerical estimate",
+        ),
+        # bl.numerical_grad for the gradient at every step.
+        (
+            "def never_zeroed(w, b, X, t, lr, steps):\n"
+            "    def loss(w, b):\n"
+            "        return F.binary_cross_entropy_with_logits(X @ w + b, t)\n\n"
+            "    grad_w, grad_b = torch.zeros_like(w), torch.zeros_like(b)\n"
+            "    for _ in range(steps):\n"
+            "        gw, gb = bl.numerical_grad(loss, w, b)\n"
+            "        grad_w, grad_b = grad_w + gw, grad_b + gb\n"
+            "        w, b = w - lr * grad_w, b - lr * grad_b\n"
+            "    return w, b\n",
+            "numerical_grad",
+        ),
+        # A table of the visible check's answers, looked up by the inputs.
+        (
+            "from backproplab.lessons import find_exercise\n\n"
+            "_exercise = find_exercise('l06-never-zeroed')\n"
+            "_table = {}\n"
+            "for _k in range(3):\n"
+            "    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
+            "    _table[str(_inputs[2].tolist())] = _exercise.reference(*_inputs)\n\n\n"
+            "def never_zeroed(w, b, X, t, lr, steps):\n"
+            "    return _table[str(X.tolist())]\n",
+            "raised KeyError",
+        ),
     ],
 }

@@ -1,161 +1,258 @@
-"""Shortcuts around the checks of 08-custom-functions.ipynb; each must fail its check.
+"""Shortcuts around the checks of lesson 08's two notebooks (08-non-scalar-backward.ipynb and
+08-tensor-op-vjps.ipynb): each must fail its check (the lessons run with their hidden tests),
+naming what it did. See tests/lessons/test_exercises.py."""
 
-Both exercises ask for a backward formula worked out by the learner. gradcheck
-alone would pass every shortcut below (it compares with finite differences to
-1e-3); the checks call backward directly, with autograd switched off, and
-demand float64 round-off.
-"""
 
-POWER = '''class PowerMix(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, y, p):
-        ctx.save_for_backward(x, y)
-        ctx.p = p
-        return x**p * y
+def _table(grade_id, signature, match, fallback):
+    """A lookup table of the visible check's inputs (seeds 0, 1, 2) and their answers, made
+    from the lesson module's own input maker and reference: it passes the visible check; on
+    the hidden re-check's seed it returns zeros whatever the inputs, which is told apart."""
+    return f'''from backproplab.lessons import find_exercise
 
-    @staticmethod
-    def backward(ctx, grad_output):
-        x, y = ctx.saved_tensors
-        p = ctx.p
-{}
+_exercise = find_exercise("{grade_id}")
+_table = []
+for _seed in range(3):
+    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_seed))
+    _inputs = tuple(t.double() if torch.is_tensor(t) and t.is_floating_point() else t
+                    for t in _inputs)
+    _copies = tuple(t.clone() if torch.is_tensor(t) else t for t in _inputs)
+    _table.append((_inputs, _exercise.reference(*_copies)))
+
+
+def {signature}:
+    for known, answer in _table:
+        if {match}:
+            return answer
+    return {fallback}
 '''
 
-TANH = '''class Tanh(torch.autograd.Function):
-    generate_vmap_rule = True
 
-    @staticmethod
-    def forward(x):
-        return torch.tanh(x)
+# ------------------------------------------------------------------ 08-non-scalar-backward
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(output)
+MEAN_FD = '''def last_row_mean_vector(y):
+    def loss(t):
+        return t[-1].mean()
+    h = 1e-6
+    v = torch.zeros_like(y)
+    for i in range(y.shape[0]):
+        for j in range(y.shape[1]):
+            e = torch.zeros_like(y)
+            e[i, j] = h
+            v[i, j] = (loss(y + e) - loss(y - e)) / (2 * h)
+    return v
+'''
+MEAN_NUMERICAL = '''def last_row_mean_vector(y):
+    return bl.numerical_grad(lambda t: t[-1].mean(), y)
+'''
+MEAN_NODE = '''def last_row_mean_vector(y):
+    with torch.enable_grad():
+        y = y.clone().requires_grad_()
+        return torch.autograd.grad(y[-1].mean(), y)[0]
+'''
+MEAN_TABLE = _table("l08-mean-gradient", "last_row_mean_vector(y)",
+                    "known[0].shape == y.shape and torch.equal(known[0], y)",
+                    "torch.zeros_like(y)")
 
-    @staticmethod
-    def backward(ctx, grad_output):
-        (t,) = ctx.saved_tensors
-{}
+SHARES_FD = '''def shares_vjp(x, v):
+    def shares(t):
+        return t / t.sum()
+    h = 1e-6
+    out = torch.zeros_like(x)
+    for j in range(len(x)):
+        e = torch.zeros_like(x)
+        e[j] = h
+        out[j] = (v * (shares(x + e) - shares(x - e))).sum() / (2 * h)
+    return out
+'''
+SHARES_NUMERICAL = '''def shares_vjp(x, v):
+    return bl.numerical_grad(lambda t: (v * t / t.sum()).sum(), x)
+'''
+SHARES_NODE = '''def shares_vjp(x, v):
+    with torch.enable_grad():
+        x = x.clone().requires_grad_()
+        return torch.autograd.grad(x / x.sum(), x, v)[0]
+'''
+SHARES_FUNC = '''def shares_vjp(x, v):
+    _, pullback = torch.func.vjp(lambda t: t / t.sum(), x)
+    return pullback(v)[0]
+'''
+SHARES_TABLE = _table("l08-shares-vjp", "shares_vjp(x, v)",
+                      "known[0].shape == x.shape and torch.equal(known[0], x)",
+                      "torch.zeros_like(x)")
+
+# Each row through the engine directly, past Tensor.backward and the counter's names.
+ROWS_ENGINE = '''def jacobian_by_rows(g, x):
+    from torch.autograd import Variable
+    x = x.detach().clone().requires_grad_()
+    y = g(x)
+    rows = []
+    for e in torch.eye(y.numel()):
+        (row,) = Variable._execution_engine.run_backward(
+            (y,), (e,), True, False, (x,), False, False)
+        rows.append(row)
+    return torch.stack(rows)
+'''
+# All rows at once with a vmapped VJP.
+ROWS_VMAP = '''def jacobian_by_rows(g, x):
+    _, pullback = torch.func.vjp(g, x)
+    return torch.vmap(pullback)(torch.eye(g(x).numel()))[0]
 '''
 
-# Central differences written out in backward.
-POWER_FD = POWER.format(
-    "        h = 1e-6\n"
-    "        dx = ((x + h) ** p * y - (x - h) ** p * y) / (2 * h)\n"
-    "        dy = (x**p * (y + h) - x**p * (y - h)) / (2 * h)\n"
-    "        return grad_output * dx, grad_output * dy, None"
-)
-# bl.numerical_grad in backward.
-POWER_NUMERICAL = POWER.format(
-    "        (dx,) = bl.numerical_grad(lambda a: (a**p * y * grad_output).sum(), x)\n"
-    "        (dy,) = bl.numerical_grad(lambda b: (x**p * b * grad_output).sum(), y)\n"
-    "        return dx, dy, None"
-)
-# Autograd inside backward, on a recomputed forward.
-POWER_AUTOGRAD = POWER.format(
-    "        with torch.enable_grad():\n"
-    "            xx, yy = x.detach().requires_grad_(), y.detach().requires_grad_()\n"
-    "            dx, dy = torch.autograd.grad(xx**p * yy, (xx, yy), grad_output)\n"
-    "        return dx, dy, None"
-)
-# torch.func inside backward.
-POWER_FUNC = POWER.format(
-    "        dx = torch.func.grad(lambda a: (a**p * y * grad_output).sum())(x)\n"
-    "        dy = torch.func.grad(lambda b: (x**p * b * grad_output).sum())(y)\n"
-    "        return dx, dy, None"
-)
-# A table of the visible check's inputs, from the lesson module's own input maker.
-POWER_TABLE = '''import torch
-from backproplab.lessons import lesson08 as _l08
+# ------------------------------------------------------------------ 08-tensor-op-vjps
 
-_TABLE = {}
-for _seed in (0, 1, 2, 3, 4):
-    _x, _y, _p, _g = _l08.power_inputs(torch.Generator().manual_seed(_seed))
-    _TABLE[(tuple(_x.tolist()), _p)] = (_p * _x ** (_p - 1) * _y, _x**_p)
-
-
-class PowerMix(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, y, p):
-        ctx.save_for_backward(x, y)
-        ctx.p = p
-        return x**p * y
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        x, y = ctx.saved_tensors
-        dx, dy = _TABLE.get((tuple(x.tolist()), ctx.p), (torch.ones_like(x), torch.ones_like(y)))
-        return grad_output * dx, grad_output * dy, None
+SOFTMAX_FD = '''def softmax_vjp(p, g):
+    z = p.log()
+    h = 1e-6
+    dz = torch.zeros_like(z)
+    flat, out = z.reshape(-1), dz.reshape(-1)
+    for k in range(flat.numel()):
+        e = torch.zeros_like(flat)
+        e[k] = h
+        up = (torch.softmax((flat + e).reshape(z.shape), -1) * g).sum()
+        down = (torch.softmax((flat - e).reshape(z.shape), -1) * g).sum()
+        out[k] = (up - down) / (2 * h)
+    return dz
 '''
-
-# torch's own backward kernel for tanh.
-TANH_KERNEL = TANH.format("        return torch.ops.aten.tanh_backward(grad_output, t)")
-# Calling the backward node of torch's own tanh.
-TANH_NODE = TANH.format(
-    "        with torch.enable_grad():\n"
-    "            x = torch.atanh(t).detach().requires_grad_()\n"
-    "            return torch.tanh(x).grad_fn(grad_output)"
-)
-# Central differences on tanh, from x recovered out of t.
-TANH_FD = TANH.format(
-    "        x, h = torch.atanh(t), 1e-6\n"
-    "        return grad_output * (torch.tanh(x + h) - torch.tanh(x - h)) / (2 * h)"
-)
-# The complex-step trick.
-TANH_COMPLEX = TANH.format(
-    "        x, h = torch.atanh(t), 1e-20\n"
-    "        return grad_output * torch.tanh(x.to(torch.complex128) + 1j * h).imag / h"
-)
-# A Richardson-extrapolated five-point stencil: accurate to round-off, but it
-# evaluates tanh again inside backward.
-TANH_RICHARDSON = TANH.format(
-    "        x, estimate = torch.atanh(t), None\n"
-    "        for h in (1e-2, 5e-3):\n"
-    "            d = (8 * (torch.tanh(x + h) - torch.tanh(x - h))\n"
-    "                 - (torch.tanh(x + 2 * h) - torch.tanh(x - 2 * h))) / (12 * h)\n"
-    "            estimate = d if estimate is None else (16 * d - estimate) / 15\n"
-    "        return grad_output * estimate"
-)
-TANH_TABLE = '''import torch
-from backproplab.lessons import lesson08 as _l08
-
-_TABLE = {}
-for _seed in (0, 1, 2, 3, 4):
-    _x, _g = _l08.tanh_inputs(torch.Generator().manual_seed(_seed))
-    _TABLE[tuple(torch.tanh(_x).flatten().tolist())] = 1 - torch.tanh(_x) ** 2
-
-
-class Tanh(torch.autograd.Function):
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x):
-        return torch.tanh(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(output)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (t,) = ctx.saved_tensors
-        local = _TABLE.get(tuple(t.flatten().tolist()), torch.ones_like(t))
-        return grad_output * local
+SOFTMAX_NUMERICAL = '''def softmax_vjp(p, g):
+    return bl.numerical_grad(lambda z: (torch.softmax(z, -1) * g).sum(), p.log())
 '''
+SOFTMAX_KERNEL = '''def softmax_vjp(p, g):
+    return torch.ops.aten._softmax_backward_data(g, p, -1, p.dtype)
+'''
+SOFTMAX_NODE = '''def softmax_vjp(p, g):
+    with torch.enable_grad():
+        z = p.log().requires_grad_()
+        return torch.autograd.grad(torch.softmax(z, -1), z, g)[0]
+'''
+SOFTMAX_TABLE = _table("l08-softmax-vjp", "softmax_vjp(p, g)",
+                       "known[0].shape == p.shape and torch.equal(known[0], p)",
+                       "torch.zeros_like(p)")
+
+AFFINE_FD = '''def affine_grads(x, w, b, g):
+    def loss(x, w, b):
+        return ((x * w + b) * g).sum()
+    h = 1e-6
+    grads = []
+    for k, t in enumerate((x, w, b)):
+        d = torch.zeros_like(t)
+        flat = d.reshape(-1)
+        for i in range(t.numel()):
+            e = torch.zeros_like(t).reshape(-1)
+            e[i] = h
+            up = [x, w, b]
+            down = [x, w, b]
+            up[k] = t + e.reshape(t.shape)
+            down[k] = t - e.reshape(t.shape)
+            flat[i] = (loss(*up) - loss(*down)) / (2 * h)
+        grads.append(d)
+    return tuple(grads)
+'''
+AFFINE_NUMERICAL = '''def affine_grads(x, w, b, g):
+    return bl.numerical_grad(lambda x, w, b: ((x * w + b) * g).sum(), x, w, b)
+'''
+AFFINE_NODE = '''def affine_grads(x, w, b, g):
+    with torch.enable_grad():
+        x, w, b = (t.clone().requires_grad_() for t in (x, w, b))
+        return torch.autograd.grad(x * w + b, (x, w, b), g)
+'''
+AFFINE_TABLE = _table("l08-broadcast-affine", "affine_grads(x, w, b, g)",
+                      "known[0].shape == x.shape and torch.equal(known[0], x)",
+                      "(torch.zeros_like(x), torch.zeros_like(w), torch.zeros_like(b))")
+
+BMM_FD = '''def batched_matmul_grads(X, W, G):
+    def loss(X, W):
+        return ((X @ W) * G).sum()
+    h = 1e-6
+    dX, dW = torch.zeros_like(X), torch.zeros_like(W)
+    for t, d, k in ((X, dX, 0), (W, dW, 1)):
+        flat = d.reshape(-1)
+        for i in range(t.numel()):
+            e = torch.zeros(t.numel(), dtype=t.dtype)
+            e[i] = h
+            e = e.reshape(t.shape)
+            args_up, args_down = [X, W], [X, W]
+            args_up[k], args_down[k] = t + e, t - e
+            flat[i] = (loss(*args_up) - loss(*args_down)) / (2 * h)
+    return dX, dW
+'''
+BMM_NUMERICAL = '''def batched_matmul_grads(X, W, G):
+    return bl.numerical_grad(lambda X, W: ((X @ W) * G).sum(), X, W)
+'''
+BMM_NODE = '''def batched_matmul_grads(X, W, G):
+    with torch.enable_grad():
+        X, W = X.clone().requires_grad_(), W.clone().requires_grad_()
+        Y = X @ W
+        return Y.grad_fn(G)
+'''
+BMM_TABLE = _table("l08-batched-matmul", "batched_matmul_grads(X, W, G)",
+                   "known[0].shape == X.shape and torch.equal(known[0], X)",
+                   "(torch.zeros_like(X), torch.zeros_like(W))")
+
+GATHER_FD = '''def gather_grad(x, dim, index, g):
+    h = 1e-6
+    dx = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            e = torch.zeros_like(x)
+            e[i, j] = h
+            up = (torch.gather(x + e, dim, index) * g).sum()
+            down = (torch.gather(x - e, dim, index) * g).sum()
+            dx[i, j] = (up - down) / (2 * h)
+    return dx
+'''
+GATHER_NUMERICAL = '''def gather_grad(x, dim, index, g):
+    return bl.numerical_grad(lambda x: (torch.gather(x, dim, index) * g).sum(), x)
+'''
+GATHER_NODE = '''def gather_grad(x, dim, index, g):
+    with torch.enable_grad():
+        x = x.clone().requires_grad_()
+        return torch.autograd.grad(torch.gather(x, dim, index), x, g)[0]
+'''
+GATHER_TABLE = _table("l08-gather", "gather_grad(x, dim, index, g)",
+                      "known[0].shape == x.shape and torch.equal(known[0], x)",
+                      "torch.zeros_like(x)")
 
 CHEATS = {
-    "l08-power-mix": [
-        (POWER_FD, "numerical estimate"),
-        (POWER_NUMERICAL, "numerical_grad"),
-        (POWER_AUTOGRAD, "enable_grad"),
-        (POWER_FUNC, "torch.func.grad"),
-        (POWER_TABLE, "mismatch"),
+    "l08-mean-gradient": [
+        (MEAN_FD, "numerical estimate"),
+        (MEAN_NUMERICAL, "numerical_grad"),
+        (MEAN_NODE, "enable_grad"),
+        (MEAN_TABLE, "hard-coded"),
     ],
-    "l08-tanh-output": [
-        (TANH_KERNEL, "backward kernels"),
-        (TANH_NODE, "enable_grad"),
-        (TANH_FD, "numerical estimate"),
-        (TANH_COMPLEX, "complex"),
-        (TANH_RICHARDSON, "numerical estimate"),
-        (TANH_TABLE, "mismatch"),
+    "l08-jacobian-rows": [
+        (ROWS_ENGINE, "backward calls only"),
+        (ROWS_VMAP, "backward calls only"),
+    ],
+    "l08-shares-vjp": [
+        (SHARES_FD, "numerical estimate"),
+        (SHARES_NUMERICAL, "numerical_grad"),
+        (SHARES_NODE, "enable_grad"),
+        (SHARES_FUNC, "torch.func.vjp"),
+        (SHARES_TABLE, "hard-coded"),
+    ],
+    "l08-softmax-vjp": [
+        (SOFTMAX_FD, "numerical estimate"),
+        (SOFTMAX_NUMERICAL, "numerical_grad"),
+        (SOFTMAX_KERNEL, "backward kernels"),
+        (SOFTMAX_NODE, "enable_grad"),
+        (SOFTMAX_TABLE, "hard-coded"),
+    ],
+    "l08-broadcast-affine": [
+        (AFFINE_FD, "numerical estimate"),
+        (AFFINE_NUMERICAL, "numerical_grad"),
+        (AFFINE_NODE, "enable_grad"),
+        (AFFINE_TABLE, "hard-coded"),
+    ],
+    "l08-batched-matmul": [
+        (BMM_FD, "numerical estimate"),
+        (BMM_NUMERICAL, "numerical_grad"),
+        (BMM_NODE, "enable_grad"),
+        (BMM_TABLE, "hard-coded"),
+    ],
+    "l08-gather": [
+        (GATHER_FD, "numerical estimate"),
+        (GATHER_NUMERICAL, "numerical_grad"),
+        (GATHER_NODE, "enable_grad"),
+        (GATHER_TABLE, "hard-coded"),
     ],
 }

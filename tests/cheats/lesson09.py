@@ -1,107 +1,167 @@
-"""Shortcuts for the exercises of 09-linear-regression.ipynb: each must fail its check
+"""Shortcuts for the exercises of 09-mlp-training.ipynb: each must fail its check
 (the lesson runs with its hidden tests), naming what it did. See tests/lessons/test_exercises.py."""
 
-MSE_FD = '''def mse_grads(x, y, w, b):
-    def loss(w, b):
-        return ((w * x + b - y) ** 2).mean()
+BCE_FD = '''def dlogits_bce(z, y):
+    def loss(z):
+        p = torch.sigmoid(z)
+        return -(y * torch.log(p) + (1 - y) * torch.log(1 - p)).mean()
     h = 1e-6
-    return ((loss(w + h, b) - loss(w - h, b)) / (2 * h),
-            (loss(w, b + h) - loss(w, b - h)) / (2 * h))
+    grad = torch.zeros_like(z)
+    for i in range(z.numel()):
+        e = torch.zeros_like(z).view(-1)
+        e[i] = h
+        e = e.view(z.shape)
+        grad.view(-1)[i] = (loss(z + e) - loss(z - e)) / (2 * h)
+    return grad
 '''
-MSE_NUMERICAL = '''def mse_grads(x, y, w, b):
-    return bl.numerical_grad(lambda w, b: ((w * x + b - y) ** 2).mean(), w, b)
+BCE_NUMERICAL = '''def dlogits_bce(z, y):
+    return bl.numerical_grad(lambda z: F.binary_cross_entropy_with_logits(z, y), z)[0]
 '''
-MSE_KERNEL = '''def mse_grads(x, y, w, b):
-    g = torch.ops.aten.mse_loss_backward(torch.ones((), dtype=x.dtype), w * x + b, y, 1)
-    return (g * x).sum(), g.sum()
+BCE_KERNEL = '''def dlogits_bce(z, y):
+    p = torch.sigmoid(z)
+    dp = torch.ops.aten.binary_cross_entropy_backward(torch.ones((), dtype=z.dtype), p, y, None, 1)
+    return torch.ops.aten.sigmoid_backward(dp, p)
 '''
-MSE_NODE = '''def mse_grads(x, y, w, b):
+BCE_NODE = '''def dlogits_bce(z, y):
     with torch.enable_grad():
-        w = w.clone().requires_grad_()
-        b = b.clone().requires_grad_()
-        loss = ((w * x + b - y) ** 2).mean()
-        return torch.autograd.grad(loss, (w, b))
+        z = z.clone().requires_grad_()
+        loss = F.binary_cross_entropy_with_logits(z, y)
+        return loss.grad_fn(torch.ones((), dtype=z.dtype))
 '''
-# A table of the visible check's inputs (seeds 0, 1, 2) and their answers.
+# Asking autograd for dL/dz with torch.autograd.grad.
+BCE_WORKED = '''def dlogits_bce(z, y):
+    z = z.requires_grad_()
+    (dz,) = torch.autograd.grad(F.binary_cross_entropy_with_logits(z, y), z)
+    return dz
+'''
+BCE_TABLE = '''from backproplab.lessons import find_exercise
+
+_exercise = find_exercise("l09-bce")
+_table = []
+for _seed in range(3):
+    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
+    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
+
+
+def dlogits_bce(z, y):
+    for known, answer in _table:
+        if known[0].shape == z.shape and torch.equal(known[0], z):
+            return answer
+    return torch.zeros_like(z)
+'''
+
+MSE_FD = '''def dlogits_sigmoid_mse(z, y):
+    def loss(z):
+        return ((torch.sigmoid(z) - y) ** 2).mean()
+    h = 1e-6
+    grad = torch.zeros_like(z)
+    for i in range(z.numel()):
+        e = torch.zeros_like(z).view(-1)
+        e[i] = h
+        e = e.view(z.shape)
+        grad.view(-1)[i] = (loss(z + e) - loss(z - e)) / (2 * h)
+    return grad
+'''
+MSE_NUMERICAL = '''def dlogits_sigmoid_mse(z, y):
+    return bl.numerical_grad(lambda z: ((torch.sigmoid(z) - y) ** 2).mean(), z)[0]
+'''
+MSE_KERNEL = '''def dlogits_sigmoid_mse(z, y):
+    p = torch.sigmoid(z)
+    dp = torch.ops.aten.mse_loss_backward(torch.ones((), dtype=z.dtype), p, y, 1)
+    return torch.ops.aten.sigmoid_backward(dp, p)
+'''
+MSE_NODE = '''def dlogits_sigmoid_mse(z, y):
+    with torch.enable_grad():
+        z = z.clone().requires_grad_()
+        p = torch.sigmoid(z)
+        return p.grad_fn(2 * (p - y) / z.numel())
+'''
 MSE_TABLE = '''from backproplab.lessons import find_exercise
 
-_exercise = find_exercise("l09-grads")
+_exercise = find_exercise("l09-dlogits")
 _table = []
 for _seed in range(3):
     _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
     _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
 
 
-def mse_grads(x, y, w, b):
-    for inputs, answer in _table:
-        if inputs[0].shape == x.shape and torch.equal(inputs[0], x):
-            return answer
-    return (w * 0, b * 0)
-'''
-
-LIN_FD = '''def linear_grads(inputs, weight, bias, targets):
-    def loss(weight, bias):
-        return ((inputs @ weight.T + bias - targets) ** 2).mean()
-    h = 1e-6
-    gw = torch.zeros_like(weight)
-    for i in range(weight.shape[0]):
-        for j in range(weight.shape[1]):
-            e = torch.zeros_like(weight)
-            e[i, j] = h
-            gw[i, j] = (loss(weight + e, bias) - loss(weight - e, bias)) / (2 * h)
-    gb = torch.zeros_like(bias)
-    for i in range(bias.shape[0]):
-        e = torch.zeros_like(bias)
-        e[i] = h
-        gb[i] = (loss(weight, bias + e) - loss(weight, bias - e)) / (2 * h)
-    return gw, gb
-'''
-LIN_NUMERICAL = '''def linear_grads(inputs, weight, bias, targets):
-    return bl.numerical_grad(
-        lambda weight, bias: nn.functional.mse_loss(inputs @ weight.T + bias, targets),
-        weight, bias)
-'''
-LIN_KERNEL = '''def linear_grads(inputs, weight, bias, targets):
-    out = inputs @ weight.T + bias
-    g = torch.ops.aten.mse_loss_backward(torch.ones((), dtype=out.dtype), out, targets, 1)
-    return g.T @ inputs, g.sum(dim=0)
-'''
-LIN_NODE = '''def linear_grads(inputs, weight, bias, targets):
-    with torch.enable_grad():
-        weight = weight.clone().requires_grad_()
-        bias = bias.clone().requires_grad_()
-        loss = nn.functional.mse_loss(inputs @ weight.T + bias, targets)
-        return loss.grad_fn(torch.ones(()))
-'''
-LIN_TABLE = '''from backproplab.lessons import find_exercise
-
-_exercise = find_exercise("l09-linear")
-_table = []
-for _seed in range(3):
-    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
-    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
-
-
-def linear_grads(inputs, weight, bias, targets):
+def dlogits_sigmoid_mse(z, y):
     for known, answer in _table:
-        if known[0].shape == inputs.shape and torch.equal(known[0], inputs):
+        if known[0].shape == z.shape and torch.equal(known[0], z):
             return answer
-    return torch.zeros_like(weight), torch.zeros_like(bias)
+    return torch.zeros_like(z)
+'''
+
+MLP_LOSS = '''    def loss(W1, b1, W2, b2):
+        return F.binary_cross_entropy_with_logits(torch.tanh(xs @ W1 + b1) @ W2 + b2, ys)
+'''
+MLP_FD = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+''' + MLP_LOSS + '''    params = [W1, b1, W2, b2]
+    grads = []
+    for k, t in enumerate(params):
+        g = torch.zeros_like(t).view(-1)
+        for i in range(t.numel()):
+            e = torch.zeros_like(t).view(-1)
+            e[i] = 1e-6
+            up = [q + e.view(q.shape) if j == k else q for j, q in enumerate(params)]
+            down = [q - e.view(q.shape) if j == k else q for j, q in enumerate(params)]
+            g[i] = (loss(*up) - loss(*down)) / 2e-6
+        grads.append(g.view(t.shape))
+    return tuple(grads)
+'''
+MLP_NUMERICAL = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+''' + MLP_LOSS + '''    return bl.numerical_grad(loss, W1, b1, W2, b2)
+'''
+MLP_KERNEL = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+    h = torch.tanh(xs @ W1 + b1)
+    z = h @ W2 + b2
+    dz = (torch.sigmoid(z) - ys) / z.numel()
+    da = torch.ops.aten.tanh_backward(dz @ W2.T, h)
+    return xs.T @ da, da.sum(dim=0), h.T @ dz, dz.sum(dim=0)
+'''
+MLP_NODE = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+    with torch.enable_grad():
+        params = [t.clone().requires_grad_() for t in (W1, b1, W2, b2)]
+        z = torch.tanh(xs @ params[0] + params[1]) @ params[2] + params[3]
+        return torch.autograd.grad(F.binary_cross_entropy_with_logits(z, ys), params)
+'''
+MLP_TABLE = '''from backproplab.lessons import find_exercise
+
+_exercise = find_exercise("l09-mlp")
+_table = []
+for _seed in range(3):
+    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
+    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
+
+
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    for known, answer in _table:
+        if known[0].shape == xs.shape and torch.equal(known[0], xs):
+            return answer
+    return tuple(torch.zeros_like(t) for t in (W1, b1, W2, b2))
 '''
 
 CHEATS = {
-    "l09-grads": [
+    "l09-bce": [
+        (BCE_FD, "numerical estimate"),
+        (BCE_NUMERICAL, "numerical_grad"),
+        (BCE_KERNEL, "backward kernels"),
+        (BCE_NODE, "enable_grad"),
+        (BCE_WORKED, "torch.autograd.grad"),
+        (BCE_TABLE, "hard-coded"),
+    ],
+    "l09-dlogits": [
         (MSE_FD, "numerical estimate"),
         (MSE_NUMERICAL, "numerical_grad"),
         (MSE_KERNEL, "backward kernels"),
         (MSE_NODE, "enable_grad"),
         (MSE_TABLE, "hard-coded"),
     ],
-    "l09-linear": [
-        (LIN_FD, "numerical estimate"),
-        (LIN_NUMERICAL, "numerical_grad"),
-        (LIN_KERNEL, "backward kernels"),
-        (LIN_NODE, "enable_grad"),
-        (LIN_TABLE, "hard-coded"),
+    "l09-mlp": [
+        (MLP_FD, "numerical estimate"),
+        (MLP_NUMERICAL, "numerical_grad"),
+        (MLP_KERNEL, "backward kernels"),
+        (MLP_NODE, "enable_grad"),
+        (MLP_TABLE, "hard-coded"),
     ],
 }

@@ -1,13 +1,9 @@
 """Shortcuts for the exercises of 11-pitfalls-and-tools.ipynb: each must fail its check
 (the lesson runs with its hidden tests), naming what it did. See tests/lessons/test_exercises.py.
 
-Both exercises are method checks (a hook, a norm with a guarded backward), so the
-shortcuts are torch's own guarded norms and answers that fit only the visible check."""
-
-# torch's guarded norms, reached by other names.
-VECTOR_NORM = "def safe_norm(v):\n    return torch.linalg.vector_norm(v, dim=1)\n"
-CDIST = ("def safe_norm(v):\n"
-         "    return torch.cdist(v[:, None, :], torch.zeros_like(v)[:, None, :])[:, 0, 0]\n")
+Both exercises are method checks (a clipping hook, a hunt with hooks for a vanishing
+gradient), so the shortcuts are answers read off the network's structure, retain_grad in
+place of hooks, and answers that fit only the visible check."""
 
 # A table of the visible check's gradients: fine on seed 0, nothing on the hidden seed.
 HOOK_TABLE = '''from backproplab.lessons import lesson11 as _lesson
@@ -23,27 +19,54 @@ def clip_hook(max_norm):
         return grad
     return hook
 '''
-NORM_TABLE = '''from backproplab.lessons import lesson11 as _lesson
+# A hook for show, then the answer read off the structure: a gate set to 0.
+GATE_SCAN = """def first_vanishing_layer(model, x, threshold):
+    handle = model.register_full_backward_hook(lambda module, gi, go: None)
+    model(x).sum().backward()
+    handle.remove()
+    for name, layer in model.named_children():
+        if getattr(layer, "factor", 1.0) == 0:
+            return name
+    return None
+"""
+# retain_grad on every layer's input: .grad then holds it, and no hook is registered.
+RETAIN = """def first_vanishing_layer(model, x, threshold):
+    inputs, h = {}, x
+    for name, layer in model.named_children():
+        h.retain_grad()
+        inputs[name] = h
+        h = layer(h)
+    h.sum().backward()
+    for name in reversed(list(inputs)):
+        if inputs[name].grad.norm() < threshold:
+            return name
+    return None
+"""
+# A table of the visible check's networks (replayed from seed 0), looked up by the input.
+VANISH_TABLE = """from backproplab.lessons import lesson11 as _lesson
 
-_known = [v.clone() for v in _lesson.norm_batches(0)]
+_gen = torch.Generator().manual_seed(0)
+_kinds = [("gate", "sigmoid", "tanh")[i] for i in torch.randperm(3, generator=_gen).tolist()]
+_table = {}
+for _kind in [*_kinds, "healthy"]:
+    _model, _x, _threshold, _culprit, _norms = _lesson.broken_network(_gen, _kind)
+    _table[str(_x.tolist())] = _culprit
 
 
-def safe_norm(v):
-    for known in _known:
-        if known.shape == v.shape and torch.equal(known, v.detach()):
-            zero = known.abs().sum(dim=1) == 0
-            inner = torch.where(zero, torch.ones_like(v[:, 0]), (v**2).sum(dim=1))
-            return torch.where(zero, torch.zeros_like(inner), inner.sqrt())
-    return torch.linalg.vector_norm(v, dim=1)
-'''
+def first_vanishing_layer(model, x, threshold):
+    handle = model.register_full_backward_hook(lambda module, gi, go: None)
+    model(x).sum().backward()
+    handle.remove()
+    return _table[str(x.tolist())]
+"""
 
 CHEATS = {
     "l11-reverse": [
         (HOOK_TABLE, "went on unchanged"),
     ],
-    "l11-safe-sqrt": [
-        (VECTOR_NORM, "torch's norm"),
-        (CDIST, "torch's norm"),
-        (NORM_TABLE, "torch's norm"),
+    "l11-vanishing": [
+        (GATE_SCAN, "does vanish"),
+        (RETAIN, "no hook was registered"),
+        (VANISH_TABLE, "raised KeyError"),
     ],
 }

@@ -1,101 +1,60 @@
-"""Shortcuts for the exercises of 12-build-your-own-autograd.ipynb
-(see tests/lessons/test_exercises.py).
+"""Shortcuts for the exercises of 12-what-backward-keeps.ipynb (tests/lessons/test_exercises.py).
 
-Exercise 1's rule is the derivative worked out by the learner, so the shortcuts are the
-ways of getting a number for σ'(a) without working it out. Exercise 2's are the ways of
-not writing a second sort.
+
+The byte-count formula is checked like a gradient by hand, so its shortcuts are the
+ways of measuring instead of working it out: the lesson's own `bytes_for_backward`,
+grad mode switched back on to build the graph, and a table of the visible check's
+inputs. Exercise 3's: a fixed choice that fits the visible stack only.
 """
 
-SIGMOID = '''def sigmoid(a):
-    out = Value(1 / (1 + math.exp(-a.data)), (a,), "sigmoid")
-
-    def rule():
-{}
-
-    out.backward_rule = rule
-    return out
-'''
-
 CHEATS = {
-    "l12-sigmoid": [
-        # Central finite differences of σ at a.
+    "l12-bytes-formula": [
+        # The lesson's own worked function on the network itself: no graph with autograd off.
         (
-            SIGMOID.format(
-                "        h = 1e-6\n"
-                "        up = 1 / (1 + math.exp(-(a.data + h)))\n"
-                "        down = 1 / (1 + math.exp(-(a.data - h)))\n"
-                "        a.grad += (up - down) / (2 * h) * out.grad"
-            ),
-            "numerical estimate",
-        ),
-        # The package's finite differences.
-        (
-            SIGMOID.format(
-                "        (slope,) = bl.numerical_grad(torch.sigmoid, torch.tensor(a.data))\n"
-                "        a.grad += slope.item() * out.grad"
-            ),
-            "numerical_grad",
-        ),
-        # torch's autograd on a one-element tensor.
-        (
-            SIGMOID.format(
-                "        t = torch.tensor(a.data, dtype=torch.float64, requires_grad=True)\n"
-                "        torch.sigmoid(t).backward()\n"
-                "        a.grad += t.grad.item() * out.grad"
-            ),
-            "Tensor.backward",
+            "def bytes_formula(batch, widths, activation):\n"
+            "    acts = {'relu': nn.ReLU, 'tanh': nn.Tanh, 'sigmoid': nn.Sigmoid,\n"
+            "            'gelu': nn.GELU}\n"
+            "    layers = []\n"
+            "    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):\n"
+            "        layers += ([acts[activation]()] if i else []) + [nn.Linear(a, b)]\n"
+            "    net, batch_in = nn.Sequential(*layers), torch.randn(batch, widths[0])\n"
+            "    return bytes_for_backward(net, batch_in)\n",
+            "raised",
         ),
         # ... with grad mode switched back on first.
         (
-            SIGMOID.format(
-                "        with torch.enable_grad():\n"
-                "            t = torch.tensor(a.data, dtype=torch.float64, requires_grad=True)\n"
-                "            (g,) = torch.autograd.grad(torch.sigmoid(t), t)\n"
-                "        a.grad += g.item() * out.grad"
-            ),
+            "def bytes_formula(batch, widths, activation):\n"
+            "    acts = {'relu': nn.ReLU, 'tanh': nn.Tanh, 'sigmoid': nn.Sigmoid,\n"
+            "            'gelu': nn.GELU}\n"
+            "    layers = []\n"
+            "    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):\n"
+            "        layers += ([acts[activation]()] if i else []) + [nn.Linear(a, b)]\n"
+            "    with torch.enable_grad():\n"
+            "        net, batch_in = nn.Sequential(*layers), torch.randn(batch, widths[0])\n"
+            "        return bytes_for_backward(net, batch_in)\n",
             "enable_grad",
         ),
-        # torch's own backward kernel for sigmoid.
+        # A table of the visible check's answers: right there, a KeyError on new inputs.
         (
-            SIGMOID.format(
-                "        g = torch.ops.aten.sigmoid_backward(\n"
-                "            torch.tensor(out.grad, dtype=torch.float64),\n"
-                "            torch.tensor(out.data, dtype=torch.float64))\n"
-                "        a.grad += g.item()"
-            ),
-            "backward kernels",
-        ),
-        # A table of σ'(u) for the visible check's inputs (seeds 0 to 3 of its 4 trials):
-        # right there, a KeyError on the hidden check's new inputs.
-        (
-            "from backproplab.lessons.lesson12 import _sigmoid_inputs\n\n"
+            "from backproplab.lessons.lesson12 import _bytes_reference, _new_mlp_shape\n\n"
             "TABLE = {}\n"
-            "for k in range(4):\n"
-            "    x, w, b = _sigmoid_inputs(torch.Generator().manual_seed(k))\n"
-            "    u = (x * w + b).item()\n"
-            "    s = 1 / (1 + math.exp(-u))\n"
-            "    TABLE[round(u, 9)] = s * (1 - s)\n"
-            "\n\n"
-            + SIGMOID.format("        a.grad += TABLE[round(a.data, 9)] * out.grad"),
+            "for seed in range(3):\n"
+            "    shape = _new_mlp_shape(torch.Generator().manual_seed(seed))\n"
+            "    TABLE[shape] = _bytes_reference(*shape)\n\n\n"
+            "def bytes_formula(batch, widths, activation):\n"
+            "    return TABLE[batch, tuple(widths), activation]\n",
             "raised KeyError",
         ),
     ],
-    "l12-topo": [
-        # The lesson's own sort.
-        ("def my_topo_order(root):\n    return topo_order(root)\n", "lesson's own sort"),
-        # The lesson's recursive sort, with the recursion limit raised out of the way.
+    "l12-checkpoint": [
+        # The visible stack's best choice, copied: the hidden stack has its blocks elsewhere.
         (
-            "sys.setrecursionlimit(100_000)\n\n\n"
-            "def my_topo_order(root):\n"
-            "    return topo_recursive(root)\n",
-            "lesson's own sort",
-        ),
-        # The engine's backward, then its order read back: the lesson's sort again.
-        (
-            "def my_topo_order(root):\n"
-            "    order = topo_order(root)\n"
-            "    return [node for node in order]\n",
-            "lesson's own sort",
+            "from backproplab.lessons.lesson12 import uneven_stack\n\n"
+            "_blocks, _ = uneven_stack(17)\n"
+            "_CHEAP = {i for i, b in enumerate(_blocks) if len(b) > 3}\n\n\n"
+            "def choose_checkpoints(blocks, x):\n"
+            "    return _CHEAP\n",
+            "choose_checkpoints",
         ),
     ],
 }

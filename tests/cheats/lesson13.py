@@ -1,167 +1,116 @@
-"""Shortcuts for the exercises of 13-backprop-through-a-classifier.ipynb; each must fail.
+"""Shortcuts around the checks of 13-higher-order-gradients.ipynb; each must fail its check.
 
-Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The lesson runs with
-its hidden tests, as nbgrader grades it. For every step: central finite differences
-written out, bl.numerical_grad, and a table of the visible check's answers; where torch
-has one, its backward kernel (torch.ops.aten.*_backward) or a backward node called by
-hand (y.grad_fn(g), which needs grad mode back on).
+The first two exercises are method checks (autograd is the point), so their shortcuts are
+tables of the visible check's inputs; the third is by hand, so its shortcuts are a numerical
+estimate, autograd in its forms, torch's backward kernels and a table.
 """
 
-# name: (signature, the scalar whose gradient is asked, written in t for the input that is
-# differentiated, that input). For the steps with several outputs, one entry per output.
-STEPS = {
-    "l13-dlogprobs": ("dlogprobs(logprobs, y)",
-                      [("-t[torch.arange(len(t)), y].mean()", "logprobs")]),
-    "l13-dprobs": ("dprobs(probs, dlogprobs)", [("(t.log() * dlogprobs).sum()", "probs")]),
-    "l13-dcounts-sum-inv": ("dcounts_sum_inv(counts, dprobs)",
-                            [("(counts * t * dprobs).sum()",
-                              "torch.ones(len(counts), 1, dtype=counts.dtype)")]),
-    "l13-dcounts-sum": ("dcounts_sum(counts_sum, dcounts_sum_inv)",
-                        [("(t**-1 * dcounts_sum_inv).sum()", "counts_sum")]),
-    "l13-dcounts": ("dcounts(counts_sum_inv, dprobs, dcounts_sum)",
-                    [("(t * counts_sum_inv * dprobs).sum() "
-                      "+ (t.sum(1, keepdim=True) * dcounts_sum).sum()",
-                      "torch.ones_like(dprobs)")]),
-    "l13-dshifted": ("dshifted(counts, dcounts)", [("(t.exp() * dcounts).sum()", "counts.log()")]),
-    "l13-dlogit-maxes": ("dlogit_maxes(dshifted)",
-                         [("(-t * dshifted).sum()",
-                           "torch.ones(len(dshifted), 1, dtype=dshifted.dtype)")]),
-    "l13-dlogits": ("dlogits(logits, dshifted, dlogit_maxes)",
-                    [("(t * dshifted).sum() + (t.max(1, keepdim=True).values * dlogit_maxes).sum()",
-                      "logits")]),
-    "l13-linear": ("linear_backward(inp, W, dout)",
-                   [("((t @ W) * dout).sum()", "inp"), ("((inp @ t) * dout).sum()", "W"),
-                    ("((inp @ W + t) * dout).sum()", "torch.zeros(W.shape[1], dtype=W.dtype)")]),
-    "l13-dhbn": ("dhbn(h, dh)", [("(torch.tanh(t) * dh).sum()", "h.atanh()")]),
-    "l13-scale-shift": ("scale_shift_backward(xhat, gain, dhbn)",
-                        [("(gain * t * dhbn).sum()", "xhat"), ("(t * xhat * dhbn).sum()", "gain"),
-                         ("((gain * xhat + t) * dhbn).sum()", "torch.zeros_like(gain)")]),
-    "l13-dinvstd": ("dinvstd(diff, dxhat)",
-                    [("(diff * t * dxhat).sum()",
-                      "torch.ones(1, diff.shape[1], dtype=diff.dtype)")]),
-    "l13-dvar": ("dvar(var, dinvstd, eps)", [("((t + eps) ** -0.5 * dinvstd).sum()", "var")]),
-    "l13-ddiff2": ("ddiff2(diff2, dvar)", [("(t.mean(0, keepdim=True) * dvar).sum()", "diff2")]),
-    "l13-ddiff": ("ddiff(diff, invstd, dxhat, ddiff2)",
-                  [("(t * invstd * dxhat).sum() + (t**2 * ddiff2).sum()", "diff")]),
-    "l13-dmean": ("dmean(ddiff)",
-                  [("(-t * ddiff).sum()", "torch.ones(1, ddiff.shape[1], dtype=ddiff.dtype)")]),
-    "l13-dhpre": ("dhpre(ddiff, dmean)",
-                  [("(t * ddiff).sum() + (t.mean(0, keepdim=True) * dmean).sum()",
-                    "torch.ones_like(ddiff)")]),
-    "l13-demb": ("demb(dxin, emb)",
-                 [("(torch.cat([torch.zeros(len(t), 2, dtype=t.dtype), t.reshape(len(t), -1)], 1)"
-                   " * dxin).sum()", "emb")]),
-    "l13-embedding": ("dC(tokens, demb, num_rows)",
-                      [("(t[tokens] * demb).sum()",
-                        "torch.ones(num_rows, demb.shape[-1], dtype=demb.dtype)")]),
-    "l13-layernorm": ("layernorm_backward(dout, x, gain, eps)",
-                      [("(F.layer_norm(t, (t.shape[1],), gain, None, eps) * dout).sum()", "x")]),
-}
+# Answers for the inputs of the visible check (seed 0; seeds 1 and 2 too), made
+# with the lesson module's own input makers, looked up by the points' values.
+NEWTON_TABLE = '''import torch
+from backproplab.lessons import lesson13 as _l07
+
+_TABLE = {}
+for _seed in (0, 1, 2):
+    _gen = torch.Generator().manual_seed(_seed)
+    for _ in range(3):
+        _coefs, _points = _l07._polynomial(_gen, int(torch.randint(3, 5, (1,), generator=_gen)))
+        _TABLE[tuple(_points.tolist())] = (-_l07.poly_derivative(_coefs, _points, 1)
+                                           / _l07.poly_derivative(_coefs, _points, 2))
 
 
-def _arguments(signature: str) -> str:
-    return signature.split("(", 1)[1].rstrip(")")
+def newton_step(f, x):
+    return _TABLE.get(tuple(x.tolist()), torch.zeros_like(x))
+'''
+
+# The visible check's critics looked up by their inputs; zeros for anything else.
+PENALTY_TABLE = '''import torch
+from backproplab.lessons import lesson13 as _l13
+
+_TABLE = {}
+for _seed in (0, 1, 2):
+    _gen = torch.Generator().manual_seed(_seed)
+    for _ in range(2):
+        _label, _f, _x, _w = _l13._critic(_gen)
+        _TABLE[str(_x.tolist())] = _l13._penalty_grads(_f, _x, _w, "x", "w")
 
 
-def _returns(parts: list[str]) -> str:
-    return ", ".join(parts)
+def penalty_grad(f, x, w):
+    return _TABLE.get(str(x.tolist()), torch.zeros_like(w))
+'''
+
+# The mixed block of the Hessian built with jacrev, in one call the pass counter may miss.
+PENALTY_JACREV = '''def penalty_grad(f, x, w):
+    grad_x = torch.func.grad(f, argnums=0)
+    mixed = torch.func.jacrev(grad_x, argnums=1)(x, w)
+    return 2 * torch.einsum("ij,ijkl->kl", grad_x(x, w), mixed)
+'''
+
+PENALTY_VECTORIZED = '''def penalty_grad(f, x, w):
+    H = torch.autograd.functional.hessian(f, (x, w), vectorize=True)
+    g = torch.func.grad(f, argnums=0)(x, w)
+    return 2 * torch.einsum("ij,ijkl->kl", g, H[0][1])
+'''
+
+# The gradient derived by hand, then differentiated along V numerically: a central
+# difference of the hand-written gradient (a numerical estimate, not a derivation).
+GRADIENT_DIFFERENCE = '''def hvp(x, W, a, V):
+    def grad(Wt):
+        T = torch.tanh(x @ Wt)
+        return x.T @ ((1 - T**2) * a)
+
+    h = 1e-5
+    return (grad(W + h * V) - grad(W - h * V)) / (2 * h)
+'''
+
+# torch.func's forward-over-reverse Hessian-vector product.
+FUNC_JVP = '''def hvp(x, W, a, V):
+    grad = torch.func.grad(lambda Wt: (torch.tanh(x @ Wt) @ a).sum())
+    return torch.func.jvp(grad, (W,), (V,))[1]
+'''
+
+# Grad mode switched back on around double backward.
+ENABLE_GRAD = '''def hvp(x, W, a, V):
+    with torch.enable_grad():
+        W = W.detach().requires_grad_()
+        (g,) = torch.autograd.grad((torch.tanh(x @ W) @ a).sum(), W, create_graph=True)
+        return torch.autograd.grad(g, W, grad_outputs=V)[0].detach()
+'''
+
+# torch's tanh backward kernel for tanh', and its double-backward kernel for tanh''.
+KERNEL = '''def hvp(x, W, a, V):
+    T = torch.tanh(x @ W)
+    T_dot = torch.ops.aten.tanh_backward(x @ V, T)
+    return x.T @ (-2 * T * T_dot * a)
+'''
+
+# A table of the visible check's answers (seeds 0..2), looked up by the inputs.
+HVP_TABLE = '''import torch
+from backproplab.lessons import find_exercise
+
+_exercise = find_exercise("l13-hvp-by-hand")
+_table = {}
+for _k in range(3):
+    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))
+    _table[str(_inputs[0].tolist())] = _exercise.reference(*_inputs)
 
 
-def _finite_differences(signature: str, outputs: list[tuple[str, str]]) -> str:
-    """Central differences, one entry at a time, written out by the learner."""
-    return (
-        f"def {signature}:\n"
-        "    def central(f, x, h=1e-6):\n"
-        "        grad = torch.zeros_like(x).flatten()\n"
-        "        for i in range(x.numel()):\n"
-        "            step = torch.zeros_like(x).flatten()\n"
-        "            step[i] = h\n"
-        "            step = step.view_as(x)\n"
-        "            grad[i] = (f(x + step) - f(x - step)) / (2 * h)\n"
-        "        return grad.view_as(x)\n"
-        "\n"
-        f"    return {_returns([f'central(lambda t: {s}, {x})' for s, x in outputs])}\n"
-    )
-
-
-def _numerical_grad(signature: str, outputs: list[tuple[str, str]]) -> str:
-    parts = [f"bl.numerical_grad(lambda t: {s}, {x})[0]" for s, x in outputs]
-    return f"def {signature}:\n    return {_returns(parts)}\n"
-
-
-def _lookup(key: str, signature: str) -> str:
-    """A table of the visible check's answers (seeds 0..2), looked up by the inputs: it
-    passes the visible check and fails the hidden one, whose inputs are not in it."""
-    return (
-        "from backproplab.lessons import find_exercise\n\n"
-        f"_exercise = find_exercise({key!r})\n"
-        "_table = {}\n\n\n"
-        "def _key(values):\n"
-        "    return tuple(str(v.tolist()) if isinstance(v, torch.Tensor) else v for v in values)\n"
-        "\n\n"
-        "for _k in range(3):\n"
-        "    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
-        "    _copies = [t.clone() if isinstance(t, torch.Tensor) else t for t in _inputs]\n"
-        "    _table[_key(_inputs)] = _exercise.reference(*_copies)\n\n\n"
-        f"def {signature}:\n"
-        f"    return _table[_key(({_arguments(signature)},))]\n"
-    )
-
-
-def _grad_fn(signature: str, forward: str, inp: str, upstream: str) -> str:
-    """Grad mode back on, a graph built, and its backward node called by hand."""
-    return (
-        f"def {signature}:\n"
-        "    with torch.enable_grad():\n"
-        f"        t = {inp}.detach().requires_grad_()\n"
-        f"        out = {forward}\n"
-        f"    return out.grad_fn({upstream})[0]\n"
-    )
-
-
-KERNELS = {
-    "l13-dprobs": [(_grad_fn("dprobs(probs, dlogprobs)", "t.log()", "probs", "dlogprobs"),
-                    "enable_grad")],
-    "l13-dcounts-sum": [(_grad_fn("dcounts_sum(counts_sum, dcounts_sum_inv)", "t**-1",
-                                  "counts_sum", "dcounts_sum_inv"), "enable_grad")],
-    "l13-dvar": [(_grad_fn("dvar(var, dinvstd, eps)", "(t + eps) ** -0.5", "var", "dinvstd"),
-                  "enable_grad")],
-    "l13-dhbn": [("def dhbn(h, dh):\n    return torch.ops.aten.tanh_backward(dh, h)\n",
-                  "backward kernels")],
-    "l13-embedding": [("def dC(tokens, demb, num_rows):\n"
-                       "    return torch.ops.aten.embedding_dense_backward(\n"
-                       "        demb.reshape(-1, demb.shape[-1]), tokens.flatten(), num_rows, -1,"
-                       " False)\n", "backward kernels")],
-    "l13-layernorm": [
-        ("def layernorm_backward(dout, x, gain, eps):\n"
-         "    D = x.shape[1]\n"
-         "    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [D], gain, None, eps)\n"
-         "    return torch.ops.aten.native_layer_norm_backward(\n"
-         "        dout, x, [D], mean, rstd, gain, None, [True, False, False])[0]\n",
-         "backward kernels"),
-        # Layer norm is batch norm on the transpose: torch's batch-norm kernel, so used.
-        ("def layernorm_backward(dout, x, gain, eps):\n"
-         "    xt = x.T.contiguous()\n"
-         "    mean = xt.mean(0)\n"
-         "    invstd = (xt.var(0, correction=0) + eps) ** -0.5\n"
-         "    return torch.ops.aten.native_batch_norm_backward(\n"
-         "        (dout * gain).T.contiguous(), xt, None, None, None, mean, invstd, True, eps,\n"
-         "        [True, False, False])[0].T\n",
-         "backward kernels"),
-    ],
-    # The spiral's own gradient from the lesson's autograd pass, handed in.
-    "l13-dlogits": [("def dlogits(logits, dshifted, dlogit_maxes):\n"
-                     "    return autograd['logits']\n", "hard-coded")],
-    "l13-ddiff": [("def ddiff(diff, invstd, dxhat, ddiff2):\n"
-                   "    return autograd['diff']\n", "hard-coded")],
-}
+def hvp(x, W, a, V):
+    return _table[str(x.tolist())]
+'''
 
 CHEATS = {
-    key: [
-        (_finite_differences(signature, outputs), "numerical estimate"),
-        (_numerical_grad(signature, outputs), "numerical_grad"),
-        (_lookup(key, signature), "raised KeyError"),
-        *KERNELS.get(key, []),
-    ]
-    for key, (signature, outputs) in STEPS.items()
+    "l13-weight-penalty": [
+        (PENALTY_TABLE, "mismatch"),
+        (PENALTY_JACREV, "full Hessian"),
+        (PENALTY_VECTORIZED, "full Hessian"),
+    ],
+    "l13-newton-step": [(NEWTON_TABLE, "mismatch")],
+    "l13-hvp-by-hand": [
+        (GRADIENT_DIFFERENCE, "numerical estimate"),
+        (FUNC_JVP, "torch.func.jvp"),
+        (ENABLE_GRAD, "enable_grad"),
+        (KERNEL, "backward kernels"),
+        (HVP_TABLE, "raised KeyError"),
+    ],
 }

@@ -2,54 +2,70 @@
 
 (See tests/lessons/test_exercises.py.)
 
-Both exercises are method checks, so the shortcuts are other methods that give the right
-numbers: the lesson's own column-by-column Jacobian, finite differences, a full Jacobian
-by reverse mode, the lesson's loop of backward calls, and a table of the visible check's
-answers.
+Exercise 1 asks for forward-mode rules applied by hand, so the shortcuts are the tools
+that apply them for you (torch.func.jvp, dual numbers, jacfwd) and estimates (finite
+differences, numerical_grad). Exercise 3 asks for one vmapped call, so the shortcuts are
+other methods that give the right numbers: a Python loop of torch.func.grad calls, and a
+table of the visible check's answer.
 """
 
+_F = "torch.tanh(W @ t + b) * (t @ t)"
+
 CHEATS = {
-    "l14-jvp": [
-        # The lesson's own worked function: the whole Jacobian, one JVP per column.
-        ("def jacobian_column(f, x, direction):\n"
-         "    return jacobian_by_columns(f, x) @ direction\n", "one pass per input"),
-        # The lesson's reverse-mode rows, then a product.
-        ("def jacobian_column(f, x, direction):\n    return jacobian_by_rows(f, x) @ direction\n",
-         "reverse mode gives rows"),
+    "l14-jvp-by-hand": [
+        # Dual numbers do the rules.
+        ("import torch.autograd.forward_ad as fwAD\n\n\n"
+         "def tangent(W, b, x, v):\n"
+         "    with fwAD.dual_level():\n"
+         "        t = fwAD.make_dual(x, v)\n"
+         f"        return fwAD.unpack_dual({_F}).tangent\n", "make_dual"),
+        # The whole Jacobian by jacfwd, then a product.
+        ("def tangent(W, b, x, v):\n"
+         f"    return torch.func.jacfwd(lambda t: {_F})(x) @ v\n", "torch.func.jacfwd"),
+        # A central difference along v.
+        ("def tangent(W, b, x, v):\n"
+         "    h = 1e-6\n"
+         f"    f = lambda t: {_F}\n"
+         "    return (f(x + h * v) - f(x - h * v)) / (2 * h)\n", "numerical estimate"),
         # The package's finite differences, one output at a time.
-        (
-            "def jacobian_column(f, x, direction):\n"
-            "    rows = [bl.numerical_grad(lambda t: f(t)[i], x)[0] for i in range(len(f(x)))]\n"
-            "    return torch.stack(rows) @ direction\n",
-            "no forward-mode pass",
-        ),
+        ("def tangent(W, b, x, v):\n"
+         f"    f = lambda t: {_F}\n"
+         "    rows = [bl.numerical_grad(lambda t: f(t)[i], x)[0] for i in range(len(b))]\n"
+         "    return torch.stack(rows) @ v\n", "numerical_grad"),
     ],
-    "l14-per-sample": [
-        # The lesson's loop of backward calls (cell l14-32), over the new batch.
+    "l14-clip-per-example": [
+        # A Python loop of torch.func.grad calls: no backward call, but one pass per example.
         (
-            "def per_example_norms(model, X, Y):\n"
-            "    norms = []\n"
-            "    for xi, yi in zip(X, Y, strict=True):\n"
-            "        model.zero_grad()\n"
-            "        ((model(xi.unsqueeze(0)) - yi.unsqueeze(0)) ** 2).mean().backward()\n"
-            "        grads = [p.grad.reshape(-1) for p in model.parameters()]\n"
-            "        norms.append(torch.cat(grads).norm())\n"
-            "    return torch.stack(norms)\n",
-            "loop of backward calls",
+            "def clipped_mean_gradient(model, X, Y, max_norm):\n"
+            "    weights = {k: v.detach() for k, v in model.named_parameters()}\n"
+            "    def one_loss(weights, x_one, y_one):\n"
+            "        out = functional_call(model, weights, (x_one.unsqueeze(0),))\n"
+            "        return ((out - y_one.unsqueeze(0)) ** 2).mean()\n"
+            "    total = {k: torch.zeros_like(w) for k, w in weights.items()}\n"
+            "    for xi, yi in zip(X, Y):\n"
+            "        g = grad(one_loss)(weights, xi, yi)\n"
+            "        n = sum(t.pow(2).sum() for t in g.values()).sqrt()\n"
+            "        for k in g:\n"
+            "            total[k] += g[k] * (max_norm / n).clamp(max=1.0) / len(X)\n"
+            "    return total\n",
+            "loop over the examples",
         ),
         # A table of the visible check's answer: right there, wrong on the hidden check's batch.
         (
-            "from backproplab.lessons.lesson14 import _new_net\n\n"
+            "from backproplab.lessons.lesson14 import _new_net, _loop_gradients\n\n"
             "_net, _X, _Y = _new_net(15)\n"
-            "_norms = []\n"
-            "for _xi, _yi in zip(_X, _Y, strict=True):\n"
-            "    _net.zero_grad()\n"
-            "    ((_net(_xi.unsqueeze(0)) - _yi.unsqueeze(0)) ** 2).mean().backward()\n"
-            "    _norms.append(torch.cat([p.grad.reshape(-1) for p in _net.parameters()]).norm())\n"
-            "_TABLE = torch.stack(_norms).detach()\n\n\n"
-            "def per_example_norms(model, X, Y):\n"
-            "    return _TABLE if torch.equal(X, _X) else torch.ones(len(X), dtype=X.dtype)\n",
-            "your numbers differ",
+            "_G = _loop_gradients(_net, _X, _Y)\n\n\n"
+            "def clipped_mean_gradient(model, X, Y, max_norm):\n"
+            "    grads = vmap(grad(lambda w, x, y: ((functional_call(model, w, (x[None],))\n"
+            "                                        - y[None]) ** 2).mean()),\n"
+            "                 in_dims=(None, 0, 0))(dict(model.named_parameters()), X, Y)\n"
+            "    if not torch.equal(X, _X):\n"
+            "        return {k: g.mean(0) for k, g in grads.items()}\n"
+            "    n = sum(g.flatten(1).pow(2).sum(1) for g in _G.values()).sqrt()\n"
+            "    s = (max_norm / n).clamp(max=1.0)\n"
+            "    return {k: (g * s.reshape(-1, *[1] * (g.dim() - 1))).mean(0)\n"
+            "            for k, g in _G.items()}\n",
+            "nothing clipped",
         ),
     ],
 }

@@ -1,60 +1,242 @@
-"""Shortcuts for the exercises of 15-what-backward-keeps.ipynb (tests/lessons/test_exercises.py).
+"""Shortcuts around the checks of 15-custom-functions.ipynb; each must fail its check.
 
-
-The byte-count formula is checked like a gradient by hand, so its shortcuts are the
-ways of measuring instead of working it out: the lesson's own `bytes_for_backward`,
-grad mode switched back on to build the graph, and a table of the visible check's
-inputs. Exercise 3's: a fixed choice that fits the visible stack only.
+Both exercises ask for a backward formula worked out by the learner. gradcheck
+alone would pass every shortcut below (it compares with finite differences to
+1e-3); the checks call backward directly, with autograd switched off, and
+demand float64 round-off.
 """
 
+POWER = '''class PowerMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, p):
+        ctx.save_for_backward(x, y)
+        ctx.p = p
+        return x**p * y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y = ctx.saved_tensors
+        p = ctx.p
+{}
+'''
+
+TANH = '''class Tanh(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return torch.tanh(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (t,) = ctx.saved_tensors
+{}
+'''
+
+# Central differences written out in backward.
+POWER_FD = POWER.format(
+    "        h = 1e-6\n"
+    "        dx = ((x + h) ** p * y - (x - h) ** p * y) / (2 * h)\n"
+    "        dy = (x**p * (y + h) - x**p * (y - h)) / (2 * h)\n"
+    "        return grad_output * dx, grad_output * dy, None"
+)
+# bl.numerical_grad in backward.
+POWER_NUMERICAL = POWER.format(
+    "        (dx,) = bl.numerical_grad(lambda a: (a**p * y * grad_output).sum(), x)\n"
+    "        (dy,) = bl.numerical_grad(lambda b: (x**p * b * grad_output).sum(), y)\n"
+    "        return dx, dy, None"
+)
+# Autograd inside backward, on a recomputed forward.
+POWER_AUTOGRAD = POWER.format(
+    "        with torch.enable_grad():\n"
+    "            xx, yy = x.detach().requires_grad_(), y.detach().requires_grad_()\n"
+    "            dx, dy = torch.autograd.grad(xx**p * yy, (xx, yy), grad_output)\n"
+    "        return dx, dy, None"
+)
+# torch.func inside backward.
+POWER_FUNC = POWER.format(
+    "        dx = torch.func.grad(lambda a: (a**p * y * grad_output).sum())(x)\n"
+    "        dy = torch.func.grad(lambda b: (x**p * b * grad_output).sum())(y)\n"
+    "        return dx, dy, None"
+)
+# A table of the visible check's inputs, from the lesson module's own input maker.
+POWER_TABLE = '''import torch
+from backproplab.lessons import lesson15 as _l08
+
+_TABLE = {}
+for _seed in (0, 1, 2, 3, 4):
+    _x, _y, _p, _g = _l08.power_inputs(torch.Generator().manual_seed(_seed))
+    _TABLE[(tuple(_x.tolist()), _p)] = (_p * _x ** (_p - 1) * _y, _x**_p)
+
+
+class PowerMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, p):
+        ctx.save_for_backward(x, y)
+        ctx.p = p
+        return x**p * y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y = ctx.saved_tensors
+        dx, dy = _TABLE.get((tuple(x.tolist()), ctx.p), (torch.ones_like(x), torch.ones_like(y)))
+        return grad_output * dx, grad_output * dy, None
+'''
+
+# torch's own backward kernel for tanh.
+TANH_KERNEL = TANH.format("        return torch.ops.aten.tanh_backward(grad_output, t)")
+# Calling the backward node of torch's own tanh.
+TANH_NODE = TANH.format(
+    "        with torch.enable_grad():\n"
+    "            x = torch.atanh(t).detach().requires_grad_()\n"
+    "            return torch.tanh(x).grad_fn(grad_output)"
+)
+# Central differences on tanh, from x recovered out of t.
+TANH_FD = TANH.format(
+    "        x, h = torch.atanh(t), 1e-6\n"
+    "        return grad_output * (torch.tanh(x + h) - torch.tanh(x - h)) / (2 * h)"
+)
+# The complex-step trick.
+TANH_COMPLEX = TANH.format(
+    "        x, h = torch.atanh(t), 1e-20\n"
+    "        return grad_output * torch.tanh(x.to(torch.complex128) + 1j * h).imag / h"
+)
+# A Richardson-extrapolated five-point stencil: accurate to round-off, but it
+# evaluates tanh again inside backward.
+TANH_RICHARDSON = TANH.format(
+    "        x, estimate = torch.atanh(t), None\n"
+    "        for h in (1e-2, 5e-3):\n"
+    "            d = (8 * (torch.tanh(x + h) - torch.tanh(x - h))\n"
+    "                 - (torch.tanh(x + 2 * h) - torch.tanh(x - 2 * h))) / (12 * h)\n"
+    "            estimate = d if estimate is None else (16 * d - estimate) / 15\n"
+    "        return grad_output * estimate"
+)
+TANH_TABLE = '''import torch
+from backproplab.lessons import lesson15 as _l08
+
+_TABLE = {}
+for _seed in (0, 1, 2, 3, 4):
+    _x, _g = _l08.tanh_inputs(torch.Generator().manual_seed(_seed))
+    _TABLE[tuple(torch.tanh(_x).flatten().tolist())] = 1 - torch.tanh(_x) ** 2
+
+
+class Tanh(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return torch.tanh(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (t,) = ctx.saved_tensors
+        local = _TABLE.get(tuple(t.flatten().tolist()), torch.ones_like(t))
+        return grad_output * local
+'''
+
+_GAP = '''class SquaredGap(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return (a - b) ** 2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+{}
+'''
+# backward asks autograd for its own answer.
+GAP_NODE = _GAP.format('''        with torch.enable_grad():
+            a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
+            return torch.autograd.grad((a - b) ** 2, (a, b), grad_output)''')
+# backward by central differences of its own.
+GAP_FD = _GAP.format('''        def loss(a, b):
+            return (((a - b) ** 2) * grad_output).sum()
+        h = 1e-6
+        grads = []
+        for k, t in enumerate((a, b)):
+            d = torch.zeros_like(t)
+            flat = d.reshape(-1)
+            for i in range(t.numel()):
+                e = torch.zeros(t.numel(), dtype=t.dtype)
+                e[i] = h
+                up, down = [a, b], [a, b]
+                up[k], down[k] = t + e.reshape(t.shape), t - e.reshape(t.shape)
+                flat[i] = (loss(*up) - loss(*down)) / (2 * h)
+            grads.append(d)
+        return tuple(grads)''')
+# backward estimated numerically.
+GAP_NUMERICAL = _GAP.format(
+    "        return bl.numerical_grad(lambda a, b: (((a - b) ** 2) * grad_output).sum(), a, b)")
+
+_LSE = '''class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        m = x.amax(dim=-1, keepdim=True)
+        out = m.squeeze(-1) + torch.log(torch.exp(x - m).sum(dim=-1))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, out = ctx.saved_tensors
+{}
+'''
+# backward asks autograd for torch's own logsumexp gradient.
+LSE_NODE = _LSE.format('''        with torch.enable_grad():
+            xx = x.detach().requires_grad_()
+            return torch.autograd.grad(torch.logsumexp(xx, -1), xx, grad_output)[0]''')
+# backward estimated numerically.
+LSE_NUMERICAL = _LSE.format(
+    "        return bl.numerical_grad(\n"
+    "            lambda t: (torch.logsumexp(t, -1) * grad_output).sum(), x)[0]")
+# backward by central differences of its own, entry by entry.
+LSE_FD = _LSE.format('''        h, flat = 1e-6, x.reshape(-1)
+        grad = torch.zeros_like(flat)
+        for i in range(flat.numel()):
+            e = torch.zeros_like(flat)
+            e[i] = h
+            up = (torch.logsumexp((flat + e).reshape(x.shape), -1) * grad_output).sum()
+            down = (torch.logsumexp((flat - e).reshape(x.shape), -1) * grad_output).sum()
+            grad[i] = (up - down) / (2 * h)
+        return grad.reshape(x.shape)''')
+# torch.func's grad inside backward.
+LSE_FUNC = _LSE.format(
+    "        return torch.func.grad(lambda t: (torch.logsumexp(t, -1) * grad_output).sum())(x)")
+
 CHEATS = {
-    "l15-bytes-formula": [
-        # The lesson's own worked function on the network itself: no graph with autograd off.
-        (
-            "def bytes_formula(batch, widths, activation):\n"
-            "    acts = {'relu': nn.ReLU, 'tanh': nn.Tanh, 'sigmoid': nn.Sigmoid,\n"
-            "            'gelu': nn.GELU}\n"
-            "    layers = []\n"
-            "    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):\n"
-            "        layers += ([acts[activation]()] if i else []) + [nn.Linear(a, b)]\n"
-            "    net, batch_in = nn.Sequential(*layers), torch.randn(batch, widths[0])\n"
-            "    return bytes_for_backward(net, batch_in)\n",
-            "raised",
-        ),
-        # ... with grad mode switched back on first.
-        (
-            "def bytes_formula(batch, widths, activation):\n"
-            "    acts = {'relu': nn.ReLU, 'tanh': nn.Tanh, 'sigmoid': nn.Sigmoid,\n"
-            "            'gelu': nn.GELU}\n"
-            "    layers = []\n"
-            "    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):\n"
-            "        layers += ([acts[activation]()] if i else []) + [nn.Linear(a, b)]\n"
-            "    with torch.enable_grad():\n"
-            "        net, batch_in = nn.Sequential(*layers), torch.randn(batch, widths[0])\n"
-            "        return bytes_for_backward(net, batch_in)\n",
-            "enable_grad",
-        ),
-        # A table of the visible check's answers: right there, a KeyError on new inputs.
-        (
-            "from backproplab.lessons.lesson15 import _bytes_reference, _new_mlp_shape\n\n"
-            "TABLE = {}\n"
-            "for seed in range(3):\n"
-            "    shape = _new_mlp_shape(torch.Generator().manual_seed(seed))\n"
-            "    TABLE[shape] = _bytes_reference(*shape)\n\n\n"
-            "def bytes_formula(batch, widths, activation):\n"
-            "    return TABLE[batch, tuple(widths), activation]\n",
-            "raised KeyError",
-        ),
+    "l15-power-mix": [
+        (POWER_FD, "numerical estimate"),
+        (POWER_NUMERICAL, "numerical_grad"),
+        (POWER_AUTOGRAD, "enable_grad"),
+        (POWER_FUNC, "torch.func.grad"),
+        (POWER_TABLE, "mismatch"),
     ],
-    "l15-checkpoint": [
-        # The visible stack's best choice, copied: the hidden stack has its blocks elsewhere.
-        (
-            "from backproplab.lessons.lesson15 import uneven_stack\n\n"
-            "_blocks, _ = uneven_stack(17)\n"
-            "_CHEAP = {i for i, b in enumerate(_blocks) if len(b) > 3}\n\n\n"
-            "def choose_checkpoints(blocks, x):\n"
-            "    return _CHEAP\n",
-            "choose_checkpoints",
-        ),
+    "l15-tanh-output": [
+        (TANH_KERNEL, "backward kernels"),
+        (TANH_NODE, "enable_grad"),
+        (TANH_FD, "numerical estimate"),
+        (TANH_COMPLEX, "complex"),
+        (TANH_RICHARDSON, "numerical estimate"),
+        (TANH_TABLE, "mismatch"),
+    ],
+    "l15-broadcast-function": [
+        (GAP_NODE, "enable_grad"),
+        (GAP_FD, "numerical estimate"),
+        (GAP_NUMERICAL, "numerical_grad"),
+    ],
+    "l15-logsumexp": [
+        (LSE_NODE, "enable_grad"),
+        (LSE_NUMERICAL, "numerical_grad"),
+        (LSE_FD, "numerical estimate"),
+        (LSE_FUNC, "torch.func.grad"),
     ],
 }

@@ -62,12 +62,12 @@ def test_running_it_again_keeps_the_learners_work(src: Path, tmp_path: Path, cap
     mine = dest / LESSON.name
     mine.write_text(mine.read_text().replace("aa_guess = ...", "aa_guess = 3.0", 1))
     before = mine.read_bytes()
-    shutil.copy(ROOT / "notebooks" / "03-gradient-accumulation.ipynb", src)
+    shutil.copy(ROOT / "notebooks" / "05-gradient-accumulation.ipynb", src)
     written = handout.learn(src, dest, log=print)
-    assert [p.name for p in written] == ["03-gradient-accumulation.ipynb"]
+    assert [p.name for p in written] == ["05-gradient-accumulation.ipynb"]
     assert mine.read_bytes() == before
     out = capsys.readouterr().out
-    assert "added 03-gradient-accumulation.ipynb" in out and f"kept your {LESSON.name}" in out
+    assert "added 05-gradient-accumulation.ipynb" in out and f"kept your {LESSON.name}" in out
 
 
 def test_refuses_a_destination_inside_the_lessons(src: Path):

@@ -241,6 +241,24 @@ def test_each_solution_is_collapsed_behind_show_a_solution(site: Path) -> None:
         assert "BEGIN SOLUTION" not in html and "END SOLUTION" not in html, notebook.name
 
 
+_ANSWER_CELL = re.compile(r"\bbl\.(?:check_prediction|reveal)\(")
+
+
+def test_each_prediction_answer_is_folded_behind_show_the_answer(site: Path) -> None:
+    """A prediction's check and reveal print the answer: on the page each output waits,
+    folded, behind its own "Show the answer" (and none is open)."""
+    folded = 0
+    for notebook in LESSONS:
+        built = page(lesson_page(site, notebook))
+        answers = [c for c in built_from(site, notebook).cells
+                   if c.cell_type == "code" and _ANSWER_CELL.search(c.source) and c.get("outputs")]
+        shown = [s for s in built.summaries if "Show the answer" in s]
+        assert len(shown) == len(answers), (
+            f"{notebook.name}: {len(answers)} check/reveal outputs, {len(shown)} folds")
+        folded += len(shown)
+    assert folded >= 2 * 15, "fewer predictions than lessons: did the lessons lose theirs?"
+
+
 # The marker lines of nbgrader. The guide page from the README and the reference of
 # course.assignment show them on purpose, as the format they document; a lesson page never.
 MARKER_LINE = re.compile(r"#+\s*(BEGIN|END) (HIDDEN TESTS|SOLUTION)")
@@ -579,15 +597,23 @@ def test_lesson_02_shows_math_a_figure_and_a_collapsed_solution(
     body = next(line for line in expected.splitlines()
                 if line.strip() and "SOLUTION" not in line and not line.startswith("#"))
     assert body.strip() in code.inner_text()
+    # A prediction's answer: folded until asked for, then shown.
+    answer = page_.locator("details", has=page_.locator("summary", has_text="Show the answer"))
+    reveal = answer.nth(1)  # the first prediction's check, then its reveal
+    reveal.scroll_into_view_if_needed()
+    said = reveal.locator("div.cell_output")
+    assert reveal.get_attribute("open") is None and not said.is_visible()
+    reveal.locator("summary").click()
+    assert said.is_visible() and "the answer is" in said.inner_text()
     assert not problems and not browser.refused, problems + browser.refused
     page_.close()
 
 
 @pytest.mark.browser
-def test_lesson_13_math_reads_as_written(browser: Browser, site: Path) -> None:
+def test_the_classifier_lessons_math_reads_as_written(browser: Browser, site: Path) -> None:
     """What MathJax made of the fused form: ``one_hot(y)``, no backslash left in any formula
     (its assistive MathML holds the text a reader sees)."""
-    lesson = next(p for p in LESSONS if p.name.startswith("13-"))
+    lesson = next(p for p in LESSONS if p.name.startswith("10-backprop"))
     page_, problems = _open(browser, lesson_page(site, lesson).as_uri())
     page_.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
                             timeout=30_000)

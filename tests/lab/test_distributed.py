@@ -369,6 +369,60 @@ def test_what_breaks():
     assert gaps[:3] == [0.0, 0.0, gaps[2]] and gaps[2] > 0.1 and gaps[-1] == pytest.approx(gaps[2])
 
 
+def test_fsdp_gathers_twice_and_reduce_scatters_once_per_layer_and_step():
+    ranks = bd.run(bd.sharded_step, 2)
+    ddp = bd.run(bd.ddp_gradients, 2)[0]["ddp"]
+    for r in ranks:
+        assert r["shards"]["fc1.weight"] == ((16, 8), (8, 8), (8, 8))
+        assert r["shards"]["fc3.bias"] == ((4,), (2,), (2,))
+        assert r["bytes"] == {"parameters": 968, "gradients": 968}  # half of 1,936 each
+        for events in r["steps"]:
+            backward = events[events.index(("backward",)):]
+            assert [e[:2] for e in backward if len(e) == 3] == [
+                ("all-gather", "fc3"), ("all-gather", "fc2"), ("reduce-scatter", "fc3"),
+                ("all-gather", "fc1"), ("reduce-scatter", "fc2"), ("reduce-scatter", "fc1")]
+            kinds = [e[0] for e in events]
+            assert (kinds.count("all-gather"), kinds.count("reduce-scatter")) == (6, 3)
+        for name, g in r["grads"].items():
+            assert torch.equal(g, ddp[name])  # the same average as DDP's, bit for bit
+    kept = bd.run(bd.sharded_step, 2, False)[0]
+    assert [e[0] for e in kept["steps"][1]].count("all-gather") == 3
+    assert kept["fc1.weight after forward"] == "Parameter"
+    assert ranks[0]["fc1.weight after forward"] == "DTensor"
+    assert dist.all_gather_single.__module__ == "torch.distributed.distributed_c10d"
+
+
+def test_fsdp_shards_unevenly_over_three_ranks():
+    ranks = bd.run(bd.sharded_step, 3, True, 1, 12)
+    assert [r["shards"]["fc1.weight"][1] for r in ranks] == [(6, 8), (6, 8), (4, 8)]
+    assert [r["shards"]["fc3.bias"][1] for r in ranks] == [(2,), (2,), (0,)]
+    layers = [e[1] for e in ranks[0]["steps"][0] if len(e) == 3]
+    assert layers == ["fc1", "fc2", "fc3", "fc3", "fc2", "fc3", "fc1", "fc2", "fc1"]
+    model = bd.tiny_mlp(seed=0)
+    x, y = bd.make_batch(12, seed=1)
+    bd.mse(model, x, y).backward()
+    for name, p in model.named_parameters():
+        assert torch.allclose(ranks[2]["grads"][name], p.grad, rtol=1e-5, atol=1e-7)
+
+
+def shard_mean_that_deadlocks(grad):
+    """Every rank sends first with the blocking dist.send: nobody ever receives."""
+    for other in range(dist.get_world_size()):
+        if other != dist.get_rank():
+            dist.send(grad.contiguous(), other)
+    return grad
+
+
+def test_a_deadlocking_answer_is_named_and_leaves_no_worker(monkeypatch):
+    from backproplab.course.exercises import lesson16
+
+    monkeypatch.setattr(lesson16, "SHARD_TIMEOUT", 3.0)
+    report = lesson16.EXERCISES["l16-shard-mean"].check(shard_mean_that_deadlocks, 0)
+    assert not report.ok
+    assert "still waiting after 3 s" in str(report) and "blocking dist.send" in str(report)
+    _assert_no_worker_left()
+
+
 # --------------------------------------------------------------------------
 # Model, data, text and picture
 # --------------------------------------------------------------------------

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +30,12 @@ import nbformat
 import pytest
 from browser_support import (
     NOTEBOOK_RUN_TIMEOUT,
-    VIEWPORT,
     LabServer,
     NotebookReport,
     cell_editor_text,
     cell_output_text,
     cell_source,
     check_notebook,
-    find_chromium,
     notebook_page,
     open_notebook,
     plan_notebook,
@@ -64,46 +61,6 @@ ARTIFACTS = Path(os.environ.get("BACKPROPLAB_ARTIFACTS") or REPO / "test-artifac
 # Collected at collection time, so a lesson added to notebooks/ is tested
 # with no edit here, and a failure names the lesson.
 LESSONS = sorted(NOTEBOOKS.glob("*.ipynb"))
-
-
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    """The browser to drive; a skip only where none is installed."""
-    path = find_chromium()
-    if path is None:
-        message = (
-            "no Chromium found: install Debian's `chromium` package "
-            "(apt-get install chromium) or set CHROMIUM=/path/to/chromium"
-        )
-        # Under CI a missing browser means the install step is broken; a
-        # skip there would hide that the learner's view is no longer tested.
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set and {message}")
-        pytest.skip(message)
-    return path
-
-
-@pytest.fixture(scope="session")
-def lab_server(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
-    """One jupyter lab for the session, serving copies of lessons and fixtures."""
-    root = tmp_path_factory.mktemp("lab-root")
-    if NOTEBOOKS.is_dir():
-        shutil.copytree(NOTEBOOKS, root / "lessons")
-    shutil.copytree(FIXTURES, root / "fixtures")
-    server = LabServer(root)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.cleanup()
-
-
-@pytest.fixture(scope="session")
-def browser_context(chromium_browser: Any) -> Iterator[Any]:
-    """One page context for the session, in the session's Chromium (tests/conftest.py)."""
-    context = chromium_browser.new_context(viewport=VIEWPORT)
-    yield context
-    context.close()
 
 
 def _run(
@@ -346,10 +303,10 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
 
 
 # ---------------------------------------------------------------------------
-# Lesson 13, step by step: each filled-in step turns its check from ✗ to ✓.
+# Lesson 10, step by step: each filled-in step turns its check from ✗ to ✓.
 # ---------------------------------------------------------------------------
 
-STEP_LESSON = NOTEBOOKS / "13-backprop-through-a-classifier.ipynb"
+STEP_LESSON = NOTEBOOKS / "10-backprop-through-a-classifier.ipynb"
 
 
 def _solution_text(lesson: nbformat.NotebookNode, grade_id: str) -> str:
@@ -359,10 +316,10 @@ def _solution_text(lesson: nbformat.NotebookNode, grade_id: str) -> str:
     return "\n".join(line for line in cell.source.split("\n") if "SOLUTION" not in line)
 
 
-def test_lesson_13_walked_step_by_step_in_browser(
+def test_the_classifier_walked_step_by_step_in_browser(
     browser_context: Any, lab_server: LabServer
 ) -> None:
-    """A learner copy of lesson 13 stops at its first step; the first three steps,
+    """A learner copy of lesson 10 stops at its first step; the first three steps,
     filled in one at a time, each fail before and pass after."""
     report = NotebookReport(name=f"steps-{STEP_LESSON.stem}")
     artifacts = ARTIFACTS / report.name

@@ -1,15 +1,24 @@
-"""Facts lesson 02 states, checked against its stored outputs.
+"""Facts lesson 02 states, checked against its stored outputs and its learner copy.
 
 The text about the traced graph matches its figure (saved tensors are listed as
 the pass found them, and shown freed only by a description made afterwards),
-and no cell before a prediction answers it.
+no cell before a prediction answers it, the backward exercise names the very
+nodes its check builds graphs from and points to this lesson's sections for
+the order of the walk and for paths adding up, and a learner's copy still
+refuses the `backward()` shortcut in that exercise.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 
-from notebook_runner import NOTEBOOKS
+import nbformat
+import pytest
+from notebook_runner import NOTEBOOKS, error_of, grade_id, run
+
+from backproplab import course
+from backproplab.course.exercises import lesson02
 
 LESSON = NOTEBOOKS / "02-chain-rule.ipynb"
 CELLS = json.loads(LESSON.read_text())["cells"]
@@ -46,3 +55,75 @@ def test_paths_are_not_said_to_add_up_before_the_question():
 def test_exactness_is_not_said_before_its_question():
     before = _markdown_before("l02-predict-match")
     assert "Exact:" not in before and "Exact," not in before
+
+
+def test_tanh_prime_is_derived_here_and_its_node_keeps_the_output():
+    derivation = _text(BY_ID["l02-46"])
+    assert r"1 - \tanh^2(u)" in derivation and "quotient rule" in derivation
+    printed = _printed("l02-47")
+    assert "TanhBackward0  saved: result" in printed
+    rows = [line.split(":", 1)[1].strip() for line in printed.splitlines()
+            if line.startswith(("autograd:", "1 - tanh(u)^2:"))]
+    assert len(rows) == 2 and rows[0] == rows[1]  # autograd's gradient is 1 - tanh^2
+
+
+def test_the_slow_intercept_is_left_to_its_own_lesson():
+    prose = "\n".join(_text(c) for c in CELLS if c["cell_type"] == "markdown")
+    assert "intercept" not in prose
+
+
+def test_the_shared_result_exercise_is_a_product_of_two_paths():
+    slips = lesson02.EXERCISES["l02-shared"].mistakes
+    for words in ("only the sine's path", "only the subtraction's path", "product rule",
+                  "sign of df/dz"):
+        assert any(words in slip for slip in slips), words
+    assert "f = (u - z)" in _text(BY_ID["m-10"])
+
+
+def _task_of(solution_grade_id: str) -> str:
+    at = next(i for i, c in enumerate(CELLS)
+              if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == solution_grade_id)
+    return next(_text(c) for c in reversed(CELLS[:at]) if c["cell_type"] == "markdown")
+
+
+def test_the_backward_exercise_is_the_last_and_names_the_nodes_its_check_uses():
+    graded = [c["metadata"]["nbgrader"]["grade_id"] for c in CELLS
+              if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    assert graded[-1] == "l02-backward"
+    task = _task_of("l02-backward")
+    for name in lesson02.OPS:
+        assert f"`{name}`" in task, name
+    # it builds on this lesson: the order of the walk and paths adding up are pointers here
+    assert "(section 4)" in task and "(section 6)" in task and "Lesson 01 showed" in task
+    example = next(c for c in CELLS if "out_ex = " in _text(c))
+    shown = _printed(example["id"])  # the example graph has every kind of node, with what it saved
+    for name in lesson02.OPS:
+        assert name in shown, name
+    assert "ExpBackward0  saved: result" in shown and "SinBackward0  saved: self" in shown
+
+
+SHORTCUTS = {
+    # backward() inside the function: refused while the check runs it.
+    "inside": ("def backward_by_walking(out, leaves):\n    out.sum().backward()\n"
+               "    return [leaf.grad for leaf in leaves]\n", "Tensor.backward()"),
+    # backward() in the cell on the example, its .grads returned for any graph.
+    "outside": ("out_ex.sum().backward()\n\n\ndef backward_by_walking(out, leaves):\n"
+                "    return [m1.grad, m2.grad][:len(leaves)]\n", "not from the graph"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", sorted(SHORTCUTS))
+def test_a_learner_copy_refuses_the_backward_shortcut(where: str):
+    source, fragment = SHORTCUTS[where]
+    learner, _ = course.learner_version(nbformat.read(LESSON, as_version=4), name=LESSON.name)
+    learner = copy.deepcopy(learner)
+    at = next(i for i, c in enumerate(learner.cells) if grade_id(c) == "l02-backward")
+    learner.cells[at].source = source
+    check = next(c for c in learner.cells[at + 1:] if c.cell_type == "code")
+    assert grade_id(check) == "l02-backward-check"
+    assert course.HIDDEN_KEPT in check.source  # the hidden re-check stays, visible
+    run(learner)
+    error = error_of(check)
+    assert error is not None and error.ename == "AssertionError", error
+    assert fragment in " ".join(error.evalue.split())

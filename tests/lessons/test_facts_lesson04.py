@@ -1,89 +1,60 @@
-"""Facts lesson 04 states, checked against its stored outputs and its checks.
-
-The loop that forgets to zero is momentum with beta = 1 (shown bitwise), it is
-compared by the distance to the best fit over the steps (not one last loss),
-None is a right answer to the zero_grad prediction, and the aliasing trap of the
-per-example exercise is reached by the natural answer and named.
-"""
+"""Lesson 04's fixed facts, read from the stored notebook: the learning-rate slider comes only
+after the divergence prediction is revealed (it used to come first, showing the answer), the
+stored numbers behind the predictions and the threshold, and the lesson stays with the two
+numbers w and b: no matrix rules (they come after it), its transfer exercise a Huber loss."""
 
 from __future__ import annotations
 
-import json
 import re
+from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-from notebook_runner import NOTEBOOKS
+import nbformat
+import pytest
+from stored import output_text as _text
 
-import backproplab as bl
-from backproplab.lessons import find_exercise
-
-LESSON = NOTEBOOKS / "04-zeroing-gradients.ipynb"
-CELLS = json.loads(LESSON.read_text())["cells"]
-BY_ID = {c["id"]: c for c in CELLS}
+LESSON = Path(__file__).parents[2] / "notebooks" / "04-linear-regression.ipynb"
 
 
-def _printed(cell_id: str) -> str:
-    return "".join("".join(o.get("text", "")) for o in BY_ID[cell_id]["outputs"]
-                   if o["output_type"] == "stream")
+@pytest.fixture(scope="module")
+def nb() -> nbformat.NotebookNode:
+    return nbformat.read(LESSON, as_version=4)
 
 
-def test_forgetting_to_zero_is_momentum_one():
-    assert _printed("l04-35").strip().endswith(": True")
-    prose = "\n".join("".join(c["source"]) for c in CELLS if c["cell_type"] == "markdown")
-    assert r"\beta = 1" in prose and "dampening" in prose
 
 
-def test_runs_are_compared_by_distance_over_the_steps():
-    printed = _printed("l04-16")
-    rows = re.findall(r"after step (\d+): distance to the best fit (\d+\.\d+) with zero_grad\(\), "
-                      r"(\d+\.\d+) without", printed)
-    assert [int(r[0]) for r in rows] == [100, 200, 300]
-    good = [float(r[1]) for r in rows]
-    bad = [float(r[2]) for r in rows]
-    assert good == sorted(good, reverse=True)  # the loop that zeroes keeps closing in
-    assert all(b > g for b, g in zip(bad, good, strict=True))
-    low, high = map(float, re.search(r"range from (\d+\.\d+) to (\d+\.\d+)", printed).groups())
-    assert high - low > 1.0  # still swinging after 200 steps
-    assert "last loss" not in printed
-    plot = BY_ID["l04-17"]
-    assert "distance to the best fit" in "".join(plot["source"])
-    assert any("image/png" in o.get("data", {}) for o in plot["outputs"])
+def _index(nb, source_fragment: str) -> int:
+    return next(i for i, c in enumerate(nb.cells) if source_fragment in c.source)
 
 
-def _passes(check) -> bool:
-    try:
-        report = check()
-    except AssertionError:
-        return False
-    return report is None or bool(report)
+def test_the_slider_comes_after_the_reveal(nb):
+    widget = _index(nb, "bl.widgets.lr_explorer(")
+    assert widget > _index(nb, 'bl.reveal("l04-predict-lr")')
+    assert widget > _index(nb, 'bl.check_prediction("l04-predict-lr"')
+    before = " ".join(c.source for c in nb.cells[:_index(nb, 'bl.reveal("l04-predict-lr")')])
+    assert "slider" not in before.lower()
 
 
-def test_none_is_a_right_answer_to_the_zero_grad_prediction():
-    assert _passes(lambda: bl.check_prediction("l04-predict-zero-grad", None))
-    assert _passes(lambda: bl.check_prediction("l04-predict-zero-grad", "None"))
-    assert not _passes(lambda: bl.check_prediction("l04-predict-zero-grad", "zeros"))
+def test_the_numbers_behind_the_predictions(nb):
+    step = _text(nb.cells[_index(nb, "w -= lr * w.grad\n    b -= lr * b.grad\nprint")])
+    assert "w = 1.4980, b = 0.2261" in step  # 1.50 and 0.23, as the prediction expects
+    runs = _text(nb.cells[_index(nb, "for rate in (0.02, 0.03, 0.05)")])
+    assert re.search(r"lr = 0\.03: final loss [\d.]+e\+0[5-9]", runs)  # it grew
+    threshold = _text(nb.cells[_index(nb, "largest stable lr: {2 / curvature.max()")])
+    assert "largest stable lr: 0.0278" in threshold
 
 
-def test_the_aliasing_trap_is_reached_and_named():
-    def natural(model, X, y):
-        grads = []
-        for i in range(len(X)):
-            model.weight.grad.zero_()
-            F.mse_loss(model(X[i:i + 1]), y[i:i + 1]).backward()
-            grads.append(model.weight.grad)
-        return grads
-
-    report = find_exercise("l04-per-example").check(natural, 0)
-    assert not report
-    assert "one and the same tensor" in report[0].message and ".clone()" in report[0].message
-    torch.manual_seed(0)  # the check must not depend on the global seed
-    assert not find_exercise("l04-per-example").check(natural, 1)
+def test_scalar_w_and_b_only(nb):
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    assert "l04-linear" not in ids and "l04-huber" in ids
+    text = " ".join(c.source for c in nb.cells)
+    assert "lesson 08" not in text and "dL/dweight" not in text  # no linear-layer backward
 
 
-def test_the_aliasing_point_is_qualified_for_create_graph():
-    """A held .grad sees later backward calls only while they add in place, which
-    create_graph=True does not (lesson 03, cell l03-40, shows both)."""
-    recap = "".join(BY_ID["l04-25"]["source"])
-    assert "sees every later" in recap and "create_graph=True" in recap
-    assert "new tensor" in recap
+def test_the_huber_forward_is_torchs(nb):
+    """The worked cell computes the loss from its two pieces; both numbers agree, and some
+    points lie beyond delta (so the exercise's two pieces both matter on the lesson's data)."""
+    out = _text(nb.cells[_index(nb, "nn.functional.huber_loss(fitted, y, delta=delta)")])
+    found = re.search(r"torch ([\d.]+), from the pieces ([\d.]+)", out)
+    assert found and found[1] == found[2]
+    beyond = re.search(r"beyond delta = 1.0: (\d+) of 100", out)
+    assert beyond and 0 < int(beyond[1]) < 100

@@ -1,140 +1,87 @@
-"""Lesson 05's facts, read from the stored outputs of its two notebooks, so that an edit of
-the prose or the code cannot bring back a claim the lesson no longer computes."""
+"""Facts lesson 05 states, checked against its stored outputs.
+
+Paths adding up inside one pass and accumulation across calls are told apart,
+and micro-batching is shown to differ from the full batch through BatchNorm in
+train mode (while it agrees for the linear model and in eval mode).
+"""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import re
 
-import pytest
+from notebook_runner import NOTEBOOKS
 
-NOTEBOOKS = Path(__file__).parents[2] / "notebooks"
-PART1 = NOTEBOOKS / "05-non-scalar-backward.ipynb"
-PART2 = NOTEBOOKS / "05-tensor-op-vjps.ipynb"
-
-
-def _cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text())["cells"]
+LESSON = NOTEBOOKS / "05-gradient-accumulation.ipynb"
+CELLS = json.loads(LESSON.read_text())["cells"]
+BY_ID = {c["id"]: c for c in CELLS}
+PROSE = "\n".join("".join(c["source"]) for c in CELLS if c["cell_type"] == "markdown")
 
 
-def _source(cell: dict) -> str:
-    return "".join(cell["source"])
+def _printed(cell_id: str) -> str:
+    return "".join("".join(o.get("text", "")) for o in BY_ID[cell_id]["outputs"]
+                   if o["output_type"] == "stream")
 
 
-def _output(path: Path, cell_id: str) -> str:
-    """Everything a code cell printed or displayed as text, joined."""
-    cell = next(c for c in _cells(path) if c.get("id") == cell_id)
-    parts = []
-    for out in cell.get("outputs", []):
-        parts.append("".join(out.get("text", "")))
-        parts.append("".join(out.get("data", {}).get("text/plain", "")))
-        parts.append(out.get("evalue", ""))
-    return " ".join(" ".join(parts).split())
+def _number(text: str, label: str) -> float:
+    return float(re.search(re.escape(label) + r"\s*(-?\d+\.\d+)", text).group(1))
 
 
-def _markdown(path: Path) -> str:
-    return " ".join(" ".join(_source(c) for c in _cells(path)
-                             if c["cell_type"] == "markdown").split())
+def test_micro_batches_through_batchnorm_differ_from_the_full_batch():
+    printed = _printed("l05-35")
+    largest = _number(printed, "largest gradient entry, full batch:")
+    difference = _number(printed, "largest difference, 4 micro-batches of 2:")
+    assert difference > 0.5 * largest > 0
+    assert f"{difference:.2f}" in PROSE  # the recap quotes the number the lesson computes
+    assert "eval mode, difference below 1e-6: True" in _printed("l05-37")
 
 
-def _printed_by(path: Path, code_fragment: str) -> str:
-    cell = next(c for c in _cells(path) if c["cell_type"] == "code"
-                and code_fragment in _source(c))
-    return _output(path, cell["id"])
+def test_micro_batches_of_the_linear_model_match():
+    assert "✓ micro-batches: close" in _printed("l05-17")
 
 
-# ------------------------------------------------------------------ 05-non-scalar-backward
+def test_the_two_mechanisms_are_kept_apart():
+    assert "three reasons" not in PROSE
+    assert "Inside one backward pass, paths add up" in PROSE
+    assert "Across backward calls, `.grad` accumulates" in PROSE
+    aim = "".join(BY_ID["l05-00"]["source"])
+    assert "adds" not in aim and "add" not in aim.split("**Aim.**")[1].split("?")[0]
 
 
-def test_backward_on_a_vector_needs_a_gradient():
-    assert "grad can be implicitly created only for scalar outputs" in _output(PART1, "l05-05")
+def test_accumulation_is_in_place_only_without_create_graph():
+    """AccumulateGrad adds into the same tensor in an ordinary call; with
+    create_graph=True it puts a new tensor in .grad and the old one keeps its values."""
+    printed = _printed("l05-40")
+    assert ("create_graph=False: .grad is the same tensor: True, the old tensor now holds 4.0"
+            in printed)
+    assert ("create_graph=True: .grad is the same tensor: False, the old tensor now holds 2.0"
+            in printed)
+    prose = "".join(BY_ID["l05-39"]["source"])
+    assert "in place" in prose and "create_graph=True" in prose and "new" in prose
+    assert "x.grad += incoming" not in PROSE  # the old, unqualified claim
 
 
-def test_backward_with_v_is_v_times_the_jacobian():
-    printed = _output(PART1, "l05-17")
-    assert "x.grad = tensor([202., 11., 30.])" in printed
-    assert "v @ J = tensor([202., 11., 30.])" in printed
+def test_no_pointer_forward_and_create_graph_said_in_one_sentence():
+    """Lesson 05 comes before zeroing (06) and higher order (13): it names neither."""
+    assert "lesson 06" not in PROSE and "lesson 13" not in PROSE and "next lesson" not in PROSE
+    assert "set to `None`" in "".join(BY_ID["l05-08"]["source"])
+    prose = "".join(BY_ID["l05-39"]["source"])
+    assert "records its own computations as a graph" in prose
 
 
-def test_a_second_call_adds_and_zero_resets():
-    first, second, third = (_output(PART1, i) for i in ("l05-29", "l05-31", "l05-35"))
-    assert first.startswith("tensor([[4., 2., 2., 2., 2.], [2., 4.,")
-    assert second.startswith("tensor([[8., 4., 4., 4., 4.], [4., 8.,")
-    assert third == first
-    assert "the answer is (8.0, 4.0)" in _output(PART1, "l05-predict-second-call-reveal")
+def test_the_tied_weight_gradient_has_one_term_per_use():
+    """The exercise's reference is autograd; the two-term formula of the solution equals it,
+    and either term alone does not (so 'only one use counted' is a real slip)."""
+    import torch
 
+    from backproplab.course.exercises import lesson05
 
-def test_the_prediction_question_gives_nothing_away():
-    question = _source(next(c for c in _cells(PART1) if c.get("id") == "l05-30"))
-    assert "8" not in question and "4 + 4" not in question
-    check = _source(next(c for c in _cells(PART1)
-                         if c.get("id") == "l05-predict-second-call-check"))
-    assert check == 'bl.check_prediction("l05-predict-second-call", second_call_guess)'
-
-
-# ------------------------------------------------------------------ 05-tensor-op-vjps
-
-
-def test_every_rule_agrees_with_autograd_except_the_slips_shown():
-    """Each ✗ printed by a rule cell is one of the lesson's deliberate slips."""
-    slips = {
-        "✗ dX = G @ W (W not transposed): shape (3, 3) is right",
-        "✗ da = (G * c).sum(1): shape (3,), but the gradient's shape is (3, 1)",
-        "✗ dx[idx] = G: shape (5, 2) is right",
-        "✗ permute: dx = G.permute(perm): shape (3, 4, 2), but the gradient's shape is (2, 3, 4)",
-    }
-    lines = [" ".join(line.split()) for cell in _cells(PART2)
-             if cell["cell_type"] == "code" and "agree(" in _source(cell)
-             for out in cell["outputs"] for line in "".join(out.get("text", "")).splitlines()]
-    crosses = {line.split(", values differ")[0] for line in lines if line.startswith("✗")}
-    assert crosses == slips
-    ticks = sum(_output(PART2, c["id"]).count("✓") for c in _cells(PART2)
-                if c["cell_type"] == "code" and "agree(" in _source(c))
-    assert ticks >= 30
-
-
-def test_matmul_rule_on_random_shapes():
-    printed = _printed_by(PART2, "N, D, M = sizes(3)")
-    assert printed.count("✓ dX for X") == 3 and printed.count("✓ dW for X") == 3
-
-
-def test_the_engine_sums_a_broadcast_shaped_gradient():
-    printed = _printed_by(PART2, "class MulNoSum")
-    assert "backward returns shapes (3, 4) and (3, 4)" in printed
-    assert "x.grad (3, 1) y.grad (1, 4)" in printed
-
-
-def test_a_missing_sum_turns_the_bias_into_a_matrix():
-    assert "the bias now has shape (4, 3)" in _printed_by(PART2, "b = b - 0.1 * G")
-    assert "turned a (3,) bias into (4, 3)" in _markdown(PART2)
-
-
-def test_max_with_ties():
-    printed = _printed_by(PART2, '("x.max()", lambda t: t.max())')
-    assert "x.max() x.grad = [0.0, 0.5, 0.5, 0.0]" in printed
-    assert "x.amax(dim=0) x.grad = [0.0, 0.5, 0.5, 0.0]" in printed
-    assert "x.max(dim=0).values x.grad = [0.0, 1.0, 0.0, 0.0]" in printed
-    assert "x.max(dim=0).indices = 1" in printed
-    assert "the answer is [0.0, 0.5, 0.5, 0.0]" in _output(PART2, "l05-predict-max-ties-reveal")
-    recap = _markdown(PART2).split("## Recap", 1)[1]
-    assert "`max(dim=0)` sends it all to index 1" in recap
-
-
-def test_repeated_indices_add_up():
-    printed = _printed_by(PART2, "dx_assigned[idx] = G")
-    assert "= G[0] + G[2]" in printed and "alone" in printed
-
-
-def test_softmax_jacobian_sizes_in_text_and_recap():
-    printed = _printed_by(PART2, "B, T, C = 32, 128, 50257")
-    assert "1.03e+13 Jacobian entries, 41 TB in float32" in printed
-    assert "2.06e+08 entries in g" in printed
-    assert "1.03e+13 entries (41 TB in float32)" in _markdown(PART2)
-
-
-@pytest.mark.parametrize("anchor", ["rule-method", "rule-batched-matmul", "rule-broadcast",
-                                    "rule-reduction", "rule-index", "rule-reshape",
-                                    "rule-softmax"])
-def test_each_rule_has_an_anchor_that_later_lessons_link_to(anchor):
-    text = _markdown(PART2)
-    assert f'<a id="{anchor}"></a>' in text and f"(#{anchor})" in text
+    inputs = lesson05._rnn_inputs(torch.Generator().manual_seed(11))
+    want = lesson05._rnn_reference(*[t.clone() for t in inputs])
+    both = lesson05._rnn_slip()(*inputs)
+    assert torch.allclose(both, want, rtol=1e-13, atol=1e-13)
+    for one in (lesson05._rnn_slip(step1=False), lesson05._rnn_slip(step2=False)):
+        assert not torch.allclose(one(*inputs), want, rtol=1e-6, atol=1e-6)
+    source = "".join(BY_ID["l05-tied"]["source"])
+    assert "torch.outer(h1, dpre2)" in source and "torch.outer(h0, dpre1)" in source
+    assert "l05-shared" not in json.dumps(CELLS)

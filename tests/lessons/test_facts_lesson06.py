@@ -1,75 +1,141 @@
-"""Lesson 06's corrected facts, read from the stored outputs, so that an edit cannot bring
-back the old claims: saved tensors dominate a training step's memory only at large batches,
-and retain_graph=True does not protect a saved tensor changed in place."""
+"""Facts lesson 06 states, checked against its stored outputs and its checks.
+
+The loop that forgets to zero is momentum with beta = 1 (shown bitwise), it is
+compared by the distance to the best fit over the steps (not one last loss),
+None is a right answer to the zero_grad prediction, the accumulation loop is checked
+by its counts and its weights, the by-hand exercise on the
+loop that never zeroes is checked against a real loop and names its slips, and
+aliasing (lesson 05) and least squares (lesson 04) are only pointed back to.
+"""
 
 from __future__ import annotations
 
+import json
 import re
-from pathlib import Path
 
-import nbformat
-import pytest
-from stored import output_text as _text
+import torch
+import torch.nn.functional as F
+from notebook_runner import NOTEBOOKS
 
-LESSON = Path(__file__).parents[2] / "notebooks" / "06-retain-graph.ipynb"
+import backproplab as bl
+from backproplab.lessons import find_exercise
 
-
-@pytest.fixture(scope="module")
-def cells() -> dict[str, nbformat.NotebookNode]:
-    return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
-
+LESSON = NOTEBOOKS / "06-zeroing-gradients.ipynb"
+CELLS = json.loads(LESSON.read_text())["cells"]
+BY_ID = {c["id"]: c for c in CELLS}
 
 
-
-def _memory_table(cells) -> dict[int, list[int]]:
-    """batch -> [parameters, gradients, Adam state, saved] bytes, from the stored table."""
-    rows = {}
-    for line in _text(cells["l06-46"]).splitlines():
-        numbers = re.findall(r"[\d,]+(?=\s|%|$)", line)
-        if line.strip() and line.split()[0].isdigit():
-            values = [int(n.replace(",", "")) for n in numbers]
-            rows[values[0]] = values[1:5]
-    return rows
+def _printed(cell_id: str) -> str:
+    return "".join("".join(o.get("text", "")) for o in BY_ID[cell_id]["outputs"]
+                   if o["output_type"] == "stream")
 
 
-def test_saved_tensors_are_a_sliver_at_batch_one(cells):
-    rows = _memory_table(cells)
-    params, grads, state, saved = rows[1]
-    assert grads == params and state >= 2 * params  # counted from the tensors themselves
-    assert saved < 0.01 * (params + grads + state)
+def test_forgetting_to_zero_is_momentum_one():
+    assert _printed("l06-35").strip().endswith(": True")
+    prose = "\n".join("".join(c["source"]) for c in CELLS if c["cell_type"] == "markdown")
+    assert r"\beta = 1" in prose and "dampening" in prose
 
 
-def test_saved_tensors_dominate_at_large_batch(cells):
-    rows = _memory_table(cells)
-    params, grads, state, saved = rows[max(rows)]
-    assert saved > params + grads + state
-    # Saved bytes grow with the batch, the rest does not.
-    assert rows[max(rows)][:3] == rows[1][:3]
-    assert rows[max(rows)][3] == max(rows) * rows[1][3]
+def test_runs_are_compared_by_distance_over_the_steps():
+    printed = _printed("l06-16")
+    rows = re.findall(r"after step (\d+): distance to the best fit (\d+\.\d+) with zero_grad\(\), "
+                      r"(\d+\.\d+) without", printed)
+    assert [int(r[0]) for r in rows] == [100, 200, 300]
+    good = [float(r[1]) for r in rows]
+    bad = [float(r[2]) for r in rows]
+    assert good == sorted(good, reverse=True)  # the loop that zeroes keeps closing in
+    assert all(b > g for b, g in zip(bad, good, strict=True))
+    low, high = map(float, re.search(r"range from (\d+\.\d+) to (\d+\.\d+)", printed).groups())
+    assert high - low > 1.0  # still swinging after 200 steps
+    assert "last loss" not in printed
+    plot = BY_ID["l06-17"]
+    assert "distance to the best fit" in "".join(plot["source"])
+    assert any("image/png" in o.get("data", {}) for o in plot["outputs"])
 
 
-def test_prose_quotes_the_computed_bytes(cells):
-    rows = _memory_table(cells)
-    prose = cells["l06-48"].source
-    fixed = sum(rows[1][:3])
-    assert f"{fixed:,}" in prose and f"{rows[1][3]:,}" in prose
-    for batch, (p, g, s, saved) in rows.items():
-        share = round(100 * saved / (p + g + s + saved))
-        if batch >= 256:
-            assert f"{share}%" in prose, (batch, share)
+def _passes(check) -> bool:
+    try:
+        report = check()
+    except AssertionError:
+        return False
+    return report is None or bool(report)
 
 
-def test_the_unconditional_claim_is_gone(cells):
-    for cell in cells.values():
-        if cell.cell_type == "markdown":
-            assert "most of the memory a training step uses" not in cell.source
+def test_none_is_a_right_answer_to_the_zero_grad_prediction():
+    assert _passes(lambda: bl.check_prediction("l06-predict-zero-grad", None))
+    assert _passes(lambda: bl.check_prediction("l06-predict-zero-grad", "None"))
+    assert not _passes(lambda: bl.check_prediction("l06-predict-zero-grad", "zeros"))
 
 
-def test_retain_graph_does_not_protect_against_in_place_changes(cells):
-    setup = _text(cells["l06-41"])
-    assert "w._version = 0" in setup and "w._version = 1" in setup
-    assert "raises-exception" in cells["l06-43"].metadata.get("tags", [])
-    error = _text(cells["l06-43"])
-    assert "RuntimeError" in error and "modified by an inplace operation" in error
-    assert "is at version 1; expected version 0" in error
-    assert "retain_graph=True" in cells["l06-41"].source
+def _never_zeroed(w, b, X, t, lr, steps, *, first=0, extra=0, summed=True):
+    """The by-hand answer of Exercise 2, with a slip switched on when asked."""
+    grad_w, grad_b = torch.zeros_like(w), torch.zeros_like(b)
+    for _ in range(steps + extra):
+        dz = (torch.sigmoid(X @ w + b) - t) / len(t)
+        grad_w = grad_w + X.T @ dz if summed else X.T @ dz
+        grad_b = grad_b + dz.sum() if summed else dz.sum()
+        w = w - lr * grad_w
+        b = b - lr * grad_b
+    return w, b
+
+
+def test_the_never_zeroed_exercise_names_its_slips():
+    check = find_exercise("l06-never-zeroed").check
+    for seed in (0, 77):
+        assert check(_never_zeroed, seed)
+    slips = {
+        "loop that zeroes": dict(summed=False),
+        "one step too few": dict(extra=-1),
+        "one step too many": dict(extra=1),
+    }
+    for words, slip in slips.items():
+        report = check(lambda *args, slip=slip: _never_zeroed(*args, **slip), 3)
+        assert not report and words in report[0].message
+
+
+def test_the_never_zeroed_check_runs_a_real_loop():
+    """The reference is torch's SGD loop without zeroing, not a formula of its own."""
+    exercise = find_exercise("l06-never-zeroed")
+    w, b, X, t, lr, steps = exercise.make_inputs(torch.Generator().manual_seed(5))
+    w_ref, b_ref = exercise.reference(w, b, X, t, lr, steps)
+    w_leaf, b_leaf = w.clone().requires_grad_(), b.clone().requires_grad_()
+    opt = torch.optim.SGD([w_leaf, b_leaf], lr=lr)
+    for _ in range(steps):
+        F.binary_cross_entropy_with_logits(X @ w_leaf + b_leaf, t).backward()
+        opt.step()
+    assert torch.equal(w_ref, w_leaf.detach()) and torch.equal(b_ref, b_leaf.detach())
+    with torch.no_grad():
+        w_hand, b_hand = _never_zeroed(w, b, X, t, lr, steps)
+    assert torch.allclose(w_hand, w_ref, rtol=1e-12) and torch.allclose(b_hand, b_ref, rtol=1e-12)
+
+
+def test_aliasing_and_least_squares_point_back():
+    """In-place adding into .grad is lesson 05's, least squares lesson 04's: pointers only."""
+    recap = "".join(BY_ID["l06-25"]["source"])
+    assert "lesson 05" in recap and ".clone()" in recap
+    assert "l06-per-example" not in BY_ID
+    prose = "".join("".join(BY_ID[c]["source"]) for c in ("l06-12", "l06-13"))
+    assert "lesson 04" in prose
+
+
+def test_the_accumulation_loop_is_checked_by_its_counts_and_weights():
+    def right(model, X, y, steps, k, lr):
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        for _ in range(steps):
+            opt.zero_grad()
+            for X_part, y_part in zip(X.chunk(k), y.chunk(k), strict=True):
+                (F.mse_loss(model(X_part), y_part) / k).backward()
+            opt.step()
+
+    def zero_every_piece(model, X, y, steps, k, lr):
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        for _ in range(steps):
+            for X_part, y_part in zip(X.chunk(k), y.chunk(k), strict=True):
+                opt.zero_grad()
+                (F.mse_loss(model(X_part), y_part) / k).backward()
+            opt.step()
+
+    check = find_exercise("l06-accumulate").check
+    assert check(right, 0) and check(right, 123)
+    report = check(zero_every_piece, 5)
+    assert not report and "before every micro-batch" in report[0].message

@@ -1,12 +1,9 @@
-"""Lesson 07's corrected facts, read from the stored outputs, so that an edit cannot bring
-back the old claims: a derivative that stops depending on x comes back without a graph (3x),
-or with a graph that misses x (w·x: allow_unused / materialize_grads), a ReLU network returns
-real zeros, and double backward's cost is counted in passes."""
+"""Lesson 07's facts, read from the stored outputs, so that an edit cannot bring back the old
+claims: retain_graph=True does not protect a saved tensor changed in place, and the memory
+measurements live in lesson 12, not here."""
 
 from __future__ import annotations
 
-import inspect
-import re
 from pathlib import Path
 
 import nbformat
@@ -14,63 +11,49 @@ import pytest
 import torch
 from stored import output_text as _text
 
-LESSON = Path(__file__).parents[2] / "notebooks" / "07-higher-order-gradients.ipynb"
+LESSON = Path(__file__).parents[2] / "notebooks" / "07-retain-graph.ipynb"
 
 
 @pytest.fixture(scope="module")
-def nb() -> nbformat.NotebookNode:
-    return nbformat.read(LESSON, as_version=4)
+def cells() -> dict[str, nbformat.NotebookNode]:
+    return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
 
 
-@pytest.fixture(scope="module")
-def cells(nb) -> dict[str, nbformat.NotebookNode]:
-    return {c.id: c for c in nb.cells}
+def test_the_memory_measurements_live_in_lesson_12(cells):
+    """Saved memory against batch size is measured in lesson 12; 07 keeps no table of its own."""
+    for cell in cells.values():
+        assert "saved_memory" not in cell.source and "Adam state" not in cell.source
+        if cell.cell_type == "markdown":
+            assert "most of the memory a training step uses" not in cell.source
 
 
+def test_retain_graph_does_not_protect_against_in_place_changes(cells):
+    setup = _text(cells["l07-41"])
+    assert "w._version = 0" in setup and "w._version = 1" in setup
+    assert "raises-exception" in cells["l07-43"].metadata.get("tags", [])
+    error = _text(cells["l07-43"])
+    assert "RuntimeError" in error and "modified by an inplace operation" in error
+    assert "is at version 1; expected version 0" in error
+    assert "retain_graph=True" in cells["l07-41"].source
 
 
-def test_the_first_question_is_not_answered_before_it_is_asked(nb):
-    ids = [c.id for c in nb.cells]
-    for cell in nb.cells[: ids.index("l07-predict-second")]:
-        assert "requires_grad: False" not in _text(cell)
-        assert "grad_fn" not in _text(cell)
+def test_the_two_pass_step_leaves_what_one_pass_gives(cells):
+    """The exercise's two-pass step on section 4's y = x**2, z = y * x at x = 2: main's
+    gradient 4 divided by main's value 4, plus z's 12."""
+    assert "two passes: x.grad = tensor(13.)" in _text(cells["l07-45"])
+    x = torch.tensor(2.0, requires_grad=True)
+    y = x**2
+    (y / y.item() + y * x).backward()
+    assert x.grad.item() == 13.0
+    solution = cells["l07-one-backward"].source
+    assert solution.count(".backward(") == 1 and "retain_graph" not in solution
 
 
-def test_linear_function_gives_a_gradient_without_graph(cells):
-    text = _text(cells["l07-41"])
-    assert "dy/dx = 3.0  grad_fn: None" in text
-    assert "RuntimeError: element 0 of tensors does not require grad" in text
-
-
-def test_polynomial_loses_its_graph_past_its_degree(cells):
-    text = _text(cells["l07-43"])
-    assert "order 2: [2.0, 2.0]  grad_fn: MulBackward0" in text
-    assert "order 3: [0.0, 0.0]  grad_fn: None" in text
-    assert "order 4: the previous derivative has no graph" in text
-
-
-def test_unused_input_allow_unused_and_materialize_grads(cells):
-    assert "appears to not have been used in the graph" in _text(cells["l07-45"])
-    text = _text(cells["l07-47"])
-    assert "allow_unused=True:      (None,)" in text
-    assert "materialize_grads=True: (tensor([0., 0.]),)" in text
-    # The argument exists in the torch these lessons are stored with.
-    assert "materialize_grads" in inspect.signature(torch.autograd.grad).parameters
-
-
-def test_relu_network_returns_real_zeros(cells):
-    text = _text(cells["l07-49"])
-    assert "mask node in g's graph: True" in text
-    assert "tensor([0., 0., 0.])" in text
-
-
-def test_double_backward_cost_is_counted_in_passes(cells):
-    rows = [line.split() for line in _text(cells["l07-51"]).splitlines()[1:] if line.strip()]
-    table = {int(n): (int(g), int(hv), int(h)) for n, g, hv, h in rows}
-    assert set(table) == {3, 30, 300}
-    for n, (grad, hv, hessian) in table.items():
-        assert (grad, hv, hessian) == (1, 2, n + 1)
-    nodes = [int(n) for n in re.findall(r"\d+", _text(cells["l07-53"]))]
-    assert nodes == [10, 24]
-    recap = cells["l07-35"].source
-    assert "301" in recap and "24 nodes" in recap and "10" in recap
+def test_the_two_player_step_is_stopped_by_the_version_counter(cells):
+    """Exercise 3's broken step: A's in-place step before loss_b's backward raises, the
+    version error of section 3, not the freed-graph error of section 1."""
+    assert "raises-exception" in cells["l07-47"].metadata.get("tags", [])
+    error = _text(cells["l07-47"])
+    assert "modified by an inplace operation" in error
+    assert "is at version 1; expected version 0" in error
+    assert "second time" not in error

@@ -1,119 +1,143 @@
-"""Lesson 08's corrected facts, read from the stored outputs, so that an edit cannot bring
-back the old claims: once_differentiable drops a Function's second-order part silently when
-the first gradient has another path ([6, 12] instead of [8, 14]); the naive softplus's NaN is
-0 · inf in ExpBackward0, not inf / inf; Functions in the forward(ctx, ...) form raise under
-torch.func while the setup_context form works; mark_dirty and mark_non_differentiable; no
-stale grade ids."""
+"""Lesson 08's facts, read from the stored outputs of its two notebooks, so that an edit of
+the prose or the code cannot bring back a claim the lesson no longer computes."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import nbformat
 import pytest
-from stored import output_text as _text
 
-ROOT = Path(__file__).parents[2]
-LESSON = ROOT / "notebooks" / "08-custom-functions.ipynb"
-
-
-@pytest.fixture(scope="module")
-def cells() -> dict[str, nbformat.NotebookNode]:
-    return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
+NOTEBOOKS = Path(__file__).parents[2] / "notebooks"
+PART1 = NOTEBOOKS / "08-non-scalar-backward.ipynb"
+PART2 = NOTEBOOKS / "08-tensor-op-vjps.ipynb"
 
 
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["cells"]
 
 
-def _markdown(cells) -> str:
-    return "\n".join(c.source for c in cells.values() if c.cell_type == "markdown")
+def _source(cell: dict) -> str:
+    return "".join(cell["source"])
 
 
-def test_once_differentiable_drops_the_second_order_part_silently(cells):
-    text = _text(cells["l08-51"])
-    assert "first derivative:  tensor([ 5., 16.])" in text
-    assert "second derivative: tensor([ 6., 12.])" in text
-    assert "truth 2 + 6x = tensor([ 8., 14.])" in text
-    assert "Error" not in text and "error" not in text
-    assert "[6.0, 12.0]" in _text(cells["l08-predict-once-reveal"])
-    assert "say so openly" not in _markdown(cells)
+def _output(path: Path, cell_id: str) -> str:
+    """Everything a code cell printed or displayed as text, joined."""
+    cell = next(c for c in _cells(path) if c.get("id") == cell_id)
+    parts = []
+    for out in cell.get("outputs", []):
+        parts.append("".join(out.get("text", "")))
+        parts.append("".join(out.get("data", {}).get("text/plain", "")))
+        parts.append(out.get("evalue", ""))
+    return " ".join(" ".join(parts).split())
 
 
-def test_once_differentiable_alone_raises(cells):
-    assert "does not require grad" in _text(cells["l08-27"])
+def _markdown(path: Path) -> str:
+    return " ".join(" ".join(_source(c) for c in _cells(path)
+                             if c["cell_type"] == "markdown").split())
 
 
-def test_softplus_nan_is_zero_times_inf_in_exp_backward(cells):
-    rows = {line.split()[2]: line for line in _text(cells["l08-55"]).splitlines()
-            if line.strip()[:1].isdigit()}
-    assert "nan" not in rows["LogBackward0"] and "0]" in rows["LogBackward0"]
-    assert rows["ExpBackward0"].rstrip().endswith("[0.5, nan]")
-    prose = _markdown(cells)
-    assert "inf / inf" not in prose and "0 · inf = NaN" in prose
+def _printed_by(path: Path, code_fragment: str) -> str:
+    cell = next(c for c in _cells(path) if c["cell_type"] == "code"
+                and code_fragment in _source(c))
+    return _output(path, cell["id"])
 
 
-def test_old_form_raises_under_torch_func_and_new_form_works(cells):
-    assert "must override the setup_context staticmethod" in _text(cells["l08-61"])
-    text = _text(cells["l08-64"])
-    assert "torch.func.grad:         tensor([2., 4., 6.])" in text
-    assert "torch.func.vmap:         [[1.0, 4.0], [9.0, 16.0]]" in text
-    assert "vmap of grad, per row:   [[2.0, 4.0], [6.0, 8.0]]" in text
-    assert "generate_vmap_rule = True" in cells["l08-63"].source
+# ------------------------------------------------------------------ 08-non-scalar-backward
 
 
-def test_mark_dirty_and_mark_non_differentiable(cells):
-    marked = _text(cells["l08-67"])
-    assert "same tensor: True  b.grad_fn: DoubleInPlaceBackward" in marked
-    assert "a.grad = tensor([16., 24.])" in marked
-    unmarked = _text(cells["l08-69"])
-    assert "b.grad_fn: AddBackward0" in unmarked and "a.grad = tensor([ 8., 12.])" in unmarked
-    indices = _text(cells["l08-71"])
-    assert "indices: tensor([1, 0]) requires_grad: False" in indices
-    assert "values: tensor([5., 4.]) requires_grad: True" in indices
+def test_backward_on_a_vector_needs_a_gradient():
+    assert "grad can be implicitly created only for scalar outputs" in _output(PART1, "l08-05")
 
 
-def test_broadcasting_points_to_lesson_05_once(cells):
-    assert _markdown(cells).count("l05-broadcast-function") == 1
+def test_backward_with_v_is_v_times_the_jacobian():
+    printed = _output(PART1, "l08-17")
+    assert "x.grad = tensor([202., 11., 30.])" in printed
+    assert "v @ J = tensor([202., 11., 30.])" in printed
 
 
-def test_recap_cites_only_what_the_lesson_shows(cells):
-    assert "sigmoid" not in cells["l08-36"].source.lower()
-    assert "[6, 12]" in cells["l08-36"].source and "[8, 14]" in cells["l08-36"].source
+def test_a_second_call_adds():
+    first, second = (_output(PART1, i) for i in ("l08-29", "l08-31"))
+    assert first.startswith("tensor([[4., 2., 2., 2., 2.], [2., 4.,")
+    assert second.startswith("tensor([[8., 4., 4., 4., 4.], [4., 8.,")
+    assert "the answer is (8.0, 4.0)" in _output(PART1, "l08-predict-second-call-reveal")
+    # Accumulation and zeroing are lessons 05 and 06: here a pointer back, no second demo.
+    ids = [c.get("id") for c in _cells(PART1)]
+    assert "l08-35" not in ids and not any("zero_()" in _source(c) for c in _cells(PART1)
+                                           if c["cell_type"] == "code"
+                                           and "BEGIN SOLUTION" not in _source(c))
 
 
-@pytest.mark.parametrize("stale", ["l08-cube", "l08-sigmoid", "l11-reverse"])
-def test_no_stale_grade_ids(stale):
-    for path in (LESSON, ROOT / "backproplab" / "course" / "exercises" / "lesson08.py",
-                 ROOT / "tests" / "wrong_answers" / "lesson08.py",
-                 ROOT / "tests" / "cheats" / "lesson08.py"):
-        text = path.read_text()
-        assert stale not in text, f"{path.name} still names {stale}"
-    ids = [json.dumps(c.get("metadata", {})) + c.get("id", "")
-           for c in json.loads(LESSON.read_text())["cells"]]
-    assert not [i for i in ids if stale in i]
+def test_the_prediction_question_gives_nothing_away():
+    question = _source(next(c for c in _cells(PART1) if c.get("id") == "l08-30"))
+    assert "8" not in question and "4 + 4" not in question
+    check = _source(next(c for c in _cells(PART1)
+                         if c.get("id") == "l08-predict-second-call-check"))
+    assert check == 'bl.check_prediction("l08-predict-second-call", second_call_guess)'
 
 
-def test_once_differentiable_error_node_raises_in_backward_and_is_skipped_by_grad(cells):
-    """With an incoming gradient that requires grad, the results get an Error node:
-    .backward() raises through it, autograd.grad leaves it out and returns a part."""
-    text = _text(cells["l08-75"])
-    assert "first derivative, 3x² (right): tensor([ 3., 12.])" in text
-    assert "the nodes below it: ['MulBackward0', 'torch::autograd::Error']" in text
-    assert "torch.autograd.grad, second derivative: tensor([2., 4.])" in text
-    assert "truth 6x: tensor([ 6., 12.])" in text
-    assert "raises-exception" in cells["l08-76"].metadata.get("tags", [])
-    assert "trying to differentiate twice" in _text(cells["l08-76"])
-    prose = cells["l08-77"].source
-    assert "`Error` node" in prose and "2x instead of 6x" in prose
-    assert "raises only in some cases" not in _markdown(cells)
+# ------------------------------------------------------------------ 08-tensor-op-vjps
 
 
-def test_an_output_stashed_on_ctx_is_freed_late_not_leaked(cells):
-    """The cycle output -> node -> ctx -> output survives `del` and goes at gc.collect()."""
-    rows = _text(cells["l08-73"]).splitlines()
-    assert rows == [
-        "Exp        output alive after del: False  after gc.collect(): False",
-        "StashedExp output alive after del: True   after gc.collect(): False",
-    ]
-    prose = _markdown(cells)
-    assert "can leak memory" not in prose and "not a leak" in prose
+def test_every_rule_agrees_with_autograd_except_the_slips_shown():
+    """Each ✗ printed by a rule cell is one of the lesson's deliberate slips."""
+    slips = {
+        "✗ dX = G @ W (W not transposed): shape (3, 3) is right",
+        "✗ da = (G * c).sum(1): shape (3,), but the gradient's shape is (3, 1)",
+        "✗ dx[idx] = G: shape (5, 2) is right",
+        "✗ permute: dx = G.permute(perm): shape (3, 4, 2), but the gradient's shape is (2, 3, 4)",
+    }
+    lines = [" ".join(line.split()) for cell in _cells(PART2)
+             if cell["cell_type"] == "code" and "agree(" in _source(cell)
+             for out in cell["outputs"] for line in "".join(out.get("text", "")).splitlines()]
+    crosses = {line.split(", values differ")[0] for line in lines if line.startswith("✗")}
+    assert crosses == slips
+    ticks = sum(_output(PART2, c["id"]).count("✓") for c in _cells(PART2)
+                if c["cell_type"] == "code" and "agree(" in _source(c))
+    assert ticks >= 30
+
+
+def test_matmul_rule_on_random_shapes():
+    printed = _printed_by(PART2, "N, D, M = sizes(3)")
+    assert printed.count("✓ dX for X") == 3 and printed.count("✓ dW for X") == 3
+
+
+def test_part2_uses_no_custom_function():
+    """Custom Functions are lesson 15's: part 2 neither writes one nor sets one as work."""
+    assert not [c for c in _cells(PART2) if "autograd.Function" in _source(c)]
+
+
+def test_a_missing_sum_turns_the_bias_into_a_matrix():
+    assert "the bias now has shape (4, 3)" in _printed_by(PART2, "b = b - 0.1 * G")
+    assert "turned a (3,) bias into (4, 3)" in _markdown(PART2)
+
+
+def test_max_with_ties():
+    printed = _printed_by(PART2, '("x.max()", lambda t: t.max())')
+    assert "x.max() x.grad = [0.0, 0.5, 0.5, 0.0]" in printed
+    assert "x.amax(dim=0) x.grad = [0.0, 0.5, 0.5, 0.0]" in printed
+    assert "x.max(dim=0).values x.grad = [0.0, 1.0, 0.0, 0.0]" in printed
+    assert "x.max(dim=0).indices = 1" in printed
+    assert "the answer is [0.0, 0.5, 0.5, 0.0]" in _output(PART2, "l08-predict-max-ties-reveal")
+    recap = _markdown(PART2).split("## Recap", 1)[1]
+    assert "`max(dim=0)` sends it all to index 1" in recap
+
+
+def test_repeated_indices_add_up():
+    printed = _printed_by(PART2, "dx_assigned[idx] = G")
+    assert "= G[0] + G[2]" in printed and "alone" in printed
+
+
+def test_softmax_jacobian_sizes_in_text_and_recap():
+    printed = _printed_by(PART2, "B, T, C = 32, 128, 50257")
+    assert "1.03e+13 Jacobian entries, 41 TB in float32" in printed
+    assert "2.06e+08 entries in g" in printed
+    assert "1.03e+13 entries (41 TB in float32)" in _markdown(PART2)
+
+
+@pytest.mark.parametrize("anchor", ["rule-method", "rule-batched-matmul", "rule-broadcast",
+                                    "rule-reduction", "rule-index", "rule-reshape",
+                                    "rule-softmax"])
+def test_each_rule_has_an_anchor_that_later_lessons_link_to(anchor):
+    text = _markdown(PART2)
+    assert f'<a id="{anchor}"></a>' in text and f"(#{anchor})" in text

@@ -1,107 +1,171 @@
-"""Lesson 10's corrected facts, read from the stored outputs, so that an edit cannot bring
-back the old claim that std 0.01 "starves every layer, whatever the activation": with the
-sigmoid the last hidden layer's gradient matches Xavier's while the first layer's is ~1e-17,
-and the activations stay at 0.5 (what shrinks is their spread and the backward signal)."""
+"""Lesson 10's facts, read from the stored outputs, so that an edit cannot bring back an old
+claim or drop a shown one: the gradient through logit_maxes is 0 up to round-off, every row
+of dlogits sums to 0 (and is probs - one_hot over N), the fused and compact forms equal the
+learner's steps, the embedding's scatter-add happens inside one backward pass, a bias before
+batch norm gets no gradient, and the learner's functions train the model as autograd does.
+The lesson's exercises are steps of the backward pass, at least 15 of them, each with named
+wrong answers."""
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 from stored import output_text as _text
 
-LESSON = Path(__file__).parents[2] / "notebooks" / "10-mlp-training.ipynb"
-NUMBER = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+from backproplab.lessons import lesson10
+
+ROOT = Path(__file__).parents[2]
+LESSON = ROOT / "notebooks" / "10-backprop-through-a-classifier.ipynb"
 
 
 @pytest.fixture(scope="module")
-def cells() -> dict[str, nbformat.NotebookNode]:
-    return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
+def nb() -> nbformat.NotebookNode:
+    return nbformat.read(LESSON, as_version=4)
 
 
 
 
-def _init_table(cells) -> dict[tuple[str, str], tuple[float, float]]:
-    """(activation, init) -> (first layer, last hidden) mean |weight grad|, as printed."""
-    rows = {}
-    for line in _text(cells["k-3"]).splitlines():
-        found = re.match(rf"\s*(Sigmoid|Tanh|ReLU)\s+(std 0\.01|Xavier|Kaiming)\s+({NUMBER})"
-                         rf"\s+({NUMBER})\s*$", line)
-        if found:
-            rows[(found[1], found[2])] = (float(found[3]), float(found[4]))
-    return rows
+def _output_of(nb, fragment: str) -> str:
+    """The stored output of the one code cell whose source holds ``fragment``."""
+    found = [c for c in nb.cells if c.cell_type == "code" and fragment in c.source]
+    assert len(found) == 1, f"{len(found)} code cells hold {fragment!r}"
+    return _text(found[0])
 
 
-def test_the_table_has_every_activation_and_init(cells):
-    assert len(_init_table(cells)) == 9
+def _tensors(text: str) -> list[torch.Tensor]:
+    """The tensors printed in ``text``, as float64 tensors."""
+    found = []
+    for body in re.findall(r"tensor\((\[\[.*?\]\])", text, re.S):
+        rows = re.findall(r"\[([^\[\]]+)\]", body)
+        found.append(torch.tensor([[float(v) for v in row.split(",")] for row in rows],
+                                  dtype=torch.float64))
+    return found
 
 
-def test_std_001_spares_the_sigmoids_last_layer(cells):
-    table = _init_table(cells)
-    first, last = table[("Sigmoid", "std 0.01")]
-    xavier_last = table[("Sigmoid", "Xavier")][1]
-    assert last == pytest.approx(2.0e-02, rel=0.05)
-    assert xavier_last == pytest.approx(2.3e-02, rel=0.05)
-    assert xavier_last / 2 < last < xavier_last * 2  # the same size as Xavier's
-    assert first < 1e-15  # about 1e-17: the first layer gets nothing
-    # The prose and the recap quote these numbers.
-    for cid in ("m-5", "l10-44"):
-        prose = cells[cid].source
-        assert "2.0e-02" in prose and "2.3e-02" in prose, cid
-    assert "2.9e-17" in cells["m-5"].source and f"{first:.1e}" == "2.9e-17"
+def test_the_gradient_through_logit_maxes_is_zero_next_to_dlogits(nb):
+    out = _output_of(nb, "largest |dlogit_maxes| below 1e-15")
+    assert "largest |dlogit_maxes| below 1e-15: True" in out
+    largest = float(re.search(r"largest \|dlogits\|:\s+([\d.]+)", out).group(1))
+    assert largest > 1e-3  # twelve orders of magnitude above
+    assert "the answer is 0.0" in _output_of(nb, 'bl.reveal("l10-predict-maxes")')
 
 
-def test_std_001_starves_tanh_and_relu_everywhere(cells):
-    table = _init_table(cells)
-    for activation in ("Tanh", "ReLU"):
-        first, last = table[(activation, "std 0.01")]
-        assert first < 1e-10 and last < 1e-10, activation
+def test_shifting_a_row_of_logits_leaves_its_softmax_unchanged(nb):
+    same, shifted = _tensors(_output_of(nb, "first_rows - 7"))
+    assert torch.equal(same, shifted)
 
 
-def test_the_old_claim_is_gone(cells):
-    text = " ".join(c.source for c in cells.values() if c.cell_type == "markdown")
-    assert "starves every layer" not in text.replace("does not starve every layer", "")
-    assert "whatever the activation" not in text
+def test_each_row_of_dlogits_is_probs_minus_one_hot_and_sums_to_zero(nb):
+    out = _output_of(nb, "N * dlogits[:3]")
+    assert "every row of dlogits sums to 0 (within 1e-15): True" in out
+    labels = [int(v) for v in re.search(r"y\[:3\] = \[([\d, ]+)\]", out).group(1).split(",")]
+    probs, scaled = _tensors(out)
+    one_hot = torch.nn.functional.one_hot(torch.tensor(labels), probs.shape[1]).double()
+    assert torch.allclose(scaled, probs - one_hot, atol=2e-4)
+    assert (scaled.gather(1, torch.tensor(labels)[:, None]) < 0).all()  # the right class: up
 
 
-def test_sigmoid_outputs_stay_at_half_while_spread_and_signal_shrink(cells):
-    rows = []
-    for line in _text(cells["l10-53"]).splitlines():
-        found = re.match(rf"\s*(\d)\s+({NUMBER})\s+({NUMBER}|below 1e-12)\s+({NUMBER})\s*$",
-                         line)
-        if found:
-            spread = 0.0 if found[3] == "below 1e-12" else float(found[3])
-            rows.append((int(found[1]), float(found[2]), spread, float(found[4])))
-    assert [r[0] for r in rows] == list(range(1, 9))
-    assert all(r[1] == 0.5 for r in rows)  # the activations stay at sigmoid(0)
-    spreads = [r[2] for r in rows]
-    signals = [r[3] for r in rows]
-    assert spreads[0] < 1e-2
-    assert all(b < a / 10 or b == 0 for a, b in zip(spreads, spreads[1:], strict=False))
-    # The backward signal grows towards the output: ~100x per layer.
-    assert all(b > 10 * a for a, b in zip(signals, signals[1:], strict=False))
-    text = _text(cells["l10-53"])
-    assert re.search(r"last hidden layer's weight gradient: std 0\.01 2\.0e-02, Xavier 2\.3e-02",
-                     text)
-    assert re.search(r"first layer's weight gradient:\s+std 0\.01 2\.9e-17", text)
+def test_the_fused_and_compact_forms_equal_the_learners_steps(nb):
+    fused = _output_of(nb, "dlogits_fused = ")
+    compact = _output_of(nb, "dhpre_compact = ")
+    for out, name in ((fused, "fused"), (compact, "compact")):
+        assert f"✓ {name} vs your steps" in out and f"✓ {name} vs autograd" in out
 
 
-def test_the_prediction_asks_the_corrected_fact(cells):
-    assert "bl.check_prediction(\"l10-predict-std\"" in cells["l10-predict-std-check"].source
-    assert "sigmoid_last_10x_smaller = False" in cells["l10-predict-std"].source
+def test_every_chained_section_matches_autograd(nb):
+    chains = [_text(c) for c in nb.cells if c.cell_type == "code"
+              and "against_autograd(" in c.source and "def against_autograd" not in c.source]
+    assert len(chains) == 4
+    total = 0
+    for out in chains:
+        matched, of = map(int, re.search(r"(\d+) of (\d+) match autograd", out).groups())
+        assert matched == of
+        total += of
+    assert total >= 25  # every intermediate and parameter of the model
 
 
-def test_the_legend_sits_beside_the_bars(cells):
-    assert "bbox_to_anchor=(1.01, 1)" in cells["k-4"].source
-    assert "bbox_to_anchor=(1.01, 1)" in cells["l10-13"].source
+def test_a_bias_before_batch_norm_gets_no_gradient(nb):
+    out = _output_of(nb, "largest |db1| below 1e-15")
+    assert "largest |db1| below 1e-15: True" in out
+    assert float(re.search(r"largest \|dW1\|: ([\d.]+)", out).group(1)) > 1e-2
+    assert "the answer is 0.0" in _output_of(nb, 'bl.reveal("l10-predict-db1")')
 
 
-def test_one_linear_layer_exercise_and_the_bce_gradient_is_derived(cells):
-    ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in cells.values()}
-    assert "l10-hidden" not in ids  # the linear-layer backward is asked in lesson 09 only
-    assert "l10-bce" in ids
-    worked = " ".join(c.source for c in cells.values()
-                      if c.cell_type == "code" and not c.metadata.get("nbgrader"))
-    assert "torch.sigmoid(z) - ys" not in worked  # Part 2 no longer hands out dL/dz
+def test_the_scatter_add_happens_inside_one_backward_pass(nb):
+    out = _output_of(nb, "small_table.register_hook")
+    assert "the lookup's backward node: IndexBackward0" in out
+    assert "gradients that reached the table: 1" in out
+    (table,) = _tensors(out)
+    assert table[3].tolist() == [101.0, 202.0] and table[2].tolist() == [0.0, 0.0]
+    assert "✓ index_add_: exact match" in out
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "inside one backward pass" in prose
+    # The old sentence tied the scatter-add to lesson 05's separate backward() calls.
+    assert "exactly as two `backward()` calls" not in prose
+    assert "one lookup's gradient only: True" in _output_of(nb, "assigned[ids] += dlookup")
+
+
+def test_batch_norm_trains_with_the_biased_variance(nb):
+    out = _output_of(nb, "momentum=1.0")
+    assert "running_var equals the biased variance:    False" in out
+    assert "running_var equals the unbiased variance:  True" in out
+    out = _output_of(nb, "hpre_u.grad / autograd")
+    low, high = map(float, re.search(r"([\d.]+) to ([\d.]+)", out).groups())
+    root = float(re.search(r"sqrt\(\(N - 1\) / N\) = ([\d.]+)", out).group(1))
+    assert low <= root + 1e-5 and high >= root - 1e-5 and high < 1
+
+
+def test_the_learners_functions_train_the_model_as_autograd_does(nb):
+    out = _output_of(nb, "auto_losses.append")
+    assert "differ by less than 1e-12 at every step: True" in out
+    mine, theirs = re.search(r"([\d.]+) with your gradients, ([\d.]+) with autograd", out).groups()
+    assert mine == theirs
+    start = float(re.search(r"loss at step 1: ([\d.]+)", out).group(1))
+    assert float(mine) < start / 10
+    train = next(c for c in nb.cells if "def loss_and_grads" in c.source)
+    assert "backward_by_steps" not in train.source and "section(v, d)" in train.source
+
+
+def test_the_lessons_forward_is_the_packages(nb):
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "def forward(" in c.source)
+    package = inspect.getsource(lesson10.forward).replace('"""', "'''")
+    assert cell.source.strip() == package.strip()
+    assert f"loss = {lesson10._spiral_pass()[1]['loss'].item():.4f}" in _output_of(
+        nb, 'f["loss"].backward()')
+
+
+def test_the_spiral_legend_is_outside_the_axes(nb):
+    cell = next(c for c in nb.cells if "plt.Circle" in c.source)
+    assert "bbox_to_anchor=(1.02, 1)" in cell.source
+
+
+def test_the_backward_steps_are_exercises_with_named_wrong_answers(nb):
+    by_hand = [k for k, v in lesson10.EXERCISES.items() if type(v).__name__ == "ByHand"]
+    assert len(by_hand) >= 15
+    checked = " ".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert all(f'bl.check_exercise("{k}"' in checked for k in by_hand)
+    spec = importlib.util.spec_from_file_location(
+        "wrong13", ROOT / "tests" / "wrong_answers" / "lesson10.py")
+    wrong = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wrong)
+    for key in by_hand:
+        assert len(wrong.WRONG[key]) >= 2, key
+        assert len(lesson10.EXERCISES[key].mistakes) >= 2, key
+
+
+def test_rules_taught_earlier_are_pointed_back_to(nb):
+    """The linear layer's rule and the softmax VJP live in lesson 08 (part 2), tanh' in lesson
+    02, the batch coupling of batch norm in lesson 05: this lesson points back to each where it
+    uses it, and names no later lesson for retain_grad."""
+    cells = {c.id: c.source for c in nb.cells}
+    assert "lesson 08" in cells["l10-56"] and "lesson 08" in cells["l10-53"]
+    assert "lesson 02" in cells["l10-59"]
+    assert "couples the examples" in cells["l10-64"] and "lesson 05" in cells["l10-64"]
+    assert "lesson\n11" not in cells["l10-09"] and "lesson 11" not in cells["l10-09"]
+    assert "rule of lesson\n  08, part 2" in cells["l10-132"]

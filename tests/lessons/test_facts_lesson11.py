@@ -1,7 +1,9 @@
 """Lesson 11's facts about hooks and the two pitfalls it alone teaches, read from the stored
 outputs: per-tensor clipping vs torch's global clip_grad_norm_, a hook registered inside a
 loop piling up (and both fixes), the post-accumulate-grad hook (what it sees, and an optimizer
-step inside backward), `total_loss += loss` and a hidden state that is never detached."""
+step inside backward), `total_loss += loss` and a hidden state that is never detached; the
+version counter only pointed back to (lesson 07), and Exercise 2's hunt for a vanishing
+gradient naming its slips on broken networks whose culprit moves."""
 
 from __future__ import annotations
 
@@ -93,3 +95,55 @@ def test_an_undetached_hidden_state(cells):
     truncated = float(re.search(r"w.grad: ([\d.]+)", _text(cells["k-10"]))[1])
     assert full != truncated and abs(full - truncated) < 1e-4
     assert f"{truncated:.6f}" in cells["l11-66"].source and f"{full:.6f}" in cells["l11-66"].source
+
+
+def test_the_version_counter_is_pointed_back_to(cells):
+    """Lesson 07 teaches the version counter; this lesson keeps its own in-place pitfalls."""
+    assert "l11-16" not in cells and "l11-17" not in cells
+    assert "Lesson 07" in cells["l11-15"].source
+    assert not any("_version" in c.source for c in cells.values() if c.cell_type == "code")
+
+
+def _hunt(model, x, threshold, *, use="grad_input", walk="from the loss", remove=True):
+    """Exercise 2's answer, with a slip switched on when asked."""
+    norms, handles = {}, []
+    for name, layer in model.named_children():
+        def record(module, grad_input, grad_output, name=name):
+            grads = grad_input if use == "grad_input" else grad_output
+            norms[name] = grads[0].norm().item()
+        handles.append(layer.register_full_backward_hook(record))
+    model(x).sum().backward()
+    if remove:
+        for handle in handles:
+            handle.remove()
+    names = [name for name, _ in model.named_children()]
+    for name in (reversed(names) if walk == "from the loss" else names):
+        if norms[name] < threshold:
+            return name
+    return None
+
+
+@pytest.mark.parametrize("slip, words", [
+    (dict(walk="from the input"), "wrong way"),
+    (dict(use="grad_output"), "grad_output"),
+    (dict(remove=False), "still registered"),
+])
+def test_the_vanishing_hunt_names_its_slips(slip, words):
+    from backproplab.lessons import find_exercise
+
+    check = find_exercise("l11-vanishing").check
+    for seed in (0, 41):
+        assert check(_hunt, seed)
+        report = check(lambda *args: _hunt(*args, **slip), seed)
+        assert not report and words in report[0].message
+
+
+def test_the_broken_networks_vary_the_culprit():
+    import torch
+
+    from backproplab.course.exercises.lesson11 import broken_network
+
+    gen = torch.Generator().manual_seed(3)
+    culprits = {broken_network(gen, kind)[3] for kind in ("gate", "sigmoid", "tanh") * 3}
+    assert len(culprits) >= 3  # not one fixed place a lookup could learn
+    assert broken_network(gen, "healthy")[3] is None

@@ -1,127 +1,129 @@
-"""Lesson 15's corrected facts, read from the stored outputs, so an edit cannot bring the
-old claims back: truncated BPTT biases the gradient (its error for two values of k),
-checkpoint's default in torch 2.13 is the reentrant variant, preserve_rng_state matters with
-dropout, save_on_cpu is a pair of saved-tensor hooks, the uneven blocks make the choice of
-what to checkpoint matter, the input batch is named as such and leaf memory in bytes, and
-lesson 11's pitfalls (`total += loss`, an undetached state) are not repeated here.
-"""
+"""Lesson 15's corrected facts, read from the stored outputs, so that an edit cannot bring
+back the old claims: once_differentiable drops a Function's second-order part silently when
+the first gradient has another path ([6, 12] instead of [8, 14]); the naive softplus's NaN is
+0 · inf in ExpBackward0, not inf / inf; Functions in the forward(ctx, ...) form raise under
+torch.func while the setup_context form works; mark_dirty and mark_non_differentiable; no
+stale grade ids."""
 
 from __future__ import annotations
 
-import re
+import json
 from pathlib import Path
 
 import nbformat
 import pytest
-from stored import flat_text as _text
+from stored import output_text as _text
 
-NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "15-what-backward-keeps.ipynb"
+ROOT = Path(__file__).parents[2]
+LESSON = ROOT / "notebooks" / "15-custom-functions.ipynb"
 
 
 @pytest.fixture(scope="module")
 def cells() -> dict[str, nbformat.NotebookNode]:
-    return {c.id: c for c in nbformat.read(NOTEBOOK, as_version=4).cells}
+    return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
 
 
 
 
-def _all_source(cells) -> str:
-    return "\n".join(c.source for c in cells.values())
+def _markdown(cells) -> str:
+    return "\n".join(c.source for c in cells.values() if c.cell_type == "markdown")
 
 
-def test_truncation_biases_the_gradient(cells):
-    out = _text(cells["l15-55"])
-    found = re.search(r"measures ([\d.]+) for k = 10 and ([\d.]+) for k = 100", out)
-    assert found, out
-    short, long = float(found.group(1)), float(found.group(2))
-    assert (short, long) == (0.0880, 0.0292)
-    assert short > long > 0.01  # shorter chunks drop more, and k = 100 still drops some
-    assert "8.8 % for k = 10 and still by 2.9 % for k = 100" in " ".join(
-        cells["l15-33"].source.split())
-    assert "biased" in cells["l15-48"].source
-    reach = _text(cells["l15-49"])
-    assert "j = 1: 1.8e+00, j = 10: 3.0e-02" in reach
+def test_once_differentiable_drops_the_second_order_part_silently(cells):
+    text = _text(cells["l15-51"])
+    assert "first derivative:  tensor([ 5., 16.])" in text
+    assert "second derivative: tensor([ 6., 12.])" in text
+    assert "truth 2 + 6x = tensor([ 8., 14.])" in text
+    assert "Error" not in text and "error" not in text
+    assert "[6.0, 12.0]" in _text(cells["l15-predict-once-reveal"])
+    assert "say so openly" not in _markdown(cells)
 
 
-def test_checkpoint_default_is_reentrant_in_2_13(cells):
-    out = _text(cells["l15-39"])
-    assert "the use_reentrant parameter should be passed explicitly" in out
-    assert "None of the inputs have requires_grad=True" in out
-    assert "use_reentrant left out: output requires grad: False" in out
-    assert "use_reentrant=False: output requires grad: True" in out
+def test_once_differentiable_alone_raises(cells):
+    assert "does not require grad" in _text(cells["l15-27"])
 
 
-def test_preserve_rng_state_keeps_dropout_gradients_right(cells):
-    out = _text(cells["l15-41"])
-    assert "preserve_rng_state=True : gradients equal to the plain run: True" in out
-    assert "preserve_rng_state=False: gradients equal to the plain run: False" in out
+def test_softplus_nan_is_zero_times_inf_in_exp_backward(cells):
+    rows = {line.split()[2]: line for line in _text(cells["l15-55"]).splitlines()
+            if line.strip()[:1].isdigit()}
+    assert "nan" not in rows["LogBackward0"] and "0]" in rows["LogBackward0"]
+    assert rows["ExpBackward0"].rstrip().endswith("[0.5, nan]")
+    prose = _markdown(cells)
+    assert "inf / inf" not in prose and "0 · inf = NaN" in prose
 
 
-def test_save_on_cpu_is_a_hook_pair(cells):
-    out = _text(cells["l15-35"])
-    assert "save_on_cpu is a pair of saved-tensor hooks: True" in out
-    assert "gradients unchanged: True" in out
+def test_old_form_raises_under_torch_func_and_new_form_works(cells):
+    assert "must override the setup_context staticmethod" in _text(cells["l15-61"])
+    text = _text(cells["l15-64"])
+    assert "torch.func.grad:         tensor([2., 4., 6.])" in text
+    assert "torch.func.vmap:         [[1.0, 4.0], [9.0, 16.0]]" in text
+    assert "vmap of grad, per row:   [[2.0, 4.0], [6.0, 8.0]]" in text
+    assert "generate_vmap_rule = True" in cells["l15-63"].source
 
 
-def test_uneven_blocks_make_the_choice_matter(cells):
-    out = cells["l15-45"].outputs[0]["text"]
-    plans = {m.group(1).strip(): (int(m.group(2).replace(",", "")),
-                                  int(m.group(3).replace(",", "")))
-             for m in re.finditer(r"^(\D+?)\s+([\d,]+)\s+([\d,]+)$", out, re.M)}
-    assert plans["the cheap ones"] == (163_840, 16_384)
-    assert plans["the wide ones"] == (98_304, 131_072)
-    assert "first block ran 2 times" in _text(cells["l15-17"])
-    check = _text(cells["l15-32"])
-    assert "the least any choice within the budget needs" in check
+def test_mark_dirty_and_mark_non_differentiable(cells):
+    marked = _text(cells["l15-67"])
+    assert "same tensor: True  b.grad_fn: DoubleInPlaceBackward" in marked
+    assert "a.grad = tensor([16., 24.])" in marked
+    unmarked = _text(cells["l15-69"])
+    assert "b.grad_fn: AddBackward0" in unmarked and "a.grad = tensor([ 8., 12.])" in unmarked
+    indices = _text(cells["l15-71"])
+    assert "indices: tensor([1, 0]) requires_grad: False" in indices
+    assert "values: tensor([5., 4.]) requires_grad: True" in indices
 
 
-def test_bytes_are_called_bytes_and_the_input_batch_is_named(cells):
-    out = _text(cells["l15-03"])
-    assert "20 bytes of them in leaf tensors" in out
-    assert "(20 of them" not in out
-    assert "input batch" in cells["l15-04"].source
-    assert "60 bytes per example" in cells["l15-06"].source
+def test_the_engine_sums_a_broadcast_shaped_gradient(cells):
+    """Moved here from lesson 08 part 2, which uses no custom Function."""
+    printed = " ".join(_text(cells["l15-78"]).split())
+    assert "backward returns shapes (3, 4) and (3, 4)" in printed
+    assert "x.grad (3, 1) y.grad (1, 4)" in printed
+    assert "l08-broadcast-function" not in _markdown(cells)
 
 
-def test_lesson_11_pitfalls_are_pointed_to_not_repeated(cells):
-    source = _all_source(cells)
-    assert "lesson 11's pitfall" in source
-    assert "total = total + " not in source and "total += mlp" not in source
-    assert "lesson 11's pitfall, fixed" not in source
+def test_logsumexp_exercise_is_checked_far_from_zero_and_twice(cells):
+    text = _text(cells["l15-logsumexp-check"])
+    assert text.count("far from 0: forward and backward finite and right") == 2
+    assert text.count("gradgradcheck: passed") == 2
 
 
-def test_predictions_follow_the_five_cell_pattern(cells):
-    for check, reveal, answer in (("l15-37", "l15-38", "the answer is 2"),
-                                  ("l15-26", "l15-52", "the answer is 'formula'")):
-        assert cells[check].metadata["nbgrader"]["points"] == 0
-        assert answer in _text(cells[reveal])
+def test_recap_cites_only_what_the_lesson_shows(cells):
+    assert "sigmoid" not in cells["l15-36"].source.lower()
+    assert "[6, 12]" in cells["l15-36"].source and "[8, 14]" in cells["l15-36"].source
 
 
-def test_the_input_batch_is_a_leaf_without_an_accumulate_grad_node(cells):
-    """Lesson 01's rule holds: the batch is a leaf; what it lacks is an AccumulateGrad node."""
-    out = _text(cells["l15-56"])
-    assert "batch.is_leaf: True batch.requires_grad: False" in out
-    assert "4 AccumulateGrad nodes, for: 0.bias, 0.weight, 2.bias, 2.weight" in out
-    prose = cells["l15-04"].source
-    assert "not a leaf" not in prose and "is a leaf" in prose and "`AccumulateGrad`" in prose
+@pytest.mark.parametrize("stale", ["l15-cube", "l15-sigmoid", "l11-reverse"])
+def test_no_stale_grade_ids(stale):
+    for path in (LESSON, ROOT / "backproplab" / "course" / "exercises" / "lesson15.py",
+                 ROOT / "tests" / "wrong_answers" / "lesson15.py",
+                 ROOT / "tests" / "cheats" / "lesson15.py"):
+        text = path.read_text()
+        assert stale not in text, f"{path.name} still names {stale}"
+    ids = [json.dumps(c.get("metadata", {})) + c.get("id", "")
+           for c in json.loads(LESSON.read_text())["cells"]]
+    assert not [i for i in ids if stale in i]
 
 
-def test_checkpoint_without_use_reentrant_warns_and_runs_reentrant_in_2_13(cells):
-    """What the installed torch does, not what the warning says a future version will do."""
-    out = _text(cells["l15-57"])
-    assert "use_reentrant left out: CheckpointFunctionBackward (UserWarning, not an error)" in out
-    assert "use_reentrant=True: CheckpointFunctionBackward" in out
-    assert "use_reentrant=False: TanhBackward0" in out
-    prose = cells["l15-18"].source
-    assert "will insist" not in prose and "does not raise" in prose
+def test_once_differentiable_error_node_raises_in_backward_and_is_skipped_by_grad(cells):
+    """With an incoming gradient that requires grad, the results get an Error node:
+    .backward() raises through it, autograd.grad leaves it out and returns a part."""
+    text = _text(cells["l15-75"])
+    assert "first derivative, 3x² (right): tensor([ 3., 12.])" in text
+    assert "the nodes below it: ['MulBackward0', 'torch::autograd::Error']" in text
+    assert "torch.autograd.grad, second derivative: tensor([2., 4.])" in text
+    assert "truth 6x: tensor([ 6., 12.])" in text
+    assert "raises-exception" in cells["l15-76"].metadata.get("tags", [])
+    assert "trying to differentiate twice" in _text(cells["l15-76"])
+    prose = cells["l15-77"].source
+    assert "`Error` node" in prose and "2x instead of 6x" in prose
+    assert "raises only in some cases" not in _markdown(cells)
 
 
-def test_non_reentrant_checkpoint_stores_its_inputs_itself(cells):
-    """The frame saves the block's input; the hooks replace only what the block saves inside."""
-    out = _text(cells["l15-58"])
-    assert "plain: 5 saved tensor(s) reach our hook; the block's input among them: True" in out
-    assert ("checkpointed: 1 saved tensor(s) reach our hook; the block's input among them: True"
-            in out)
-    prose = cells["l15-40"].source
-    assert "_CheckpointFrame" in prose and "keeps the block's inputs through saved-tensor hooks" \
-        not in prose
+def test_an_output_stashed_on_ctx_is_freed_late_not_leaked(cells):
+    """The cycle output -> node -> ctx -> output survives `del` and goes at gc.collect()."""
+    rows = _text(cells["l15-73"]).splitlines()
+    assert rows == [
+        "Exp        output alive after del: False  after gc.collect(): False",
+        "StashedExp output alive after del: True   after gc.collect(): False",
+    ]
+    prose = _markdown(cells)
+    assert "can leak memory" not in prose and "not a leak" in prose

@@ -62,3 +62,55 @@ def test_the_float16_hook_divides_before_the_sum(cells):
     solution = cells["l16-fp16-hook"].source
     assert solution.index("/ world") < solution.index("all_reduce")
     assert "✓ fp16_average" in _text(cells["l16-fp16-hook-check"])
+
+
+# --------------------------------------------------------------------------
+# Section 6: the same model under FSDP2's fully_shard, in 2 processes
+# --------------------------------------------------------------------------
+
+
+def test_each_rank_holds_a_row_shard_of_every_parameter_and_gradient(cells):
+    out = _text(cells["l16-44"])
+    assert "placement of every parameter: (Shard(dim=0),)" in out
+    assert "fc1.weight (16, 8)   (8, 8), (8, 8); gradients (8, 8), (8, 8)" in out
+    assert "fc2.weight (16, 16)  (8, 16), (8, 16); gradients (8, 16), (8, 16)" in out
+    assert "fc3.bias   (4,)      (2,), (2,); gradients (2,), (2,)" in out
+
+
+def test_six_all_gathers_and_three_reduce_scatters_per_step(cells):
+    out = _text(cells["l16-46"])
+    for rank in (0, 1):
+        for step in (1, 2):
+            assert f"rank {rank}, step {step}: 6 all-gathers, 3 reduce-scatters" in out
+    backward = out[out.index("backward:"):out.index("backward() returned")]
+    order = [line.split()[:2] for line in backward.splitlines()[1:]]
+    assert order == [["all-gather", "fc3"], ["all-gather", "fc2"], ["reduce-scatter", "fc3"],
+                     ["all-gather", "fc1"], ["reduce-scatter", "fc2"],
+                     ["reduce-scatter", "fc1"]]
+    kept = _text(cells["l16-48"])
+    assert "reshard_after_forward=True : 6 all-gathers, 3 reduce-scatters per step" in kept
+    assert "reshard_after_forward=False: 3 all-gathers, 3 reduce-scatters per step" in kept
+    assert "6 all-gathers and 3 reduce-scatters" in cells["l16-47"].source
+
+
+def test_fsdp_keeps_half_the_bytes_of_ddp_and_the_same_gradients(cells):
+    out = _text(cells["l16-50"])
+    for rank in (0, 1):
+        assert f"rank {rank}: FSDP 968 + 968 = 1,936 bytes; DDP 3,872 bytes" in out
+    grads = _text(cells["l16-52"])
+    assert grads.count("✓") == 6 and "✗" not in grads
+    assert "equal to DDP's, bit for bit: True" in grads
+
+
+def test_the_reduce_scatter_exercise_is_graded_in_two_and_three_processes(cells):
+    from backproplab.course.exercises import lesson16
+
+    assert lesson16.WORLD_SIZES == (2, 3)
+    out = _text(cells["l16-shard-mean-check"])
+    assert out.count("✓ shard_mean") == 2  # the visible check and the hidden tests
+    assert "in 2 and in 3 processes" in out and "3, 3, 1 over 3" in out
+    task = cells["l16-54"].source
+    assert "`dist.reduce_scatter` is what you are building" in task
+    assert "followed by a slice is refused" in task
+    solution = cells["l16-shard-mean"].source
+    assert "isend" in solution and "irecv" in solution and "all_reduce" not in solution

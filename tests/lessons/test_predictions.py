@@ -156,14 +156,14 @@ def test_each_prediction_is_asked_checked_then_revealed(lesson):
 # wrote right under a reveal, so it cannot come back above one.
 IN_WORDS = {
     "l01-predict-leaves": [r"`a` is (?:a|the only) leaf", r"`c` and `e`\s+are\s+non-leaves"],
-    "l05-predict-max-ties": [r"(?i)splits? the gradient evenly", r"(?i)\beven split"],
-    "l13-predict-maxes": [r"(?i)does not depend on\s+`?logit_maxes",
+    "l08-predict-max-ties": [r"(?i)splits? the gradient evenly", r"(?i)\beven split"],
+    "l10-predict-maxes": [r"(?i)does not depend on\s+`?logit_maxes",
                           r"(?i)gradient there is\s+(?:0|zero)"],
-    "l13-predict-db1": [r"(?i)does not depend on\s+`?b1", r"(?i)nothing to learn"],
+    "l10-predict-db1": [r"(?i)does not depend on\s+`?b1", r"(?i)nothing to learn"],
     "l01-predict-rows": [r"(?i)every row of `w\.grad` is the same"],
-    "l04-predict-zero-grad": [r"(?m)^`None`:"],
-    "l08-predict-raises": [r"(?i)no error at all"],
-    "l15-predict-recompute": [r"(?i)\bran twice\b", r"(?i)one extra forward of\s+each"],
+    "l06-predict-zero-grad": [r"(?m)^`None`:"],
+    "l15-predict-raises": [r"(?i)no error at all"],
+    "l12-predict-recompute": [r"(?i)\bran twice\b", r"(?i)one extra forward of\s+each"],
 }
 
 
@@ -254,24 +254,24 @@ def test_the_screen_test_sees_a_spoiler():
         nbformat.v4.new_markdown_cell("### Predict, then run\n\nWhat is `x.grad`?"),
         nbformat.v4.new_code_cell('### BEGIN SOLUTION\nmax_ties_guess = [0.0, 0.5, 0.5, 0.0]\n'
                                   '### END SOLUTION'),
-        nbformat.v4.new_code_cell('bl.check_prediction("l05-predict-max-ties", max_ties_guess)'),
-        nbformat.v4.new_code_cell('bl.reveal("l05-predict-max-ties")'),
+        nbformat.v4.new_code_cell('bl.check_prediction("l08-predict-max-ties", max_ties_guess)'),
+        nbformat.v4.new_code_cell('bl.reveal("l08-predict-max-ties")'),
         nbformat.v4.new_markdown_cell("A maximum splits the gradient evenly among the ties."),
         nbformat.v4.new_code_cell('print("x.grad is", [0, 0.5, 0.5, 0])  # [0, 0.5, 0.5, 0]'),
         nbformat.v4.new_markdown_cell("## Next"),
         nbformat.v4.new_markdown_cell("It splits the gradient evenly."),
     ]
     spoiled.cells[1].metadata["nbgrader"] = {"solution": True,
-                                             "grade_id": "l05-predict-max-ties"}
+                                             "grade_id": "l08-predict-max-ties"}
     on_screen = _on_screen(spoiled.cells, 1)
     assert on_screen == [0, 1, 2, 3, 4, 5, 6]
     assert _readable(spoiled.cells[6], above_heading=True) == ""
-    answer = _answer_of(bl.lessons.find_prediction("l05-predict-max-ties"))
-    said = [_screen_leaks("l05-predict-max-ties", _readable(spoiled.cells[k], k == 6), answer,
+    answer = _answer_of(bl.lessons.find_prediction("l08-predict-max-ties"))
+    said = [_screen_leaks("l08-predict-max-ties", _readable(spoiled.cells[k], k == 6), answer,
                           None) for k in on_screen]
     assert [bool(s) for s in said] == [False, False, False, False, True, True, False]
     above = nbformat.v4.new_markdown_cell("It splits the gradient evenly.\n\n### Next")
-    assert _screen_leaks("l05-predict-max-ties", _readable(above, True), answer, None)
-    assert not _screen_leaks("l04-predict-forgot", "and no dampening", "no", ("yes", "no"))
-    assert _screen_leaks("l04-predict-forgot", 'it answers "no"', "no", ("yes", "no"))
+    assert _screen_leaks("l08-predict-max-ties", _readable(above, True), answer, None)
+    assert not _screen_leaks("l06-predict-forgot", "and no dampening", "no", ("yes", "no"))
+    assert _screen_leaks("l06-predict-forgot", 'it answers "no"', "no", ("yes", "no"))
     assert not _readable(nbformat.v4.new_code_cell("y = x ** 2"))

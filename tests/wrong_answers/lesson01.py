@@ -4,7 +4,6 @@ Each entry replaces a whole solution cell; the check cell after it must raise
 AssertionError whose message contains the fragment (see tests/lessons/test_exercises.py).
 """
 
-SAVED_COS = "def grad_from_saved(node):\n    return {}\n"
 FIND_BIAS = "def find_bias(loss):\n    return {}\n"
 WALK = (
     "def find_leaves(out):\n"
@@ -22,6 +21,7 @@ SKIP_NONE_AND_SEEN = (
     "            continue\n"
     "        seen.add(node)\n"
 )
+
 
 WRONG = {
     "l01-predict-leaves": [
@@ -54,25 +54,6 @@ WRONG = {
             '               "AccumulateGrad", "AccumulateGrad"]\n',
             "not quite",
         ),
-    ],
-    "l01-saved-cos": [
-        # cos's derivative taken as -cos: nothing common fits; the advice speaks of one node.
-        (SAVED_COS.format("-torch.cos(node._saved_self)"),
-         "no single common mistake explains it. Work out the local derivative of each step "
-         "again and chain them"),
-        # The derivative of cos taken as +sin.
-        (SAVED_COS.format("torch.sin(node._saved_self)"), "sign is lost"),
-        # Reaches the input through the leaf instead of the saved value.
-        (SAVED_COS.format("-torch.sin(node.next_functions[0][0].variable)"),
-         "need not be a leaf"),
-        # Lets backward do it on the lesson's graph, then returns that .grad for any node:
-        # the message says which set-up cell to re-run.
-        ("y_cos.backward()\n\n\ndef grad_from_saved(node):\n    return x_cos.grad\n",
-         "re-run the set-up cell that makes x_cos and y_cos"),
-        # The forward function again.
-        (SAVED_COS.format("torch.cos(node._saved_self)"), "forward result"),
-        # A rounded number typed in.
-        (SAVED_COS.format("torch.tensor(-0.932)"), "lesson's x_cos"),
     ],
     "l01-walk-leaf": [
         # Walks into the matrix product and comes back with the weight instead.

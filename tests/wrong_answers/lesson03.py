@@ -1,61 +1,236 @@
-"""Plausible wrong answers for the exercises of 03-gradient-accumulation.ipynb."""
+"""Plausible wrong answers for the exercises of 03-build-your-own-autograd.ipynb.
 
-ACCUMULATE = (
-    "def accumulate(w, X, t, sizes):\n"
-    "    for X_part, t_part in zip(X.split(sizes), t.split(sizes), strict=True):\n"
-    "{}"
+Each entry: (solution-cell source, a fragment the check's message must contain).
+MUST_NOT lists, for some of them (by grade id and position in WRONG), fragments the
+message must NOT contain: a diagnosis that held on one trial only, such as "off by
+a constant factor", must not be given for a slip that has a name of its own.
+tests/lessons/test_facts_lesson03.py checks both halves on the engine's own cells.
+"""
+
+# Exercise 1's solution cell, each rule (and each forward value) to fill in.
+OP = '''def {name}({args}):
+    out = Value({value}, (a,), "{name}")
+
+    def rule():
+        {rule}
+
+    out.backward_rule = rule
+    return out
+'''
+EXP = dict(name="exp", args="a", value="math.exp(a.data)", rule="a.grad += out.data * out.grad")
+LOG = dict(name="log", args="a", value="math.log(a.data)",
+           rule="a.grad += (1 / a.data) * out.grad")
+POWER = dict(name="power", args="a, k", value="a.data**k",
+             rule="a.grad += k * a.data ** (k - 1) * out.grad")
+
+
+def ops(**changes):
+    """Exercise 1's three functions, with one of them changed: ``log={"rule": "..."}``."""
+    parts = []
+    for name, op in (("exp", EXP), ("log", LOG), ("power", POWER)):
+        parts.append(OP.format(**{**op, **changes.get(name, {})}))
+    return "\n\n".join(parts)
+
+
+# Exercise 2's solution, one line to change.
+CE = (
+    "def cross_entropy(logits, target):\n"
+    "    counts = [exp(z) for z in logits]\n"
+    "    total = counts[0] + counts[1] + counts[2]\n"
+    "    prob = counts[target] * power(total, -1)\n"
+    "    {}\n"
+)
+
+# A log with a slip of its own, under another name: a wrong answer may not rebind the
+# names of Exercise 1's cell, which the cells after it still use.
+LOG_NO_RULE = OP.format(name="log_slip", args="a", value="math.log(a.data)",
+                        rule="a.grad += out.grad")
+POWER_NOT_LOWERED = OP.format(name="power_slip", args="a, k", value="a.data**k",
+                              rule="a.grad += k * a.data**k * out.grad")
+
+TOPO = "def my_topo_order(root):\n{}"
+
+# Kahn's algorithm, as the solution writes it, with one line to fill in at the end.
+KAHN = (
+    "    nodes, todo = {{id(root): root}}, [root]\n"
+    "    while todo:\n"
+    "        for parent in todo.pop().parents:\n"
+    "            if id(parent) not in nodes:\n"
+    "                nodes[id(parent)] = parent\n"
+    "                todo.append(parent)\n"
+    "    users = {{key: [] for key in nodes}}\n"
+    "    waiting = {{key: len(node.parents) for key, node in nodes.items()}}\n"
+    "    for node in nodes.values():\n"
+    "        for parent in node.parents:\n"
+    "            users[id(parent)].append(node)\n"
+    "    ready = [node for key, node in nodes.items() if waiting[key] == 0]\n"
+    "    order = []\n"
+    "    while ready:\n"
+    "        node = ready.pop()\n"
+    "        order.append(node)\n"
+    "        for user in users[id(node)]:\n"
+    "            waiting[id(user)] -= 1\n"
+    "            if waiting[id(user)] == 0:\n"
+    "                ready.append(user)\n"
+    "    {}\n"
+)
+
+RECURSIVE = (
+    "    order, seen = [], set()\n"
+    "    def visit(node):\n"
+    "        if id(node) not in seen:\n"
+    "            seen.add(id(node))\n"
+    "            for p in node.parents:\n"
+    "                visit(p)\n"
+    "            order.append(node)\n"
+    "    visit(root)\n"
+    "    return order\n"
 )
 
 WRONG = {
-    "l03-predict-second": [
-        # Expects backward to overwrite .grad.
-        ("second_guess = 2.0\n", "not quite"),
+    "l03-predict-paths": [
+        ("c_guess = 6.0\n", "not quite"),  # the direct path forgotten
+        ("c_guess = 1.0\n", "not quite"),
+        ("c_guess = 3.0\n", "not quite"),
     ],
-    "l03-predict-batchnorm": [
-        # Expects micro-batches to be just a smaller batch, as for the linear model.
-        ('bn_guess = "equal"\n', "not quite"),
-        ('bn_guess = "same"\n', "not one of the choices"),
+    "l03-ops": [
+        # log's local derivative 1/x left out
+        (ops(log={"rule": "a.grad += out.grad"}), "log's rule is missing its local derivative"),
+        # the power rule with the exponent not lowered
+        (ops(power={"rule": "a.grad += k * a.data**k * out.grad"}), "exponent was not lowered"),
+        # ... written with the output, the same slip
+        (ops(power={"rule": "a.grad += k * out.data * out.grad"}), "exponent was not lowered"),
+        # the power rule without its factor k
+        (ops(power={"rule": "a.grad += a.data ** (k - 1) * out.grad"}), "factor k is missing"),
+        # = instead of += in a new op
+        (ops(exp={"rule": "a.grad = out.data * out.grad"}), "instead of adding"),
+        (ops(log={"rule": "a.grad = (1 / a.data) * out.grad"}), "instead of adding"),
+        (ops(power={"rule": "a.grad = k * a.data ** (k - 1) * out.grad"}), "instead of adding"),
+        # out.grad forgotten: the chain rule's incoming factor
+        (ops(exp={"rule": "a.grad += out.data"}), "leaves out out.grad"),
+        # log's derivative written with the output
+        (ops(log={"rule": "a.grad += (1 / out.data) * out.grad"}), "divides by out.data"),
+        # exp's derivative left out
+        (ops(exp={"rule": "a.grad += out.grad"}), "without exp's derivative"),
+        # a sign slip
+        (ops(log={"rule": "a.grad -= (1 / a.data) * out.grad"}), "sign is flipped"),
+        # no rule at all
+        (ops(power={"rule": "pass"}), "gets nothing through the new operation"),
+        # the rule is right, but a is not among the parents: backward never reaches it
+        (ops(exp={"value": "math.exp(a.data), ()"}).replace("), (), (a,), ", "), (), "),
+         "list a among its parents"),
+        # a forward value slip: log10 for the natural log
+        (ops(log={"value": "math.log10(a.data)"}), "forward value is wrong"),
+        # a float returned: no node, nothing for backward to reach
+        ("def exp(a):\n    return math.exp(a.data)\n\n\n" + ops().split("\n\n\n", 1)[1],
+         "must return a new Value"),
     ],
-    "l03-microbatch": [
-        # The worked cell copied: dividing by the number of pieces (right only for equal sizes).
-        (ACCUMULATE.format(
-            "        (((X_part @ w - t_part) ** 2).mean() / len(sizes)).backward()\n"),
-         "divided by the number of pieces"),
-        # No scaling at all.
-        (ACCUMULATE.format("        ((X_part @ w - t_part) ** 2).mean().backward()\n"),
-         "added unscaled"),
-        # The share upside down.
-        (ACCUMULATE.format(
-            "        (((X_part @ w - t_part) ** 2).mean() * len(X) / len(X_part)).backward()\n"),
-         "upside down"),
-        # Resets .grad before every piece: only the last one survives.
-        (ACCUMULATE.format(
-            "        w.grad = None\n"
-            "        (((X_part @ w - t_part) ** 2).mean() * len(X_part) / len(X)).backward()\n"),
-         "only the last piece"),
-        # The right gradient by one full-batch backward: the method is not the one asked for.
-        ("def accumulate(w, X, t, sizes):\n    ((X @ w - t) ** 2).mean().backward()\n",
-         "1 backward pass for"),
-    ],
-    "l03-shared": [
+    "l03-softmax-ce": [
+        # the minus sign forgotten
+        (CE.format("return log(prob)"), "sign is flipped"),
+        # no normalising sum
+        (CE.format("return -log(counts[target])"), "normalising sum is missing"),
+        # the probability, not its log
+        (CE.format("return -prob"), "the log is missing"),
+        # log's 1/x missing in a log of the learner's own
+        (LOG_NO_RULE + "\n\n" + CE.format("return -log_slip(prob)"),
+         "log's rule is missing its local derivative 1/x"),
+        # the power rule not lowered, in a power of the learner's own
+        (POWER_NOT_LOWERED + "\n\n" + CE.format("return -log(prob)").replace(
+            "power(total, -1)", "power_slip(total, -1)"), "exponent was not lowered"),
+        # the sum treated as a constant: only the direct path is in the graph
+        (CE.format("return -log(counts[target] * (1 / total.data))"),
+         "only the direct path"),
+        # the index of the wrong logit
+        (CE.format("return -log(counts[0] * power(total, -1))"), "loss value is wrong"),
+        # the gradient written as one rule for the whole loss (softmax minus one-hot)
         (
-            "def shared_grad(w, x1, x2):\n    return (1 - torch.tanh(w @ x1) ** 2) * x1\n",
-            "only the first use of w counted",
-        ),
-        # Outer derivative applied to the sum instead of each use.
-        (
-            "def shared_grad(w, x1, x2):\n"
-            "    return (1 - torch.tanh(w @ (x1 + x2)) ** 2) * (x1 + x2)\n",
-            "merged into one",
-        ),
-        # tanh' forgotten: only the inner derivatives added.
-        ("def shared_grad(w, x1, x2):\n    return x1 + x2\n", "mismatch"),
-        (
-            "def shared_grad(w, x1, x2):\n"
-            "    w = w.requires_grad_()\n"
-            "    (torch.tanh(w @ x1) + torch.tanh(w @ x2)).backward()\n"
-            "    return w.grad\n",
-            "Tensor.backward()",
+            "def cross_entropy(logits, target):\n"
+            "    e = [math.exp(z.data) for z in logits]\n"
+            "    p = [v / sum(e) for v in e]\n"
+            "    out = Value(-math.log(p[target]), tuple(logits), \"ce\")\n\n"
+            "    def rule():\n"
+            "        for i, z in enumerate(logits):\n"
+            "            z.grad += (p[i] - (i == target)) * out.grad\n\n"
+            "    out.backward_rule = rule\n"
+            "    return out\n",
+            "built from your operations",
         ),
     ],
+    "l03-topo": [
+        # recursive
+        (TOPO.format(RECURSIVE), "recursive"),
+        # recursive, with the limit raised so that the deep chain would fit
+        (TOPO.format("    sys.setrecursionlimit(50_000)\n" + RECURSIVE), "however high"),
+        # no memory of visited nodes: shared nodes appear several times
+        (
+            TOPO.format(
+                "    order, stack = [], [(root, False)]\n"
+                "    while stack:\n"
+                "        node, ready = stack.pop()\n"
+                "        if ready:\n"
+                "            order.append(node)\n"
+                "        else:\n"
+                "            stack.append((node, True))\n"
+                "            stack.extend((p, False) for p in node.parents)\n"
+                "    return order\n"
+            ),
+            "appears twice",
+        ),
+        # Kahn's order, returned backwards (the order backward walks)
+        (TOPO.format(KAHN.format("return order[::-1]")), "order is reversed"),
+        # the output itself left out of the order
+        (TOPO.format(KAHN.format("return order[:-1]")), "1 missing"),
+        # the lesson's own depth-first sort, called
+        ("def my_topo_order(root):\n    return topo_order(root)\n", "lesson's own sort"),
+        # ... and reversed: still the lesson's sort
+        ("def my_topo_order(root):\n    return list(reversed(topo_order(root)))\n",
+         "lesson's own sort"),
+        # the lesson's sort copied under a new name (variables renamed)
+        (
+            TOPO.format(
+                "    out, done = [], set()\n"
+                "    todo = [(root, False)]\n"
+                "    while todo:\n"
+                "        v, ok = todo.pop()\n"
+                "        if ok:\n"
+                "            out.append(v)\n"
+                "        elif id(v) not in done:\n"
+                "            done.add(id(v))\n"
+                "            todo.append((v, True))\n"
+                "            todo.extend((p, False) for p in v.parents if id(p) not in done)\n"
+                "    return out\n"
+            ),
+            "copied",
+        ),
+        # the lesson's sort, by another name
+        ("my_topo_order = topo_order\n", "lesson's own sort"),
+        # the standard library's sorter
+        (
+            "import graphlib\n\n\n"
+            "def my_topo_order(root):\n"
+            "    graph, todo = {}, [root]\n"
+            "    while todo:\n"
+            "        node = todo.pop()\n"
+            "        if node not in graph:\n"
+            "            graph[node] = node.parents\n"
+            "            todo.extend(node.parents)\n"
+            "    return list(graphlib.TopologicalSorter(graph).static_order())\n",
+            "graphlib",
+        ),
+    ],
+}
+
+# (grade id, position in WRONG[grade id]) -> fragments its message must not contain.
+# One trial's scalar entries can make a slip look like "off by a constant factor ...
+# and the sign is flipped".
+MUST_NOT = {
+    ("l03-ops", 0): ("constant factor", "sign is flipped", "instead of adding"),
+    ("l03-ops", 1): ("constant factor", "sign is flipped"),
+    ("l03-ops", 3): ("constant factor", "sign is flipped"),
+    ("l03-ops", 4): ("constant factor", "sign is flipped"),
+    ("l03-ops", 7): ("constant factor",),
+    ("l03-ops", 8): ("constant factor",),
+    ("l03-softmax-ce", 3): ("constant factor",),
+    ("l03-softmax-ce", 4): ("constant factor",),
 }

@@ -1,100 +1,58 @@
-"""Plausible wrong answers for the exercises of 04-zeroing-gradients.ipynb."""
+"""Plausible wrong answers for the exercises of 04-linear-regression.ipynb."""
 
-TRAIN = (
-    "def train_fixed(model, x, y, steps, lr):\n"
-    "    opt = torch.optim.SGD(model.parameters(), lr=lr)\n"
-    "    for _ in range(steps):\n{}"
-)
-PER_EXAMPLE = (
-    "def per_example_grads(model, X, y):\n"
-    "    grads = []\n"
-    "    for i in range(len(X)):\n{}"
-    "    return grads\n"
-)
+MSE = "def mse_grads(x, y, w, b):\n    residual = w * x + b - y\n    return {}\n"
+HUBER = "def huber_grads(x, y, w, b, delta):\n    r = w * x + b - y\n    pull = {}\n    return {}\n"
+CLIPPED = "r.clamp(-delta, delta)"
+TO_W_B = "(pull * x).mean(), pull.mean()"
 
 WRONG = {
-    "l04-predict-zero-grad": [
-        ('zero_grad_guess = "zeros"\n', "not quite"),
-        ("zero_grad_guess = 0\n", "not one of the choices"),
+    "l04-predict-step": [
+        # The gradient added instead of subtracted.
+        ("step_guess = (-1.5, -0.23)\n", "not quite"),
     ],
-    "l04-predict-forgot": [
-        # Expects the summed gradients to be just a slower descent.
-        ('settles_guess = "yes"\n', "not quite"),
+    "l04-predict-lr": [
+        ("lr_003_diverges = False\n", "not quite"),
     ],
-    "l04-find-bug": [
-        # The buggy loop copied unchanged.
+    "l04-grads": [
+        (MSE.format("(residual * x).mean(), residual.mean()"), "factor 2 from the derivative"),
+        (MSE.format("(2 * residual * x).sum(), (2 * residual).sum()"), "mean was taken as a sum"),
+        (MSE.format("(2 * residual).mean(), (2 * residual * x).mean()"), "swapped"),
+        (MSE.format("(2 * residual).mean(), (2 * residual).mean()"), "lacks the factor x"),
+        (MSE.format("(2 * (y - w * x - b) * x).mean(), (2 * (y - w * x - b)).mean()"),
+         "sign is flipped"),
+        # The lesson's first gradients, hard-coded.
+        ("def mse_grads(x, y, w, b):\n    return torch.tensor(-149.8011), torch.tensor(-22.6109)\n",
+         "hard-coded"),
         (
-            TRAIN.format(
-                "        loss = F.mse_loss(model(x), y)\n"
-                "        loss.backward()\n"
-                "        opt.zero_grad()\n"
-                "        opt.step()\n"
-            ),
-            "did not move",
-        ),
-        # The zeroing dropped altogether: gradients pile up.
-        (
-            TRAIN.format(
-                "        F.mse_loss(model(x), y).backward()\n"
-                "        opt.step()\n"
-            ),
-            "never zeroes",
-        ),
-        # Zeroing the data instead of the parameters.
-        (
-            TRAIN.format(
-                "        x.grad = None\n"
-                "        F.mse_loss(model(x), y).backward()\n"
-                "        opt.step()\n"
-            ),
-            "the model's, not the data's",
-        ),
-        # Two backward passes per step.
-        (
-            TRAIN.format(
-                "        opt.zero_grad()\n"
-                "        loss = F.mse_loss(model(x), y)\n"
-                "        loss.backward(retain_graph=True)\n"
-                "        loss.backward()\n"
-                "        opt.step()\n"
-            ),
-            "expected one per step",
+            "def mse_grads(x, y, w, b):\n"
+            "    w, b = w.requires_grad_(), b.requires_grad_()\n"
+            "    ((w * x + b - y) ** 2).mean().backward()\n"
+            "    return w.grad, b.grad\n",
+            "by hand",
         ),
     ],
-    "l04-per-example": [
-        # The default path into the trap: zero_() in place, the tensor itself appended.
+    "l04-huber": [
+        # The squared error's gradient: no clipping (and no factor 2, as the ½ cancels it).
+        (HUBER.format("r", TO_W_B), "treated as inside the threshold"),
+        # Beyond delta, +delta whatever the side of the line.
+        (HUBER.format("torch.where(r.abs() <= delta, r, delta + 0 * r)", TO_W_B),
+         "whatever the sign of r"),
+        # The ½ forgotten inside the threshold.
+        (HUBER.format("torch.where(r.abs() <= delta, 2 * r, delta * r.sign())", TO_W_B),
+         "factor 2 is too many"),
+        (HUBER.format(CLIPPED, "(pull * x).sum(), pull.sum()"), "mean was taken as a sum"),
+        (HUBER.format("(y - w * x - b).clamp(-delta, delta)", TO_W_B), "sign is flipped"),
+        (HUBER.format(CLIPPED, "pull.mean(), pull.mean()"), "lacks the factor x"),
+        # Exercise 1's answer, the MSE gradient, handed in again.
+        (HUBER.format("2 * r", TO_W_B), "squared error's gradient (Exercise 1's)"),
+        ("def huber_grads(x, y, w, b, delta):\n    return torch.tensor(-0.3), torch.tensor(0.1)\n",
+         "hard-coded"),
         (
-            PER_EXAMPLE.format(
-                "        model.weight.grad.zero_()\n"
-                "        F.mse_loss(model(X[i:i + 1]), y[i:i + 1]).backward()\n"
-                "        grads.append(model.weight.grad)\n"
-            ),
-            "one and the same tensor",
-        ),
-        # No zeroing: each entry holds the running sum.
-        (
-            PER_EXAMPLE.format(
-                "        F.mse_loss(model(X[i:i + 1]), y[i:i + 1]).backward()\n"
-                "        grads.append(model.weight.grad.clone())\n"
-            ),
-            "sum of the gradients of examples 0 to i",
-        ),
-        # zero_grad() with its default: right numbers, but the gradient tensor is replaced.
-        (
-            PER_EXAMPLE.format(
-                "        model.zero_grad()\n"
-                "        F.mse_loss(model(X[i:i + 1]), y[i:i + 1]).backward()\n"
-                "        grads.append(model.weight.grad)\n"
-            ),
-            "set_to_none=True",
-        ),
-        # One backward on the whole batch, then copies: not one gradient per example.
-        (
-            "def per_example_grads(model, X, y):\n"
-            "    model.zero_grad(set_to_none=False)\n"
-            "    F.mse_loss(model(X), y).backward()\n"
-            "    return [model.weight.grad.clone() for _ in range(len(X))]\n",
-            "expected one per example",
+            "def huber_grads(x, y, w, b, delta):\n"
+            "    w, b = w.requires_grad_(), b.requires_grad_()\n"
+            "    nn.functional.huber_loss(w * x + b, y, delta=delta).backward()\n"
+            "    return w.grad, b.grad\n",
+            "by hand",
         ),
     ],
 }

@@ -1,172 +1,81 @@
-"""Plausible wrong answers for lesson 05's two notebooks, 05-non-scalar-backward.ipynb and
-05-tensor-op-vjps.ipynb (see tests/lessons/test_exercises.py): each must fail its check with a
-message naming the mistake."""
+"""Plausible wrong answers for the exercises of 05-gradient-accumulation.ipynb."""
 
-ROWS = '''def jacobian_by_rows(g, x):
-    x = x.detach().clone().requires_grad_()
-    rows = []
-    m = g(x).numel()
-    for i in range(m):
-{reset}        g(x).backward(gradient=torch.eye(m)[i])
-        rows.append({row})
-    return torch.stack(rows)
-'''
+ACCUMULATE = (
+    "def accumulate(w, X, t, sizes):\n"
+    "    for X_part, t_part in zip(X.split(sizes), t.split(sizes), strict=True):\n"
+    "{}"
+)
 
-LAST_ROW = "def last_row_mean_vector(y):\n    v = torch.zeros_like(y)\n    {}\n    return v\n"
-
-AFFINE = "def affine_grads(x, w, b, g):\n    return {}\n"
-BMM = "def batched_matmul_grads(X, W, G):\n    return {}\n"
-GATHER = "def gather_grad(x, dim, index, g):\n    {}\n"
-
-SQUARED_GAP = '''class SquaredGap(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return (a - b) ** 2
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        a, b = ctx.saved_tensors
-        grad = 2 * (a - b) * grad_output
-        return {}
-'''
+# Exercise 2's solution, with the line that sums the uses of W to fill in.
+RNN = (
+    "def rnn_grad(W, h0, x1, x2, y):\n"
+    "    h1 = torch.tanh(h0 @ W + x1)\n"
+    "    h2 = torch.tanh(h1 @ W + x2)\n"
+    "    dpre2 = 2 * (h2 - y) * (1 - h2**2)\n"
+    "    dh1 = W @ dpre2\n"
+    "    dpre1 = dh1 * (1 - h1**2)\n"
+    "    return {dW}\n"
+)
 
 WRONG = {
-    # ------------------------------------------------------------ 05-non-scalar-backward
-    "l05-predict-second-call": [
-        # Expects the second call to overwrite .grad.
-        ("second_call_guess = (4.0, 2.0)\n", "not quite"),
+    "l05-predict-second": [
+        # Expects backward to overwrite .grad.
+        ("second_guess = 2.0\n", "not quite"),
     ],
-    "l05-jacobian-rows": [
-        # The zero_() trap: every stored row is the same tensor, emptied and refilled.
-        (ROWS.format(reset="        if x.grad is not None:\n            x.grad.zero_()\n",
-                     row="x.grad"),
-         "zero_() empties"),
-        # No reset at all: each row holds the running sum.
-        (ROWS.format(reset="", row="x.grad.clone()"), "accumulated across the backward calls"),
-        # The shortcut the exercise rules out.
-        ("def jacobian_by_rows(g, x):\n    return torch.func.jacrev(g)(x)\n",
-         "one backward call per output row"),
-        # Rows stacked as columns.
+    "l05-predict-batchnorm": [
+        # Expects micro-batches to be just a smaller batch, as for the linear model.
+        ('bn_guess = "equal"\n', "not quite"),
+        ('bn_guess = "same"\n', "not one of the choices"),
+    ],
+    "l05-microbatch": [
+        # The worked cell copied: dividing by the number of pieces (right only for equal sizes).
+        (ACCUMULATE.format(
+            "        (((X_part @ w - t_part) ** 2).mean() / len(sizes)).backward()\n"),
+         "divided by the number of pieces"),
+        # No scaling at all.
+        (ACCUMULATE.format("        ((X_part @ w - t_part) ** 2).mean().backward()\n"),
+         "added unscaled"),
+        # The share upside down.
+        (ACCUMULATE.format(
+            "        (((X_part @ w - t_part) ** 2).mean() * len(X) / len(X_part)).backward()\n"),
+         "upside down"),
+        # Resets .grad before every piece: only the last one survives.
+        (ACCUMULATE.format(
+            "        w.grad = None\n"
+            "        (((X_part @ w - t_part) ** 2).mean() * len(X_part) / len(X)).backward()\n"),
+         "only the last piece"),
+        # The right gradient by one full-batch backward: the method is not the one asked for.
+        ("def accumulate(w, X, t, sizes):\n    ((X @ w - t) ** 2).mean().backward()\n",
+         "1 backward pass for"),
+    ],
+    "l05-tied": [
+        # only the last step's use of W
+        (RNN.format(dW="torch.outer(h1, dpre2)"), "only step 2's use of W is counted"),
+        # only the first step's use of W
+        (RNN.format(dW="torch.outer(h0, dpre1)"), "only step 1's use of W is counted"),
+        # back through step 2's product without the transpose
+        (RNN.format(dW="torch.outer(h1, dpre2) + torch.outer(h0, dpre1)").replace(
+            "dh1 = W @ dpre2", "dh1 = dpre2 @ W"), "missing its transpose"),
+        # tanh' left out at step 1
+        (RNN.format(dW="torch.outer(h1, dpre2) + torch.outer(h0, dpre1)").replace(
+            "dpre1 = dh1 * (1 - h1**2)", "dpre1 = dh1"), "tanh' is missing at step 1"),
+        # tanh' left out at both steps
+        (RNN.format(dW="torch.outer(h1, dpre2) + torch.outer(h0, dpre1)").replace(
+            "dpre1 = dh1 * (1 - h1**2)", "dpre1 = dh1").replace(
+            "dpre2 = 2 * (h2 - y) * (1 - h2**2)", "dpre2 = 2 * (h2 - y)"),
+         "tanh' is missing at both steps"),
+        # each use's outer product the wrong way round
+        (RNN.format(dW="torch.outer(dpre2, h1) + torch.outer(dpre1, h0)"), "transposed"),
+        # the shared-weight formula of one step applied to both inputs at once
+        (RNN.format(dW="torch.outer(h0 + h1, dpre1 + dpre2)"), "mismatch"),
+        # autograd inside the answer
         (
-            "def jacobian_by_rows(g, x):\n"
-            "    rows = []\n"
-            "    m = g(x).numel()\n"
-            "    for i in range(m):\n"
-            "        xi = x.detach().clone().requires_grad_()\n"
-            "        g(xi).backward(gradient=torch.eye(m)[i])\n"
-            "        rows.append(xi.grad)\n"
-            "    return torch.stack(rows, dim=1)\n",
-            "transposed",
+            "def rnn_grad(W, h0, x1, x2, y):\n"
+            "    W = W.requires_grad_()\n"
+            "    h2 = torch.tanh(torch.tanh(h0 @ W + x1) @ W + x2)\n"
+            "    ((h2 - y) ** 2).sum().backward()\n"
+            "    return W.grad\n",
+            "Tensor.backward()",
         ),
-        # One VJP per row, but through torch.autograd.grad rather than backward.
-        (
-            "def jacobian_by_rows(g, x):\n"
-            "    x = x.detach().clone().requires_grad_()\n"
-            "    y = g(x)\n"
-            "    return torch.stack([torch.autograd.grad(y, x, e, retain_graph=True)[0]\n"
-            "                        for e in torch.eye(y.numel())])\n",
-            "backward calls only",
-        ),
-    ],
-    "l05-mean-gradient": [
-        # Ones in the last row: the gradient of the row's sum, not its mean.
-        (LAST_ROW.format("v[-1] = 1"), "gradient of the row's sum"),
-        # The mean of the whole matrix.
-        ("def last_row_mean_vector(y):\n    return torch.full_like(y, 1 / y.numel())\n",
-         "mean of the whole matrix"),
-        # The first row instead of the last.
-        (LAST_ROW.format("v[0] = 1 / y.shape[1]"), "first row"),
-        # Divided by the number of rows.
-        (LAST_ROW.format("v[-1] = 1 / y.shape[0]"), "number of rows"),
-    ],
-    # ------------------------------------------------------------ 05-tensor-op-vjps
-    "l05-predict-max-ties": [
-        # The whole gradient to the first of the tied entries (max(dim=...)'s convention).
-        ("max_ties_guess = [0.0, 1.0, 0.0, 0.0]\n", "not quite"),
-        # A full gradient to each tied entry.
-        ("max_ties_guess = [0.0, 1.0, 1.0, 0.0]\n", "not quite"),
-    ],
-    "l05-softmax-vjp": [
-        # The diagonal of the Jacobian only.
-        ("def softmax_vjp(p, g):\n    return p * g\n", "only the diagonal"),
-        # A sign slip in the second term.
-        ("def softmax_vjp(p, g):\n    return p * (g + (g * p).sum(dim=-1, keepdim=True))\n",
-         "sign of the second term"),
-        # The row sum taken over the first dimension.
-        ("def softmax_vjp(p, g):\n    return p * (g - (g * p).sum(dim=0, keepdim=True))\n",
-         "summed over the wrong dimension"),
-        # log_softmax's VJP.
-        ("def softmax_vjp(p, g):\n    return g - p * g.sum(dim=-1, keepdim=True)\n",
-         "log_softmax"),
-        # keepdim forgotten: the row sums broadcast along the wrong axis (and the sizes clash).
-        ("def softmax_vjp(p, g):\n    return p * (g - (g * p).sum(dim=-1))\n",
-         "raised RuntimeError"),
-    ],
-    "l05-broadcast-affine": [
-        # No sums at all.
-        (AFFINE.format("g * w, g * x, g"), "keeps the shape (B, T, C)"),
-        # Summed over the batch only.
-        (AFFINE.format("g * w, (g * x).sum(0), g.sum(0)"), "batch dimension only"),
-        # keepdim=True leaves (1, 1, C).
-        (AFFINE.format("g * w, (g * x).sum((0, 1), keepdim=True), g.sum((0, 1), keepdim=True)"),
-         "keepdim=True leaves shape (1, 1, C)"),
-        # The factor w forgotten in dx.
-        (AFFINE.format("g, (g * x).sum((0, 1)), g.sum((0, 1))"), "g times w"),
-        # Summed over the channel dimension instead.
-        (AFFINE.format("g * w, (g * x).sum(-1), g.sum(-1)"), "summed over the wrong dimension"),
-        # A mean for the sums: off by exactly 1/(B*T).
-        ("def affine_grads(x, w, b, g):\n    dx = g * w\n    dw = (g * x).mean(dim=(0, 1))\n"
-         "    db = g.mean(dim=(0, 1))\n    return dx, dw, db\n",
-         "(the number of entries along dimensions 0 and 1 of x): a mean where the gradient"),
-    ],
-    "l05-batched-matmul": [
-        # dW kept per batch entry.
-        (BMM.format("G @ W.mT, X.mT @ G"), "not summed over the batch"),
-        # dW transposed.
-        (BMM.format("G @ W.mT, (G.mT @ X).sum(0)"), "transposed"),
-        # Summed over the wrong dimension.
-        (BMM.format("G @ W.mT, (X.mT @ G).sum(1)"), "summed over the wrong dimension"),
-        # .T on a 3-D tensor reverses all its dimensions.
-        (BMM.format("G @ W.T, (X.T @ G).sum(0)"), "raised RuntimeError"),
-    ],
-    "l05-gather": [
-        # = instead of +=, with scatter_.
-        (GATHER.format("return torch.zeros_like(x).scatter_(dim, index, g)"),
-         "= instead of +="),
-        # = instead of +=, with an indexed assignment.
-        (GATHER.format(
-            "dx = torch.zeros_like(x)\n"
-            "    other = torch.arange(index.shape[1 - dim]).unsqueeze(dim).expand_as(index)\n"
-            "    dx[(index, other) if dim == 0 else (other, index)] = g\n"
-            "    return dx"),
-         "= instead of +="),
-        # Scattered along the other dimension.
-        (GATHER.format("return torch.zeros_like(x).scatter_add_(1 - dim, index, g)"),
-         "other dimension"),
-        # The gradient of the output handed back as it is.
-        (GATHER.format("return g"), "g itself"),
-        # Always along dimension 0: right on half the inputs only.
-        (GATHER.format("return torch.zeros_like(x).scatter_add_(0, index, g)"),
-         "matches on 2 of 3"),
-        # The same slip: the message names the argument dim that sets the trials apart.
-        (GATHER.format("return torch.zeros_like(x).scatter_add_(0, index, g)"),
-         "it is right on every input where dim is 0 and wrong on every one where dim is 1: "
-         "the answer does not follow the argument dim"),
-    ],
-    "l05-broadcast-function": [
-        # No sum: the output's shape (the engine would hide this one).
-        (SQUARED_GAP.format("grad, -grad"), "still has the output's shape"),
-        # Summed, but keepdim forgotten.
-        (SQUARED_GAP.format("grad.sum_to_size(a.shape).squeeze(), "
-                            "(-grad).sum_to_size(b.shape).squeeze()"),
-         "keepdim=True"),
-        # Summed over the wrong dimension for a.
-        (SQUARED_GAP.format("grad.sum(0, keepdim=True), (-grad).sum(1, keepdim=True)"),
-         "summed over the wrong dimensions"),
-        # The minus sign for b lost.
-        (SQUARED_GAP.format("sum_to(grad, a.shape), sum_to(grad, b.shape)"), "sign is flipped"),
-        # One gradient for both inputs.
-        (SQUARED_GAP.format("sum_to(grad, a.shape)"), "one gradient per input"),
     ],
 }

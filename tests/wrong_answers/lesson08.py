@@ -1,87 +1,163 @@
-"""Plausible wrong answers for the exercises of 08-custom-functions.ipynb."""
+"""Plausible wrong answers for lesson 08's two notebooks, 08-non-scalar-backward.ipynb and
+08-tensor-op-vjps.ipynb (see tests/lessons/test_exercises.py): each must fail its check with a
+message naming the mistake."""
 
-POWER = '''class PowerMix(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, y, p):
-        ctx.save_for_backward(x, y)
-        ctx.p = p
-        return x**p * y
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        x, y = ctx.saved_tensors
-        p = ctx.p
-        return {}
+ROWS = '''def jacobian_by_rows(g, x):
+    x = x.detach().clone().requires_grad_()
+    rows = []
+    m = g(x).numel()
+    for i in range(m):
+{reset}        g(x).backward(gradient=torch.eye(m)[i])
+        rows.append({row})
+    return torch.stack(rows)
 '''
-TANH = '''class Tanh(torch.autograd.Function):
-    generate_vmap_rule = True
 
-    @staticmethod
-    def forward(x):
-        return torch.tanh(x)
+LAST_ROW = "def last_row_mean_vector(y):\n    v = torch.zeros_like(y)\n    {}\n    return v\n"
+SHARES = "def shares_vjp(x, v):\n    return {}\n"
 
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        {}
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        {}
-'''
-SAVE_T = "ctx.save_for_backward(output)"
-READ_T = "(t,) = ctx.saved_tensors\n        return "
+AFFINE = "def affine_grads(x, w, b, g):\n    return {}\n"
+BMM = "def batched_matmul_grads(X, W, G):\n    return {}\n"
+GATHER = "def gather_grad(x, dim, index, g):\n    {}\n"
 
 WRONG = {
-    "l08-predict-raises": [
-        ("bad_backward_raises = True\n", "not quite"),
+    # ------------------------------------------------------------ 08-non-scalar-backward
+    "l08-predict-second-call": [
+        # Expects the second call to overwrite .grad.
+        ("second_call_guess = (4.0, 2.0)\n", "not quite"),
     ],
-    "l08-predict-once": [
-        ("once_second = [8.0, 14.0]\n", "not quite"),
-        ('once_second = "error"\n', "not quite"),
+    "l08-jacobian-rows": [
+        # The zero_() trap: every stored row is the same tensor, emptied and refilled.
+        (ROWS.format(reset="        if x.grad is not None:\n            x.grad.zero_()\n",
+                     row="x.grad"),
+         "zero_() empties"),
+        # No reset at all: each row holds the running sum.
+        (ROWS.format(reset="", row="x.grad.clone()"), "accumulated across the backward calls"),
+        # The shortcut the exercise rules out.
+        ("def jacobian_by_rows(g, x):\n    return torch.func.jacrev(g)(x)\n",
+         "one backward call per output row"),
+        # Rows stacked as columns.
+        (
+            "def jacobian_by_rows(g, x):\n"
+            "    rows = []\n"
+            "    m = g(x).numel()\n"
+            "    for i in range(m):\n"
+            "        xi = x.detach().clone().requires_grad_()\n"
+            "        g(xi).backward(gradient=torch.eye(m)[i])\n"
+            "        rows.append(xi.grad)\n"
+            "    return torch.stack(rows, dim=1)\n",
+            "transposed",
+        ),
+        # One VJP per row, but through torch.autograd.grad rather than backward.
+        (
+            "def jacobian_by_rows(g, x):\n"
+            "    x = x.detach().clone().requires_grad_()\n"
+            "    y = g(x)\n"
+            "    return torch.stack([torch.autograd.grad(y, x, e, retain_graph=True)[0]\n"
+            "                        for e in torch.eye(y.numel())])\n",
+            "backward calls only",
+        ),
     ],
-    "l08-power-mix": [
-        # No entry for the number p.
-        (POWER.format("grad_output * p * x ** (p - 1) * y, grad_output * x**p"),
-         "one entry per input"),
-        # The power rule without its factor p.
-        (POWER.format("grad_output * x ** (p - 1) * y, grad_output * x**p, None"),
-         "factor p is missing"),
-        # The two gradients swapped.
-        (POWER.format("grad_output * x**p, grad_output * p * x ** (p - 1) * y, None"),
-         "swapped"),
-        # grad_output forgotten: the local derivatives alone.
-        (POWER.format("p * x ** (p - 1) * y, x**p, None"), "ignores grad_output"),
-        # The exponent not lowered.
-        (POWER.format("grad_output * p * x**p * y, grad_output * x**p, None"),
-         "not lowered"),
-        # y dropped from the gradient for x.
-        (POWER.format("grad_output * p * x ** (p - 1), grad_output * x**p, None"),
-         "factor y is missing"),
-        # A gradient returned for the number p as well.
-        (POWER.format("grad_output * p * x ** (p - 1) * y, grad_output * x**p, "
-                      "grad_output * 0"), "None in the place"),
+    "l08-mean-gradient": [
+        # Ones in the last row: the gradient of the row's sum, not its mean.
+        (LAST_ROW.format("v[-1] = 1"), "gradient of the row's sum"),
+        # The mean of the whole matrix.
+        ("def last_row_mean_vector(y):\n    return torch.full_like(y, 1 / y.numel())\n",
+         "mean of the whole matrix"),
+        # The first row instead of the last.
+        (LAST_ROW.format("v[0] = 1 / y.shape[1]"), "first row"),
+        # Divided by the number of rows.
+        (LAST_ROW.format("v[-1] = 1 / y.shape[0]"), "number of rows"),
     ],
-    "l08-tanh-output": [
-        # 1 + t**2: a sign slip.
-        (TANH.format(SAVE_T, READ_T + "grad_output * (1 + t**2)"), "sign inside is flipped"),
-        # The input saved and used as if it were the output.
-        (TANH.format("ctx.save_for_backward(inputs[0])", READ_T + "grad_output * (1 - t**2)"),
-         "saves the input x"),
-        # Right numbers, but both input and output saved.
-        (TANH.format("ctx.save_for_backward(inputs[0], output)",
-                     "_, t = ctx.saved_tensors\n        return grad_output * (1 - t**2)"),
-         "the output alone is enough"),
-        # Right numbers from the input, recomputing tanh.
-        (TANH.format("ctx.save_for_backward(inputs[0])",
-                     "(x,) = ctx.saved_tensors\n        "
-                     "return grad_output * (1 - torch.tanh(x) ** 2)"),
-         "saves the input x"),
-        # grad_output forgotten.
-        (TANH.format(SAVE_T, READ_T + "1 - t**2"), "ignores grad_output"),
-        # The square forgotten.
-        (TANH.format(SAVE_T, READ_T + "grad_output * (1 - t)"), "square is missing"),
-        # The output stashed on ctx instead of saved.
-        (TANH.format("ctx.t = output", "return grad_output * (1 - ctx.t**2)"),
-         "ctx.save_for_backward"),
+    "l08-shares-vjp": [
+        # Only the diagonal: y_i = x_i / S treated as if S did not depend on x.
+        (SHARES.format("v / x.sum()"), "only the diagonal of J"),
+        # J v, rows where backward needs columns.
+        (SHARES.format("(v - x / x.sum() * v.sum()) / x.sum()"), "that is J v"),
+        # The coupling term added.
+        (SHARES.format("v / x.sum() + (v * x).sum() / x.sum() ** 2"), "sign of the coupling"),
+        # 1/S forgotten on the diagonal term and the coupling term alike.
+        (SHARES.format("v - (v * x).sum() / x.sum()"), "the 1/S is missing"),
+        # The quotient rule's 1/S**2 written as 1/S.
+        (SHARES.format("v / x.sum() - (v * x).sum() / x.sum()"), "needs 1/S**2"),
+        # The lesson's J @ v cell, with the Jacobian built: autograd is what it replaces.
+        ("def shares_vjp(x, v):\n"
+         "    J = torch.autograd.functional.jacobian(lambda t: t / t.sum(), x)\n"
+         "    return v @ J\n", "by hand"),
+        # A number worked out once.
+        (SHARES.format("torch.full_like(x, 0.1)"), "hard-coded"),
+    ],
+    # ------------------------------------------------------------ 08-tensor-op-vjps
+    "l08-predict-max-ties": [
+        # The whole gradient to the first of the tied entries (max(dim=...)'s convention).
+        ("max_ties_guess = [0.0, 1.0, 0.0, 0.0]\n", "not quite"),
+        # A full gradient to each tied entry.
+        ("max_ties_guess = [0.0, 1.0, 1.0, 0.0]\n", "not quite"),
+    ],
+    "l08-softmax-vjp": [
+        # The diagonal of the Jacobian only.
+        ("def softmax_vjp(p, g):\n    return p * g\n", "only the diagonal"),
+        # A sign slip in the second term.
+        ("def softmax_vjp(p, g):\n    return p * (g + (g * p).sum(dim=-1, keepdim=True))\n",
+         "sign of the second term"),
+        # The row sum taken over the first dimension.
+        ("def softmax_vjp(p, g):\n    return p * (g - (g * p).sum(dim=0, keepdim=True))\n",
+         "summed over the wrong dimension"),
+        # log_softmax's VJP.
+        ("def softmax_vjp(p, g):\n    return g - p * g.sum(dim=-1, keepdim=True)\n",
+         "log_softmax"),
+        # keepdim forgotten: the row sums broadcast along the wrong axis (and the sizes clash).
+        ("def softmax_vjp(p, g):\n    return p * (g - (g * p).sum(dim=-1))\n",
+         "raised RuntimeError"),
+    ],
+    "l08-broadcast-affine": [
+        # No sums at all.
+        (AFFINE.format("g * w, g * x, g"), "keeps the shape (B, T, C)"),
+        # Summed over the batch only.
+        (AFFINE.format("g * w, (g * x).sum(0), g.sum(0)"), "batch dimension only"),
+        # keepdim=True leaves (1, 1, C).
+        (AFFINE.format("g * w, (g * x).sum((0, 1), keepdim=True), g.sum((0, 1), keepdim=True)"),
+         "keepdim=True leaves shape (1, 1, C)"),
+        # The factor w forgotten in dx.
+        (AFFINE.format("g, (g * x).sum((0, 1)), g.sum((0, 1))"), "g times w"),
+        # Summed over the channel dimension instead.
+        (AFFINE.format("g * w, (g * x).sum(-1), g.sum(-1)"), "summed over the wrong dimension"),
+        # A mean for the sums: off by exactly 1/(B*T).
+        ("def affine_grads(x, w, b, g):\n    dx = g * w\n    dw = (g * x).mean(dim=(0, 1))\n"
+         "    db = g.mean(dim=(0, 1))\n    return dx, dw, db\n",
+         "(the number of entries along dimensions 0 and 1 of x): a mean where the gradient"),
+    ],
+    "l08-batched-matmul": [
+        # dW kept per batch entry.
+        (BMM.format("G @ W.mT, X.mT @ G"), "not summed over the batch"),
+        # dW transposed.
+        (BMM.format("G @ W.mT, (G.mT @ X).sum(0)"), "transposed"),
+        # Summed over the wrong dimension.
+        (BMM.format("G @ W.mT, (X.mT @ G).sum(1)"), "summed over the wrong dimension"),
+        # .T on a 3-D tensor reverses all its dimensions.
+        (BMM.format("G @ W.T, (X.T @ G).sum(0)"), "raised RuntimeError"),
+    ],
+    "l08-gather": [
+        # = instead of +=, with scatter_.
+        (GATHER.format("return torch.zeros_like(x).scatter_(dim, index, g)"),
+         "= instead of +="),
+        # = instead of +=, with an indexed assignment.
+        (GATHER.format(
+            "dx = torch.zeros_like(x)\n"
+            "    other = torch.arange(index.shape[1 - dim]).unsqueeze(dim).expand_as(index)\n"
+            "    dx[(index, other) if dim == 0 else (other, index)] = g\n"
+            "    return dx"),
+         "= instead of +="),
+        # Scattered along the other dimension.
+        (GATHER.format("return torch.zeros_like(x).scatter_add_(1 - dim, index, g)"),
+         "other dimension"),
+        # The gradient of the output handed back as it is.
+        (GATHER.format("return g"), "g itself"),
+        # Always along dimension 0: right on half the inputs only.
+        (GATHER.format("return torch.zeros_like(x).scatter_add_(0, index, g)"),
+         "matches on 2 of 3"),
+        # The same slip: the message names the argument dim that sets the trials apart.
+        (GATHER.format("return torch.zeros_like(x).scatter_add_(0, index, g)"),
+         "it is right on every input where dim is 0 and wrong on every one where dim is 1: "
+         "the answer does not follow the argument dim"),
     ],
 }

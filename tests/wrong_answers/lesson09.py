@@ -1,53 +1,90 @@
-"""Plausible wrong answers for the exercises of 09-linear-regression.ipynb."""
+"""Plausible wrong answers for the exercises of 09-mlp-training.ipynb."""
 
-MSE = "def mse_grads(x, y, w, b):\n    residual = w * x + b - y\n    return {}\n"
-LIN = (
-    "def linear_grads(inputs, weight, bias, targets):\n"
-    "    out = inputs @ weight.T + bias\n"
-    "    grad_out = {}\n"
-    "    return {}\n"
-)
-RIGHT_GRAD_OUT = "2 * (out - targets) / out.numel()"
+BCE = "def dlogits_bce(z, y):\n    return {}\n"
+MSE = "def dlogits_sigmoid_mse(z, y):\n    p = torch.sigmoid(z)\n    return {}\n"
+
+
+def mlp(dz="(torch.sigmoid(z) - ys) / z.numel()", da="(dz @ W2.T) * (1 - h**2)",
+        out="xs.T @ da, da.sum(dim=0), h.T @ dz, dz.sum(dim=0)"):
+    """Exercise 3's backward with one line changed."""
+    return ("def mlp_backward(xs, ys, W1, b1, W2, b2):\n"
+            "    a = xs @ W1 + b1\n"
+            "    h = torch.tanh(a)\n"
+            "    z = h @ W2 + b2\n"
+            f"    dz = {dz}\n"
+            f"    da = {da}\n"
+            f"    return {out}\n")
+
 
 WRONG = {
-    "l09-predict-step": [
-        # The gradient added instead of subtracted.
-        ("step_guess = (-1.5, -0.23)\n", "not quite"),
+    "l09-predict-layer": [
+        ('larger_layer_guess = "first"\n', "not quite"),
     ],
-    "l09-predict-lr": [
-        ("lr_003_diverges = False\n", "not quite"),
+    "l09-predict-std": [
+        # The old claim: std 0.01 starves every layer.
+        ("sigmoid_last_10x_smaller = True\n", "not quite"),
     ],
-    "l09-grads": [
-        (MSE.format("(residual * x).mean(), residual.mean()"), "factor 2 from the derivative"),
-        (MSE.format("(2 * residual * x).sum(), (2 * residual).sum()"), "mean was taken as a sum"),
-        (MSE.format("(2 * residual).mean(), (2 * residual * x).mean()"), "swapped"),
-        (MSE.format("(2 * residual).mean(), (2 * residual).mean()"), "lacks the factor x"),
-        (MSE.format("(2 * (y - w * x - b) * x).mean(), (2 * (y - w * x - b)).mean()"),
-         "sign is flipped"),
-        # The lesson's first gradients, hard-coded.
-        ("def mse_grads(x, y, w, b):\n    return torch.tensor(-149.8011), torch.tensor(-22.6109)\n",
-         "hard-coded"),
+    "l09-bce": [
+        (BCE.format("torch.sigmoid(z) - y"), "1/N of the mean is missing"),
+        (BCE.format("(torch.sigmoid(z) - y) / len(z)"), "number of rows only"),
+        (BCE.format("(z - y) / z.numel()"), "z stands where sigmoid(z) belongs"),
+        (BCE.format("(y - torch.sigmoid(z)) / z.numel()"), "sign is flipped"),
         (
-            "def mse_grads(x, y, w, b):\n"
-            "    w, b = w.requires_grad_(), b.requires_grad_()\n"
-            "    ((w * x + b - y) ** 2).mean().backward()\n"
-            "    return w.grad, b.grad\n",
+            "def dlogits_bce(z, y):\n"
+            "    p = torch.sigmoid(z)\n"
+            "    return (p - y) * p * (1 - p) / z.numel()\n",
+            "p(1 − p) was multiplied in once too often",
+        ),
+        # dL/dp only: the chain rule's last factor forgotten.
+        (
+            "def dlogits_bce(z, y):\n"
+            "    p = torch.sigmoid(z)\n"
+            "    return (-y / p + (1 - y) / (1 - p)) / z.numel()\n",
+            "mismatch",
+        ),
+        (
+            "def dlogits_bce(z, y):\n"
+            "    z = z.requires_grad_()\n"
+            "    F.binary_cross_entropy_with_logits(z, y).backward()\n"
+            "    return z.grad\n",
             "by hand",
         ),
     ],
-    "l09-linear": [
-        # The weight gradient transposed.
-        (LIN.format(RIGHT_GRAD_OUT, "inputs.T @ grad_out, grad_out.sum(dim=0)"), "transpose"),
-        # The bias gradient not summed over the batch.
-        (LIN.format(RIGHT_GRAD_OUT, "grad_out.T @ inputs, grad_out"), "sum over"),
-        # The mean's 1/N forgotten.
-        (LIN.format("2 * (out - targets)", "grad_out.T @ inputs, grad_out.sum(dim=0)"),
-         "1/N of the mean is missing"),
-        # Divided by the batch size, as if mse_loss averaged over rows only.
-        (LIN.format("2 * (out - targets) / len(out)", "grad_out.T @ inputs, grad_out.sum(dim=0)"),
-         "batch size only"),
-        # The bias gradient averaged over the batch.
-        (LIN.format(RIGHT_GRAD_OUT, "grad_out.T @ inputs, grad_out.mean(dim=0)"),
-         "averaged over the batch instead of summed"),
+    "l09-dlogits": [
+        # Exercise 1's cross-entropy formula reused.
+        ("def dlogits_sigmoid_mse(z, y):\n    return (torch.sigmoid(z) - y) / z.numel()\n",
+         "Exercise 1's answer, for cross-entropy"),
+        (MSE.format("2 * (p - y) / z.numel()"), "own derivative p(1 − p) is missing"),
+        (MSE.format("2 * (p - y) * p * (1 - p)"), "1/N of the mean is missing"),
+        (MSE.format("(p - y) * p * (1 - p) / z.numel()"), "factor 2 from the derivative"),
+        (
+            "def dlogits_sigmoid_mse(z, y):\n"
+            "    z = z.requires_grad_()\n"
+            "    ((torch.sigmoid(z) - y) ** 2).mean().backward()\n"
+            "    return z.grad\n",
+            "by hand",
+        ),
+    ],
+    "l09-mlp": [
+        (mlp(da="dz @ W2.T"), "tanh's derivative is missing"),
+        (mlp(da="(dz @ W2.T) * (1 - a**2)"), "taken at the pre-activation"),
+        (mlp(out="da.T @ xs, da.sum(dim=0), dz.T @ h, dz.sum(dim=0)"), "transposed"),
+        # Only the first layer's weight gradient transposed: compare names the transpose.
+        (mlp(out="da.T @ xs, da.sum(dim=0), h.T @ dz, dz.sum(dim=0)"), "transposed"),
+        (mlp(out="xs.T @ da, da, h.T @ dz, dz"), "not summed over the rows"),
+        (mlp(out="xs.T @ da, da.mean(dim=0), h.T @ dz, dz.mean(dim=0)"),
+         "averaged over the rows instead of summed"),
+        (mlp(dz="torch.sigmoid(z) - ys"), "1/(N·K) of the mean is missing"),
+        (mlp(dz="(torch.sigmoid(z) - ys) / len(z)"), "number of rows only"),
+        # The sign of dL/dz flipped: every gradient flips with it.
+        (mlp(dz="(ys - torch.sigmoid(z)) / z.numel()"), "sign"),
+        (
+            "def mlp_backward(xs, ys, W1, b1, W2, b2):\n"
+            "    params = [t.requires_grad_() for t in (W1, b1, W2, b2)]\n"
+            "    z = torch.tanh(xs @ params[0] + params[1]) @ params[2] + params[3]\n"
+            "    F.binary_cross_entropy_with_logits(z, ys).backward()\n"
+            "    return tuple(t.grad for t in params)\n",
+            "by hand",
+        ),
     ],
 }

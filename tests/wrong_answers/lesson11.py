@@ -2,6 +2,24 @@
 
 HOOK = "def clip_hook(max_norm):\n    def hook(grad):\n{}\n    return hook\n"
 
+VANISH = "def first_vanishing_layer(model, x, threshold):\n{}"
+HOOKED_INPUTS = (
+    "    norms, handles = {}, []\n"
+    "    for name, layer in model.named_children():\n"
+    "        def record(module, grad_input, grad_output, name=name):\n"
+    "            norms[name] = grad_input[0].norm().item()\n"
+    "        handles.append(layer.register_full_backward_hook(record))\n"
+    "    model(x).sum().backward()\n"
+    "    for handle in handles:\n"
+    "        handle.remove()\n"
+)
+FROM_THE_LOSS = (
+    "    for name, _ in reversed(list(model.named_children())):\n"
+    "        if norms[name] < threshold:\n"
+    "            return name\n"
+    "    return None\n"
+)
+
 WRONG = {
     "l11-predict-inplace": [
         ('failing_cell = "add"\n', "not quite"),
@@ -32,22 +50,103 @@ WRONG = {
         ("def clip_hook(max_norm):\n    return lambda grad: grad\n" "x = 1\n"
          "clip_hook = clip_hook(1.0)(torch.ones(3))\n", "expected the function"),
     ],
-    "l11-safe-sqrt": [
-        # The plain norm: its backward guards zero, which is the point of the exercise.
-        ("def safe_norm(v):\n    return v.norm(dim=1)\n", "torch's norm"),
-        ("def safe_norm(v):\n    return ((v**2).sum(dim=1)).sqrt()\n", "NaN"),
-        # The lesson's where, but around the sqrt only: sqrt(0) still meets backward.
+    "l11-vanishing": [
+        # The hooks never removed.
         (
-            "def safe_norm(v):\n"
-            "    squared = (v**2).sum(dim=1)\n"
-            "    return torch.where(squared > 0, squared.sqrt(), torch.zeros_like(squared))\n",
-            "where around the sqrt alone",
+            VANISH.format(
+                "    norms = {}\n"
+                "    for name, layer in model.named_children():\n"
+                "        def record(module, grad_input, grad_output, name=name):\n"
+                "            norms[name] = grad_input[0].norm().item()\n"
+                "        layer.register_full_backward_hook(record)\n"
+                "    model(x).sum().backward()\n"
+            ) + FROM_THE_LOSS,
+            "still registered",
         ),
-        # The squared norm instead of the norm.
-        ("def safe_norm(v):\n    return (v**2).sum(dim=1)\n", "squared norms"),
-        # An epsilon inside the sqrt: finite, but the norm of zero is not 0.
-        ("def safe_norm(v):\n    return ((v**2).sum(dim=1) + 1e-12).sqrt()\n", "not 0"),
-        # Detached: no gradient at all.
-        ("def safe_norm(v):\n    return ((v**2).sum(dim=1)).sqrt().detach()\n", "no graph"),
+        # Each layer's input kept by a forward pre-hook, its .grad read after backward.
+        (
+            VANISH.format(
+                "    inputs, handles = {}, []\n"
+                "    for name, layer in model.named_children():\n"
+                "        def keep(module, args, name=name):\n"
+                "            inputs[name] = args[0]\n"
+                "        handles.append(layer.register_forward_pre_hook(keep))\n"
+                "    model(x).sum().backward()\n"
+                "    for handle in handles:\n"
+                "        handle.remove()\n"
+                "    norms = {name: float('inf') if inputs[name].grad is None\n"
+                "             else inputs[name].grad.norm().item() for name in inputs}\n"
+            ) + FROM_THE_LOSS,
+            "non-leaf",
+        ),
+        # The walk from the input up.
+        (
+            VANISH.format(HOOKED_INPUTS) + (
+                "    for name, _ in model.named_children():\n"
+                "        if norms[name] < threshold:\n"
+                "            return name\n"
+                "    return None\n"
+            ),
+            "wrong way",
+        ),
+        # grad_output measured, not grad_input.
+        (
+            VANISH.format(HOOKED_INPUTS.replace("grad_input[0]", "grad_output[0]"))
+            + FROM_THE_LOSS,
+            "grad_output",
+        ),
+        # The same slip with tensor hooks on each layer's output.
+        (
+            VANISH.format(
+                "    norms, handles = {}, []\n"
+                "    for name, layer in model.named_children():\n"
+                "        def watch(module, args, out, name=name):\n"
+                "            def record(grad):\n"
+                "                norms[name] = grad.norm().item()\n"
+                "            out.register_hook(record)\n"
+                "        handles.append(layer.register_forward_hook(watch))\n"
+                "    model(x).sum().backward()\n"
+                "    for handle in handles:\n"
+                "        handle.remove()\n"
+            ) + FROM_THE_LOSS,
+            "grad_output",
+        ),
+        # No hooks at all: torch.autograd.grad at every layer's input, one pass.
+        (
+            VANISH.format(
+                "    inputs, h = [], x\n"
+                "    for layer in model:\n"
+                "        inputs.append(h)\n"
+                "        h = layer(h)\n"
+                "    grads = torch.autograd.grad(h.sum(), inputs)\n"
+                "    names = [name for name, _ in model.named_children()]\n"
+                "    norms = {n: g.norm().item() for n, g in zip(names, grads, strict=True)}\n"
+            ) + FROM_THE_LOSS,
+            "no hook was registered",
+        ),
+        # A backward pass per layer.
+        (
+            VANISH.format(
+                "    norms = {}\n"
+                "    for name, layer in model.named_children():\n"
+                "        def record(module, grad_input, grad_output, name=name):\n"
+                "            norms[name] = grad_input[0].norm().item()\n"
+                "        handle = layer.register_full_backward_hook(record)\n"
+                "        model(x).sum().backward()\n"
+                "        handle.remove()\n"
+            ) + FROM_THE_LOSS,
+            "backward passes",
+        ),
+        # The position instead of the name.
+        (
+            VANISH.format(HOOKED_INPUTS) + (
+                "    names = [name for name, _ in model.named_children()]\n"
+                "    for i in reversed(range(len(names))):\n"
+                "        if norms[names[i]] < threshold:\n"
+                "            return i\n"
+                "    return None\n"
+            ),
+            "expected a layer's name",
+        ),
     ],
 }

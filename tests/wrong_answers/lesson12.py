@@ -1,168 +1,138 @@
-"""Plausible wrong answers for the exercises of 12-build-your-own-autograd.ipynb.
+"""Plausible wrong answers for the exercises of 12-what-backward-keeps.ipynb."""
 
-Each entry: (solution-cell source, a fragment the check's message must contain).
-MUST_NOT lists, for some of them (by grade id and position in WRONG), fragments the
-message must NOT contain: a diagnosis that held on one trial only, such as "off by
-a constant factor", must not be given for a slip that has a name of its own.
-tests/lessons/test_facts_lesson12.py checks both halves on the engine's own cells.
-"""
-
-SIGMOID = '''def sigmoid(a):
-    out = Value(1 / (1 + math.exp(-a.data)), (a,), "sigmoid")
-
-    def rule():
-        {}
-
-    out.backward_rule = rule
-    return out
-'''
-TOPO = "def my_topo_order(root):\n{}"
-
-# Kahn's algorithm, as the solution writes it, with one line to fill in at the end.
-KAHN = (
-    "    nodes, todo = {{id(root): root}}, [root]\n"
-    "    while todo:\n"
-    "        for parent in todo.pop().parents:\n"
-    "            if id(parent) not in nodes:\n"
-    "                nodes[id(parent)] = parent\n"
-    "                todo.append(parent)\n"
-    "    users = {{key: [] for key in nodes}}\n"
-    "    waiting = {{key: len(node.parents) for key, node in nodes.items()}}\n"
-    "    for node in nodes.values():\n"
-    "        for parent in node.parents:\n"
-    "            users[id(parent)].append(node)\n"
-    "    ready = [node for key, node in nodes.items() if waiting[key] == 0]\n"
-    "    order = []\n"
-    "    while ready:\n"
-    "        node = ready.pop()\n"
-    "        order.append(node)\n"
-    "        for user in users[id(node)]:\n"
-    "            waiting[id(user)] -= 1\n"
-    "            if waiting[id(user)] == 0:\n"
-    "                ready.append(user)\n"
-    "    {}\n"
+COUNTER = (
+    "def make_dtype_counter():\n"
+    "    totals = {{}}\n\n"
+    "    def pack(t):\n"
+    "{}\n\n"
+    "    def unpack(t):\n"
+    "        return t\n\n"
+    "    return pack, unpack, totals\n"
 )
-
-RECURSIVE = (
-    "    order, seen = [], set()\n"
-    "    def visit(node):\n"
-    "        if id(node) not in seen:\n"
-    "            seen.add(id(node))\n"
-    "            for p in node.parents:\n"
-    "                visit(p)\n"
-    "            order.append(node)\n"
-    "    visit(root)\n"
-    "    return order\n"
+FORMULA = "def bytes_formula(batch, widths, activation):\n{}"
+TBPTT = (
+    "def truncation_error(W, xs, k):\n"
+    "    def gradient(every, after=False):\n"
+    "        W_leaf = W.clone().requires_grad_()\n"
+    "        h, loss = torch.zeros(W.shape[0], dtype=W.dtype), 0\n"
+    "        for t, x_t in enumerate(xs):\n"
+    "            if every and not after and t % every == 0:\n"
+    "                h = h.detach()\n"
+    "            h = torch.tanh(W_leaf @ h + x_t)\n"
+    "            if every and after and t % every == 0:\n"
+    "                h = h.detach()\n"
+    "            loss = loss + (h**2).sum()\n"
+    "        loss.backward()\n"
+    "        return W_leaf.grad\n\n"
+    "{}"
 )
 
 WRONG = {
-    "l12-predict-paths": [
-        ("c_guess = 6.0\n", "not quite"),  # the direct path forgotten
-        ("c_guess = 1.0\n", "not quite"),
-        ("c_guess = 3.0\n", "not quite"),
+    "l12-predict-recompute": [
+        ("runs_guess = 1\n", "not quite"),  # nothing recomputed
+        ("runs_guess = 9\n", "not quite"),  # once per block
     ],
-    "l12-predict-forgot": [
-        ('forgot_guess = "lower"\n', "not quite"),  # more gradient, faster descent
-        ('forgot_guess = "about the same"\n', "not quite"),
-        ('forgot_guess = "diverges"\n', "not one of the choices"),
+    "l12-predict-sigmoid": [
+        ('saves_more = "sigmoid"\n', "not quite"),
+        ('saves_more = "the same"\n', "not one of the choices"),
     ],
-    "l12-sigmoid": [
-        # = instead of +=
-        (SIGMOID.format("a.grad = out.data * (1 - out.data) * out.grad"), "instead of adding"),
-        # a sign slip
-        (SIGMOID.format("a.grad -= out.data * (1 - out.data) * out.grad"),
-         "sign is flipped: the rule subtracts"),
-        # out.grad forgotten: the chain rule's incoming factor
-        (SIGMOID.format("a.grad += out.data * (1 - out.data)"), "leaves out out.grad"),
-        # the derivative written with the input where the output belongs
-        (SIGMOID.format("a.grad += a.data * (1 - a.data) * out.grad"),
-         "input a.data where the output belongs"),
-        # no rule at all
-        (SIGMOID.format("pass"), "gets nothing through the sigmoid"),
-        # the rule is right, but a is not among the parents: backward never reaches it
-        (SIGMOID.format("a.grad += out.data * (1 - out.data) * out.grad").replace(
-            "(a,), ", "(), "), "list a among its parents"),
-        # the (1 - σ) factor forgotten
-        (SIGMOID.format("a.grad += out.data * out.grad"), "written as σ(a) alone"),
-        # tanh's rule copied
-        (SIGMOID.format("a.grad += (1 - out.data**2) * out.grad"), "is tanh's"),
-        # the forward value with the sign of the exponent lost
-        (SIGMOID.format("a.grad += out.data * (1 - out.data) * out.grad").replace(
-            "math.exp(-a.data)", "math.exp(a.data)"), "forward value is wrong"),
-        # a float returned: no node, nothing for backward to reach
-        ("def sigmoid(a):\n    return 1 / (1 + math.exp(-a.data))\n", "must return a new Value"),
+    "l12-bytes-formula": [
+        # Elements counted instead of bytes.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return batch * (widths[0] + k * sum(widths[1:-1]))\n"),
+         "elements, not bytes"),
+        # The input batch left out: it needs no gradient, so it seemed not to count.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return 4 * batch * k * sum(widths[1:-1])\n"),
+         "input batch is missing"),
+        # Each hidden layer twice: the activation's output and the next layer's input.
+        (FORMULA.format("    return 4 * batch * (widths[0] + 2 * sum(widths[1:-1]))\n"),
+         "counted twice"),
+        # GELU taken to keep its output like the others.
+        (FORMULA.format("    return 4 * batch * (widths[0] + sum(widths[1:-1]))\n"),
+         "GELU's input is missing"),
+        # The network's output counted too.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return 4 * batch * (widths[0] + k * sum(widths[1:-1]) + widths[-1])\n"),
+         "output is counted"),
+        # One example's bytes.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return 4 * (widths[0] + k * sum(widths[1:-1]))\n"),
+         "multiply by the batch size"),
+        # The lesson's MLP, hard-coded.
+        (FORMULA.format("    return 3840\n"), "hard-coded"),
     ],
-    "l12-topo": [
-        # recursive
-        (TOPO.format(RECURSIVE), "recursive"),
-        # recursive, with the limit raised so that the deep chain would fit
-        (TOPO.format("    sys.setrecursionlimit(50_000)\n" + RECURSIVE), "however high"),
-        # no memory of visited nodes: shared nodes appear several times
+    "l12-dtype-counter": [
+        # Elements counted instead of bytes.
+        (COUNTER.format("        totals[t.dtype] = totals.get(t.dtype, 0) + t.numel()\n        return t"),
+         "counted elements, not bytes"),
+        # pack forgets to hand the tensor on: backward has nothing to unpack.
+        (COUNTER.format("        totals[t.dtype] = totals.get(t.dtype, 0) + t.numel() * t.element_size()"),
+         "backward failed with your hooks"),
+        # Everything lumped under one key.
+        (COUNTER.format("        totals[torch.float32] = totals.get(torch.float32, 0) + t.numel() * t.element_size()\n        return t"),
+         "dtypes counted"),
+        # Each block of memory once, as section 1's pack hook counted: not every save.
         (
-            TOPO.format(
-                "    order, stack = [], [(root, False)]\n"
-                "    while stack:\n"
-                "        node, ready = stack.pop()\n"
-                "        if ready:\n"
-                "            order.append(node)\n"
-                "        else:\n"
-                "            stack.append((node, True))\n"
-                "            stack.extend((p, False) for p in node.parents)\n"
-                "    return order\n"
-            ),
-            "appears twice",
-        ),
-        # Kahn's order, returned backwards (the order backward walks)
-        (TOPO.format(KAHN.format("return order[::-1]")), "order is reversed"),
-        # the output itself left out of the order
-        (TOPO.format(KAHN.format("return order[:-1]")), "1 missing"),
-        # the lesson's own depth-first sort, called
-        ("def my_topo_order(root):\n    return topo_order(root)\n", "lesson's own sort"),
-        # ... and reversed: still the lesson's sort
-        ("def my_topo_order(root):\n    return list(reversed(topo_order(root)))\n",
-         "lesson's own sort"),
-        # the lesson's sort copied under a new name (variables renamed)
-        (
-            TOPO.format(
-                "    out, done = [], set()\n"
-                "    todo = [(root, False)]\n"
-                "    while todo:\n"
-                "        v, ok = todo.pop()\n"
-                "        if ok:\n"
-                "            out.append(v)\n"
-                "        elif id(v) not in done:\n"
-                "            done.add(id(v))\n"
-                "            todo.append((v, True))\n"
-                "            todo.extend((p, False) for p in v.parents if id(p) not in done)\n"
-                "    return out\n"
-            ),
-            "copied",
-        ),
-        # the lesson's sort, by another name
-        ("my_topo_order = topo_order\n", "lesson's own sort"),
-        # the standard library's sorter
-        (
-            "import graphlib\n\n\n"
-            "def my_topo_order(root):\n"
-            "    graph, todo = {}, [root]\n"
-            "    while todo:\n"
-            "        node = todo.pop()\n"
-            "        if node not in graph:\n"
-            "            graph[node] = node.parents\n"
-            "            todo.extend(node.parents)\n"
-            "    return list(graphlib.TopologicalSorter(graph).static_order())\n",
-            "graphlib",
+            "def make_dtype_counter():\n"
+            "    seen, totals = {}, {}\n\n"
+            "    def pack(t):\n"
+            "        seen[t.untyped_storage().data_ptr()] = (t.dtype, t.numel() * t.element_size())\n"
+            "        totals.clear()\n"
+            "        for dtype, nbytes in seen.values():\n"
+            "            totals[dtype] = totals.get(dtype, 0) + nbytes\n"
+            "        return t\n\n"
+            "    return pack, lambda t: t, totals\n",
+            "once per save",
         ),
     ],
-}
-
-# (grade id, position in WRONG[grade id]) -> fragments its message must not contain.
-# One trial's scalar entries once made all three of these "off by a constant factor ...
-# and the sign is flipped".
-MUST_NOT = {
-    ("l12-sigmoid", 2): ("constant factor", "sign is flipped", "instead of adding"),
-    ("l12-sigmoid", 3): ("constant factor", "sign is flipped"),
-    ("l12-sigmoid", 4): ("constant factor", "sign is flipped"),
-    ("l12-sigmoid", 6): ("constant factor",),
-    ("l12-sigmoid", 7): ("constant factor",),
+    "l12-checkpoint": [
+        # No checkpoint at all.
+        ("def choose_checkpoints(blocks, x):\n    return set()\n", "over the budget"),
+        # Every block: within the budget, but every block is recomputed.
+        ("def choose_checkpoints(blocks, x):\n    return set(range(len(blocks)))\n", "would do"),
+        # The blocks that keep the most first, whatever their cost to recompute.
+        (
+            "def choose_checkpoints(blocks, x):\n"
+            "    h, inside = x, []\n"
+            "    for block in blocks:\n"
+            "        h, nbytes = kept_inside(block, h)\n"
+            "        inside.append(nbytes)\n"
+            "    plain = len(blocks) * x.untyped_storage().nbytes() + sum(inside)\n"
+            "    chosen, kept = set(), plain\n"
+            "    for i in sorted(range(len(blocks)), key=lambda i: inside[i], reverse=True):\n"
+            "        if kept <= 0.6 * plain:\n"
+            "            break\n"
+            "        chosen.add(i)\n"
+            "        kept -= inside[i]\n"
+            "    return chosen\n",
+            "would do",
+        ),
+        # Only the first block: not enough.
+        ("def choose_checkpoints(blocks, x):\n    return {0}\n", "over the budget"),
+    ],
+    "l12-tbptt": [
+        # Never detached: both gradients are the full one.
+        (TBPTT.format("    full, cut = gradient(None), gradient(None)\n"
+                      "    return ((cut - full).norm() / full.norm()).item()\n"),
+         "never detached"),
+        # Detached at every step.
+        (TBPTT.format("    full, cut = gradient(None), gradient(1)\n"
+                      "    return ((cut - full).norm() / full.norm()).item()\n"),
+         "at every step"),
+        # Detached after the update: the chunks start one step late.
+        (TBPTT.format("    full, cut = gradient(None), gradient(k, after=True)\n"
+                      "    return ((cut - full).norm() / full.norm()).item()\n"),
+         "after the update"),
+        # The absolute error.
+        (TBPTT.format("    full, cut = gradient(None), gradient(k)\n"
+                      "    return (cut - full).norm().item()\n"),
+         "absolute error"),
+        # Relative to the truncated gradient.
+        (TBPTT.format("    full, cut = gradient(None), gradient(k)\n"
+                      "    return ((cut - full).norm() / cut.norm()).item()\n"),
+         "truncated gradient's norm"),
+        # The gradient difference itself, not a number.
+        (TBPTT.format("    return gradient(k) - gradient(None)\n"), "expected one number"),
+    ],
 }

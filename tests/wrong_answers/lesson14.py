@@ -1,8 +1,8 @@
 """Plausible wrong answers for the exercises of 14-forward-mode-and-torch-func.ipynb."""
 
-COLUMN = "def jacobian_column(f, x, direction):\n{}"
-NORMS = (
-    "def per_example_norms(model, X, Y):\n"
+TANGENT = "def tangent(W, b, x, v):\n    u, du = W @ x + b, W @ v\n    h = torch.tanh(u)\n{}"
+CLIP = (
+    "def clipped_mean_gradient(model, X, Y, max_norm):\n"
     "    weights = {{key: value.detach() for key, value in model.named_parameters()}}\n"
     "\n"
     "    def one_loss(weights, x_one, y_one):\n"
@@ -12,49 +12,35 @@ NORMS = (
     "    grads = vmap(grad(one_loss), in_dims=(None, 0, 0))(weights, X, Y)\n"
     "{}"
 )
-ALL_SQUARES = (
-    "    squares = sum(g.flatten(1).pow(2).sum(1) for g in grads.values())\n"
-)
+NORMS = "    norms = sum(g.flatten(1).pow(2).sum(1) for g in grads.values()).sqrt()\n"
+SCALED = ("    return {{key: (g * scale.reshape(-1, *[1] * (g.dim() - 1))).{}\n"
+          "            for key, g in grads.items()}}\n")
 
 WRONG = {
-    "l14-jvp": [
-        # The direction ignored: a tangent of ones.
-        (COLUMN.format("    return jvp(f, (x,), (torch.ones_like(x),))[1]\n"),
-         "vector of ones"),
-        # Reverse mode's row instead of the column.
-        (
-            COLUMN.format(
-                "    _, pullback = vjp(f, x)\n"
-                "    return pullback(torch.ones_like(f(x)))[0]\n"
-            ),
-            "reverse mode gives rows",
-        ),
-        # A hard-coded column: the worked example's column 2 of `spread`.
-        (COLUMN.format("    return column_2\n"), "hard-coded"),
-        # The whole Jacobian column by column, then a product: one pass per input.
-        (
-            COLUMN.format(
-                "    eye = torch.eye(len(x), dtype=x.dtype)\n"
-                "    J = torch.stack([jvp(f, (x,), (e,))[1] for e in eye], dim=1)\n"
-                "    return J @ direction\n"
-            ),
-            "one JVP along the direction",
-        ),
-        # The whole Jacobian in one call, then a product: right numbers, n tangents.
-        (COLUMN.format("    return jacfwd(f)(x) @ direction\n"), "builds the whole"),
-        # The same through reverse mode: rows, not a column.
-        (COLUMN.format("    return jacrev(f)(x) @ direction\n"), "reverse mode gives rows"),
-        # Finite differences: no forward mode at all.
-        (
-            COLUMN.format(
-                "    eps = 1e-6\n"
-                "    return (f(x + eps * direction) - f(x - eps * direction)) / (2 * eps)\n"
-            ),
-            "no forward-mode pass",
-        ),
-        # A one-hot tangent instead of the direction.
-        (COLUMN.format("    return jvp(f, (x,), (torch.eye(len(x), dtype=x.dtype)[0],))[1]\n"),
-         "one-hot tangent"),
+    "l14-jvp-by-hand": [
+        # The product rule with one term.
+        (TANGENT.format("    return (1 - h**2) * du * (x @ x)\n"), "product rule lost a term"),
+        (TANGENT.format("    return h * 2 * (x @ v)\n"), "product rule lost a term"),
+        # d(x . x) without its 2.
+        (TANGENT.format("    return (1 - h**2) * du * (x @ x) + h * (x @ v)\n"),
+         "factor 2 is missing"),
+        # tanh' of the input, not of the output.
+        (TANGENT.format("    return (1 - u**2) * du * (x @ x) + h * 2 * (x @ v)\n"),
+         "with its input"),
+        # tanh' without the square.
+        (TANGENT.format("    return (1 - h) * du * (x @ x) + h * 2 * (x @ v)\n"),
+         "square is missing"),
+        # The bias given a tangent.
+        (TANGENT.format("    return (1 - h**2) * (du + b) * (x @ x) + h * 2 * (x @ v)\n"),
+         "b is a constant"),
+        # The value, not the tangent.
+        (TANGENT.format("    return h * (x @ x)\n"), "not its tangent"),
+        # torch.func's jvp: the exercise asks for the rules by hand.
+        ("def tangent(W, b, x, v):\n"
+         "    return jvp(lambda t: torch.tanh(W @ t + b) * (t @ t), (x,), (v,))[1]\n",
+         "torch.func.jvp"),
+        # The worked cell's scalar example: a hard-coded number.
+        ("def tangent(W, b, x, v):\n    return torch.tensor(20.0)\n", "hard-coded"),
     ],
     "l14-predict-loss-row": [
         # The modes swapped: one pass per output taken for forward mode.
@@ -62,8 +48,8 @@ WRONG = {
         # One pass each, as jacfwd and jacrev report.
         ("loss_row_guess = (1, 1)\n", "not quite"),
     ],
-    "l14-predict-lesson05": [
-        # One pass for everything: lesson 05's loop taken for a batched pass.
+    "l14-predict-lesson08": [
+        # One pass for everything: lesson 08's loop taken for a batched pass.
         ("passes_05_guess = (1, 1, 1)\n", "not quite"),
         # jacrev and jacfwd taken for loops too.
         ("passes_05_guess = (20, 20, 20)\n", "not quite"),
@@ -76,53 +62,56 @@ WRONG = {
         # A single word, not one answer per function.
         ('modes = "jacrev"\n', "not quite"),
     ],
-    "l14-per-sample": [
-        # A loop of backward calls, the thing vmap replaces.
+    "l14-clip-per-example": [
+        # A loop of backward calls, the thing one vmapped call replaces.
         (
-            "def per_example_norms(model, X, Y):\n"
-            "    out = []\n"
+            "def clipped_mean_gradient(model, X, Y, max_norm):\n"
+            "    total = {k: torch.zeros_like(p) for k, p in model.named_parameters()}\n"
             "    for xi, yi in zip(X, Y):\n"
             "        model.zero_grad()\n"
             "        ((model(xi.unsqueeze(0)) - yi.unsqueeze(0)) ** 2).mean().backward()\n"
-            "        out.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]).norm())\n"
-            "    return torch.stack(out)\n",
-            "loop of backward calls",
+            "        g = {k: p.grad.clone() for k, p in model.named_parameters()}\n"
+            "        n = sum(t.pow(2).sum() for t in g.values()).sqrt()\n"
+            "        for k in g:\n"
+            "            total[k] += g[k] * min(1.0, max_norm / n.item()) / len(X)\n"
+            "    return total\n",
+            "loop over the examples",
         ),
-        # The norm of the batch gradient, repeated for every example.
+        # The batch gradient, clipped once.
         (
-            "def per_example_norms(model, X, Y):\n"
+            "def clipped_mean_gradient(model, X, Y, max_norm):\n"
             "    model.zero_grad()\n"
             "    ((model(X) - Y) ** 2).mean().backward()\n"
-            "    g = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).norm()\n"
-            "    return g.expand(len(X))\n",
-            "norm of the batch gradient",
+            "    g = {k: p.grad.clone() for k, p in model.named_parameters()}\n"
+            "    n = sum(t.pow(2).sum() for t in g.values()).sqrt()\n"
+            "    return {k: t * min(1.0, max_norm / n.item()) for k, t in g.items()}\n",
+            "no vmapped call",
         ),
+        # The same slip inside one vmapped call: average first, clip after.
+        (CLIP.format("x_one.unsqueeze(0)",
+                     "    mean = {k: g.mean(0) for k, g in grads.items()}\n"
+                     "    n = sum(t.pow(2).sum() for t in mean.values()).sqrt()\n"
+                     "    return {k: t * (max_norm / n).clamp(max=1.0) for k, t in mean.items()}\n"),
+         "clip every example's gradient first"),
+        # No clamp: the small gradients are scaled up.
+        (CLIP.format("x_one.unsqueeze(0)", NORMS + "    scale = max_norm / norms\n"
+                     + SCALED.format("mean(0)")), "without the clamp"),
+        # Each parameter clipped on its own.
+        (CLIP.format("x_one.unsqueeze(0)",
+                     "    out = {}\n"
+                     "    for key, g in grads.items():\n"
+                     "        scale = (max_norm / g.flatten(1).norm(dim=1)).clamp(max=1.0)\n"
+                     "        out[key] = (g * scale.reshape(-1, *[1] * (g.dim() - 1))).mean(0)\n"
+                     "    return out\n"),
+         "clipped on its own"),
+        # Summed, not averaged.
+        (CLIP.format("x_one.unsqueeze(0)", NORMS + "    scale = (max_norm / norms).clamp(max=1.0)\n"
+                     + SCALED.format("sum(0)")), "not averaged"),
+        # Nothing clipped: the plain mean.
+        (CLIP.format("x_one.unsqueeze(0)", "    return {k: g.mean(0) for k, g in grads.items()}\n"),
+         "nothing clipped"),
         # The batch dimension not given back: the model sees a 2 x 3 grid as a batch of 2.
-        (NORMS.format("x_one", ALL_SQUARES + "    return squares.sqrt()\n"), "unsqueeze(0)"),
-        # The parameters' norms added instead of one norm over all of them.
-        (
-            NORMS.format(
-                "x_one.unsqueeze(0)",
-                "    return sum(g.flatten(1).norm(dim=1) for g in grads.values())\n",
-            ),
-            "added up",
-        ),
-        # The square root forgotten.
-        (NORMS.format("x_one.unsqueeze(0)", ALL_SQUARES + "    return squares\n"),
-         "square root is missing"),
-        # A Python loop of torch.func.grad calls: no backward, but one pass per example.
-        (
-            "def per_example_norms(model, X, Y):\n"
-            "    weights = {k: v.detach() for k, v in model.named_parameters()}\n"
-            "    def one_loss(weights, x_one, y_one):\n"
-            "        out = functional_call(model, weights, (x_one.unsqueeze(0),))\n"
-            "        return ((out - y_one.unsqueeze(0)) ** 2).mean()\n"
-            "    norms = []\n"
-            "    for xi, yi in zip(X, Y):\n"
-            "        g = grad(one_loss)(weights, xi, yi)\n"
-            "        norms.append(torch.cat([t.reshape(-1) for t in g.values()]).norm())\n"
-            "    return torch.stack(norms)\n",
-            "Python loop over the examples",
-        ),
+        (CLIP.format("x_one", NORMS + "    scale = (max_norm / norms).clamp(max=1.0)\n"
+                     + SCALED.format("mean(0)")), "unsqueeze(0)"),
     ],
 }

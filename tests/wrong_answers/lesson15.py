@@ -1,138 +1,194 @@
-"""Plausible wrong answers for the exercises of 15-what-backward-keeps.ipynb."""
+"""Plausible wrong answers for the exercises of 15-custom-functions.ipynb."""
 
-COUNTER = (
-    "def make_dtype_counter():\n"
-    "    totals = {{}}\n\n"
-    "    def pack(t):\n"
-    "{}\n\n"
-    "    def unpack(t):\n"
-    "        return t\n\n"
-    "    return pack, unpack, totals\n"
-)
-FORMULA = "def bytes_formula(batch, widths, activation):\n{}"
-TBPTT = (
-    "def truncation_error(W, xs, k):\n"
-    "    def gradient(every, after=False):\n"
-    "        W_leaf = W.clone().requires_grad_()\n"
-    "        h, loss = torch.zeros(W.shape[0], dtype=W.dtype), 0\n"
-    "        for t, x_t in enumerate(xs):\n"
-    "            if every and not after and t % every == 0:\n"
-    "                h = h.detach()\n"
-    "            h = torch.tanh(W_leaf @ h + x_t)\n"
-    "            if every and after and t % every == 0:\n"
-    "                h = h.detach()\n"
-    "            loss = loss + (h**2).sum()\n"
-    "        loss.backward()\n"
-    "        return W_leaf.grad\n\n"
-    "{}"
-)
+POWER = '''class PowerMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, p):
+        ctx.save_for_backward(x, y)
+        ctx.p = p
+        return x**p * y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y = ctx.saved_tensors
+        p = ctx.p
+        return {}
+'''
+TANH = '''class Tanh(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x):
+        return torch.tanh(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        {}
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        {}
+'''
+SAVE_T = "ctx.save_for_backward(output)"
+READ_T = "(t,) = ctx.saved_tensors\n        return "
+
+SQUARED_GAP = '''class SquaredGap(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return (a - b) ** 2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+        grad = 2 * (a - b) * grad_output
+        return {}
+'''
+LSE = '''class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        m = x.amax(dim=-1, keepdim=True)
+        out = m.squeeze(-1) + torch.log(torch.exp(x - m).sum(dim=-1))
+        {}
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        {}
+'''
+SAVE_X_OUT = "ctx.save_for_backward(x, out)"
+READ_X_OUT = "x, out = ctx.saved_tensors\n        return "
+ONCE = '''from torch.autograd.function import once_differentiable
+
+
+class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        m = x.amax(dim=-1, keepdim=True)
+        out = m.squeeze(-1) + torch.log(torch.exp(x - m).sum(dim=-1))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        x, out = ctx.saved_tensors
+        return grad_output.unsqueeze(-1) * torch.exp(x - out.unsqueeze(-1))
+'''
+NAIVE_FORWARD = '''class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.log(torch.exp(x).sum(dim=-1))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, out = ctx.saved_tensors
+        return grad_output.unsqueeze(-1) * torch.exp(x - out.unsqueeze(-1))
+'''
 
 WRONG = {
-    "l15-predict-recompute": [
-        ("runs_guess = 1\n", "not quite"),  # nothing recomputed
-        ("runs_guess = 9\n", "not quite"),  # once per block
+    "l15-predict-raises": [
+        ("bad_backward_raises = True\n", "not quite"),
     ],
-    "l15-predict-sigmoid": [
-        ('saves_more = "sigmoid"\n', "not quite"),
-        ('saves_more = "the same"\n', "not one of the choices"),
+    "l15-predict-once": [
+        ("once_second = [8.0, 14.0]\n", "not quite"),
+        ('once_second = "error"\n', "not quite"),
     ],
-    "l15-bytes-formula": [
-        # Elements counted instead of bytes.
-        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
-                        "    return batch * (widths[0] + k * sum(widths[1:-1]))\n"),
-         "elements, not bytes"),
-        # The input batch left out: it needs no gradient, so it seemed not to count.
-        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
-                        "    return 4 * batch * k * sum(widths[1:-1])\n"),
-         "input batch is missing"),
-        # Each hidden layer twice: the activation's output and the next layer's input.
-        (FORMULA.format("    return 4 * batch * (widths[0] + 2 * sum(widths[1:-1]))\n"),
-         "counted twice"),
-        # GELU taken to keep its output like the others.
-        (FORMULA.format("    return 4 * batch * (widths[0] + sum(widths[1:-1]))\n"),
-         "GELU's input is missing"),
-        # The network's output counted too.
-        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
-                        "    return 4 * batch * (widths[0] + k * sum(widths[1:-1]) + widths[-1])\n"),
-         "output is counted"),
-        # One example's bytes.
-        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
-                        "    return 4 * (widths[0] + k * sum(widths[1:-1]))\n"),
-         "multiply by the batch size"),
-        # The lesson's MLP, hard-coded.
-        (FORMULA.format("    return 3840\n"), "hard-coded"),
+    "l15-power-mix": [
+        # No entry for the number p.
+        (POWER.format("grad_output * p * x ** (p - 1) * y, grad_output * x**p"),
+         "one entry per input"),
+        # The power rule without its factor p.
+        (POWER.format("grad_output * x ** (p - 1) * y, grad_output * x**p, None"),
+         "factor p is missing"),
+        # The two gradients swapped.
+        (POWER.format("grad_output * x**p, grad_output * p * x ** (p - 1) * y, None"),
+         "swapped"),
+        # grad_output forgotten: the local derivatives alone.
+        (POWER.format("p * x ** (p - 1) * y, x**p, None"), "ignores grad_output"),
+        # The exponent not lowered.
+        (POWER.format("grad_output * p * x**p * y, grad_output * x**p, None"),
+         "not lowered"),
+        # y dropped from the gradient for x.
+        (POWER.format("grad_output * p * x ** (p - 1), grad_output * x**p, None"),
+         "factor y is missing"),
+        # A gradient returned for the number p as well.
+        (POWER.format("grad_output * p * x ** (p - 1) * y, grad_output * x**p, "
+                      "grad_output * 0"), "None in the place"),
     ],
-    "l15-dtype-counter": [
-        # Elements counted instead of bytes.
-        (COUNTER.format("        totals[t.dtype] = totals.get(t.dtype, 0) + t.numel()\n        return t"),
-         "counted elements, not bytes"),
-        # pack forgets to hand the tensor on: backward has nothing to unpack.
-        (COUNTER.format("        totals[t.dtype] = totals.get(t.dtype, 0) + t.numel() * t.element_size()"),
-         "backward failed with your hooks"),
-        # Everything lumped under one key.
-        (COUNTER.format("        totals[torch.float32] = totals.get(torch.float32, 0) + t.numel() * t.element_size()\n        return t"),
-         "dtypes counted"),
-        # Each block of memory once, as section 1's pack hook counted: not every save.
-        (
-            "def make_dtype_counter():\n"
-            "    seen, totals = {}, {}\n\n"
-            "    def pack(t):\n"
-            "        seen[t.untyped_storage().data_ptr()] = (t.dtype, t.numel() * t.element_size())\n"
-            "        totals.clear()\n"
-            "        for dtype, nbytes in seen.values():\n"
-            "            totals[dtype] = totals.get(dtype, 0) + nbytes\n"
-            "        return t\n\n"
-            "    return pack, lambda t: t, totals\n",
-            "once per save",
-        ),
+    "l15-tanh-output": [
+        # 1 + t**2: a sign slip.
+        (TANH.format(SAVE_T, READ_T + "grad_output * (1 + t**2)"), "sign inside is flipped"),
+        # The input saved and used as if it were the output.
+        (TANH.format("ctx.save_for_backward(inputs[0])", READ_T + "grad_output * (1 - t**2)"),
+         "saves the input x"),
+        # Right numbers, but both input and output saved.
+        (TANH.format("ctx.save_for_backward(inputs[0], output)",
+                     "_, t = ctx.saved_tensors\n        return grad_output * (1 - t**2)"),
+         "the output alone is enough"),
+        # Right numbers from the input, recomputing tanh.
+        (TANH.format("ctx.save_for_backward(inputs[0])",
+                     "(x,) = ctx.saved_tensors\n        "
+                     "return grad_output * (1 - torch.tanh(x) ** 2)"),
+         "saves the input x"),
+        # grad_output forgotten.
+        (TANH.format(SAVE_T, READ_T + "1 - t**2"), "ignores grad_output"),
+        # The square forgotten.
+        (TANH.format(SAVE_T, READ_T + "grad_output * (1 - t)"), "square is missing"),
+        # The output stashed on ctx instead of saved.
+        (TANH.format("ctx.t = output", "return grad_output * (1 - ctx.t**2)"),
+         "ctx.save_for_backward"),
     ],
-    "l15-checkpoint": [
-        # No checkpoint at all.
-        ("def choose_checkpoints(blocks, x):\n    return set()\n", "over the budget"),
-        # Every block: within the budget, but every block is recomputed.
-        ("def choose_checkpoints(blocks, x):\n    return set(range(len(blocks)))\n", "would do"),
-        # The blocks that keep the most first, whatever their cost to recompute.
-        (
-            "def choose_checkpoints(blocks, x):\n"
-            "    h, inside = x, []\n"
-            "    for block in blocks:\n"
-            "        h, nbytes = kept_inside(block, h)\n"
-            "        inside.append(nbytes)\n"
-            "    plain = len(blocks) * x.untyped_storage().nbytes() + sum(inside)\n"
-            "    chosen, kept = set(), plain\n"
-            "    for i in sorted(range(len(blocks)), key=lambda i: inside[i], reverse=True):\n"
-            "        if kept <= 0.6 * plain:\n"
-            "            break\n"
-            "        chosen.add(i)\n"
-            "        kept -= inside[i]\n"
-            "    return chosen\n",
-            "would do",
-        ),
-        # Only the first block: not enough.
-        ("def choose_checkpoints(blocks, x):\n    return {0}\n", "over the budget"),
+    "l15-broadcast-function": [
+        # No sum: the output's shape (the engine would hide this one).
+        (SQUARED_GAP.format("grad, -grad"), "still has the output's shape"),
+        # Summed, but keepdim forgotten.
+        (SQUARED_GAP.format("grad.sum_to_size(a.shape).squeeze(), "
+                            "(-grad).sum_to_size(b.shape).squeeze()"),
+         "keepdim=True"),
+        # Summed over the wrong dimension for a.
+        (SQUARED_GAP.format("grad.sum(0, keepdim=True), (-grad).sum(1, keepdim=True)"),
+         "summed over the wrong dimensions"),
+        # The minus sign for b lost.
+        (SQUARED_GAP.format("grad.sum_to_size(a.shape), grad.sum_to_size(b.shape)"),
+         "sign is flipped"),
+        # One gradient for both inputs.
+        (SQUARED_GAP.format("grad.sum_to_size(a.shape)"), "one gradient per input"),
     ],
-    "l15-tbptt": [
-        # Never detached: both gradients are the full one.
-        (TBPTT.format("    full, cut = gradient(None), gradient(None)\n"
-                      "    return ((cut - full).norm() / full.norm()).item()\n"),
-         "never detached"),
-        # Detached at every step.
-        (TBPTT.format("    full, cut = gradient(None), gradient(1)\n"
-                      "    return ((cut - full).norm() / full.norm()).item()\n"),
-         "at every step"),
-        # Detached after the update: the chunks start one step late.
-        (TBPTT.format("    full, cut = gradient(None), gradient(k, after=True)\n"
-                      "    return ((cut - full).norm() / full.norm()).item()\n"),
-         "after the update"),
-        # The absolute error.
-        (TBPTT.format("    full, cut = gradient(None), gradient(k)\n"
-                      "    return (cut - full).norm().item()\n"),
-         "absolute error"),
-        # Relative to the truncated gradient.
-        (TBPTT.format("    full, cut = gradient(None), gradient(k)\n"
-                      "    return ((cut - full).norm() / cut.norm()).item()\n"),
-         "truncated gradient's norm"),
-        # The gradient difference itself, not a number.
-        (TBPTT.format("    return gradient(k) - gradient(None)\n"), "expected one number"),
+    "l15-logsumexp": [
+        # The max shift forgotten in backward: fine near 0, inf / inf far from it.
+        (LSE.format(SAVE_X_OUT, "x, _ = ctx.saved_tensors\n        e = torch.exp(x)\n"
+                                "        return grad_output.unsqueeze(-1) * e "
+                                "/ e.sum(-1, keepdim=True)"),
+         "max shift is forgotten in backward"),
+        # The max shift forgotten in forward.
+        (NAIVE_FORWARD, "Shift by the row's maximum"),
+        # The softmax weights kept on ctx, not saved.
+        (LSE.format("ctx.p = torch.exp(x - out.unsqueeze(-1))",
+                    "return grad_output.unsqueeze(-1) * ctx.p"),
+         "not saved"),
+        # The softmax weights computed in forward and saved: double backward loses them.
+        (LSE.format("ctx.save_for_backward(torch.exp(x - out.unsqueeze(-1)))",
+                    "(p,) = ctx.saved_tensors\n        return grad_output.unsqueeze(-1) * p"),
+         "computed in forward and saved"),
+        # once_differentiable: the first derivative is right, the second is not there.
+        (ONCE, "once_differentiable"),
+        # A backward that leaves autograd: detach.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1) * "
+                                             "torch.exp(x - out.unsqueeze(-1)).detach()"),
+         "gradgradcheck failed"),
+        # grad_output forgotten.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "torch.exp(x - out.unsqueeze(-1))"),
+         "ignores grad_output"),
+        # grad_output not unsqueezed: it does not line up with the weights.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output * torch.exp(x - out.unsqueeze(-1))"),
+         "unsqueeze(-1)"),
+        # The backward of a plain sum.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1).expand_as(x)"),
+         "plain sum"),
+        # exp(x) without out.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1) * torch.exp(x)"),
+         "not exp(x - out)"),
     ],
 }

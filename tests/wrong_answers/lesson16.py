@@ -170,3 +170,83 @@ WRONG = {
         ),
     ],
 }
+
+SHARD = '''def shard_mean(grad):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    size = math.ceil(grad.shape[0] / world)
+
+    def rows_of(r):
+        return grad[r * size:(r + 1) * size]
+
+    mine = rows_of(rank)
+    received, requests = [], []
+    for other in range(world):
+        if other != rank:
+            requests.append(dist.isend(rows_of(other).contiguous(), other))
+            received.append(torch.empty_like(mine))
+            requests.append(dist.irecv(received[-1], other))
+    for request in requests:
+        request.wait()
+    total = mine.clone()
+    for part in received:
+        total += part
+    return total / world
+'''
+
+
+def _shard(*edits: tuple[str, str]) -> str:
+    source = SHARD
+    for old, new in edits:
+        assert old in source, old
+        source = source.replace(old, new)
+    return source
+
+
+WRONG["l16-shard-mean"] = [
+    # The sum, never divided.
+    (_shard(("return total / world", "return total")),
+     "the sum over the 2 ranks, not the mean"),
+    # Two processes written in.
+    (_shard(("return total / world", "return total / 2")),
+     "divided by 2 while 3 processes were running"),
+    # Every rank rows // world rows: the last row is nobody's (uneven last shard).
+    (_shard(("math.ceil(grad.shape[0] / world)", "grad.shape[0] // world")),
+     "uneven last shard: 7 rows of layer1.weight over 2 ranks; the ranks kept rows // world"),
+    # The rows spread as evenly as possible, which is not FSDP's layout.
+    (_shard(("        return grad[r * size:(r + 1) * size]",
+             "        return grad.tensor_split(world)[r]")),
+     "spread evenly (torch.tensor_split): 3, 2, 2"),
+    # The wrong shard kept: every rank keeps (and is sent) the next rank's rows.
+    (_shard(("mine = rows_of(rank)", "mine = rows_of((rank + 1) % world)"),
+            ("dist.isend(rows_of(other).contiguous(), other)",
+             "dist.isend(rows_of((other + 1) % world).contiguous(), other)")),
+     "rank 0 kept the mean of rank 1's rows"),
+    # Its own rows, nothing sent or received.
+    ("def shard_mean(grad):\n"
+     "    size = math.ceil(grad.shape[0] / dist.get_world_size())\n"
+     "    rank = dist.get_rank()\n"
+     "    return grad[rank * size:(rank + 1) * size]\n",
+     "kept its own gradient's rows"),
+    # The whole gradient averaged on every rank, no slice kept.
+    (_shard(("    total = mine.clone()\n", "    total = grad.clone()\n"),
+            ("received.append(torch.empty_like(mine))", "received.append(torch.empty_like(grad))"),
+            ("dist.isend(rows_of(other).contiguous(), other)", "dist.isend(grad, other)")),
+     "returned the whole gradient of layer1.weight"),
+    # Blocking sends first on every rank: each waits for a receive no rank has started.
+    ("def shard_mean(grad):\n"
+     "    rank, world = dist.get_rank(), dist.get_world_size()\n"
+     "    size = math.ceil(grad.shape[0] / world)\n"
+     "    total = grad[rank * size:(rank + 1) * size].clone()\n"
+     "    for other in range(world):\n"
+     "        if other != rank:\n"
+     "            dist.send(grad[other * size:(other + 1) * size].contiguous(), other)\n"
+     "    for other in range(world):\n"
+     "        if other != rank:\n"
+     "            part = torch.empty_like(total)\n"
+     "            dist.recv(part, other)\n"
+     "            total += part\n"
+     "    return total / world\n",
+     "A blocking dist.send waits until the other rank receives"),
+    # The mean computed but not returned.
+    (_shard(("    return total / world", "    total /= world")), "returned NoneType"),
+]

@@ -2,17 +2,16 @@
 
 The exercises of this lesson are about reading the graph, so they are checked
 by method: the learner's function is handed a *new* graph, made from a seed,
-and must find something in it (a leaf, every leaf, the gradient a node will
-send) by walking ``next_functions`` and reading saved tensors. Backward passes
-are refused while it runs, and so is ``bl.describe``, which would do the walk
-for it.
+and must find something in it (a leaf, every leaf) by walking
+``next_functions``. A backward pass is reported as the wrong method, and so is
+``bl.describe``, which would do the walk for it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -23,7 +22,6 @@ from ._spec import (
     Prediction,
     Report,
     attempt,
-    compare,
     count_autograd,
     forbid_autograd,
     passed,
@@ -54,9 +52,9 @@ def _watch_describe(calls: list[str]) -> Iterator[None]:
         sys.setprofile(previous)
 
 
-def _run(name: str, answer: Any, argument: Any, reason: str | None = None
+def _run(name: str, answer: Any, *arguments: Any, reason: str | None = None
          ) -> tuple[Any, Report | None]:
-    """Call ``answer(argument)`` with ``bl.describe`` watched, and backward passes refused
+    """Call ``answer(*arguments)`` with ``bl.describe`` watched, and backward passes refused
     (with ``reason``) or, without one, counted and reported as the wrong method.
 
     Returns (result, None), or (None, a failed Report saying what went wrong).
@@ -65,7 +63,7 @@ def _run(name: str, answer: Any, argument: Any, reason: str | None = None
     passes = contextlib.nullcontext(None) if reason else count_autograd()
     with (forbid_autograd(reason) if reason else contextlib.nullcontext()), \
             passes as seen, _watch_describe(described):
-        result, failure = attempt(name, answer, argument, not_callable=(
+        result, failure = attempt(name, answer, *arguments, not_callable=(
             f"expected a function, got {type(answer).__name__}. The check calls it on new "
             "graphs, so it has to be a function."))
     if failure is not None:
@@ -83,109 +81,6 @@ def _run(name: str, answer: Any, argument: Any, reason: str | None = None
 
 def _shape(t: torch.Tensor) -> str:
     return str(tuple(t.shape))
-
-
-# --------------------------------------------------------------------------
-# l01-saved-cos: the gradient a CosBackward0 node will send, from its saved input
-# --------------------------------------------------------------------------
-
-LESSON_X_COS = 1.2  # the x_cos of the lesson's set-up cell
-
-
-def _cos_graph(gen: torch.Generator, k: int) -> tuple[torch.Tensor, Any]:
-    """(the cosine's input u, the CosBackward0 node of cos(u)), in float64.
-
-    The first trial's input is a leaf scalar, the others are vectors, and the
-    last one is made by an operation (u = 2 * x), so it has no ``.variable``.
-    """
-    n = () if k == 0 else (int(torch.randint(2, 6, (1,), generator=gen)),)
-    x = (torch.rand(n, generator=gen, dtype=torch.float64) * 6 - 3).requires_grad_()
-    u = 2 * x if k == 2 else x
-    return u.detach(), torch.cos(u).grad_fn
-
-
-@contextlib.contextmanager
-def _node_calls(called: list[str]) -> Iterator[None]:
-    """Note every backward node that is *called* inside the block (``node(grad)``).
-
-    torch's profiler records each node's function when it runs, whoever calls it;
-    a learner who calls the node lets it do the very computation asked for.
-    (Where this profiler is missing, nothing is noted.)
-    """
-    try:
-        from torch.autograd.profiler_legacy import profile
-    except ImportError:  # a future torch without it
-        yield
-        return
-    with profile() as seen:
-        yield
-    called.extend(e.name for e in seen.function_events if e.name.endswith(("Backward0",
-                                                                          "Backward1")))
-
-
-_COS_SLIPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "the sign is lost: the derivative of cos x is -sin x, not +sin x": torch.sin,
-    "that is cos of the saved value, the forward result again: the derivative of cos x is "
-    "-sin x": torch.cos,
-    "that is the saved value itself (x); backward multiplies by the derivative of cos at x, "
-    "-sin x": lambda u: u,
-}
-
-
-def _check_saved_cos(answer: Any, seed: int) -> Report:
-    name = "gradient from the saved value"
-    reason = "this exercise asks you to compute the gradient from the node's saved value"
-    results = []
-    for k in range(3):
-        gen = torch.Generator().manual_seed(seed + k)
-        u, node = _cos_graph(gen, k)
-        called: list[str] = []
-        with torch.no_grad(), _node_calls(called):
-            got, failure = _run(name, answer, node, reason)
-        if called:
-            return _fail(name, f"your code called the node itself ({called[0]}(...)), which runs "
-                               "backward's own formula for you. Read the input it saved, "
-                               "node._saved_self, and apply the derivative of cos yourself.")
-        if failure is not None:
-            message = failure[0].message
-            if "has no attribute 'variable'" in message:
-                return _fail(name, "your code went through next_functions to the input's leaf "
-                                   "(.variable), but the cosine's input need not be a leaf: on "
-                                   "this graph it is u = 2 * x, made by an operation. Read the "
-                                   "value the node saved, node._saved_self.")
-            return failure
-        if not isinstance(got, torch.Tensor):
-            return _fail(name, f"expected a tensor, got {type(got).__name__}.")
-        results.append((u, got))
-
-    lesson = -torch.sin(torch.tensor(LESSON_X_COS, dtype=torch.float64))
-    if all(got.numel() == 1 and abs(float(got) - float(lesson)) < 1e-3 for _, got in results):
-        return _fail(name, "it returns the gradient of the lesson's x_cos (-sin 1.2), whatever "
-                           "node it is given: compute it from node._saved_self. If you called "
-                           "y_cos.backward() along the way, that pass used up y_cos's graph (its "
-                           "saved value is freed now and x_cos.grad is filled): re-run the set-up "
-                           "cell that makes x_cos and y_cos before you try your function on "
-                           "y_cos.grad_fn.", "hard-coded")
-    first = results[0][1]
-    if all(got.shape == first.shape and torch.equal(got, first) for _, got in results[1:]):
-        return _fail(name, "it returns the same result whatever node it is given, so it looks "
-                           "hard-coded: compute the gradient from node._saved_self.", "hard-coded")
-    for u, got in results:
-        want = -torch.sin(u)
-        verdict = compare(name, got, want, rtol=1e-12, atol=1e-12)[0]
-        if verdict.ok:
-            continue
-        where = (f"on a new cosine node whose input has shape {_shape(u)}" if u.dim()
-                 else "on a new cosine node whose input is a scalar")
-        for slip, wrong in _COS_SLIPS.items():
-            if all(compare(slip, g, wrong(x), rtol=1e-12, atol=1e-12).ok for x, g in results):
-                return _fail(name, f"{where}: {slip}.")
-        if compare(name, got, want, rtol=1e-5, atol=1e-8).ok:
-            return _fail(name, f"{where}: it agrees only to about 1e-6, the way a numerical "
-                               "estimate does; backward uses the exact derivative of cos.")
-        return _fail(name, f"{where}: {verdict.message}")
-    return passed(name, "matches backward's gradient on 3 new cosine nodes, "
-                                             "one of them with an input that is not a leaf")
 
 
 # --------------------------------------------------------------------------
@@ -323,7 +218,6 @@ def _check_find_leaves(answer: Any, seed: int) -> Report:
 
 
 EXERCISES = {
-    "l01-saved-cos": Method(check=_check_saved_cos),
     "l01-walk-leaf": Method(check=_check_find_bias),
     "l01-find-leaves": Method(check=_check_find_leaves),
 }

@@ -1,240 +1,192 @@
-"""Lesson 04, zeroing gradients: its exercises and its predictions.
+"""Lesson 04, linear regression: its exercises and its predictions.
 
-Both exercises are checked by method, on new models and new data for every
-seed: ``l04-find-bug`` trains with the learner's loop and compares it with a
-loop that zeroes in the right place; ``l04-per-example`` collects one gradient
-per example while the gradient tensor is cleared in place, which is where the
-aliasing trap waits (a list holding the same tensor several times). The
-messages name the slip when it is what happened: gradients cleared between
-``backward()`` and ``step()``, never cleared, or stored without a copy.
+Exercise 1 asks for the gradients of the mean squared error of a straight
+line, Exercise 2 for the gradients of the same line under a Huber loss, whose
+derivative has two pieces (a transfer: no cell of the lesson differentiates
+it). Both stay with the two numbers w and b. Each reference uses autograd;
+each slip below is a wrong answer a learner is likely to write, and the check
+names it when the learner's result equals it on every trial.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-import torch.nn.functional as F
+from torch import nn
 
 from ... import data
-from ._spec import Method, Prediction, Report, attempt, compare, count_autograd, passed
-from ._spec import failed as _fail
+from ...widgets import train_linear
+from ._spec import ByHand, Prediction
+
+# --------------------------------------------------------------------------- Exercise 1
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
+def _mse_reference(x, y, w, b):
+    w, b = w.requires_grad_(), b.requires_grad_()
+    return torch.autograd.grad(((w * x + b - y) ** 2).mean(), (w, b))
 
 
-def _call(name: str, answer: Any, *args: Any) -> tuple[Any, Any, Report | None]:
-    """(result, the count of backward passes, None) or (None, None, a failed Report)."""
-    with count_autograd() as seen:
-        result, failure = attempt(name, answer, *args)
-    if failure is not None:
-        return None, None, failure
-    others = [c for c in seen.calls if c != "Tensor.backward()"]
-    if others:
-        return None, None, _fail(name, f"your code called {others[0]}, which hands gradients back "
-                                       "without touching .grad. This exercise is about .grad in "
-                                       "a loop that calls backward(): use backward().")
-    return result, seen, None
+def _new_data(gen):
+    """A new line with its own slope, intercept, length and noise; w and b anywhere."""
+    n = int(torch.randint(5, 30, (1,), generator=gen))
+    slope, intercept = (torch.randn(2, generator=gen) * 3).tolist()
+    xs = torch.rand(n, generator=gen) * 10
+    ys = slope * xs + intercept + torch.randn(n, generator=gen)
+    return xs, ys, torch.randn((), generator=gen), torch.randn((), generator=gen)
 
 
-# --------------------------------------------------------------------------
-# l04-find-bug: zero the gradients in the right place
-# --------------------------------------------------------------------------
+def _residual(x, y, w, b):
+    return w * x + b - y
 
 
-def _new_problem(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, int, dict]:
-    """(x, y, steps, the starting weights of a Linear(1, 1)) for one trial."""
-    slope = float(torch.empty(()).uniform_(-3, 3, generator=gen))
-    intercept = float(torch.empty(()).uniform_(-4, 4, generator=gen))
-    seed = int(torch.randint(0, 10_000, (1,), generator=gen))
-    n = int(torch.randint(20, 60, (1,), generator=gen))
-    x, y = data.linear_data(n=n, slope=slope, intercept=intercept, seed=seed)
-    steps = int(torch.randint(12, 30, (1,), generator=gen))
-    start = {"weight": torch.randn(1, 1, generator=gen), "bias": torch.randn(1, generator=gen)}
-    return x, y, steps, start
-
-
-def _model(start: dict) -> torch.nn.Linear:
-    model = torch.nn.Linear(1, 1)
-    model.load_state_dict(start)
-    return model
-
-
-def _reference_loop(start: dict, x: torch.Tensor, y: torch.Tensor, steps: int, lr: float,
-                    zero: bool) -> torch.nn.Linear:
-    """The loop of section 2: zero_grad() before each backward, or (zero=False) never."""
-    model = _model(start)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    for _ in range(steps):
-        if zero:
-            opt.zero_grad()
-        F.mse_loss(model(x), y).backward()
-        opt.step()
-    return model
-
-
-def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    return all(compare("w", p, q).ok for p, q in zip(a.parameters(), b.parameters(), strict=True))
-
-
-def _check_find_bug(answer: Any, seed: int) -> Report:
-    name = "train_fixed"
-    lr = 0.01
-    for k in range(3):
-        x, y, steps, start = _new_problem(torch.Generator().manual_seed(seed + k))
-        learner = _model(start)
-        _, seen, failure = _call(name, answer, learner, x, y, steps, lr)
-        if failure is not None:
-            return failure
-        where = f"training {steps} steps on new data"
-        moved = any(not torch.equal(p.detach(), start[n]) for n, p in learner.named_parameters())
-        if not moved:
-            return _fail(name, f"{where}, the weights did not move: step() ran on gradients that "
-                               "were already cleared. Zero them before backward() or after "
-                               "step(), never between the two.")
-        if seen.reverse != steps:
-            return _fail(name, f"{where}, your loop ran {_plural(seen.reverse, 'backward pass')}; "
-                               "expected one per step.")
-        if _same_weights(learner, _reference_loop(start, x, y, steps, lr, zero=True)):
-            continue
-        if _same_weights(learner, _reference_loop(start, x, y, steps, lr, zero=False)):
-            return _fail(name, f"{where}, your loop trains exactly like the loop that never "
-                               "zeroes: each step used the sum of all past gradients. Clear the "
-                               "model's gradients once per step (the model's, not the data's).")
-        ref = _reference_loop(start, x, y, steps, lr, zero=True)
-        verdict = compare("trained weight", learner.weight, ref.weight)[0]
-        return _fail(name, f"{where}, the trained weights differ from those of the loop that "
-                           f"zeroes before each backward: {verdict.message}")
-    return passed(name, "trains like the reference loop on 3 new problems, "
-                                             "one backward pass per step")
-
-
-# --------------------------------------------------------------------------
-# l04-per-example: one gradient per example, the gradient tensor cleared in place
-# --------------------------------------------------------------------------
-
-
-def _new_examples(gen: torch.Generator) -> tuple[dict, torch.Tensor, torch.Tensor]:
-    features = int(torch.randint(2, 5, (1,), generator=gen))
-    n = int(torch.randint(3, 6, (1,), generator=gen))
-    start = {"weight": torch.randn(1, features, generator=gen),
-             "bias": torch.randn(1, generator=gen)}
-    return start, torch.randn(n, features, generator=gen), torch.randn(n, 1, generator=gen)
-
-
-def _one_example_grad(start: dict, X: torch.Tensor, y: torch.Tensor, i: int) -> torch.Tensor:
-    w = start["weight"].clone().requires_grad_()
-    pred = X[i:i + 1] @ w.T + start["bias"]
-    (grad,) = torch.autograd.grad(F.mse_loss(pred, y[i:i + 1]), w)
-    return grad
-
-
-def _check_per_example(answer: Any, seed: int) -> Report:
-    name = "per_example_grads"
-    for k in range(3):
-        start, X, y = _new_examples(torch.Generator().manual_seed(seed + k))
-        model = torch.nn.Linear(X.shape[1], 1)
-        model.load_state_dict(start)
-        for p in model.parameters():  # zero gradient tensors, kept for the whole run
-            p.grad = torch.zeros_like(p)
-        buffer = model.weight.grad
-        got, seen, failure = _call(name, answer, model, X, y)
-        if failure is not None:
-            return failure
-        n = len(X)
-        where = f"for {n} examples"
-        if not isinstance(got, (list, tuple)) or len(got) != n:
-            size = len(got) if isinstance(got, (list, tuple)) else type(got).__name__
-            return _fail(name, f"{where}, expected a list of {n} gradients, one per example, "
-                               f"got {size}.")
-        if seen.reverse != n:
-            return _fail(name, f"{where}, your function ran "
-                               f"{_plural(seen.reverse, 'backward pass')}; expected one per "
-                               "example.")
-        tensors = [g for g in got if isinstance(g, torch.Tensor)]
-        shared = [g for g in tensors if g.data_ptr() == buffer.data_ptr()]
-        if len(shared) > 1 or (shared and model.weight.grad is buffer):
-            count = f"all {n}" if len(shared) == n else str(len(shared))
-            return _fail(name, f"{where}, {count} entries of your list are one and the same "
-                               "tensor, model.weight.grad itself. Each zero_() cleared that "
-                               "tensor in place, the very one already in your list, so every "
-                               "such entry now shows the last example's gradient. Append a "
-                               "copy: model.weight.grad.clone().")
-        want = [_one_example_grad(start, X, y, i) for i in range(n)]
-        running = [sum(want[: i + 1]) for i in range(n)]
-        if n > 1 and all(compare("g", g, r).ok for g, r in zip(got, running, strict=True)):
-            return _fail(name, f"{where}, entry i holds the sum of the gradients of examples 0 to "
-                               "i: .grad was not cleared between the examples, so each backward "
-                               "added onto the ones before.")
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            verdict = compare(f"gradient of example {i}", g, w)
-            if not verdict.ok:
-                return _fail(name, f"{where}: {verdict[0].message}")
-        if model.weight.grad is not buffer:
-            return _fail(name, f"{where}, the gradients are right, but model.weight.grad is a "
-                               "new tensor now: setting it to None (as zero_grad() does by "
-                               "default, set_to_none=True) let the next backward make a new one. "
-                               "This exercise keeps the tensor: clear it in place, with "
-                               "model.zero_grad(set_to_none=False) or .grad.zero_().")
-    return passed(name, "one gradient per example on 3 new models, with "
-                                             "the gradient tensor kept throughout")
-
-
-EXERCISES = {
-    "l04-find-bug": Method(check=_check_find_bug),
-    "l04-per-example": Method(check=_check_per_example),
+MSE_SLIPS = {
+    "the mean was taken as a sum (a factor of N too large): the loss averages over the "
+    "points, so each point's share carries 1/N":
+        lambda x, y, w, b: ((2 * _residual(x, y, w, b) * x).sum(),
+                            (2 * _residual(x, y, w, b)).sum()),
+    "the factor 2 from the derivative of the square is missing: d(r²)/dr = 2r":
+        lambda x, y, w, b: ((_residual(x, y, w, b) * x).mean(), _residual(x, y, w, b).mean()),
+    "the sign is flipped: the residual inside the square is w·x + b − y, and its derivative "
+    "with respect to w is +x":
+        lambda x, y, w, b: ((-2 * _residual(x, y, w, b) * x).mean(),
+                            (-2 * _residual(x, y, w, b)).mean()),
+    "dL/dw lacks the factor x (or the two gradients are swapped): w multiplies x, so the "
+    "gradient with x in it belongs to w":
+        lambda x, y, w, b: ((2 * _residual(x, y, w, b)).mean(), (2 * _residual(x, y, w, b)).mean()),
 }
 
-
-# --------------------------------------------------------------------------
-# Predictions
-# --------------------------------------------------------------------------
+# --------------------------------------------------------------------------- Exercise 2
 
 
-def _zero_grad_answer() -> Any:
-    p = torch.ones(2, requires_grad=True)
-    p.sum().backward()
-    torch.optim.SGD([p], lr=0.1).zero_grad()
-    return None if p.grad is None else "zeros"
+def _huber_reference(x, y, w, b, delta):
+    w, b = w.requires_grad_(), b.requires_grad_()
+    loss = nn.functional.huber_loss(w * x + b, y, delta=delta)
+    return torch.autograd.grad(loss, (w, b))
 
 
-def _forgot_answer() -> str:
-    """Run the lesson's loop that never zeroes for 400 steps: is it still near the best fit?"""
-    x, y = data.linear_data()
-    best = torch.linalg.lstsq(torch.cat([x, torch.ones_like(x)], dim=1), y).solution.flatten()
-    with torch.random.fork_rng():
-        torch.manual_seed(1)  # the lesson's starting weights
-        model = torch.nn.Linear(1, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    distances = []
-    for _ in range(400):
-        F.mse_loss(model(x), y).backward()  # .grad is never cleared
-        opt.step()
-        weights = torch.stack([model.weight[0, 0], model.bias[0]]).detach()
-        distances.append(float((weights - best).norm()))
-    return "yes" if max(distances[-100:]) < 0.05 else "no"
+def _new_robust_data(gen):
+    """A noisy line with a few far-off points, w and b anywhere, and a threshold delta that
+    leaves some residuals inside (the quadratic piece) and some outside (the linear piece),
+    none at the joint, so every slip below shows on every trial."""
+    xs, ys, w, b = _new_data(gen)
+    n = len(xs)
+    far = torch.randperm(n, generator=gen)[: max(1, n // 5)]
+    signs = torch.randint(0, 2, (len(far),), generator=gen) * 2 - 1
+    ys[far] += signs * (8 + 8 * torch.rand(len(far), generator=gen))
+    sizes = (w * xs + b - ys).abs().sort().values
+    k = int(torch.randint(n // 4, 3 * n // 4, (1,), generator=gen))
+    delta = round(float(sizes[k] + sizes[k + 1]) / 2, 3)
+    if not sizes[k] < delta < sizes[k + 1]:  # rounding crossed a residual: keep the midpoint
+        delta = float(sizes[k] + sizes[k + 1]) / 2
+    return xs, ys, w, b, delta
+
+
+def _huber_slope(x, y, w, b, delta, *, inside=1.0, outside=None):
+    """dL/dr per point, mean not yet taken: ``inside`` times r where |r| <= delta, and
+    ``outside`` (default delta * sign(r)) elsewhere."""
+    r = _residual(x, y, w, b)
+    beyond = delta * r.sign() if outside is None else outside
+    return torch.where(r.abs() <= delta, inside * r, beyond)
+
+
+def _to_w_b(g, x):
+    return (g * x).mean(), g.mean()
+
+
+HUBER_SLIPS = {
+    "the mean was taken as a sum (a factor of N too large): huber_loss averages over the "
+    "points, so each point's share carries 1/N":
+        lambda x, y, w, b, d: ((_huber_slope(x, y, w, b, d) * x).sum(),
+                               _huber_slope(x, y, w, b, d).sum()),
+    "the sign is flipped: the residual is w·x + b − y, and its derivative with respect to w "
+    "is +x":
+        lambda x, y, w, b, d: _to_w_b(-_huber_slope(x, y, w, b, d), x),
+    "every point was treated as inside the threshold (the squared error's gradient): beyond "
+    "delta the loss grows linearly, so a far-off point pulls with delta·sign(r), not r":
+        lambda x, y, w, b, d: _to_w_b(_residual(x, y, w, b), x),
+    "this is the squared error's gradient (Exercise 1's), 2r at every point: the Huber loss "
+    "is ½r² inside delta, whose derivative is r, and linear beyond it, with slope "
+    "delta·sign(r)":
+        lambda x, y, w, b, d: _to_w_b(2 * _residual(x, y, w, b), x),
+    "beyond delta the pull was taken as +delta whatever the sign of r: the linear piece is "
+    "delta·(|r| − delta/2), whose slope is delta·sign(r)":
+        lambda x, y, w, b, d: _to_w_b(
+            _huber_slope(x, y, w, b, d, outside=torch.full_like(x, d)), x),
+    "inside delta the factor 2 is too many: the quadratic piece is ½r², so its derivative is "
+    "r (the ½ cancels the 2)":
+        lambda x, y, w, b, d: _to_w_b(_huber_slope(x, y, w, b, d, inside=2.0), x),
+    "dL/dw lacks the factor x (or the two gradients are swapped): w multiplies x, so the "
+    "gradient with x in it belongs to w":
+        lambda x, y, w, b, d: (_huber_slope(x, y, w, b, d).mean(),
+                               _huber_slope(x, y, w, b, d).mean()),
+}
+
+EXERCISES = {
+    "l04-grads": ByHand(
+        name="MSE gradients",
+        reference=_mse_reference,
+        make_inputs=_new_data,
+        outputs=["dL/dw", "dL/db"],
+        mistakes=MSE_SLIPS,
+        advice="Write the loss for two points on paper, differentiate each squared residual "
+               "with respect to w and to b, and average.",
+    ),
+    "l04-huber": ByHand(
+        name="Huber gradients",
+        reference=_huber_reference,
+        make_inputs=_new_robust_data,
+        outputs=["dL/dw", "dL/db"],
+        mistakes=HUBER_SLIPS,
+        advice="First write dL/dr for one point in each of the two pieces (sketch them: where "
+               "do they meet, and with what slope?), then follow r to w and to b as in "
+               "Exercise 1, and average.",
+    ),
+}
+
+# --------------------------------------------------------------------------- predictions
+
+
+def _lesson_data():
+    return data.linear_data(n=100, slope=2.0, intercept=1.0, noise=1.5, low=0.0, high=10.0,
+                            seed=42)
+
+
+def _one_step_answer():
+    """w and b after one step of gradient descent from zero with lr = 0.01, rounded."""
+    x, y = _lesson_data()
+    w = torch.zeros(1, requires_grad=True)
+    b = torch.zeros(1, requires_grad=True)
+    ((w * x + b - y) ** 2).mean().backward()
+    with torch.no_grad():
+        w -= 0.01 * w.grad
+        b -= 0.01 * b.grad
+    return round(w.item(), 2), round(b.item(), 2)
+
+
+def _lr_answer():
+    """Whether 50 steps at lr = 0.03 end with a loss above the starting loss."""
+    x, y = _lesson_data()
+    losses, _, _ = train_linear(x, y, lr=0.03, epochs=50)
+    return losses[-1] > losses[0]
 
 
 PREDICTIONS = {
-    "l04-predict-zero-grad": Prediction(
-        question="p.grad after opt.zero_grad()",
-        answer=_zero_grad_answer,
-        hint="look up the default of zero_grad's keyword argument in its documentation, and "
-             "what that default does to the gradient tensors.",
-        why="zero_grad() has set_to_none=True by default: it removes the gradient tensors "
-            "rather than filling them with zeros",
-        choices=("zeros", None),
+    "l04-predict-step": Prediction(
+        question="(w, b) after one step with lr = 0.01, to two decimals",
+        answer=_one_step_answer,
+        hint="the update subtracts lr times the gradient, and both gradients printed above are "
+             "negative: what does subtracting a negative number do? Start from w = b = 0.",
+        why="w − lr·dL/dw = 0 − 0.01 · (−149.80) = 1.498 and b = 0 − 0.01 · (−22.61) = 0.226, "
+            "so {answer} to two decimals: one step moves both up, w far more than b",
     ),
-    "l04-predict-forgot": Prediction(
-        question="does the loop that never zeroes settle at the best fit?",
-        answer=_forgot_answer,
-        hint="write down what .grad holds after step t, and think of it as a velocity: what "
-             "would slow it down once the weights pass the best fit?",
-        why="after step t, .grad holds g1 + ... + gt, and each step moves by lr times that sum: "
-            "a velocity that nothing damps. The weights swing through the best fit and back, "
-            "like a ball rolling without friction",
-        choices=("yes", "no"),
+    "l04-predict-lr": Prediction(
+        question="does lr = 0.03 make the loss end above where it started?",
+        answer=_lr_answer,
+        hint="a step is stable only while it does not jump past the minimum by more than it "
+             "started from; the steepest direction here is the slope's, and x runs up to 10. "
+             "The section below computes the largest stable rate.",
+        why="0.03 is past the largest stable rate for this data (about 0.028, computed below): "
+            "along the steep direction every step lands farther from the minimum than it "
+            "started, so the error grows by a constant factor per step",
+        choices=(True, False),
     ),
 }

@@ -1,494 +1,219 @@
-"""Lesson 05, backward from a non-scalar output: its exercises and its predictions.
+"""Lesson 05, gradient accumulation: its exercises and its predictions.
 
-The lesson has two notebooks:
+``l05-microbatch`` is checked by method: the learner's ``accumulate`` must call
+``backward()`` once per piece of a batch and leave the full-batch gradient in
+``w.grad``. The batches, their piece sizes and the starting weights are new for
+every seed; the typical slips (dividing by the number of pieces, no scaling,
+``.grad`` reset between pieces) are named when they explain the result on
+every batch.
 
-- ``05-non-scalar-backward.ipynb``: the ``gradient`` argument of backward is the vector of
-  a vector-Jacobian product (VJP); a Jacobian built one row per backward call.
-- ``05-tensor-op-vjps.ipynb``: deriving the VJP of a tensor operation (index notation, one
-  entry differentiated, read back as tensor code, shapes first) and the rules it gives for
-  matmul, broadcasting, reductions, indexing, reshapes and softmax.
-
-Every by-hand exercise draws new shapes on every trial, each size different from the others,
-so that a transposed answer or a sum over the wrong dimension cannot pass by having the
-right shape by accident. The slips listed under ``mistakes`` are the ones the lesson warns
-about; the check names one only when the learner's answer equals it on every trial.
+``l05-tied`` is by hand: the gradient of a weight matrix used at two time steps
+of a small recurrent network, one term per use, checked on new sizes with
+autograd off; the slips (one use counted, the transpose going back through the
+second use forgotten, a tanh' left out, each term transposed) are named when
+they hold on every trial.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from ._spec import (
     ByHand,
-    Check,
     Method,
     Prediction,
     Report,
     attempt,
     compare,
     count_autograd,
-    forbid_autograd,
+    failed,
     passed,
 )
-from ._spec import failed as _failed
 
 
-def _sizes(gen, k, low=2, high=6):
-    """``k`` different sizes between ``low`` and ``high``."""
-    order = torch.randperm(high - low + 1, generator=gen)[:k]
-    return [int(s) + low for s in order]
-
-
-def _randn(gen, *shape):
-    return torch.randn(*shape, generator=gen, dtype=torch.float64)
-
-
-
-
-def _ran(name, run, *args):
-    """``run(*args)`` and None, or None and the failed Report that says why it raised."""
-    return attempt(name, run, *args, what="it")
-
-
-def _shape(t):
-    return tuple(t.shape)
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
 
 
 # --------------------------------------------------------------------------
-# 05-non-scalar-backward: a Jacobian one row at a time
+# l05-microbatch: pieces of unequal size, one backward per piece
 # --------------------------------------------------------------------------
 
-_ROWS = "Jacobian by rows"
-_BACKWARD_CALLS = {"Tensor.backward()", "torch.autograd.backward"}
+
+def _new_batch(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+    """(w, X, t, sizes): 2 to 4 pieces of different sizes, in float64."""
+    pieces = int(torch.randint(2, 5, (1,), generator=gen))
+    sizes = (torch.randperm(6, generator=gen)[:pieces] + 1).tolist()  # all different
+    n, features = sum(sizes), int(torch.randint(2, 5, (1,), generator=gen))
+    X = torch.randn(n, features, generator=gen, dtype=torch.float64)
+    t = torch.randn(n, generator=gen, dtype=torch.float64)
+    w = torch.randn(features, generator=gen, dtype=torch.float64)
+    return w, X, t, sizes
 
 
-def _jacobian_problem(gen):
-    """A new function g (a matrix product, then a nonlinearity) and a point x."""
-    m, n = _sizes(gen, 2)
-    A = torch.randn(m, n, generator=gen)
+def _piece_grads(w: torch.Tensor, X: torch.Tensor, t: torch.Tensor,
+                 sizes: list[int]) -> list[torch.Tensor]:
+    """The gradient of each piece's own mean squared error."""
+    grads = []
+    for X_part, t_part in zip(X.split(sizes), t.split(sizes), strict=True):
+        w_part = w.clone().requires_grad_()
+        ((X_part @ w_part - t_part) ** 2).mean().backward()
+        grads.append(w_part.grad)
+    return grads
 
-    def g(t):
-        return torch.sin(A @ t) * t.sum()
 
-    return g, torch.randn(n, generator=gen)
+# Each slip maps (piece gradients, sizes) to the w.grad it leaves.
+_MICRO_SLIPS: dict[str, Callable[[list[torch.Tensor], list[int]], torch.Tensor]] = {
+    "each piece's mean was divided by the number of pieces, which is right only when the "
+    "pieces are the same size: weight each mean by its share of the batch, "
+    "len(piece) / len(X)": lambda g, s: sum(g) / len(s),
+    "each piece's mean was added unscaled, so pieces count equally whatever their size (and "
+    "the total is too large): weight each mean by len(piece) / len(X)": lambda g, s: sum(g),
+    "the weights are upside down: a piece's mean counts with its share of the batch, "
+    "len(piece) / len(X), not len(X) / len(piece)":
+        lambda g, s: sum(gi * sum(s) / si for gi, si in zip(g, s, strict=True)),
+    "w.grad holds only the last piece's part: .grad was reset between the pieces, so the "
+    "earlier ones were thrown away (letting them add up is the point)":
+        lambda g, s: g[-1] * s[-1] / sum(s),
+}
 
 
-def _check_jacobian_rows(answer, seed):
-    """One backward call per output row, and the right Jacobian, on two new functions."""
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-10, atol=1e-12))
+
+
+def _check_microbatch(answer: Any, seed: int) -> Report:
+    name = "accumulate"
     if not callable(answer):
-        return _failed(_ROWS, f"expected a function jacobian_by_rows(g, x), got "
-                              f"{type(answer).__name__}.")
-    for k in range(2):
-        g, x = _jacobian_problem(torch.Generator().manual_seed(seed + k))
-        m, n = g(x).numel(), x.numel()
+        return failed(name, f"expected a function, got "
+                                                  f"{type(answer).__name__}.")
+    runs = []
+    for k in range(3):
+        w, X, t, sizes = _new_batch(torch.Generator().manual_seed(seed + k))
+        w_learner = w.clone().requires_grad_()
+        arrived: list[torch.Tensor] = []  # what each backward pass brings to w
+        w_learner.register_hook(lambda g, arrived=arrived: arrived.append(g.detach().clone()))
         with count_autograd() as seen:
-            got, failure = _ran(_ROWS, answer, g, x.clone())
+            _, failure = attempt(name, answer, w_learner, X.clone(), t.clone(), list(sizes),
+                                 raised=lambda err, sizes=sizes: f"raised {type(err).__name__}: "
+                                 f"{err} (on pieces of sizes {sizes}).")
         if failure is not None:
             return failure
-        other = [call for call in seen.calls if call not in _BACKWARD_CALLS]
-        if other:
-            return _failed(_ROWS, f"your code called {other[0]}; the exercise asks for "
-                                  "backward calls only, one backward call per output row, so "
-                                  "that you meet what .grad does between the calls.")
-        if seen.reverse != m:
-            return _failed(_ROWS, f"{seen.reverse} backward call(s) for a function with {m} "
-                                  "outputs; the exercise asks for one backward call per "
-                                  "output row.")
-        want = torch.autograd.functional.jacobian(g, x)
-        where = f"for a function with {m} outputs and {n} inputs"
-        if not isinstance(got, torch.Tensor):
-            return _failed(_ROWS, f"returned {type(got).__name__}; expected a tensor of "
-                                  f"shape ({m}, {n}), one row per output.")
-        if _shape(got) == (n, m):
-            return _failed(_ROWS, f"{where}, your tensor has shape ({n}, {m}): it is "
-                                  f"transposed. Row i is what the backward call with the "
-                                  f"one-hot vector e_i gives, so stack the rows: shape ({m}, "
-                                  f"{n}).", "shape")
-        if _shape(got) == (m, n) and not compare(_ROWS, got, want).ok:
-            if compare(_ROWS, got, want[-1].expand(m, n)).ok:
-                return _failed(_ROWS, f"{where}, every row holds the last row. They are all "
-                                      "one and the same tensor, x.grad, which zero_() empties "
-                                      "in place and the next call fills again. Store a copy "
-                                      "(x.grad.clone()) or give each call a fresh leaf.",
-                               "mismatch")
-            if compare(_ROWS, got, want.cumsum(0)).ok:
-                return _failed(_ROWS, f"{where}, row i holds rows 0 to i added up: x.grad "
-                                      "accumulated across the backward calls. Reset it "
-                                      "(x.grad = None) before each call.", "mismatch")
-        report = compare(f"{_ROWS} ({where})", got, want)
-        if not report.ok:
-            return report
-    return passed(_ROWS, "one backward call per output row, and the "
-                                              "right Jacobian for 2 new functions")
+        where = f"for pieces of sizes {sizes}"
+        others = [c for c in seen.calls if c != "Tensor.backward()"]
+        if others:
+            return failed(name, f"{where}, your function called "
+                                 f"{others[0]}, which returns gradients instead of adding them "
+                                 "into .grad. This exercise is about letting backward() "
+                                 "accumulate.")
+        if seen.reverse != len(sizes):
+            return failed(name, f"{where}, your function ran "
+                                 f"{_plural(seen.reverse, 'backward pass')} for "
+                                 f"{_plural(len(sizes), 'piece')}; the exercise asks for one "
+                                 "backward() per piece.")
+        if w_learner.grad is None:
+            return failed(name, f"{where}, w.grad is still None after "
+                                 "your function ran: no backward pass reached w.", "missing")
+        full = w.clone().requires_grad_()
+        ((X @ full - t) ** 2).mean().backward()
+        runs.append((w_learner.grad, full.grad, _piece_grads(w, X, t, sizes), sizes, arrived))
+
+    for got, want, parts, sizes, arrived in runs:
+        verdict = compare(name, got, want, rtol=1e-10, atol=1e-12)[0]
+        if verdict.ok:
+            shares = [g * s / sum(sizes) for g, s in zip(parts, sizes, strict=True)]
+            if not all(any(_close(a, share) for a in arrived) for share in shares):
+                return failed(name, f"for pieces of sizes {sizes}, w.grad "
+                                     "ends right, but the backward passes did not each carry one "
+                                     "piece: what reached w in each pass was not one piece's "
+                                     "share of the gradient. Call backward() on each piece's own "
+                                     "scaled loss.")
+            continue
+        for slip, wrong in _MICRO_SLIPS.items():
+            if all(compare(slip, g, wrong(p, s), rtol=1e-10, atol=1e-12).ok
+                   for g, _, p, s, _ in runs):
+                return failed(name, f"w.grad is not the full-batch "
+                                     f"gradient for pieces of sizes {sizes}: {slip}.", "mismatch")
+        return failed(name, f"w.grad for pieces of sizes {sizes}: "
+                                                      f"{verdict.message}", "mismatch")
+    return passed(name, "one backward() per piece, and the full-batch "
+                                             "gradient on 3 new batches")
 
 
 # --------------------------------------------------------------------------
-# 05-non-scalar-backward: the gradient argument for a chosen loss
+# l05-tied: one weight matrix used at two time steps, by hand
 # --------------------------------------------------------------------------
 
 
-def _last_row_mean_weights(y):
-    return torch.func.grad(lambda t: t[-1].mean())(y)
+def _rnn_forward(W, h0, x1, x2):
+    h1 = torch.tanh(h0 @ W + x1)
+    return h1, torch.tanh(h1 @ W + x2)
 
 
-def _new_matrix(gen):
-    rows, cols = _sizes(gen, 2)
-    return (_randn(gen, rows, cols),)
+def _rnn_reference(W, h0, x1, x2, y):
+    W = W.requires_grad_()
+    _, h2 = _rnn_forward(W, h0, x1, x2)
+    ((h2 - y) ** 2).sum().backward()
+    return W.grad
 
 
-def _row_weights(y, row, value):
-    v = torch.zeros_like(y)
-    v[row] = value
-    return v
+def _rnn_inputs(gen):
+    """W (k, k) and four vectors of length k, k new each time (2 to 5)."""
+    k = int(torch.randint(2, 6, (1,), generator=gen))
+    W = torch.randn(k, k, generator=gen, dtype=torch.float64) * 0.8
+    return (W, *(torch.randn(k, generator=gen, dtype=torch.float64) for _ in range(4)))
 
 
-# --------------------------------------------------------------------------
-# 05-tensor-op-vjps: the softmax VJP
-# --------------------------------------------------------------------------
+def _rnn_slip(transposed=False, tanh1=True, tanh2=True, step1=True, step2=True):
+    """dL/dW with the slips as switches: the gradient back to h1 through W (not W.T),
+    a tanh' left out at step 1 or 2, a use of W left out."""
+    def wrong(W, h0, x1, x2, y):
+        h1, h2 = _rnn_forward(W, h0, x1, x2)
+        dpre2 = 2 * (h2 - y) * ((1 - h2**2) if tanh2 else 1)
+        dh1 = (dpre2 @ W) if transposed else (W @ dpre2)
+        dpre1 = dh1 * ((1 - h1**2) if tanh1 else 1)
+        dW = torch.zeros_like(W)
+        if step2:
+            dW = dW + torch.outer(h1, dpre2)
+        if step1:
+            dW = dW + torch.outer(h0, dpre1)
+        return dW
+    return wrong
 
 
-def _new_softmax(gen):
-    """p = softmax(z) along the last dimension, and a gradient g for it; 2 or 3 dims."""
-    dims = int(torch.randint(2, 4, (1,), generator=gen))
-    shape = _sizes(gen, dims, 2, 7)
-    p = torch.softmax(2 * _randn(gen, *shape), dim=-1)
-    return p, _randn(gen, *shape)
+RNN_SLIPS = {
+    "only step 2's use of W is counted: W is used at both steps, and the gradient has one "
+    "term per use, torch.outer(h1, dpre2) + torch.outer(h0, dpre1)": _rnn_slip(step1=False),
+    "only step 1's use of W is counted: W is used at both steps, and the gradient has one "
+    "term per use, torch.outer(h1, dpre2) + torch.outer(h0, dpre1)": _rnn_slip(step2=False),
+    "the gradient sent back to h1 through step 2's product h1 @ W is missing its transpose: "
+    "dh1_i = sum_j W_ij dpre2_j, which is W @ dpre2 (that is dpre2 @ W.T), not dpre2 @ W":
+        _rnn_slip(transposed=True),
+    "tanh' is missing at step 1: going back through h1 = tanh(...), multiply by "
+    "1 - h1**2 (lesson 02)": _rnn_slip(tanh1=False),
+    "tanh' is missing at step 2: going back through h2 = tanh(...), multiply by "
+    "1 - h2**2 (lesson 02)": _rnn_slip(tanh2=False),
+    "tanh' is missing at both steps: going back through each h = tanh(...), multiply by "
+    "1 - h**2 (lesson 02)": _rnn_slip(tanh1=False, tanh2=False),
+    "each use's term came out transposed: for p = h @ W, dL/dW_ij = h_i * dL/dp_j, which "
+    "is torch.outer(h, dp), not torch.outer(dp, h)":
+        lambda W, h0, x1, x2, y: _rnn_slip()(W, h0, x1, x2, y).T,
+}
 
-
-def _softmax_vjp_reference(p, g):
-    z = p.log().requires_grad_()  # softmax(log p) = p, since each row of p sums to 1
-    (dz,) = torch.autograd.grad(torch.softmax(z, dim=-1), z, g)
-    return dz
-
-
-# --------------------------------------------------------------------------
-# 05-tensor-op-vjps: out = x * w + b with x (B, T, C), w (C,), b (C,)
-# --------------------------------------------------------------------------
-
-
-def _new_affine(gen):
-    B, T, C = _sizes(gen, 3)
-    return _randn(gen, B, T, C), _randn(gen, C), _randn(gen, C), _randn(gen, B, T, C)
-
-
-def _affine_reference(x, w, b, g):
-    x, w, b = (t.requires_grad_() for t in (x, w, b))
-    return torch.autograd.grad(x * w + b, (x, w, b), g)
-
-
-# --------------------------------------------------------------------------
-# 05-tensor-op-vjps: Y = X @ W with X (B, T, C) and a shared W (C, D)
-# --------------------------------------------------------------------------
-
-
-def _new_batched_matmul(gen):
-    B, T, C, D = _sizes(gen, 4)
-    return _randn(gen, B, T, C), _randn(gen, C, D), _randn(gen, B, T, D)
-
-
-def _batched_matmul_reference(X, W, G):
-    X, W = X.requires_grad_(), W.requires_grad_()
-    return torch.autograd.grad(X @ W, (X, W), G)
-
-
-# --------------------------------------------------------------------------
-# 05-tensor-op-vjps: torch.gather along a dimension, with repeated indices
-# --------------------------------------------------------------------------
-
-
-def _new_gather(gen):
-    """x (R, C), a dim (0 and 1 in turn), an index with at least one repeated entry, and g
-    shaped like the index.
-
-    The index values stay below both sizes of x, so that a scatter along the other
-    dimension runs (and can be recognised as that slip) instead of raising."""
-    R, C = _sizes(gen, 2, 3, 6)
-    dim = gen.initial_seed() % 2  # consecutive trials gather along both dimensions
-    x = _randn(gen, R, C)
-    along = int(torch.randint(2, x.shape[dim] + 1, (1,), generator=gen))
-    across = int(torch.randint(1, x.shape[1 - dim] + 1, (1,), generator=gen))
-    shape = (along, across) if dim == 0 else (across, along)
-    index = torch.randint(0, min(R, C), shape, generator=gen)
-    index.select(1 - dim, 0)[1] = index.select(1 - dim, 0)[0]  # a repeated index
-    return x, dim, index, _randn(gen, *shape)
-
-
-def _gather_reference(x, dim, index, g):
-    x = x.requires_grad_()
-    (dx,) = torch.autograd.grad(torch.gather(x, dim, index), x, g)
-    return dx
-
-
-def _put_instead_of_add(x, dim, index, g):
-    """dx[index] = g, entry by entry: a repeated index keeps one contribution."""
-    return torch.zeros_like(x).scatter(dim, index, g)
-
-
-def _assign_rows(x, dim, index, g):
-    """The same slip written with advanced indexing."""
-    dx = torch.zeros_like(x)
-    other = torch.arange(index.shape[1 - dim]).unsqueeze(dim).expand_as(index)
-    where = (index, other) if dim == 0 else (other, index)
-    dx[where] = g
-    return dx
-
-
-# --------------------------------------------------------------------------
-# 05-tensor-op-vjps: a custom Function whose inputs broadcast
-# --------------------------------------------------------------------------
-
-_FUNCTION = "(a - b)**2 as a Function"
-# The visible check always starts on the shapes of the exercise's text.
-_FIRST_PAIR = ((3, 1), (1, 4))
-_PAIRS = (
-    ((2, 3, 1), (4,)),
-    ((5,), (2, 1)),
-    ((1, 4), (3, 4)),
-    ((2, 1, 3), (4, 1)),
-    ((3, 1, 2), (1, 5, 1)),
-    ((4, 3), (3,)),
-)
-
-
-def _shape_pairs(seed):
-    """Three pairs of input shapes; the visible check (seed 0) starts with (3, 1) x (1, 4)."""
-    order = torch.randperm(len(_PAIRS), generator=torch.Generator().manual_seed(seed))
-    picks = [_PAIRS[int(i)] for i in order[:3]]
-    return [_FIRST_PAIR, *picks[:2]] if seed == 0 else picks
-
-
-def _broadcast_dims(shape, out_shape):
-    """The dimensions of out_shape along which a tensor of ``shape`` was broadcast."""
-    lead = len(out_shape) - len(shape)
-    return [d for d in range(len(out_shape))
-            if d < lead or (shape[d - lead] == 1 and out_shape[d] != 1)]
-
-
-def _dims_text(dims):
-    """'dimension 1' or 'dimensions 0 and 2'."""
-    if len(dims) == 1:
-        return f"dimension {dims[0]}"
-    return "dimensions " + ", ".join(map(str, dims[:-1])) + f" and {dims[-1]}"
-
-
-def _shape_message(label, got, want, out_shape):
-    broadcast = _broadcast_dims(want, out_shape)
-    if not broadcast:
-        return (f"backward returned a gradient of shape {got} for {label} of shape {want}. "
-                f"{label} has the output's shape {tuple(out_shape)} (it was not broadcast), "
-                "so its gradient has that shape too: no sum is needed.")
-    dims, them = _dims_text(broadcast), "it" if len(broadcast) == 1 else "them"
-    if got == tuple(out_shape):
-        return (f"backward returned a gradient of shape {got} for {label} of shape {want}: "
-                f"it still has the output's shape. {label} was broadcast along {dims} of the "
-                f"output, so sum the gradient over {them} (keepdim=True where "
-                f"{label} has a 1) to get back to {want}. The engine happens to do this sum "
-                "for you when the shapes allow, which is why gradcheck alone cannot see it; "
-                "a backward still returns one gradient per input, shaped like it.")
-    if torch.Size(got).numel() == torch.Size(want).numel():
-        return (f"backward returned a gradient of shape {got} for {label} of shape {want}: "
-                "the right number of entries, but a summed dimension was dropped. Keep it with "
-                "keepdim=True (or reshape to the input's shape).")
-    return (f"backward returned a gradient of shape {got} for {label} of shape {want}: "
-            f"summed over the wrong dimensions. {label} was broadcast along {dims} of the "
-            f"output {tuple(out_shape)}; sum over exactly those.")
-
-
-def _relative(got, want):
-    return float((got - want).abs().max()) / max(float(want.abs().max()), 1e-300)
-
-
-def _estimate_like(got, want):
-    """Close to the answer the way a numerical estimate is, not to round-off."""
-    return got.is_floating_point() and _relative(got.double(), want) < 1e-5
-
-
-def _backward_itself(function, out, g):
-    """What ``function.backward`` returns for ``out``, called directly with the output's
-    grad_fn as its ctx: the engine would sum a gradient of the broadcast shape down to the
-    input's shape by itself, and hide the shape backward really returns."""
-    with torch.no_grad(), forbid_autograd():
-        return function.backward(out.grad_fn, g)
-
-
-def _check_broadcast_function(answer, seed):
-    """Shapes from backward itself, values to round-off, and gradcheck, on broadcast inputs."""
-    if not (isinstance(answer, type) and issubclass(answer, torch.autograd.Function)):
-        return _failed(_FUNCTION, f"expected a class derived from torch.autograd.Function, got "
-                                  f"{type(answer).__name__}.")
-    gen = torch.Generator().manual_seed(1000 + seed)
-    tried = []
-    for a_shape, b_shape in _shape_pairs(seed):
-        a = _randn(gen, *a_shape).requires_grad_()
-        b = _randn(gen, *b_shape).requires_grad_()
-        out, failure = _ran(_FUNCTION, answer.apply, a, b)
-        if failure is not None:
-            return failure
-        want_out = (a - b).detach() ** 2
-        if not isinstance(out, torch.Tensor) or _shape(out) != _shape(want_out):
-            got = _shape(out) if isinstance(out, torch.Tensor) else type(out).__name__
-            return _failed(_FUNCTION, f"forward returned {got} for inputs of shapes {a_shape} "
-                                      f"and {b_shape}; expected (a - b)**2, shape "
-                                      f"{_shape(want_out)}.")
-        if not compare("forward", out.detach(), want_out).ok:
-            return _failed(_FUNCTION, f"forward does not compute (a - b)**2 (inputs of shapes "
-                                      f"{a_shape} and {b_shape}).")
-        if out.grad_fn is None:
-            return _failed(_FUNCTION, "forward's output has no grad_fn: call the Function "
-                                      "through .apply and return a tensor computed from a, b.")
-        g = _randn(gen, *_shape(out))
-        grads, failure = _ran(_FUNCTION, _backward_itself, answer, out, g.clone())
-        if failure is not None:
-            return failure
-        if not isinstance(grads, (tuple, list)) or len(grads) != 2:
-            n = len(grads) if isinstance(grads, (tuple, list)) else 1
-            return _failed(_FUNCTION, f"backward returned {n} value(s); it returns one "
-                                      "gradient per input of forward: (grad_a, grad_b).")
-        da_want, db_want = torch.autograd.grad((a - b) ** 2, (a, b), g)
-        for label, got, want in (("a", grads[0], da_want), ("b", grads[1], db_want)):
-            if not isinstance(got, torch.Tensor):
-                return _failed(_FUNCTION, f"backward returned {type(got).__name__} for {label}; "
-                                          "expected a tensor shaped like it.")
-            if _shape(got) != _shape(want):
-                return _failed(_FUNCTION, _shape_message(label, _shape(got), _shape(want),
-                                                         _shape(out)), "shape")
-            report = compare(f"grad_{label} (shapes {a_shape} and {b_shape})", got, want,
-                             rtol=1e-12, atol=1e-12 * float(want.abs().max()))
-            if not report.ok and _estimate_like(got, want):
-                return _failed(_FUNCTION, f"grad_{label} agrees with autograd only to about "
-                                          f"{_relative(got, want):.0e} of its size. A formula "
-                                          "derived by hand agrees to round-off (about 1e-16); "
-                                          "a numerical estimate such as finite differences "
-                                          "only to about 1e-9, which is what this looks like.",
-                               "mismatch")
-            if not report.ok:
-                return report
-        if not torch.autograd.gradcheck(answer.apply, (a, b), raise_exception=False):
-            return _failed(_FUNCTION, f"gradcheck failed in float64 on inputs of shapes "
-                                      f"{a_shape} and {b_shape}.")
-        tried.append(f"{a_shape} x {b_shape}")
-    return Report((
-        Check(_FUNCTION, True, "pass", "backward returns gradients shaped like a and b for "
-                                       f"inputs of shapes {', '.join(tried)}"),
-        Check("gradcheck", True, "pass", "passed in float64 on each"),
-    ))
-
-
-# --------------------------------------------------------------------------
-# The exercises of both notebooks
-# --------------------------------------------------------------------------
-
-_SUMMED = "summed over the wrong dimension"
 
 EXERCISES = {
-    # 05-non-scalar-backward
-    "l05-jacobian-rows": Method(check=_check_jacobian_rows),
-    "l05-mean-gradient": ByHand(
-        name="gradient argument for y[-1].mean()",
-        reference=_last_row_mean_weights,
-        make_inputs=_new_matrix,
-        mistakes={
-            "ones in the last row give the gradient of the row's sum; its mean divides each "
-            "entry by the number of entries in the row":
-                lambda y: _row_weights(y, -1, 1.0),
-            "1 / y.numel() everywhere is the gradient of the mean of the whole matrix; only "
-            "the last row counts here":
-                lambda y: torch.full_like(y, 1 / y.numel()),
-            "the weights sit in the first row (y[0]); the loss uses the last row, y[-1]":
-                lambda y: _row_weights(y, 0, 1 / y.shape[1]),
-            "divided by the number of rows: a row of y has y.shape[1] entries":
-                lambda y: _row_weights(y, -1, 1 / y.shape[0]),
-        },
-        advice="Entry v[i, j] is how much y[i, j] counts in the loss: write the loss as a "
-               "weighted sum of the entries of y and read the weights off.",
+    "l05-microbatch": Method(check=_check_microbatch),
+    "l05-tied": ByHand(
+        name="dL/dW",
+        reference=_rnn_reference,
+        make_inputs=_rnn_inputs,
+        mistakes=RNN_SLIPS,
+        advice="Go back one step at a time: dpre2 at step 2, then dh1 and dpre1 at step 1; "
+               "each step where W is used adds its own term to dL/dW.",
     ),
-    # 05-tensor-op-vjps
-    "l05-softmax-vjp": ByHand(
-        name="softmax VJP",
-        reference=_softmax_vjp_reference,
-        make_inputs=_new_softmax,
-        mistakes={
-            "p * g is only the diagonal of the Jacobian: every z_j also moves every other "
-            "p_i through the shared denominator, which adds -p_j * (g * p).sum() over the row":
-                lambda p, g: p * g,
-            "the sign of the second term is flipped: d p_i / d z_j = p_i (delta_ij - p_j)":
-                lambda p, g: p * (g + (g * p).sum(-1, keepdim=True)),
-            f"{_SUMMED}: the sum (g * p).sum(...) runs along the softmax's dimension, the "
-            "last one (dim=-1, keepdim=True)":
-                lambda p, g: p * (g - (g * p).sum(0, keepdim=True)),
-            "that is the VJP of log_softmax (g - p * g.sum(-1, keepdim=True)), not of softmax":
-                lambda p, g: g - p * g.sum(-1, keepdim=True),
-        },
-        advice="Write p_i = exp(z_i) / sum_k exp(z_k), differentiate one entry, "
-               "d p_i / d z_j, then sum g_i times it over i, and read that sum back as "
-               "tensor code along the last dimension.",
-    ),
-    "l05-broadcast-affine": ByHand(
-        name="x * w + b",
-        outputs=["dL/dx", "dL/dw", "dL/db"],
-        reference=_affine_reference,
-        make_inputs=_new_affine,
-        mistakes={
-            "w was broadcast over the batch and time dimensions, so its gradient is a sum "
-            "over them (dims 0 and 1); this one keeps the shape (B, T, C)":
-                lambda x, w, b, g: (g * w, g * x, g),
-            "b was broadcast over the batch and time dimensions, so its gradient is a sum "
-            "over them (dims 0 and 1); this one keeps the shape (B, T, C)":
-                lambda x, w, b, g: (g * w, (g * x).sum((0, 1)), g),
-            f"{_SUMMED}: w and b have shape (C,), so sum over dims 0 and 1 and keep the last":
-                lambda x, w, b, g: (g * w, (g * x).sum(-1), g.sum(-1)),
-            "summed over the batch dimension only: the time dimension T was broadcast too":
-                lambda x, w, b, g: (g * w, (g * x).sum(0), g.sum(0)),
-            "keepdim=True leaves shape (1, 1, C); w and b have shape (C,)":
-                lambda x, w, b, g: (g * w, (g * x).sum((0, 1), keepdim=True),
-                                    g.sum((0, 1), keepdim=True)),
-            "dL/dx is g times w: out changes by w for each unit of x":
-                lambda x, w, b, g: (g, (g * x).sum((0, 1)), g.sum((0, 1))),
-            "dL/dw is the sum of g * x, not of g alone: out changes by x for each unit of w":
-                lambda x, w, b, g: (g * w, g.sum((0, 1)), g.sum((0, 1))),
-        },
-        advice="Write one entry, out[n, t, c] = x[n, t, c] * w[c] + b[c], and ask which "
-               "entries of out each w[c] reaches: its gradient adds up over all of them.",
-    ),
-    "l05-batched-matmul": ByHand(
-        name="X @ W, batched",
-        outputs=["dL/dX", "dL/dW"],
-        reference=_batched_matmul_reference,
-        make_inputs=_new_batched_matmul,
-        mistakes={
-            "dW is not summed over the batch: every X[n] is multiplied by the same W, so "
-            "W's gradient adds the B per-example products (sum over dim 0)":
-                lambda X, W, G: (G @ W.mT, X.mT @ G),
-            "dW is transposed: it has W's shape (C, D), X.mT @ G in this order":
-                lambda X, W, G: (G @ W.mT, (G.mT @ X).sum(0)),
-            f"{_SUMMED}: the batch dimension of X.mT @ G is dim 0":
-                lambda X, W, G: (G @ W.mT, (X.mT @ G).sum(1)),
-        },
-        advice="Write one entry, Y[n, t, d] = sum_c X[n, t, c] W[c, d], differentiate it "
-               "with respect to X[n, t, c] and to W[c, d], and check each answer's shape "
-               "first: dX like X, dW like W.",
-    ),
-    "l05-gather": ByHand(
-        name="torch.gather backward",
-        reference=_gather_reference,
-        make_inputs=_new_gather,
-        mistakes={
-            "= instead of +=: with a repeated index only one contribution survives; each "
-            "one must be added (scatter_add_, not scatter_)": _put_instead_of_add,
-            "= instead of += (an indexed assignment): with a repeated index only one "
-            "contribution survives; each one must be added (scatter_add_, or index_put_ "
-            "with accumulate=True)": _assign_rows,
-            "scattered along the other dimension: the index says where along dim each "
-            "entry was read from":
-                lambda x, dim, index, g: torch.zeros_like(x).scatter_add(1 - dim, index, g),
-            "that is g itself, the gradient of the output; dL/dx has x's shape":
-                lambda x, dim, index, g: g,
-        },
-        advice="Write one entry of the output in index notation (for dim=0, "
-               "out[i, j] = x[index[i, j], j]) and ask which entries of x each out[i, j] "
-               "touched: every touch adds g[i, j] there.",
-    ),
-    "l05-broadcast-function": Method(check=_check_broadcast_function),
 }
 
 
@@ -497,37 +222,51 @@ EXERCISES = {
 # --------------------------------------------------------------------------
 
 
-def _second_call_answer():
-    inp = torch.eye(4, 5, requires_grad=True)
-    out = (inp + 1).pow(2).t()
+def _second_answer() -> float:
+    x = torch.tensor(1.0, requires_grad=True)
     for _ in range(2):
-        out.backward(torch.ones_like(out), retain_graph=True)
-    return (inp.grad[0, 0].item(), inp.grad[0, 1].item())
+        (2 * x).backward()
+    return x.grad.item()
 
 
-def _max_ties_answer():
-    x = torch.tensor([1.0, 3.0, 3.0, 2.0], requires_grad=True)
-    x.max().backward()
-    return x.grad
+def _batchnorm_grads(X: torch.Tensor, target: torch.Tensor, k: int) -> list[torch.Tensor]:
+    """The parameter gradients of Linear -> BatchNorm1d -> Linear under a mean squared
+    error in train mode, accumulated over ``k`` equal micro-batches (each loss divided
+    by ``k``), as the lesson computes them."""
+    torch.manual_seed(2)  # the same starting weights for every call
+    model = torch.nn.Sequential(torch.nn.Linear(X.shape[1], 4), torch.nn.BatchNorm1d(4),
+                                torch.nn.Linear(4, 1))
+    for X_part, t_part in zip(X.chunk(k), target.chunk(k), strict=True):
+        part_loss = ((model(X_part).squeeze(1) - t_part) ** 2).mean()
+        (part_loss / k).backward()
+    return [p.grad for p in model.parameters()]
+
+
+def _batchnorm_answer() -> str:
+    gen = torch.Generator().manual_seed(0)
+    X, target = torch.randn(8, 3, generator=gen), torch.randn(8, generator=gen)
+    with torch.random.fork_rng():
+        full, micro = _batchnorm_grads(X, target, 1), _batchnorm_grads(X, target, 4)
+    worst = max(float((a - b).abs().max()) for a, b in zip(full, micro, strict=True))
+    return "equal" if worst < 1e-5 else "different"
 
 
 PREDICTIONS = {
-    "l05-predict-second-call": Prediction(
-        question="inp.grad after a second backward call (on the diagonal, off it)",
-        answer=_second_call_answer,
-        hint="the graph was kept, so the second call computes the same gradient as the first. "
-             "What does backward do with a .grad that already holds numbers (lesson three)?",
-        why="retain_graph=True kept the graph, so the second call computes the same gradient "
-            "again and backward adds it to what .grad already holds: {answer}",
+    "l05-predict-second": Prediction(
+        question="x.grad after two backward calls",
+        answer=_second_answer,
+        hint="the derivative is 2 both times; ask what backward does to a .grad that already "
+             "holds a value.",
+        why="backward adds its gradient into .grad rather than replacing it: 2 + 2 = {answer}",
     ),
-    "l05-predict-max-ties": Prediction(
-        question="x.grad after x.max().backward() for x = [1, 3, 3, 2]",
-        answer=_max_ties_answer,
-        hint="only entries equal to the maximum can receive any gradient. Does a max over "
-             "the whole tensor pick one of the tied entries, or treat them alike? Either "
-             "way, what the tied entries receive adds up to what a single winner would get.",
-        why="a max over the whole tensor (like amax) treats the tied entries alike and "
-            "splits the gradient evenly between them: {answer}. max(dim=...) is different: "
-            "it returns one index and sends all the gradient there",
+    "l05-predict-batchnorm": Prediction(
+        question="micro-batch gradient through BatchNorm vs the full batch",
+        answer=_batchnorm_answer,
+        hint="in train mode, BatchNorm1d normalises every example with the mean and variance of "
+             "the batch it arrives in. Which examples share a batch here?",
+        why="in train mode each example is normalised with the statistics of its own "
+            "micro-batch, so the micro-batches compute a different function of the weights, not "
+            "the same sum in another order",
+        choices=("equal", "different"),
     ),
 }

@@ -1,194 +1,236 @@
-"""Lesson 06, backward twice (``retain_graph``): its exercises and its predictions.
+"""Lesson 06, zeroing gradients: its exercises and its predictions.
 
-Both exercises are about the method, so their checks are `Method` checks:
-
-- ``l06-two-derivatives``: two gradients from one unrolled loop. The check
-  counts the calls of ``step`` (one forward pass only) and compares both
-  gradients with autograd's, on new sequences and new step functions.
-- ``l06-one-pass``: the gradient of a weighted sum of losses in one backward
-  pass that leaves the graph free. The check counts the passes with
-  `count_autograd` and looks at the saved tensors afterwards.
-
-Each message names the slip it found, and only when that slip explains the
-numbers.
+``l06-accumulate`` is checked by method, on new models and new data for every
+seed: the learner builds zeroing into a loop that accumulates k micro-batches
+per step; the check counts the backward passes and the optimizer steps and
+compares the weights with full-batch training, naming gradients cleared
+before every micro-batch, never, or between the last ``backward()`` and
+``step()``, and a missing ``/ k``. ``l06-never-zeroed`` is by hand: the learner
+writes, without backward, the weights a logistic regression reaches when its
+loop never zeroes (each step uses the sum of all gradients so far), checked
+against a real torch loop on new problems, with the slips named (the zeroed
+loop, a step too few or too many, the updates summed instead of the
+gradients, every gradient taken at the starting weights, the mean's 1/n).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+import torch.nn.functional as F
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from ...graph import describe
-from ._spec import Method, Prediction, Report, attempt, compare, count_autograd, failed, passed
+from ... import data
+from ._spec import ByHand, Method, Prediction, Report, attempt, compare, count_autograd, passed
 from ._spec import failed as _fail
-from ._spec import first_line as _first_line
 
 
-def _close(a, b) -> bool:
-    """Whether two float64 answers agree (loosely enough for float32 work too)."""
-    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-            and a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=1e-5,
-                                                      atol=1e-7))
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
+
+
+def _call(name: str, answer: Any, *args: Any) -> tuple[Any, Any, Report | None]:
+    """(result, the count of backward passes, None) or (None, None, a failed Report)."""
+    with count_autograd() as seen:
+        result, failure = attempt(name, answer, *args)
+    if failure is not None:
+        return None, None, failure
+    others = [c for c in seen.calls if c != "Tensor.backward()"]
+    if others:
+        return None, None, _fail(name, f"your code called {others[0]}, which hands gradients back "
+                                       "without touching .grad. This exercise is about .grad in "
+                                       "a loop that calls backward(): use backward().")
+    return result, seen, None
 
 
 # --------------------------------------------------------------------------
-# Exercise 1: two gradients from one unrolled loop
+# l06-accumulate: zero once per step in a loop of k micro-batches
 # --------------------------------------------------------------------------
 
-# The step functions the check tries: the lesson's tanh cell first, then others,
-# so that an answer which rebuilds the loop with its own formula fails.
-STEPS = (
-    ("tanh(w*h + x)", lambda w, h, x: torch.tanh(w * h + x)),
-    ("sin(w*h) + x", lambda w, h, x: torch.sin(w * h) + x),
-    ("w*h*tanh(x) + 0.5", lambda w, h, x: w * h * torch.tanh(x) + 0.5),
-)
+
+def _accumulation_problem(gen: torch.Generator) -> tuple:
+    """(start weights, X, y, steps, k, lr): a float64 Linear(d, 1) and a batch of k * m rows."""
+    d, k, m = (int(torch.randint(lo, hi, (1,), generator=gen)) for lo, hi in ((2, 5), (2, 5),
+                                                                             (2, 5)))
+    X = torch.randn(k * m, d, generator=gen, dtype=torch.float64)
+    y = X @ torch.randn(d, 1, generator=gen, dtype=torch.float64) + 0.3 * torch.randn(
+        k * m, 1, generator=gen, dtype=torch.float64)
+    start = {"weight": torch.randn(1, d, generator=gen, dtype=torch.float64),
+             "bias": torch.randn(1, generator=gen, dtype=torch.float64)}
+    steps = int(torch.randint(3, 7, (1,), generator=gen))
+    lr = round(0.05 + 0.15 * float(torch.rand((), generator=gen)), 3)
+    return start, X, y, steps, k, lr
 
 
-def _sequence(gen: torch.Generator):
-    """A new sequence: (w, h0, xs), float64, of length 3 to 7."""
-    length = int(torch.randint(3, 8, (1,), generator=gen))
-    xs = torch.randn(length, generator=gen, dtype=torch.float64)
-    w = torch.rand((), generator=gen, dtype=torch.float64) + 0.3
-    h0 = torch.randn((), generator=gen, dtype=torch.float64) * 0.5
-    return w, h0, xs
+def _model(start: dict) -> torch.nn.Linear:
+    model = torch.nn.Linear(start["weight"].shape[1], 1).double()
+    model.load_state_dict(start)
+    return model
 
 
-def _unrolled_grad(step, w, h0, xs, stop: int) -> torch.Tensor:
-    """d h_stop / dw, with a graph of its own (the reference)."""
-    w = w.detach().clone().requires_grad_()
-    h = h0
-    for x_t in xs[:stop]:
-        h = step(w, h, x_t)
-    return torch.autograd.grad(h, w)[0]
+def _accumulation_loop(start: dict, X: torch.Tensor, y: torch.Tensor, steps: int, k: int,
+                       lr: float, slip: str | None = None) -> torch.nn.Linear:
+    """The right loop (slip=None), or the loop with one named slip."""
+    model = _model(start)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        if slip != "never":
+            opt.zero_grad()
+        for X_part, y_part in zip(X.chunk(k), y.chunk(k), strict=True):
+            if slip == "every":
+                opt.zero_grad()
+            loss = F.mse_loss(model(X_part), y_part)
+            (loss if slip == "no k" else loss / k).backward()
+        opt.step()
+    return model
 
 
-def _two_grads_error(err: Exception, where: str) -> str:
-    if isinstance(err, RuntimeError) and "second time" in str(err):
-        return ("the second gradient found the shared graph freed: the first call must keep it "
-                f"with retain_graph=True ({_first_line(err).split('(')[0].strip()}).")
-    return f"raised {type(err).__name__} {where}: {_first_line(err)}"
+def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.allclose(p, q, rtol=1e-10, atol=1e-12)
+               for p, q in zip(a.parameters(), b.parameters(), strict=True))
 
 
-def _check_two_grads(two_grads, seed: int) -> Report:
-    name = "two_grads"
-    if not callable(two_grads):
-        return _fail(name, f"expected a function two_grads(step, w, h0, xs), got "
-                           f"{type(two_grads).__name__}")
-    gen = torch.Generator().manual_seed(seed)
-    for k in range(2):
-        label, step = STEPS[(seed + k) % len(STEPS)]
-        w0, h0, xs = _sequence(gen)
-        length = len(xs)
-        calls = []
+ACCUMULATION_SLIPS = {
+    "every": "the gradients were cleared before every micro-batch, so step() saw only the "
+             "last micro-batch's share. Clear them once per step, before the first "
+             "micro-batch, and let the k backward calls add up",
+    "never": "the gradients were never cleared: each step used the sum of every "
+             "micro-batch since the start. Clear them once per step",
+    "no k": "each step moved k times too far: the k micro-batch means add up to k times the "
+            "full-batch mean. Divide each micro-batch's loss by k (lesson 05)",
+}
 
-        def counted_step(w, h, x_t, _step=step, _calls=calls):
-            _calls.append(1)
-            return _step(w, h, x_t)
 
-        w = w0.clone().requires_grad_()
-        where = f"(step h = {label}, {length} inputs)"
-        got, failure = attempt(name, two_grads, counted_step, w, h0, xs,
-                               raised=lambda err, where=where: _two_grads_error(err, where))
+def _check_accumulate(answer: Any, seed: int) -> Report:
+    name = "train_accumulated"
+    for trial in range(3):
+        start, X, y, steps, k, lr = _accumulation_problem(
+            torch.Generator().manual_seed(seed + trial))
+        learner = _model(start)
+        made: list[int] = []
+        handle = register_optimizer_step_post_hook(
+            lambda opt, args, kwargs, made=made: made.append(1))
+        try:
+            _, seen, failure = _call(name, answer, learner, X, y, steps, k, lr)
+        finally:
+            handle.remove()
         if failure is not None:
             return failure
-        if len(calls) != length:
-            return _fail(name, f"step was called {len(calls)} times for {length} inputs {where}: "
-                               "run the loop once and take both gradients from that one graph.")
-        if not (isinstance(got, (tuple, list)) and len(got) == 2):
-            size = f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""
-            return _fail(name, "expected a pair (d h_2 / dw, d h_final / dw), got "
-                               f"{type(got).__name__}{size}")
-        at_two = _unrolled_grad(step, w0, h0, xs, 2)
-        at_end = _unrolled_grad(step, w0, h0, xs, length)
-        first, last = got
-        if _close(first, at_two) and _close(last, at_two + at_end):
-            return _fail("d h_final / dw", f"{where}: it holds the two gradients added together "
-                         "(d h_2/dw + d h_final/dw). Two backward calls add into w.grad: take "
-                         "each gradient with torch.autograd.grad, which returns it instead.",
-                         "mismatch")
-        if _close(first, at_end) and _close(last, at_two):
-            return _fail(name, f"{where}: the two gradients are swapped: first d h_2 / dw, then "
-                               "d h_final / dw.", "mismatch")
-        if _close(first, _unrolled_grad(step, w0, h0, xs, 1)):
-            return _fail("d h_2 / dw", f"{where}: it is the gradient of the state after ONE step. "
-                         "h_2 is the state after two steps (states[1] if you collect them in a "
-                         "list from the first step on).", "mismatch")
-        for label_out, mine, ref in (("d h_2 / dw", first, at_two), ("d h_final / dw", last,
-                                                                        at_end)):
-            report = compare(label_out, mine, ref, rtol=1e-5, atol=1e-7)
-            if not report.ok:
-                return failed(label_out, f"{where}: {report[0].message}", report[0].verdict)
-    return passed(name, "one forward pass (step called once per input) and both "
-                                  "gradients match autograd on 2 new sequences")
+        where = f"training {steps} steps of {k} micro-batches on new data"
+        if seen.reverse != steps * k:
+            return _fail(name, f"{where}, your loop ran {_plural(seen.reverse, 'backward pass')};"
+                               f" expected {steps * k}, one per micro-batch.")
+        if len(made) != steps:
+            return _fail(name, f"{where}, your loop made {_plural(len(made), 'optimizer step')}; "
+                               f"expected {steps}, one after each group of {k} micro-batches "
+                               "(torch.optim.SGD's step()).")
+        moved = any(not torch.equal(p.detach(), start[n]) for n, p in learner.named_parameters())
+        if not moved:
+            return _fail(name, f"{where}, the weights did not move: step() ran on gradients that "
+                               "were already cleared. Zero them before the first backward of a "
+                               "step or after step(), never between the last backward and "
+                               "step().")
+        if _same_weights(learner, _accumulation_loop(start, X, y, steps, k, lr)):
+            continue
+        for slip, words in ACCUMULATION_SLIPS.items():
+            if _same_weights(learner, _accumulation_loop(start, X, y, steps, k, lr, slip)):
+                return _fail(name, f"{where}, {words}.")
+        ref = _accumulation_loop(start, X, y, steps, k, lr)
+        verdict = compare("trained weight", learner.weight, ref.weight)[0]
+        return _fail(name, f"{where}, the trained weights differ from those of full-batch "
+                           f"training: {verdict.message}")
+    return passed(name, "trains like full-batch SGD on 3 new problems: one backward per "
+                        "micro-batch, one step per group of k")
 
 
 # --------------------------------------------------------------------------
-# Exercise 2: a weighted objective in one backward pass
+# l06-never-zeroed: what a loop that never zeroes applies, by hand
 # --------------------------------------------------------------------------
 
-_LOSSES = (
-    ("sum(t**2)", lambda t: (t**2).sum()),
-    ("sum(t)", lambda t: t.sum()),
-    ("mean(exp(3t))", lambda t: (t * 3).exp().mean()),
-    ("sum(sin(t) * t)", lambda t: (torch.sin(t) * t).sum()),
+
+def _logistic_problem(gen: torch.Generator) -> tuple:
+    """(w, b, X, t, lr, steps): a logistic regression, new sizes and numbers each trial."""
+    n = int(torch.randint(5, 13, (1,), generator=gen))
+    features = int(torch.randint(2, 5, (1,), generator=gen))
+    X = torch.randn(n, features, generator=gen, dtype=torch.float64)
+    t = torch.randint(0, 2, (n,), generator=gen).to(torch.float64)
+    w = torch.randn(features, generator=gen, dtype=torch.float64) * 0.5
+    b = torch.randn((), generator=gen, dtype=torch.float64) * 0.5
+    lr = round(0.05 + 0.25 * float(torch.rand((), generator=gen)), 3)
+    steps = int(torch.randint(3, 9, (1,), generator=gen))
+    return w, b, X, t, lr, steps
+
+
+def _never_zeroed_ref(w, b, X, t, lr, steps):
+    """The real loop: backward() and SGD's step, .grad never cleared."""
+    w = w.clone().requires_grad_()
+    b = b.clone().requires_grad_()
+    opt = torch.optim.SGD([w, b], lr=lr)
+    for _ in range(steps):
+        F.binary_cross_entropy_with_logits(X @ w + b, t).backward()
+        opt.step()
+    return w.detach(), b.detach()
+
+
+def _grads(w, b, X, t, mean=True, sign=1.0):
+    """The gradient of the mean logistic loss at (w, b) (or a slip of it)."""
+    dz = sign * (torch.sigmoid(X @ w + b) - t) / (len(t) if mean else 1)
+    return X.T @ dz, dz.sum()
+
+
+def _run(w, b, X, t, lr, steps, *, summed=True, twice=False, frozen=False, mean=True,
+         sign=1.0):
+    """The update rule with one slip switched on (the defaults give the right answer)."""
+    Gw, Gb = torch.zeros_like(w), torch.zeros_like(b)
+    Uw, Ub = torch.zeros_like(w), torch.zeros_like(b)
+    first = _grads(w, b, X, t, mean, sign)
+    for _ in range(steps):
+        gw, gb = first if frozen else _grads(w, b, X, t, mean, sign)
+        Gw, Gb = (Gw + gw, Gb + gb) if summed else (gw, gb)
+        if twice:  # the updates summed again
+            Uw, Ub = Uw + lr * Gw, Ub + lr * Gb
+            w, b = w - Uw, b - Ub
+        else:
+            w, b = w - lr * Gw, b - lr * Gb
+    return w, b
+
+
+NEVER_ZEROED = ByHand(
+    name="never_zeroed",
+    reference=_never_zeroed_ref,
+    make_inputs=_logistic_problem,
+    outputs=("w after the steps", "b after the steps"),
+    mistakes={
+        "these are the weights of the loop that zeroes: each step used only its own "
+        "gradient, but with no zeroing .grad after step s holds g1 + ... + gs, and the step "
+        "is lr times that sum": lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps,
+                                                                   summed=False),
+        "one step too few: the loop runs backward() and step() `steps` times, and the "
+        "last step counts too": lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps - 1),
+        "one step too many: the loop runs backward() and step() exactly `steps` times":
+            lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps + 1),
+        "you summed the updates instead of the gradients: .grad holds the sum of the "
+        "gradients, and each step subtracts lr times that sum, once, not the sum of all "
+        "the steps so far": lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps,
+                                                                twice=True),
+        "every gradient in your sum was taken at the starting weights: each backward() "
+        "computes the gradient at the weights of its own step, after the updates so far":
+            lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps, frozen=True),
+        "the 1/n of the mean is missing: the loss averages over the n examples":
+            lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps, mean=False),
+        "the sign of the gradient is flipped: dL/dz_i = (sigmoid(z_i) - t_i) / n":
+            lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps, sign=-1.0),
+    },
+    advice="Write the gradient of the mean loss at the current (w, b) first; then keep a "
+           "running sum of the gradients, as .grad does, and subtract lr times that sum at "
+           "every step.",
 )
-
-
-def _objective(gen: torch.Generator):
-    """(x, losses' formulas, weights): a new trunk input and new weights."""
-    n = int(torch.randint(3, 7, (1,), generator=gen))
-    x = torch.randn(n, generator=gen, dtype=torch.float64)
-    count = int(torch.randint(2, 5, (1,), generator=gen))
-    order = torch.randperm(len(_LOSSES), generator=gen)[:count].tolist()
-    weights = [round(float(w), 2) for w in torch.randn(count, generator=gen) * 2]
-    return x, [_LOSSES[i] for i in order], weights
-
-
-def _check_one_pass(weighted_backward, seed: int) -> Report:
-    name = "weighted_backward"
-    if not callable(weighted_backward):
-        return _fail(name, f"expected a function weighted_backward(losses, weights), got "
-                           f"{type(weighted_backward).__name__}")
-    gen = torch.Generator().manual_seed(seed)
-    x0, formulas, weights = _objective(gen)
-    x = x0.clone().requires_grad_()
-    trunk = torch.tanh(x)
-    losses = [loss(trunk) for _, loss in formulas]
-    with count_autograd() as seen:
-        _, failure = attempt(name, weighted_backward, losses, list(weights), raised=lambda err: (
-            f"raised {type(err).__name__}: {_first_line(err)}"))
-    if failure is not None:
-        return failure
-    if seen.reverse != 1:
-        return _fail(name, f"{seen.reverse} backward passes; the exercise asks for one: add the "
-                           "weighted losses up and call backward once on the total.")
-    kept = [s.name for node in describe(losses).nodes for s in node.saved if not s.freed]
-    if kept:
-        return _fail(name, "the trunk's saved tensors are still alive after your pass: "
-                           "retain_graph=True keeps the graph's memory for nothing here.")
-    if x.grad is None:
-        return _fail("x.grad", "is None after your function: its backward pass must reach the "
-                               "leaves (call .backward() on the total, not torch.autograd.grad).")
-    x_ref = x0.clone().requires_grad_()
-    t_ref = torch.tanh(x_ref)
-    parts = [loss(t_ref) for _, loss in formulas]
-    reference = torch.autograd.grad(sum(w * p for w, p in zip(weights, parts, strict=True)),
-                                    x_ref, retain_graph=True)[0]
-    unweighted = torch.autograd.grad(sum(parts), x_ref)[0]
-    what = " + ".join(f"{w:g}*{f}" for w, (f, _) in zip(weights, formulas, strict=True))
-    if not _close(x.grad, reference) and _close(x.grad, unweighted):
-        return _fail("x.grad", f"for {what} (t = tanh(x)): it is the gradient of the plain sum "
-                               "of the losses; the weights are missing (multiply each loss by "
-                               "its weight before adding).", "mismatch")
-    report = compare("x.grad", x.grad, reference, rtol=1e-5, atol=1e-7)
-    if not report.ok:
-        return failed("x.grad", f"for {what} (t = tanh(x)): {report[0].message}", report[0].verdict)
-    return passed(name, f"one backward pass, graph released, x.grad matches autograd "
-                                  f"for {what}")
 
 
 EXERCISES = {
-    "l06-two-derivatives": Method(check=_check_two_grads),
-    "l06-one-pass": Method(check=_check_one_pass),
+    "l06-accumulate": Method(check=_check_accumulate),
+    "l06-never-zeroed": NEVER_ZEROED,
 }
 
 
@@ -197,74 +239,48 @@ EXERCISES = {
 # --------------------------------------------------------------------------
 
 
-def _again_answer() -> bool:
-    """Does a second y.backward() raise?"""
-    x = torch.tensor(2.0, requires_grad=True)
-    y = x**2
-    y.backward()
-    try:
-        y.backward()
-    except RuntimeError:
-        return True
-    return False
+def _zero_grad_answer() -> Any:
+    p = torch.ones(2, requires_grad=True)
+    p.sum().backward()
+    torch.optim.SGD([p], lr=0.1).zero_grad()
+    return None if p.grad is None else "zeros"
 
 
-def _inplace_answer() -> str:
-    """What the second backward does after w changed in place between the calls."""
-    w = torch.tensor(3.0, requires_grad=True)
-    y = w**2
-    y.backward(retain_graph=True)
-    first = w.grad.clone()
-    old = 2 * w.detach().clone()
-    with torch.no_grad():
-        w -= 0.1 * w.grad
-    try:
-        y.backward()
-    except RuntimeError:
-        return "error"
-    added = w.grad - first
-    return "old" if torch.equal(added, old) else "new"
-
-
-def _z_after_y_answer() -> bool:
-    """Does z.backward() work after y.backward() when both share PowBackward0?"""
-    x = torch.tensor(2.0, requires_grad=True)
-    y = x**2
-    z = y * x
-    y.backward()
-    try:
-        z.backward()
-    except RuntimeError:
-        return False
-    return True
+def _forgot_answer() -> str:
+    """Run the lesson's loop that never zeroes for 400 steps: is it still near the best fit?"""
+    x, y = data.linear_data()
+    best = torch.linalg.lstsq(torch.cat([x, torch.ones_like(x)], dim=1), y).solution.flatten()
+    with torch.random.fork_rng():
+        torch.manual_seed(1)  # the lesson's starting weights
+        model = torch.nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    distances = []
+    for _ in range(400):
+        F.mse_loss(model(x), y).backward()  # .grad is never cleared
+        opt.step()
+        weights = torch.stack([model.weight[0, 0], model.bias[0]]).detach()
+        distances.append(float((weights - best).norm()))
+    return "yes" if max(distances[-100:]) < 0.05 else "no"
 
 
 PREDICTIONS = {
-    "l06-predict-again": Prediction(
-        question="does a second y.backward() raise an error?",
-        answer=_again_answer,
-        hint="look at the freed flag of PowBackward0's saved tensor in the cell above, and ask "
-             "what that node needs to compute 2x.",
-        why="the first backward freed the x that PowBackward0 saved; the second walk reaches the "
-            "node, finds its saved tensor gone and stops with an error rather than compute "
-            "something wrong",
+    "l06-predict-zero-grad": Prediction(
+        question="p.grad after opt.zero_grad()",
+        answer=_zero_grad_answer,
+        hint="look up the default of zero_grad's keyword argument in its documentation, and "
+             "what that default does to the gradient tensors.",
+        why="zero_grad() has set_to_none=True by default: it removes the gradient tensors "
+            "rather than filling them with zeros",
+        choices=("zeros", None),
     ),
-    "l06-predict-inplace": Prediction(
-        question="the second y.backward() after an in-place update of w",
-        answer=_inplace_answer,
-        hint="retain_graph kept the saved tensor itself, and that tensor is w. What does autograd "
-             "know about a saved tensor that was changed after it was saved?",
-        why="PowBackward0 saved w itself, not a copy, together with w's version counter (0). The "
-            "in-place update made it version 1, so the saved value is no longer the one the "
-            "forward pass used; autograd notices the mismatch and raises instead of using either "
-            "value",
-        choices=("error", "old", "new"),
-    ),
-    "l06-predict-second": Prediction(
-        question="does z.backward() work after y.backward()?",
-        answer=_z_after_y_answer,
-        hint="follow z's walk back: which node does it share with y, and what did y's backward "
-             "pass do to that node's saved tensor?",
-        why="z's walk back passes through PowBackward0, whose saved x the first call freed",
+    "l06-predict-forgot": Prediction(
+        question="does the loop that never zeroes settle at the best fit?",
+        answer=_forgot_answer,
+        hint="write down what .grad holds after step t, and think of it as a velocity: what "
+             "would slow it down once the weights pass the best fit?",
+        why="after step t, .grad holds g1 + ... + gt, and each step moves by lr times that sum: "
+            "a velocity that nothing damps. The weights swing through the best fit and back, "
+            "like a ball rolling without friction",
+        choices=("yes", "no"),
     ),
 }

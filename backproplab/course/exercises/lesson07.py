@@ -1,245 +1,394 @@
-"""Lesson 07, gradients of gradients: its exercises and its predictions.
+"""Lesson 07, backward twice (``retain_graph``): its exercises and its predictions.
 
-The exercises use autograd on purpose (the method is the point), so their
-checks are `Method` checks on new polynomials, points and orders:
+Both exercises are about the method, so their checks are `Method` checks:
 
-- ``l07-third-derivative``: the n-th derivative by a loop of
-  ``torch.autograd.grad`` (the id dates from a third-derivative version),
-  including orders above the polynomial's degree, where the derivative is 0
-  and autograd hands back a tensor without a graph;
-- ``l07-newton-step``: -f'(x) / f''(x) with both derivatives from autograd;
-- ``l07-penalty``: the gradient of |grad f|^2 with two backward passes and no
-  Hessian (the passes and the torch functions called are counted).
+- ``l07-two-derivatives``: two gradients from one unrolled loop. The check
+  counts the calls of ``step`` (one forward pass only) and compares both
+  gradients with autograd's, on new sequences and new step functions.
+- ``l07-one-backward``: a training step that takes two backward passes (main's
+  gradient rescaled by main's value in between, then aux's added) rebuilt as
+  one pass. The check counts the passes with `count_autograd`, looks at the
+  saved tensors afterwards (no ``retain_graph``) and compares the gradients
+  with the two-pass step's on a new network.
+- ``l07-two-players``: two players (weights A and B) whose losses share one
+  forward pass, each stepped along its own loss's gradient, where a step
+  before the second gradient trips the version counter. The check runs the
+  step on new problems and names the slips by rerunning them (the losses
+  summed, the counter dodged with ``.data``, the gradients swapped, a step
+  uphill, a step that rebinds a name).
+
+Each message names the slip it found, and only when that slip explains the
+numbers.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 
+from ...graph import describe
 from ._spec import Method, Prediction, Report, attempt, compare, count_autograd, failed, passed
 from ._spec import failed as _fail
 from ._spec import first_line as _first_line
 
 
 def _close(a, b) -> bool:
+    """Whether two float64 answers agree (loosely enough for float32 work too)."""
     return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-            and a.shape == b.shape
-            and torch.allclose(a.detach().double(), b.detach().double(), rtol=1e-6, atol=1e-9))
+            and a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=1e-5,
+                                                      atol=1e-7))
 
 
 # --------------------------------------------------------------------------
-# Polynomials: new coefficients and points per seed, derivatives term by term
+# Exercise 1: two gradients from one unrolled loop
 # --------------------------------------------------------------------------
 
-
-def _polynomial(gen: torch.Generator, degree: int):
-    """Coefficients c_0..c_degree (the top one well away from 0) and 3 to 5 points."""
-    coefs = torch.randn(degree + 1, generator=gen, dtype=torch.float64)
-    coefs[-1] = coefs[-1].sign() * (coefs[-1].abs() + 0.5)
-    points = torch.randn(int(torch.randint(3, 6, (1,), generator=gen)), generator=gen,
-                         dtype=torch.float64)
-    return coefs, points
-
-
-def poly(coefs):
-    """The polynomial sum_k c_k t**k as a function of a tensor t."""
-    return lambda t: sum(c * t**k for k, c in enumerate(coefs))
+# The step functions the check tries: the lesson's tanh cell first, then others,
+# so that an answer which rebuilds the loop with its own formula fails.
+STEPS = (
+    ("tanh(w*h + x)", lambda w, h, x: torch.tanh(w * h + x)),
+    ("sin(w*h) + x", lambda w, h, x: torch.sin(w * h) + x),
+    ("w*h*tanh(x) + 0.5", lambda w, h, x: w * h * torch.tanh(x) + 0.5),
+)
 
 
-def poly_derivative(coefs, t, n: int) -> torch.Tensor:
-    """d^n/dt^n of sum_k c_k t**k, worked out term by term."""
-    total = torch.zeros_like(t)
-    for k, c in enumerate(coefs):
-        if k >= n:
-            total = total + c * math.perm(k, n) * t ** (k - n)
-    return total
+def _sequence(gen: torch.Generator):
+    """A new sequence: (w, h0, xs), float64, of length 3 to 7."""
+    length = int(torch.randint(3, 8, (1,), generator=gen))
+    xs = torch.randn(length, generator=gen, dtype=torch.float64)
+    w = torch.rand((), generator=gen, dtype=torch.float64) + 0.3
+    h0 = torch.randn((), generator=gen, dtype=torch.float64) * 0.5
+    return w, h0, xs
 
 
-def _show(coefs) -> str:
-    return f"a degree-{len(coefs) - 1} polynomial"
+def _unrolled_grad(step, w, h0, xs, stop: int) -> torch.Tensor:
+    """d h_stop / dw, with a graph of its own (the reference)."""
+    w = w.detach().clone().requires_grad_()
+    h = h0
+    for x_t in xs[:stop]:
+        h = step(w, h, x_t)
+    return torch.autograd.grad(h, w)[0]
 
 
-# --------------------------------------------------------------------------
-# Exercise 1: any derivative
-# --------------------------------------------------------------------------
+def _two_grads_error(err: Exception, where: str) -> str:
+    if isinstance(err, RuntimeError) and "second time" in str(err):
+        return ("the second gradient found the shared graph freed: the first call must keep it "
+                f"with retain_graph=True ({_first_line(err).split('(')[0].strip()}).")
+    return f"raised {type(err).__name__} {where}: {_first_line(err)}"
 
 
-def _orders(gen: torch.Generator):
-    """(degree, order) pairs: orders within the degree first, then past it by 2 or more."""
-    pairs = []
-    for _ in range(3):
-        degree = int(torch.randint(2, 5, (1,), generator=gen))
-        pairs.append((degree, int(torch.randint(1, degree + 1, (1,), generator=gen))))
-    degree = int(torch.randint(1, 4, (1,), generator=gen))
-    pairs.append((degree, degree + int(torch.randint(2, 4, (1,), generator=gen))))
-    return pairs
-
-
-def _order_error(where: str, n: int, degree: int):
-    """What nth_derivative's error says about the loop of grad calls."""
-    def text(err: Exception) -> str:
-        first = _first_line(err)
-        if "implicitly created only for scalar outputs" in first:
-            return (f"{where}: {first}. The derivative holds one value per point: "
-                    "pass torch.ones_like(g) as grad_outputs (lesson 05), so each "
-                    "point gets its own derivative.")
-        if "does not require grad" in first and n > degree:
-            return (f"{where}: {first}. Past the degree the derivative is a "
-                    "constant, and autograd returns it without a graph (section "
-                    "4): when g.requires_grad is False, every further derivative "
-                    "is 0, so return zeros of x's shape.")
-        if "does not require grad" in first:
-            return (f"{where}: {first}. The later grad calls need a graph to walk: "
-                    "pass create_graph=True to the earlier ones.")
-        return f"{where}: raised {type(err).__name__}: {first}"
-    return text
-
-
-def _check_nth_derivative(nth_derivative, seed: int) -> Report:
-    name = "nth_derivative"
-    if not callable(nth_derivative):
-        return _fail(name, f"expected a function nth_derivative(f, x, n), got "
-                           f"{type(nth_derivative).__name__}")
+def _check_two_grads(two_grads, seed: int) -> Report:
+    name = "two_grads"
+    if not callable(two_grads):
+        return _fail(name, f"expected a function two_grads(step, w, h0, xs), got "
+                           f"{type(two_grads).__name__}")
     gen = torch.Generator().manual_seed(seed)
-    for degree, n in _orders(gen):
-        coefs, points = _polynomial(gen, degree)
-        where = f"order {n} of {_show(coefs)} at {len(points)} points"
-        got, failure = attempt(name, nth_derivative, poly(coefs), points.clone(), n,
-                               raised=_order_error(where, n, degree))
+    for k in range(2):
+        label, step = STEPS[(seed + k) % len(STEPS)]
+        w0, h0, xs = _sequence(gen)
+        length = len(xs)
+        calls = []
+
+        def counted_step(w, h, x_t, _step=step, _calls=calls):
+            _calls.append(1)
+            return _step(w, h, x_t)
+
+        w = w0.clone().requires_grad_()
+        where = f"(step h = {label}, {length} inputs)"
+        got, failure = attempt(name, two_grads, counted_step, w, h0, xs,
+                               raised=lambda err, where=where: _two_grads_error(err, where))
         if failure is not None:
             return failure
-        expected = poly_derivative(coefs, points, n)
-        if not isinstance(got, torch.Tensor):
-            return _fail(name, f"{where}: expected a tensor, got {type(got).__name__}")
-        if got.shape == expected.shape and not _close(got, expected):
-            if n >= 1 and _close(got, poly_derivative(coefs, points, n - 1)):
-                return _fail(name, f"{where}: it is the derivative of order {n - 1}, one order "
-                                   "too low: the loop must call torch.autograd.grad n times.",
-                             "mismatch")
-            if _close(got, poly_derivative(coefs, points, n + 1)):
-                return _fail(name, f"{where}: it is the derivative of order {n + 1}, one order "
-                                   "too high: the loop must call torch.autograd.grad n times.",
-                             "mismatch")
-        report = compare(f"derivative of order {n}", got.detach(), expected)
-        if not report.ok:
-            return failed(name, f"{where}: "
-                                 f"{report[0].message}", report[0].verdict)
-    return passed(name, "matches the derivatives worked out term by term "
-                                             "on 4 new polynomials, including an order above "
-                                             "the degree")
+        if len(calls) != length:
+            return _fail(name, f"step was called {len(calls)} times for {length} inputs {where}: "
+                               "run the loop once and take both gradients from that one graph.")
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            size = f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""
+            return _fail(name, "expected a pair (d h_2 / dw, d h_final / dw), got "
+                               f"{type(got).__name__}{size}")
+        at_two = _unrolled_grad(step, w0, h0, xs, 2)
+        at_end = _unrolled_grad(step, w0, h0, xs, length)
+        first, last = got
+        if _close(first, at_two) and _close(last, at_two + at_end):
+            return _fail("d h_final / dw", f"{where}: it holds the two gradients added together "
+                         "(d h_2/dw + d h_final/dw). Two backward calls add into w.grad: take "
+                         "each gradient with torch.autograd.grad, which returns it instead.",
+                         "mismatch")
+        if _close(first, at_end) and _close(last, at_two):
+            return _fail(name, f"{where}: the two gradients are swapped: first d h_2 / dw, then "
+                               "d h_final / dw.", "mismatch")
+        if _close(first, _unrolled_grad(step, w0, h0, xs, 1)):
+            return _fail("d h_2 / dw", f"{where}: it is the gradient of the state after ONE step. "
+                         "h_2 is the state after two steps (states[1] if you collect them in a "
+                         "list from the first step on).", "mismatch")
+        for label_out, mine, ref in (("d h_2 / dw", first, at_two), ("d h_final / dw", last,
+                                                                        at_end)):
+            report = compare(label_out, mine, ref, rtol=1e-5, atol=1e-7)
+            if not report.ok:
+                return failed(label_out, f"{where}: {report[0].message}", report[0].verdict)
+    return passed(name, "one forward pass (step called once per input) and both "
+                                  "gradients match autograd on 2 new sequences")
 
 
 # --------------------------------------------------------------------------
-# Exercise 2: a Newton step
+# Exercise 2: a two-pass step rebuilt as one backward pass
 # --------------------------------------------------------------------------
 
-
-def _graph_error(where: str, advice: str):
-    """An error's text, with ``advice`` when a grad call found no graph to walk."""
-    def text(err: Exception) -> str:
-        first = _first_line(err)
-        if "does not require grad" in first:
-            return f"{where}: {first}. {advice}"
-        return f"{where}: raised {type(err).__name__}: {first}"
-    return text
+# The auxiliary losses the check tries; each reads the shared hidden layer h.
+AUX = (
+    ("mean(h**2)", lambda h, out: (h**2).mean()),
+    ("mean(out**2) / 4", lambda h, out: (out**2).mean() / 4),
+    ("mean(sin(h) * h)", lambda h, out: (torch.sin(h) * h).mean()),
+)
 
 
-def _check_newton(newton_step, seed: int) -> Report:
-    name = "newton_step"
-    if not callable(newton_step):
-        return _fail(name, f"expected a function newton_step(f, x), got "
-                           f"{type(newton_step).__name__}")
+def two_pass_step(main, aux, params) -> None:
+    """The step the exercise restructures: main's gradient rescaled by main's value
+    between the passes, then aux's gradient added (the notebook shows the same code)."""
+    main.backward(retain_graph=True)
+    for p in params:
+        p.grad /= main.item()
+    aux.backward()
+
+
+def _network(gen: torch.Generator):
+    """(the inputs, a builder): a one-hidden-layer tanh network of new sizes; the builder
+    makes new leaves and the two losses on them, (leaves, main, aux, h)."""
+    n, d, width = (int(k) for k in torch.randint(3, 7, (3,), generator=gen))
+    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    target = torch.randn(n, generator=gen, dtype=torch.float64)
+    W = torch.randn(d, width, generator=gen, dtype=torch.float64) * 0.8
+    w = torch.randn(width, generator=gen, dtype=torch.float64)
+    label, aux_of = AUX[int(torch.randint(len(AUX), (1,), generator=gen))]
+
+    def build():
+        leaves = [W.clone().requires_grad_(), w.clone().requires_grad_()]
+        h = torch.tanh(x @ leaves[0])
+        out = h @ leaves[1]
+        return leaves, ((out - target) ** 2).mean(), aux_of(h, out), h
+
+    return f"{n} examples, {d} inputs, {width} hidden units, aux = {label}", build
+
+
+def _weighted(build, main_weight, aux_weight) -> list[torch.Tensor]:
+    """The leaves' gradients of main_weight(main) * main + aux_weight(main) * aux."""
+    leaves, main, aux, _ = build()
+    m = main.item()
+    return list(torch.autograd.grad(main_weight(m) * main + aux_weight(m) * aux, leaves))
+
+
+# Slips: (main's weight, aux's weight) as functions of main's value m, and what to say.
+_SLIPS = (
+    (lambda m: 1.0, lambda m: 1.0,
+     "it is the gradient of main + aux: the two-pass step divides main's gradient by main's "
+     "value before aux's gradient is added"),
+    (lambda m: 1 / m, lambda m: 1 / m,
+     "both losses are divided by main's value; the two-pass step rescales main's gradient "
+     "only, before aux's pass adds its own"),
+    (lambda m: 1.0, lambda m: 1 / m,
+     "the rescaling went to aux; in the two-pass step it is main's gradient that is divided "
+     "by main's value"),
+    (lambda m: m, lambda m: 1.0,
+     "main's loss is multiplied by its value; the two-pass step divides by it"),
+    (lambda m: 0.0, lambda m: 1.0,
+     "only aux's gradient arrived. If you divided main by itself (main / main), that is the "
+     "constant 1, whose gradient is 0: the weight must be a plain number (main.item()) with "
+     "no graph through it"),
+)
+
+
+def _check_one_backward(one_backward, seed: int) -> Report:
+    name = "one_backward"
+    if not callable(one_backward):
+        return _fail(name, f"expected a function one_backward(main, aux), got "
+                           f"{type(one_backward).__name__}")
     gen = torch.Generator().manual_seed(seed)
-    for _ in range(3):
-        coefs, points = _polynomial(gen, int(torch.randint(3, 5, (1,), generator=gen)))
-        where = f"for {_show(coefs)} at {len(points)} points"
-        got, failure = attempt(name, newton_step, poly(coefs), points.clone(), raised=_graph_error(
-            where, "f'' is the derivative of f': compute f' with create_graph=True so that it "
-                   "has a graph to differentiate."))
-        if failure is not None:
-            return failure
-        d1 = poly_derivative(coefs, points, 1)
-        d2 = poly_derivative(coefs, points, 2)
-        expected = -d1 / d2
-        if isinstance(got, torch.Tensor) and not _close(got, expected):
-            if _close(got, -expected):
-                return _fail(name, f"{where}: the sign is flipped: Newton's step is -f'(x) / "
-                                   "f''(x).", "mismatch")
-            if _close(got, -d2 / d1) or _close(got, d2 / d1):
-                return _fail(name, f"{where}: the ratio is upside down: divide f' by f'', "
-                                   "not f'' by f'.", "mismatch")
-        report = compare("Newton step", got.detach() if isinstance(got, torch.Tensor) else got,
-                         expected)
-        if not report.ok:
-            return failed(name, f"{where}: "
-                                 f"{report[0].message}", report[0].verdict)
-    return passed(name, "-f'/f'' matches on 3 new polynomials")
-
-
-# --------------------------------------------------------------------------
-# Exercise 3: the gradient of |grad f|^2 without a Hessian
-# --------------------------------------------------------------------------
-
-_FULL_JACOBIANS = ("hessian", "jacobian", "jacrev", "jacfwd")
-
-
-def _penalty_problem(gen: torch.Generator):
-    """A scalar function of n inputs (n = 4..8) and a point."""
-    n = int(torch.randint(4, 9, (1,), generator=gen))
-    a = torch.randn(n, n, generator=gen, dtype=torch.float64)
-    b = torch.randn(n, generator=gen, dtype=torch.float64)
-
-    def f(t):
-        return (torch.tanh(a @ t) ** 2).sum() + (t**4).sum() + (b * t).sum() ** 2
-
-    return f, torch.randn(n, generator=gen, dtype=torch.float64)
-
-
-def _check_penalty(penalty_grad, seed: int) -> Report:
-    name = "penalty_grad"
-    if not callable(penalty_grad):
-        return _fail(name, f"expected a function penalty_grad(f, x), got "
-                           f"{type(penalty_grad).__name__}")
-    gen = torch.Generator().manual_seed(seed)
-    f, x = _penalty_problem(gen)
-    n = len(x)
-    where = f"for a function of {n} inputs"
+    where, build = _network(gen)
+    leaves, main, aux, h = build()
     with count_autograd() as seen:
-        got, failure = attempt(name, penalty_grad, f, x.clone(), raised=_graph_error(
-            where, "The second pass differentiates the first gradient, so that gradient needs "
-                   "a graph: compute it with create_graph=True (and do not detach it)."))
+        _, failure = attempt(name, one_backward, main, aux, raised=lambda err: (
+            "the second pass found the shared graph freed: one backward on a single total "
+            "needs no second pass" if isinstance(err, RuntimeError) and "second time" in str(err)
+            else f"raised {type(err).__name__}: {_first_line(err)}"))
     if failure is not None:
         return failure
-    full = sorted({c for c in seen.calls if any(j in c for j in _FULL_JACOBIANS)})
-    if full:
-        return _fail(name, f"{where}: it calls {', '.join(full)}, building a full Hessian or "
-                           "Jacobian. The exercise asks for two passes and no n x n matrix: "
-                           "backward from the gradient, weighted by the gradient itself.")
-    if seen.reverse > 2:
-        return _fail(name, f"{where}: {seen.reverse} backward passes; double backward needs two "
-                           "(building the Hessian takes one per input).")
-    xr = x.clone().requires_grad_()
-    (g,) = torch.autograd.grad(f(xr), xr, create_graph=True)
-    (hg,) = torch.autograd.grad(g, xr, grad_outputs=g.detach())
-    expected = 2 * hg
-    if isinstance(got, torch.Tensor) and _close(got, hg):
-        return _fail(name, f"{where}: it is H g, half the answer: d|g|^2/dx = 2 H g, the chain "
-                           "rule's factor 2 from the square is missing.", "mismatch")
-    report = compare("gradient of the penalty",
-                     got.detach() if isinstance(got, torch.Tensor) else got, expected)
-    if not report.ok:
-        return failed(name, f"{where}: "
-                             f"{report[0].message}", report[0].verdict)
-    return passed(name, f"2 H g matches {where}, with {seen.reverse} "
-                                             "backward passes and no Hessian")
+    if seen.reverse != 1:
+        return _fail(name, f"{seen.reverse} backward passes ({where}); the exercise asks for one. "
+                           "Both losses read the same hidden layer: say in one loss what the "
+                           "two-pass step does to main's gradient.")
+    kept = [s.name for node in describe([main, aux]).nodes for s in node.saved if not s.freed]
+    if kept:
+        return _fail(name, f"after your pass the graph's saved tensors are still alive ({where}): "
+                           "retain_graph=True keeps their memory for nothing when no second "
+                           "pass follows.")
+    got = [p.grad for p in leaves]
+    if any(g is None for g in got):
+        return _fail(name, "W.grad or w.grad is None after your function: its pass must reach "
+                           "the leaves (call .backward(), not torch.autograd.grad).")
+    ref_leaves, ref_main, ref_aux, _ = build()
+    two_pass_step(ref_main, ref_aux, ref_leaves)
+    reference = [p.grad for p in ref_leaves]
+    for main_weight, aux_weight, told in _SLIPS:
+        slip = _weighted(build, main_weight, aux_weight)
+        if all(_close(g, s) for g, s in zip(got, slip, strict=True)) and not all(
+                _close(r, s) for r, s in zip(reference, slip, strict=True)):
+            return _fail("gradients", f"{where}: {told}.", "mismatch")
+    for label, mine, ref in zip(("W.grad", "w.grad"), got, reference, strict=True):
+        report = compare(label, mine, ref, rtol=1e-5, atol=1e-7)
+        if not report.ok:
+            return failed(label, f"{where}: {report[0].message}", report[0].verdict)
+    return passed(name, f"one backward pass, saved tensors freed, and the gradients of the "
+                        f"two-pass step ({where})")
+
+
+# --------------------------------------------------------------------------
+# Exercise 3: two players, one forward pass, and the version counter
+# --------------------------------------------------------------------------
+
+
+def broken_step(loss_a, loss_b, A, B, lr) -> None:
+    """The step the exercise repairs (the notebook shows the same code): A steps before
+    loss_b's backward, which needs the A it saved."""
+    loss_a.backward(retain_graph=True)
+    with torch.no_grad():
+        for p in A:
+            p -= lr * p.grad
+    loss_b.backward()
+    with torch.no_grad():
+        for p in B:
+            p -= lr * p.grad
+
+
+def _players(gen: torch.Generator):
+    """(what, lr, a builder): two players sharing one forward pass, of new sizes. The
+    builder makes new leaves and both losses: (A, B, loss_a, loss_b). Player A is a scorer
+    (weights D, bias c), player B a tanh feature layer G; both losses read both."""
+    n, k, d = (int(s) for s in torch.randint(3, 7, (3,), generator=gen))
+    z = torch.randn(n, k, generator=gen, dtype=torch.float64)
+    t = torch.randn(n, generator=gen, dtype=torch.float64)
+    D = torch.randn(d, generator=gen, dtype=torch.float64)
+    c = torch.randn((), generator=gen, dtype=torch.float64)
+    G = torch.randn(k, d, generator=gen, dtype=torch.float64) * 0.7
+    lr = round(float(torch.rand((), generator=gen)) * 0.4 + 0.05, 2)
+
+    def build():
+        A = [D.clone().requires_grad_(), c.clone().requires_grad_()]
+        B = [G.clone().requires_grad_()]
+        h = torch.tanh(z @ B[0])
+        score = h @ A[0] + A[1]
+        return A, B, ((score - t) ** 2).mean(), (score**2).mean() + 0.1 * (h**2).mean()
+
+    return f"{n} examples, {d} features, lr = {lr}", lr, build
+
+
+def _after(step, build, lr) -> list[torch.Tensor]:
+    """The players' values after ``step`` ran on a new copy of the problem."""
+    A, B, loss_a, loss_b = build()
+    step(loss_a, loss_b, A, B, lr)
+    return [p.detach().clone() for p in A + B]
+
+
+def _moved(A, B, ga, gb, lr, sign=1.0) -> None:
+    with torch.no_grad():
+        for p, g in zip(A, ga, strict=True):
+            p -= sign * lr * g
+        for p, g in zip(B, gb, strict=True):
+            p -= sign * lr * g
+
+
+def _reference_step(loss_a, loss_b, A, B, lr) -> None:
+    ga = torch.autograd.grad(loss_a, A, retain_graph=True)
+    gb = torch.autograd.grad(loss_b, B)
+    _moved(A, B, ga, gb, lr)
+
+
+def _summed_step(loss_a, loss_b, A, B, lr) -> None:
+    grads = torch.autograd.grad(loss_a + loss_b, A + B)
+    _moved(A, B, grads[:len(A)], grads[len(A):], lr)
+
+
+def _swapped_step(loss_a, loss_b, A, B, lr) -> None:
+    ga = torch.autograd.grad(loss_b, A, retain_graph=True)
+    gb = torch.autograd.grad(loss_a, B)
+    _moved(A, B, ga, gb, lr)
+
+
+def _uphill_step(loss_a, loss_b, A, B, lr) -> None:
+    ga = torch.autograd.grad(loss_a, A, retain_graph=True)
+    gb = torch.autograd.grad(loss_b, B)
+    _moved(A, B, ga, gb, lr, sign=-1.0)
+
+
+def _data_step(loss_a, loss_b, A, B, lr) -> None:
+    """The version counter dodged with .data: loss_b's backward reads A's new values."""
+    ga = torch.autograd.grad(loss_a, A, retain_graph=True)
+    for p, g in zip(A, ga, strict=True):
+        p.data -= lr * g
+    gb = torch.autograd.grad(loss_b, B)
+    with torch.no_grad():
+        for p, g in zip(B, gb, strict=True):
+            p -= lr * g
+
+
+_PLAYER_SLIPS = (
+    (_summed_step, "each player moved along the gradient of loss_a + loss_b: A must follow "
+                   "loss_a only and B loss_b only (one backward of the sum mixes them, and so "
+                   "do two backward calls whose .grad add up)"),
+    (_data_step, "B's gradient was computed with A's updated values: changing A through "
+                 ".data hides the step from the version counter, so loss_b's backward used an "
+                 "A its forward pass never saw. Take both gradients before any step"),
+    (_swapped_step, "the gradients are swapped: A follows loss_a, B follows loss_b"),
+    (_uphill_step, "the players moved up their gradients: a step subtracts lr * gradient"),
+)
+
+
+def _players_error(err: Exception, where: str) -> str:
+    first = _first_line(err)
+    if "modified by an inplace operation" in first:
+        return (f"({where}) a backward pass ran after a step had changed a weight it saved: "
+                f"{first.split(':')[0]}. The version counter caught it, as in section 3: take "
+                "every gradient first, then step.")
+    if "second time" in first:
+        return (f"({where}) the second gradient found the shared graph freed: the first "
+                "gradient call must keep it (retain_graph=True).")
+    return f"raised {type(err).__name__} ({where}): {first}"
+
+
+def _check_players(two_player_step, seed: int) -> Report:
+    name = "two_player_step"
+    if not callable(two_player_step):
+        return _fail(name, f"expected a function two_player_step(loss_a, loss_b, A, B, lr), "
+                           f"got {type(two_player_step).__name__}")
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(2):
+        where, lr, build = _players(gen)
+        A, B, loss_a, loss_b = build()
+        before = [p.detach().clone() for p in A + B]
+        _, failure = attempt(name, two_player_step, loss_a, loss_b, A, B, lr,
+                             raised=lambda err, where=where: _players_error(err, where))
+        if failure is not None:
+            return failure
+        got = [p.detach().clone() for p in A + B]
+        if all(torch.equal(g, b) for g, b in zip(got, before, strict=True)):
+            return _fail(name, f"({where}) the weights did not change. `p = p - lr * g` makes a "
+                               "new tensor and rebinds the name; change the tensor itself "
+                               "(p -= lr * g) inside torch.no_grad().")
+        expected = _after(_reference_step, build, lr)
+        for slip, told in _PLAYER_SLIPS:
+            wrong = _after(slip, build, lr)
+            if all(_close(g, w) for g, w in zip(got, wrong, strict=True)):
+                return _fail("weights after the step", f"({where}) {told}.", "mismatch")
+        for label, mine, ref in zip(("D", "c", "G"), got, expected, strict=True):
+            report = compare(label, mine, ref, rtol=1e-5, atol=1e-7)
+            if not report.ok:
+                return failed(label, f"({where}) {report[0].message}", report[0].verdict)
+    return passed(name, "both players stepped along their own loss's gradient at the weights "
+                        "the forward pass saw, on 2 new problems")
 
 
 EXERCISES = {
-    "l07-third-derivative": Method(check=_check_nth_derivative),
-    "l07-newton-step": Method(check=_check_newton),
-    "l07-penalty": Method(check=_check_penalty),
+    "l07-two-derivatives": Method(check=_check_two_grads),
+    "l07-one-backward": Method(check=_check_one_backward),
+    "l07-two-players": Method(check=_check_players),
 }
 
 
@@ -248,43 +397,74 @@ EXERCISES = {
 # --------------------------------------------------------------------------
 
 
-def _second_answer() -> bool:
-    """Can torch.autograd.grad differentiate a plain dy/dx again?"""
+def _again_answer() -> bool:
+    """Does a second y.backward() raise?"""
     x = torch.tensor(2.0, requires_grad=True)
-    (first,) = torch.autograd.grad(x**3, x)
+    y = x**2
+    y.backward()
     try:
-        torch.autograd.grad(first, x)
+        y.backward()
     except RuntimeError:
-        return False
-    return True
+        return True
+    return False
 
 
-def _linear_answer() -> bool:
-    """For y = 3x, does a second grad work when the first used create_graph=True?"""
-    x = torch.tensor(2.0, requires_grad=True)
-    (first,) = torch.autograd.grad(3 * x, x, create_graph=True)
+def _inplace_answer() -> str:
+    """What the second backward does after w changed in place between the calls."""
+    w = torch.tensor(3.0, requires_grad=True)
+    y = w**2
+    y.backward(retain_graph=True)
+    first = w.grad.clone()
+    old = 2 * w.detach().clone()
+    with torch.no_grad():
+        w -= 0.1 * w.grad
     try:
-        torch.autograd.grad(first, x)
+        y.backward()
+    except RuntimeError:
+        return "error"
+    added = w.grad - first
+    return "old" if torch.equal(added, old) else "new"
+
+
+def _z_after_y_answer() -> bool:
+    """Does z.backward() work after y.backward() when both share PowBackward0?"""
+    x = torch.tensor(2.0, requires_grad=True)
+    y = x**2
+    z = y * x
+    y.backward()
+    try:
+        z.backward()
     except RuntimeError:
         return False
     return True
 
 
 PREDICTIONS = {
-    "l07-predict-second": Prediction(
-        question="can torch.autograd.grad differentiate dy_dx?",
-        answer=_second_answer,
-        hint="a tensor can only be differentiated through the history autograd recorded for it. "
-             "Did anything record the backward pass that made dy_dx?",
-        why="by default backward records nothing, so dy_dx has no grad_fn to walk back through",
+    "l07-predict-again": Prediction(
+        question="does a second y.backward() raise an error?",
+        answer=_again_answer,
+        hint="look at the freed flag of PowBackward0's saved tensor in the cell above, and ask "
+             "what that node needs to compute 2x.",
+        why="the first backward freed the x that PowBackward0 saved; the second walk reaches the "
+            "node, finds its saved tensor gone and stops with an error rather than compute "
+            "something wrong",
     ),
-    "l07-predict-linear": Prediction(
-        question="for y = 3x, does the second torch.autograd.grad work?",
-        answer=_linear_answer,
-        hint="create_graph records the operations of the backward formula that involve a tensor "
-             "requiring grad. What is the backward formula of 3x made of?",
-        why="the backward formula of 3x is grad_output * 3, and neither factor depends on x. "
-            "Nothing is recorded, dy_dx comes back as a plain 3 with no grad_fn, and the second "
-            "call fails, although the true second derivative is simply 0",
+    "l07-predict-inplace": Prediction(
+        question="the second y.backward() after an in-place update of w",
+        answer=_inplace_answer,
+        hint="retain_graph kept the saved tensor itself, and that tensor is w. What does autograd "
+             "know about a saved tensor that was changed after it was saved?",
+        why="PowBackward0 saved w itself, not a copy, together with w's version counter (0). The "
+            "in-place update made it version 1, so the saved value is no longer the one the "
+            "forward pass used; autograd notices the mismatch and raises instead of using either "
+            "value",
+        choices=("error", "old", "new"),
+    ),
+    "l07-predict-second": Prediction(
+        question="does z.backward() work after y.backward()?",
+        answer=_z_after_y_answer,
+        hint="follow z's walk back: which node does it share with y, and what did y's backward "
+             "pass do to that node's saved tensor?",
+        why="z's walk back passes through PowBackward0, whose saved x the first call freed",
     ),
 }

@@ -1,336 +1,394 @@
-"""Lesson 08, custom autograd Functions: its exercises and its predictions.
+"""Lesson 08, backward from a non-scalar output: its exercises and its predictions.
 
-The exercises ask for a ``torch.autograd.Function`` whose backward formula the
-learner works out. Their checks (`Method` checks) run in three steps:
+The lesson has two notebooks:
 
-1. the Function through real autograd once, to catch structural slips (one
-   gradient per input of forward, None for a plain number);
-2. backward *alone*, called directly with a stand-in ``ctx`` (`call_directly`)
-   inside `check_by_hand`: autograd is switched off and refused, the inputs
-   are float64 and the result must agree with autograd to round-off. A
-   backward that estimates the derivative (finite differences,
-   ``bl.numerical_grad``) or borrows it (``torch.autograd.grad`` inside
-   backward, torch's ``*_backward`` kernels) fails, saying so; a typical slip
-   in the formula is named;
-3. `check_function`: gradcheck and gradgradcheck in float64, and a warning
-   for tensors kept as ctx attributes.
+- ``08-non-scalar-backward.ipynb``: the ``gradient`` argument of backward is the vector of
+  a vector-Jacobian product (VJP); a Jacobian built one row per backward call; the VJP of
+  a function whose outputs all depend on all inputs (x / x.sum()), derived by hand.
+- ``08-tensor-op-vjps.ipynb``: deriving the VJP of a tensor operation (index notation, one
+  entry differentiated, read back as tensor code, shapes first) and the rules it gives for
+  matmul, broadcasting, reductions, indexing, reshapes and softmax.
 
-Exercise 2 also checks what setup_context saves (the output alone) and that
-torch.func's ``grad`` and ``vmap`` accept the Function.
+Every by-hand exercise draws new shapes on every trial, each size different from the others,
+so that a transposed answer or a sum over the wrong dimension cannot pass by having the
+right shape by accident. The slips listed under ``mistakes`` are the ones the lesson warns
+about; the check names one only when the learner's answer equals it on every trial.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from torch.autograd.function import once_differentiable
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._spec import Check, Method, Prediction, Report, check_by_hand, check_function
-from ._spec import failed as _fail
-from ._spec import first_line as _first_line
-
-# --------------------------------------------------------------------------
-# Calling forward and backward directly
-# --------------------------------------------------------------------------
-
-
-class StandInContext:
-    """What autograd's ``ctx`` offers a Function, so forward and backward can be
-    called directly as plain functions (with autograd off) and backward checked alone."""
-
-    def __init__(self, inputs: tuple[Any, ...]):
-        self.needs_input_grad = tuple(
-            isinstance(t, torch.Tensor) and t.is_floating_point() for t in inputs)
-        self.saved_tensors: tuple[torch.Tensor, ...] = ()
-
-    def save_for_backward(self, *tensors: torch.Tensor) -> None:
-        self.saved_tensors = tensors
-
-    def mark_dirty(self, *tensors: torch.Tensor) -> None:
-        pass
-
-    def mark_non_differentiable(self, *tensors: torch.Tensor) -> None:
-        pass
-
-    def set_materialize_grads(self, value: bool) -> None:
-        pass
+from ._spec import (
+    ByHand,
+    Method,
+    Prediction,
+    attempt,
+    compare,
+    count_autograd,
+    passed,
+)
+from ._spec import failed as _failed
 
 
-def uses_setup_context(fn_class: type) -> bool:
-    """Whether the Function has the form torch.func needs: forward(*inputs) plus
-    setup_context(ctx, inputs, output)."""
-    return fn_class.setup_context is not torch.autograd.Function.setup_context
+def _sizes(gen, k, low=2, high=6):
+    """``k`` different sizes between ``low`` and ``high``."""
+    order = torch.randperm(high - low + 1, generator=gen)[:k]
+    return [int(s) + low for s in order]
 
 
-def forward_directly(fn_class: type, inputs: tuple[Any, ...]) -> StandInContext:
-    """Run forward (and setup_context) as plain functions; the ctx backward will get."""
-    ctx = StandInContext(inputs)
-    if uses_setup_context(fn_class):
-        output = fn_class.forward(*inputs)
-        fn_class.setup_context(ctx, inputs, output)
-    else:
-        fn_class.forward(ctx, *inputs)
-    return ctx
+def _randn(gen, *shape):
+    return torch.randn(*shape, generator=gen, dtype=torch.float64)
 
 
-def call_directly(fn_class: type, inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]):
-    """backward's result for ``grad_outputs``, by calling forward then backward the way
-    autograd would, but as plain Python functions: a tuple, one entry per input."""
-    ctx = forward_directly(fn_class, inputs)
-    grads = fn_class.backward(ctx, *grad_outputs)
-    return grads if isinstance(grads, tuple) else (grads,)
 
 
-class OpsSeen(TorchDispatchMode):
-    """Inside ``with OpsSeen() as seen:``, ``seen.names`` collects the torch operations
-    that run (``"tanh"``, ``"mul"``, ...)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: set[str] = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.names.add(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
+def _ran(name, run, *args):
+    """``run(*args)`` and None, or None and the failed Report that says why it raised."""
+    return attempt(name, run, *args, what="it")
 
 
-def _is_function(answer: Any) -> bool:
-    return isinstance(answer, type) and issubclass(answer, torch.autograd.Function)
-
-
-def _not_a_function(name: str, answer: Any) -> Report:
-    what = answer.__name__ if isinstance(answer, type) else type(answer).__name__
-    return _fail(name, f"expected a subclass of torch.autograd.Function (the class itself, not "
-                       f"an instance or the result of .apply), got {what}")
-
-
-def _real_run(name: str, fn_class: type, inputs: tuple[Any, ...], labels: list[str]):
-    """Run the Function through autograd once; a failed Report for a structural slip."""
-    xs = tuple(t.detach().clone().requires_grad_() if isinstance(t, torch.Tensor) else t
-               for t in inputs)
-    wrt = [t for t in xs if isinstance(t, torch.Tensor)]
-    try:
-        out = fn_class.apply(*xs)
-        if not isinstance(out, torch.Tensor) or out.grad_fn is None:
-            return None, _fail(name, "forward must return a tensor computed from the inputs; "
-                                     f"got {type(out).__name__}")
-        torch.autograd.grad(out, wrt, torch.ones_like(out), allow_unused=True,
-                            retain_graph=True)
-    except NotImplementedError:
-        return None, _fail(name, "not written yet: a method still raises NotImplementedError.",
-                           "missing")
-    except RuntimeError as err:
-        text = _first_line(err)
-        if "incorrect number of gradients" in text:
-            got = text.rsplit("got ", 1)[-1].rstrip(")")
-            return None, _fail(name, f"backward returned {got} entries, but forward has "
-                                     f"{len(inputs)} inputs ({', '.join(labels)}): return one "
-                                     "entry per input, None for the plain number.", "error")
-        if "different than None" in text:
-            return None, _fail(name, f"backward returned a gradient for a plain number "
-                                     f"({text}): return None in the place of every input that "
-                                     "is not a tensor.", "error")
-        return None, _fail(name, f"raised RuntimeError: {text}", "error")
-    except Exception as err:  # the learner's bug, reported as a failed check
-        return None, _fail(name, f"raised {type(err).__name__}: {_first_line(err)}", "error")
-    return out, None
-
-
-def _gradchecks(fn_class: type, *inputs: Any) -> tuple[Check, ...]:
-    """check_function's verdicts beyond the Jacobians: gradcheck, gradgradcheck, ctx."""
-    report = check_function(fn_class, *inputs)
-    wanted = [c for c in report.checks if c.name in ("gradcheck", "gradgradcheck", "ctx")
-              or not c.ok]
-    return tuple(wanted)
+def _shape(t):
+    return tuple(t.shape)
 
 
 # --------------------------------------------------------------------------
-# Exercise 1: PowerMix, f(x, y, p) = x**p * y
+# 08-non-scalar-backward: a Jacobian one row at a time
 # --------------------------------------------------------------------------
 
-_EXPONENTS = (0.5, 1.5, 2.0, 2.5, 3.0, 4.0)
+_ROWS = "Jacobian by rows"
+_BACKWARD_CALLS = {"Tensor.backward()", "torch.autograd.backward"}
 
 
-def power_inputs(gen: torch.Generator):
-    """(x, y, p, grad_output): x positive (x**p is defined), p a plain number."""
-    n = int(torch.randint(2, 7, (1,), generator=gen))
-    x = torch.rand(n, generator=gen, dtype=torch.float64) * 2 + 0.5
-    y = torch.randn(n, generator=gen, dtype=torch.float64)
-    p = _EXPONENTS[int(torch.randint(len(_EXPONENTS), (1,), generator=gen))]
-    grad_output = torch.randn(n, generator=gen, dtype=torch.float64)
-    return x, y, p, grad_output
+def _jacobian_problem(gen):
+    """A new function g (a matrix product, then a nonlinearity) and a point x."""
+    m, n = _sizes(gen, 2)
+    A = torch.randn(m, n, generator=gen)
+
+    def g(t):
+        return torch.sin(A @ t) * t.sum()
+
+    return g, torch.randn(n, generator=gen)
 
 
-def _power_reference(x, y, p, grad_output):
-    x, y = x.requires_grad_(), y.requires_grad_()
-    return torch.autograd.grad(x**p * y, (x, y), grad_output)
-
-
-_POWER_SLIPS = {
-    "backward ignores grad_output: the chain rule multiplies each local derivative by the "
-    "incoming gradient": lambda x, y, p, g: (p * x ** (p - 1) * y, x**p),
-    "the power rule's factor p is missing: d(x**p)/dx = p * x**(p - 1)":
-        lambda x, y, p, g: (g * x ** (p - 1) * y, g * x**p),
-    "the exponent was not lowered: d(x**p)/dx = p * x**(p - 1), not p * x**p":
-        lambda x, y, p, g: (g * p * x**p * y, g * x**p),
-    "the factor y is missing: d(x**p * y)/dx = p * x**(p - 1) * y":
-        lambda x, y, p, g: (g * p * x ** (p - 1), g * x**p),
-    "the two gradients are swapped: backward returns x's gradient first, then y's":
-        lambda x, y, p, g: (g * x**p, g * p * x ** (p - 1) * y),
-    "the gradient for y is d(x**p * y)/dy = x**p, not y":
-        lambda x, y, p, g: (g * p * x ** (p - 1) * y, g * y),
-}
-
-
-def _check_power_mix(power_mix, seed: int) -> Report:
-    name = "PowerMix"
-    if not _is_function(power_mix):
-        return _not_a_function(name, power_mix)
-    x, y, p, _ = power_inputs(torch.Generator().manual_seed(seed))
-    _, failed = _real_run(name, power_mix, (x, y, p), ["x", "y", "p"])
-    if failed is not None:
-        return failed
-
-    def backward_alone(x, y, p, grad_output):
-        grads = call_directly(power_mix, (x, y, p), (grad_output,))
-        return grads[0], grads[1]
-
-    formula = check_by_hand(
-        backward_alone, _power_reference, power_inputs, name="PowerMix.backward",
-        outputs=["gradient for x", "gradient for y"], seed=seed, mistakes=_POWER_SLIPS,
-        advice="Differentiate x**p * y with respect to x (power rule, y a constant) and y (x**p "
-               "a constant), then multiply each by grad_output.",
-    )
-    if not formula.ok:
-        return formula
-    return Report(formula.checks + _gradchecks(power_mix, x, y, p))
+def _check_jacobian_rows(answer, seed):
+    """One backward call per output row, and the right Jacobian, on two new functions."""
+    if not callable(answer):
+        return _failed(_ROWS, f"expected a function jacobian_by_rows(g, x), got "
+                              f"{type(answer).__name__}.")
+    for k in range(2):
+        g, x = _jacobian_problem(torch.Generator().manual_seed(seed + k))
+        m, n = g(x).numel(), x.numel()
+        with count_autograd() as seen:
+            got, failure = _ran(_ROWS, answer, g, x.clone())
+        if failure is not None:
+            return failure
+        other = [call for call in seen.calls if call not in _BACKWARD_CALLS]
+        if other:
+            return _failed(_ROWS, f"your code called {other[0]}; the exercise asks for "
+                                  "backward calls only, one backward call per output row, so "
+                                  "that you meet what .grad does between the calls.")
+        if seen.reverse != m:
+            return _failed(_ROWS, f"{seen.reverse} backward call(s) for a function with {m} "
+                                  "outputs; the exercise asks for one backward call per "
+                                  "output row.")
+        want = torch.autograd.functional.jacobian(g, x)
+        where = f"for a function with {m} outputs and {n} inputs"
+        if not isinstance(got, torch.Tensor):
+            return _failed(_ROWS, f"returned {type(got).__name__}; expected a tensor of "
+                                  f"shape ({m}, {n}), one row per output.")
+        if _shape(got) == (n, m):
+            return _failed(_ROWS, f"{where}, your tensor has shape ({n}, {m}): it is "
+                                  f"transposed. Row i is what the backward call with the "
+                                  f"one-hot vector e_i gives, so stack the rows: shape ({m}, "
+                                  f"{n}).", "shape")
+        if _shape(got) == (m, n) and not compare(_ROWS, got, want).ok:
+            if compare(_ROWS, got, want[-1].expand(m, n)).ok:
+                return _failed(_ROWS, f"{where}, every row holds the last row. They are all "
+                                      "one and the same tensor, x.grad, which zero_() empties "
+                                      "in place and the next call fills again. Store a copy "
+                                      "(x.grad.clone()) or give each call a fresh leaf.",
+                               "mismatch")
+            if compare(_ROWS, got, want.cumsum(0)).ok:
+                return _failed(_ROWS, f"{where}, row i holds rows 0 to i added up: x.grad "
+                                      "accumulated across the backward calls. Reset it "
+                                      "(x.grad = None) before each call.", "mismatch")
+        report = compare(f"{_ROWS} ({where})", got, want)
+        if not report.ok:
+            return report
+    return passed(_ROWS, "one backward call per output row, and the "
+                                              "right Jacobian for 2 new functions")
 
 
 # --------------------------------------------------------------------------
-# Exercise 2: Tanh saving its output, in the form torch.func can use
+# 08-non-scalar-backward: the gradient argument for a chosen loss
 # --------------------------------------------------------------------------
 
 
-def tanh_inputs(gen: torch.Generator):
-    """(x, grad_output) of a new shape."""
-    shape = (int(torch.randint(2, 6, (1,), generator=gen)),)
-    if int(torch.randint(2, (1,), generator=gen)):
-        shape = (*shape, int(torch.randint(2, 4, (1,), generator=gen)))
-    x = torch.randn(shape, generator=gen, dtype=torch.float64) * 1.5
-    return x, torch.randn(shape, generator=gen, dtype=torch.float64)
+def _last_row_mean_weights(y):
+    return torch.func.grad(lambda t: t[-1].mean())(y)
 
 
-def _tanh_reference(x, grad_output):
+def _new_matrix(gen):
+    rows, cols = _sizes(gen, 2)
+    return (_randn(gen, rows, cols),)
+
+
+def _row_weights(y, row, value):
+    v = torch.zeros_like(y)
+    v[row] = value
+    return v
+
+
+# --------------------------------------------------------------------------
+# 08-non-scalar-backward: the VJP of a coupled function, by hand
+# --------------------------------------------------------------------------
+
+
+def _new_shares(gen):
+    """Positive weights x of a new length (3 to 9) and a vector v of the same length."""
+    (n,) = _sizes(gen, 1, 3, 9)
+    return torch.rand(n, generator=gen, dtype=torch.float64) + 0.5, _randn(gen, n)
+
+
+def _shares_vjp_reference(x, v):
+    """vᵀJ of shares(x) = x / x.sum(), from autograd."""
+    x = x.detach().clone().requires_grad_()
+    return torch.autograd.grad(x / x.sum(), x, v)[0]
+
+
+def _shares_jv(x, v):
+    """J v: the Jacobian's rows times v, where backward needs its columns."""
+    total = x.sum()
+    return (v - x / total * v.sum()) / total
+
+
+# --------------------------------------------------------------------------
+# 08-tensor-op-vjps: the softmax VJP
+# --------------------------------------------------------------------------
+
+
+def _new_softmax(gen):
+    """p = softmax(z) along the last dimension, and a gradient g for it; 2 or 3 dims."""
+    dims = int(torch.randint(2, 4, (1,), generator=gen))
+    shape = _sizes(gen, dims, 2, 7)
+    p = torch.softmax(2 * _randn(gen, *shape), dim=-1)
+    return p, _randn(gen, *shape)
+
+
+def _softmax_vjp_reference(p, g):
+    z = p.log().requires_grad_()  # softmax(log p) = p, since each row of p sums to 1
+    (dz,) = torch.autograd.grad(torch.softmax(z, dim=-1), z, g)
+    return dz
+
+
+# --------------------------------------------------------------------------
+# 08-tensor-op-vjps: out = x * w + b with x (B, T, C), w (C,), b (C,)
+# --------------------------------------------------------------------------
+
+
+def _new_affine(gen):
+    B, T, C = _sizes(gen, 3)
+    return _randn(gen, B, T, C), _randn(gen, C), _randn(gen, C), _randn(gen, B, T, C)
+
+
+def _affine_reference(x, w, b, g):
+    x, w, b = (t.requires_grad_() for t in (x, w, b))
+    return torch.autograd.grad(x * w + b, (x, w, b), g)
+
+
+# --------------------------------------------------------------------------
+# 08-tensor-op-vjps: Y = X @ W with X (B, T, C) and a shared W (C, D)
+# --------------------------------------------------------------------------
+
+
+def _new_batched_matmul(gen):
+    B, T, C, D = _sizes(gen, 4)
+    return _randn(gen, B, T, C), _randn(gen, C, D), _randn(gen, B, T, D)
+
+
+def _batched_matmul_reference(X, W, G):
+    X, W = X.requires_grad_(), W.requires_grad_()
+    return torch.autograd.grad(X @ W, (X, W), G)
+
+
+# --------------------------------------------------------------------------
+# 08-tensor-op-vjps: torch.gather along a dimension, with repeated indices
+# --------------------------------------------------------------------------
+
+
+def _new_gather(gen):
+    """x (R, C), a dim (0 and 1 in turn), an index with at least one repeated entry, and g
+    shaped like the index.
+
+    The index values stay below both sizes of x, so that a scatter along the other
+    dimension runs (and can be recognised as that slip) instead of raising."""
+    R, C = _sizes(gen, 2, 3, 6)
+    dim = gen.initial_seed() % 2  # consecutive trials gather along both dimensions
+    x = _randn(gen, R, C)
+    along = int(torch.randint(2, x.shape[dim] + 1, (1,), generator=gen))
+    across = int(torch.randint(1, x.shape[1 - dim] + 1, (1,), generator=gen))
+    shape = (along, across) if dim == 0 else (across, along)
+    index = torch.randint(0, min(R, C), shape, generator=gen)
+    index.select(1 - dim, 0)[1] = index.select(1 - dim, 0)[0]  # a repeated index
+    return x, dim, index, _randn(gen, *shape)
+
+
+def _gather_reference(x, dim, index, g):
     x = x.requires_grad_()
-    return torch.autograd.grad(torch.tanh(x), x, grad_output)[0]
+    (dx,) = torch.autograd.grad(torch.gather(x, dim, index), x, g)
+    return dx
 
 
-_TANH_SLIPS = {
-    "the sign inside is flipped: tanh'(x) = 1 - t**2, not 1 + t**2":
-        lambda x, g: g * (1 + torch.tanh(x) ** 2),
-    "backward ignores grad_output: the chain rule multiplies 1 - t**2 by the incoming "
-    "gradient": lambda x, g: 1 - torch.tanh(x) ** 2,
-    "the square is missing: tanh'(x) = 1 - t**2, not 1 - t":
-        lambda x, g: g * (1 - torch.tanh(x)),
-}
+def _put_instead_of_add(x, dim, index, g):
+    """dx[index] = g, entry by entry: a repeated index keeps one contribution."""
+    return torch.zeros_like(x).scatter(dim, index, g)
 
 
-def _saved_check(out: torch.Tensor, x: torch.Tensor) -> Check:
-    """The Function must save its output t alone (the derivative 1 - t**2 needs nothing else)."""
-    name = "saved for backward"
-    node = out.grad_fn
-    saved = tuple(node.saved_tensors)
-    stashed = [key for key, value in vars(node).items() if isinstance(value, torch.Tensor)]
-    if not saved and stashed:
-        return Check(name, False, "fail",
-                     f"nothing saved with ctx.save_for_backward; the tensor is kept as ctx."
-                     f"{stashed[0]} instead. Save it with ctx.save_for_backward(...): autograd "
-                     "then frees it after backward and notices in-place changes.")
-    if len(saved) != 1:
-        return Check(name, False, "fail",
-                     f"setup_context saves {len(saved)} tensors; the output alone is enough, "
-                     "since tanh'(x) = 1 - t**2 needs only t.")
-    if torch.equal(saved[0], x.detach()) and not torch.equal(saved[0], out.detach()):
-        return Check(name, False, "fail",
-                     "setup_context saves the input x; the exercise asks for the output t "
-                     "(setup_context receives it as `output`): 1 - t**2 needs only t, and "
-                     "backward then does not compute tanh again.")
-    if not torch.equal(saved[0], out.detach()):
-        return Check(name, False, "fail", "the saved tensor is neither the input nor the "
-                                          "output; save the output t = tanh(x).")
-    return Check(name, True, "pass", "the output t alone")
+def _assign_rows(x, dim, index, g):
+    """The same slip written with advanced indexing."""
+    dx = torch.zeros_like(x)
+    other = torch.arange(index.shape[1 - dim]).unsqueeze(dim).expand_as(index)
+    where = (index, other) if dim == 0 else (other, index)
+    dx[where] = g
+    return dx
 
 
-def _func_check(fn_class: type, x: torch.Tensor) -> Check:
-    """torch.func.grad and vmap on the Function."""
-    name = "torch.func"
-    if not uses_setup_context(fn_class):
-        return Check(name, False, "fail", "Tanh has no setup_context, so torch.func (grad, "
-                                          "vmap) cannot use it: keep forward(x) without ctx and "
-                                          "save in setup_context(ctx, inputs, output).")
-    try:
-        grads = torch.func.grad(lambda t: fn_class.apply(t).sum())(x)
-        batched = torch.func.vmap(fn_class.apply)(x)
-    except Exception as err:  # torch.func's refusal, reported as a failed check
-        return Check(name, False, "fail", f"torch.func refused it: {_first_line(err)}")
-    ok = (torch.allclose(grads, 1 - torch.tanh(x) ** 2)
-          and torch.allclose(batched, torch.tanh(x)))
-    if not ok:
-        return Check(name, False, "mismatch", "torch.func.grad or vmap gives different numbers "
-                                              "from tanh and its derivative.")
-    return Check(name, True, "pass", "torch.func.grad and torch.func.vmap accept it")
+# --------------------------------------------------------------------------
+# The exercises of both notebooks
+# --------------------------------------------------------------------------
 
-
-# Operations a backward needs only to evaluate tanh again (an estimate from nearby
-# values, say): 1 - t**2 from the saved output needs none of them.
-_TANH_AGAIN = {"tanh", "atanh", "exp", "expm1", "sinh", "cosh", "sigmoid", "log", "log1p"}
-
-
-def _check_tanh(tanh_class, seed: int) -> Report:
-    name = "Tanh"
-    if not _is_function(tanh_class):
-        return _not_a_function(name, tanh_class)
-    x, _ = tanh_inputs(torch.Generator().manual_seed(seed))
-    out, failed = _real_run(name, tanh_class, (x,), ["x"])
-    if failed is not None:
-        return failed
-    saved = _saved_check(out, x)
-    if not saved.ok:
-        return Report((saved,))
-
-    again: set[str] = set()
-
-    def backward_alone(x, grad_output):
-        ctx = forward_directly(tanh_class, (x,))
-        with OpsSeen() as seen:
-            grads = tanh_class.backward(ctx, grad_output)
-        again.update(seen.names & _TANH_AGAIN)
-        return grads[0] if isinstance(grads, tuple) else grads
-
-    formula = check_by_hand(
-        backward_alone, _tanh_reference, tanh_inputs, name="Tanh.backward", seed=seed,
-        mistakes=_TANH_SLIPS,
-        advice="tanh'(x) = 1 - tanh(x)**2 = 1 - t**2 with t the output; multiply it by "
-               "grad_output.",
-    )
-    if not formula.ok:
-        return formula
-    if again:
-        return _fail("Tanh.backward", f"backward evaluates {', '.join(sorted(again))} although "
-                                      "the formula needs only the saved output t: 1 - t**2. "
-                                      "Values of tanh near t make a numerical estimate, not the "
-                                      "derivative worked out.")
-    func = _func_check(tanh_class, x)
-    if not func.ok:
-        return Report((func,))
-    return Report(formula.checks + (saved, func) + _gradchecks(tanh_class, x))
-
+_SUMMED = "summed over the wrong dimension"
 
 EXERCISES = {
-    "l08-power-mix": Method(check=_check_power_mix),
-    "l08-tanh-output": Method(check=_check_tanh),
+    # 08-non-scalar-backward
+    "l08-jacobian-rows": Method(check=_check_jacobian_rows),
+    "l08-mean-gradient": ByHand(
+        name="gradient argument for y[-1].mean()",
+        reference=_last_row_mean_weights,
+        make_inputs=_new_matrix,
+        mistakes={
+            "ones in the last row give the gradient of the row's sum; its mean divides each "
+            "entry by the number of entries in the row":
+                lambda y: _row_weights(y, -1, 1.0),
+            "1 / y.numel() everywhere is the gradient of the mean of the whole matrix; only "
+            "the last row counts here":
+                lambda y: torch.full_like(y, 1 / y.numel()),
+            "the weights sit in the first row (y[0]); the loss uses the last row, y[-1]":
+                lambda y: _row_weights(y, 0, 1 / y.shape[1]),
+            "divided by the number of rows: a row of y has y.shape[1] entries":
+                lambda y: _row_weights(y, -1, 1 / y.shape[0]),
+        },
+        advice="Entry v[i, j] is how much y[i, j] counts in the loss: write the loss as a "
+               "weighted sum of the entries of y and read the weights off.",
+    ),
+    "l08-shares-vjp": ByHand(
+        name="shares_vjp",
+        reference=_shares_vjp_reference,
+        make_inputs=_new_shares,
+        mistakes={
+            "only the diagonal of J is there: every share y_i also depends on every x_j "
+            "through the sum S, which adds -x_i / S**2 to J[i, j] for every j":
+                lambda x, v: v / x.sum(),
+            "that is J v (each row of J times v); backward needs vᵀJ, whose entry j sums "
+            "v_i * J[i, j] down column j, over the outputs i": _shares_jv,
+            "the sign of the coupling term is flipped: d(1/S)/dS = -1/S**2":
+                lambda x, v: (v + (v * x).sum() / x.sum()) / x.sum(),
+            "the 1/S is missing: every term of J[i, j] carries at least one 1/S":
+                lambda x, v: v - (v * x).sum() / x.sum(),
+            "the coupling term needs 1/S**2 (the derivative of 1/S is -1/S**2), not 1/S":
+                lambda x, v: v / x.sum() - (v * x).sum() / x.sum(),
+        },
+        advice="Write y_i = x_i / S with S = sum_j x_j, differentiate y_i with respect to "
+               "x_j (the quotient rule: one term when i = j, one through S for every j), then "
+               "sum v_i * J[i, j] over i without building J.",
+    ),
+    # 08-tensor-op-vjps
+    "l08-softmax-vjp": ByHand(
+        name="softmax VJP",
+        reference=_softmax_vjp_reference,
+        make_inputs=_new_softmax,
+        mistakes={
+            "p * g is only the diagonal of the Jacobian: every z_j also moves every other "
+            "p_i through the shared denominator, which adds -p_j * (g * p).sum() over the row":
+                lambda p, g: p * g,
+            "the sign of the second term is flipped: d p_i / d z_j = p_i (delta_ij - p_j)":
+                lambda p, g: p * (g + (g * p).sum(-1, keepdim=True)),
+            f"{_SUMMED}: the sum (g * p).sum(...) runs along the softmax's dimension, the "
+            "last one (dim=-1, keepdim=True)":
+                lambda p, g: p * (g - (g * p).sum(0, keepdim=True)),
+            "that is the VJP of log_softmax (g - p * g.sum(-1, keepdim=True)), not of softmax":
+                lambda p, g: g - p * g.sum(-1, keepdim=True),
+        },
+        advice="Write p_i = exp(z_i) / sum_k exp(z_k), differentiate one entry, "
+               "d p_i / d z_j, then sum g_i times it over i, and read that sum back as "
+               "tensor code along the last dimension.",
+    ),
+    "l08-broadcast-affine": ByHand(
+        name="x * w + b",
+        outputs=["dL/dx", "dL/dw", "dL/db"],
+        reference=_affine_reference,
+        make_inputs=_new_affine,
+        mistakes={
+            "w was broadcast over the batch and time dimensions, so its gradient is a sum "
+            "over them (dims 0 and 1); this one keeps the shape (B, T, C)":
+                lambda x, w, b, g: (g * w, g * x, g),
+            "b was broadcast over the batch and time dimensions, so its gradient is a sum "
+            "over them (dims 0 and 1); this one keeps the shape (B, T, C)":
+                lambda x, w, b, g: (g * w, (g * x).sum((0, 1)), g),
+            f"{_SUMMED}: w and b have shape (C,), so sum over dims 0 and 1 and keep the last":
+                lambda x, w, b, g: (g * w, (g * x).sum(-1), g.sum(-1)),
+            "summed over the batch dimension only: the time dimension T was broadcast too":
+                lambda x, w, b, g: (g * w, (g * x).sum(0), g.sum(0)),
+            "keepdim=True leaves shape (1, 1, C); w and b have shape (C,)":
+                lambda x, w, b, g: (g * w, (g * x).sum((0, 1), keepdim=True),
+                                    g.sum((0, 1), keepdim=True)),
+            "dL/dx is g times w: out changes by w for each unit of x":
+                lambda x, w, b, g: (g, (g * x).sum((0, 1)), g.sum((0, 1))),
+            "dL/dw is the sum of g * x, not of g alone: out changes by x for each unit of w":
+                lambda x, w, b, g: (g * w, g.sum((0, 1)), g.sum((0, 1))),
+        },
+        advice="Write one entry, out[n, t, c] = x[n, t, c] * w[c] + b[c], and ask which "
+               "entries of out each w[c] reaches: its gradient adds up over all of them.",
+    ),
+    "l08-batched-matmul": ByHand(
+        name="X @ W, batched",
+        outputs=["dL/dX", "dL/dW"],
+        reference=_batched_matmul_reference,
+        make_inputs=_new_batched_matmul,
+        mistakes={
+            "dW is not summed over the batch: every X[n] is multiplied by the same W, so "
+            "W's gradient adds the B per-example products (sum over dim 0)":
+                lambda X, W, G: (G @ W.mT, X.mT @ G),
+            "dW is transposed: it has W's shape (C, D), X.mT @ G in this order":
+                lambda X, W, G: (G @ W.mT, (G.mT @ X).sum(0)),
+            f"{_SUMMED}: the batch dimension of X.mT @ G is dim 0":
+                lambda X, W, G: (G @ W.mT, (X.mT @ G).sum(1)),
+        },
+        advice="Write one entry, Y[n, t, d] = sum_c X[n, t, c] W[c, d], differentiate it "
+               "with respect to X[n, t, c] and to W[c, d], and check each answer's shape "
+               "first: dX like X, dW like W.",
+    ),
+    "l08-gather": ByHand(
+        name="torch.gather backward",
+        reference=_gather_reference,
+        make_inputs=_new_gather,
+        mistakes={
+            "= instead of +=: with a repeated index only one contribution survives; each "
+            "one must be added (scatter_add_, not scatter_)": _put_instead_of_add,
+            "= instead of += (an indexed assignment): with a repeated index only one "
+            "contribution survives; each one must be added (scatter_add_, or index_put_ "
+            "with accumulate=True)": _assign_rows,
+            "scattered along the other dimension: the index says where along dim each "
+            "entry was read from":
+                lambda x, dim, index, g: torch.zeros_like(x).scatter_add(1 - dim, index, g),
+            "that is g itself, the gradient of the output; dL/dx has x's shape":
+                lambda x, dim, index, g: g,
+        },
+        advice="Write one entry of the output in index notation (for dim=0, "
+               "out[i, j] = x[index[i, j], j]) and ask which entries of x each out[i, j] "
+               "touched: every touch adds g[i, j] there.",
+    ),
 }
 
 
@@ -339,72 +397,37 @@ EXERCISES = {
 # --------------------------------------------------------------------------
 
 
-class _SquareMissingTwo(torch.autograd.Function):
-    """x**2 with the factor 2 forgotten in backward."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x**2
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        return x * grad_output
+def _second_call_answer():
+    inp = torch.eye(4, 5, requires_grad=True)
+    out = (inp + 1).pow(2).t()
+    for _ in range(2):
+        out.backward(torch.ones_like(out), retain_graph=True)
+    return (inp.grad[0, 0].item(), inp.grad[0, 1].item())
 
 
-def _raises_answer() -> bool:
-    """Does a backward with a wrong formula raise?"""
-    try:
-        _SquareMissingTwo.apply(torch.ones(2, requires_grad=True)).sum().backward()
-    except RuntimeError:
-        return True
-    return False
-
-
-class _SquareOnce(torch.autograd.Function):
-    """x**2 with a backward marked once_differentiable."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x**2
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        return 2 * x * grad_output
-
-
-def _once_answer():
-    """The second derivative of SquareOnce(x).sum() + (x**3).sum() at x = [1, 2]."""
-    x = torch.tensor([1.0, 2.0], requires_grad=True)
-    (g,) = torch.autograd.grad(_SquareOnce.apply(x).sum() + (x**3).sum(), x, create_graph=True)
-    try:
-        (h,) = torch.autograd.grad(g.sum(), x)
-    except RuntimeError:
-        return "error"
-    return h.tolist()
+def _max_ties_answer():
+    x = torch.tensor([1.0, 3.0, 3.0, 2.0], requires_grad=True)
+    x.max().backward()
+    return x.grad
 
 
 PREDICTIONS = {
-    "l08-predict-raises": Prediction(
-        question="does a backward with a wrong formula raise?",
-        answer=_raises_answer,
-        hint="what could autograd compare backward's result with? It has only the numbers "
-             "backward hands it.",
-        why="autograd trusts whatever backward returns; only a check such as gradcheck can "
-            "catch a wrong formula",
+    "l08-predict-second-call": Prediction(
+        question="inp.grad after a second backward call (on the diagonal, off it)",
+        answer=_second_call_answer,
+        hint="the graph was kept, so the second call computes the same gradient as the first. "
+             "What does backward do with a .grad that already holds numbers (lesson three)?",
+        why="retain_graph=True kept the graph, so the second call computes the same gradient "
+            "again and backward adds it to what .grad already holds: {answer}",
     ),
-    "l08-predict-once": Prediction(
-        question="the second derivative of SquareOnce(x).sum() + (x**3).sum() at x = [1, 2]",
-        answer=_once_answer,
-        hint="the first gradient is a sum of two parts. Which of them was computed with "
-             "recording on, and what does the second pass see of the other one?",
-        why="SquareOnce's backward ran with recording off, so its part of the first gradient, "
-            "2x, arrived as a constant. The x**3 part, 3x**2, kept its graph, so the second "
-            "call had something to walk and returned only its derivative 6x: {answer}, where "
-            "the truth is 2 + 6x = [8.0, 14.0]. No error, no warning",
+    "l08-predict-max-ties": Prediction(
+        question="x.grad after x.max().backward() for x = [1, 3, 3, 2]",
+        answer=_max_ties_answer,
+        hint="only entries equal to the maximum can receive any gradient. Does a max over "
+             "the whole tensor pick one of the tied entries, or treat them alike? Either "
+             "way, what the tied entries receive adds up to what a single winner would get.",
+        why="a max over the whole tensor (like amax) treats the tied entries alike and "
+            "splits the gradient evenly between them: {answer}. max(dim=...) is different: "
+            "it returns one index and sends all the gradient there",
     ),
 }

@@ -1,393 +1,482 @@
-"""Lesson 12, build your own autograd: its exercises and its predictions.
+"""Lesson 12, what backward keeps: its exercises and its predictions.
 
-Both exercises are about the learner's own engine, so their check cells hand
-over the engine's pieces along with the answer:
-
-- Exercise 1 (``l12-sigmoid``) passes ``(sigmoid, Value, backward)``. The
-  check builds ``s * u + s`` with ``s = sigmoid(u)``, ``u = x * w + b`` from new
-  random numbers, runs the lesson's ``backward`` on it and compares the three
-  leaf gradients with torch's. The sigmoid rule runs with autograd switched
-  off (`check_by_hand`), and each slip below is named only when the learner's
-  gradients equal it on every trial.
-- Exercise 2 (``l12-topo``) passes the learner's ``my_topo_order``. The check
-  watches every Python call it makes (``sys.setprofile``): a function running
-  inside itself is recursion, whatever the recursion limit, and a call of the
-  lesson's own ``topo_order`` (or a copy of its code) is not another way of
-  sorting. Then it checks the order on new random graphs and on a chain
-  10,000 operations deep.
+- ``l12-bytes-formula`` (section 5): the bytes an MLP keeps for backward, from a
+  formula. It is checked like a gradient by hand (`ByHand`): new batch sizes,
+  widths and activations on every trial, the reference measured with
+  `describe(...).saved_memory()`, byte counts compared exactly. Its slips are
+  about counting, not about derivatives.
+- ``l12-dtype-counter``: saved-tensor hooks that count bytes by dtype.
+- ``l12-checkpoint``: which blocks of a stack to checkpoint. The blocks cost
+  unequal amounts to recompute; the check runs the learner's choice itself,
+  measures the memory kept, counts the recomputations in backward with forward
+  pre-hooks, and compares with the cheapest choice within the budget.
+- ``l12-tbptt``: the error of the truncated-BPTT gradient against full BPTT.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-import sys
 
 import torch
+from torch import nn
+from torch.autograd.graph import saved_tensors_hooks
+from torch.utils.checkpoint import checkpoint
 
-from ... import data
-from ._spec import Method, Prediction, Report, attempt, check_by_hand, failed, passed
+from ...graph import describe
+from ._spec import ByHand, Check, Method, Prediction, Report, attempt, passed
+from ._spec import failed as _fail
 
-# --------------------------------------------------------------------------- Exercise 1
+# --------------------------------------------------------------------------- section 5
 
-
-def _sigmoid_inputs(gen):
-    """x, w and b: three new random numbers."""
-    return tuple(torch.randn((), generator=gen, dtype=torch.float64) for _ in range(3))
-
-
-def _sigmoid_reference(x, w, b):
-    """torch's gradients of s * u + s, s = sigmoid(u), u = x * w + b."""
-    leaves = [t.requires_grad_() for t in (x, w, b)]
-    u = x * w + b
-    s = torch.sigmoid(u)
-    return torch.stack(torch.autograd.grad(s * u + s, leaves))
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}
 
 
-def _slip(du_of):
-    """The leaf gradients when d(s*u + s)/du comes out as ``du_of(s, u)`` instead."""
+def make_mlp(widths, activation):
+    """Linear(w0, w1) -> activation -> Linear(w1, w2) -> ... -> Linear(w[-2], w[-1])."""
+    layers = []
+    for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        if i:
+            layers.append(ACTIVATIONS[activation]())
+        layers.append(nn.Linear(fan_in, fan_out))
+    return nn.Sequential(*layers)
 
-    def wrong(x, w, b):
-        u = x * w + b
-        du = du_of(torch.sigmoid(u), u)
-        return torch.stack([du * w, du * x, du])
 
-    return wrong
+def _bytes_reference(batch, widths, activation):
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = make_mlp(widths, activation)
+        inputs = torch.randn(batch, widths[0])
+    memory = describe(model(inputs).sum()).saved_memory()
+    return memory.total - memory.leaf_bytes
 
 
-# The product s * u reaches u directly (factor s); the rest reaches u through the
-# sigmoid, whose output gets the gradient u + 1 (u from the product, 1 from the sum).
-SIGMOID_SLIPS = {
-    "the rule sets a.grad with = instead of adding with +=, so the product's direct path "
-    "to u is overwritten":
-        _slip(lambda s, u: s * (1 - s) * (u + 1)),
-    "the sign is flipped: the rule subtracts from a.grad (-=) where it should add":
-        _slip(lambda s, u: s - s * (1 - s) * (u + 1)),
-    "the rule leaves out out.grad: it must multiply the local derivative by the gradient "
-    "that reached the sigmoid's output (here u + 1, not 1)":
-        _slip(lambda s, u: s + s * (1 - s)),
-    "the local derivative is written with the input a.data where the output belongs: "
-    "σ'(a) = σ(a)(1 - σ(a)), so use out.data":
-        _slip(lambda s, u: s + u * (1 - u) * (u + 1)),
-    "u gets nothing through the sigmoid: its rule is missing or never runs (does the new "
-    "Value list a among its parents, and is the rule stored in out.backward_rule?)":
-        _slip(lambda s, u: s),
-    "the local derivative is written as σ(a) alone: σ'(a) = σ(a)(1 - σ(a))":
-        _slip(lambda s, u: s + s * (u + 1)),
-    "the local derivative is tanh's, 1 - out.data**2: the sigmoid's is out.data * "
-    "(1 - out.data)":
-        _slip(lambda s, u: s + (1 - s**2) * (u + 1)),
+def _new_mlp_shape(gen):
+    """A batch size, 2 to 5 widths and an activation, all new."""
+    batch = int(torch.randint(1, 65, (1,), generator=gen))
+    depth = int(torch.randint(2, 6, (1,), generator=gen))
+    widths = tuple(int(w) for w in torch.randint(1, 33, (depth,), generator=gen))
+    activation = list(ACTIVATIONS)[int(torch.randint(0, len(ACTIVATIONS), (1,), generator=gen))]
+    return batch, widths, activation
+
+
+def _per_hidden(activation):
+    """Tensors kept per hidden layer: the activation's output, which the next Linear keeps
+    too (one block), or for GELU also its input."""
+    return 2 if activation == "gelu" else 1
+
+
+BYTES_SLIPS = {
+    "you counted elements, not bytes: multiply by the element size (4 bytes for float32, "
+    "t.element_size())":
+        lambda n, w, a: n * (w[0] + _per_hidden(a) * sum(w[1:-1])),
+    "the input batch is missing: it needs no gradient, but the first layer keeps it, "
+    "because its weight's gradient is built from it":
+        lambda n, w, a: 4 * n * _per_hidden(a) * sum(w[1:-1]),
+    "each hidden layer is counted twice: the activation's output and the next layer's input "
+    "(mat1) are one tensor, kept once (GELU is different: it keeps its input as well)":
+        lambda n, w, a: 4 * n * (w[0] + 2 * sum(w[1:-1])),
+    "GELU's input is missing: ReLU, tanh and sigmoid keep their output, which the next "
+    "layer keeps anyway, but GELU keeps its input, a tensor of its own":
+        lambda n, w, a: 4 * n * (w[0] + sum(w[1:-1])),
+    "the network's output is counted: nothing keeps it (the sum after it saves no tensor)":
+        lambda n, w, a: 4 * n * (w[0] + _per_hidden(a) * sum(w[1:-1]) + w[-1]),
+    "the bytes are for one example: multiply by the batch size":
+        lambda n, w, a: 4 * (w[0] + _per_hidden(a) * sum(w[1:-1])),
+    "the weights are counted: they are leaves, in memory anyway, and saved_memory() keeps "
+    "them apart (leaf_bytes)":
+        lambda n, w, a: 4 * (n * (w[0] + _per_hidden(a) * sum(w[1:-1]))
+                             + sum(p * q for p, q in zip(w[1:-1], w[2:], strict=True))),
 }
 
-SIGMOID_ADVICE = (
-    "Write σ'(a) with the output, as tanh's rule does: σ'(a) = σ(a)(1 - σ(a)). The rule "
-    "then adds that local derivative times out.grad into a.grad."
+BYTES_ADVICE = (
+    "A byte count, not a derivative: list the tensors the graph keeps for a two-layer "
+    "network (bl.describe(model(x).sum()) shows each node's saved tensors), note their "
+    "shapes, and count each block of memory once, 4 bytes per float32 number."
 )
-
-
-def _unpack(answer, names):
-    """The pieces a check cell hands over, or a failed Report saying what was expected."""
-    if not (isinstance(answer, tuple) and len(answer) == len(names)):
-        return None, failed("check", f"expected the tuple ({', '.join(names)}) from the check "
-                                   "cell; run the check cell as it is")
-    return answer, None
-
-
-def _check_sigmoid(answer, seed):
-    pieces, unpacked = _unpack(answer, ("sigmoid", "Value", "backward"))
-    if unpacked:
-        return unpacked
-    sigmoid, value_class, backward = pieces
-    name = "sigmoid in s*u + s"
-    if not callable(sigmoid):
-        return failed(name, f"sigmoid is {type(sigmoid).__name__}, not a "
-                                                  "function of one Value")
-    gen = torch.Generator().manual_seed(seed)
-    for a in (torch.randn(3, generator=gen, dtype=torch.float64) * 2).tolist():
-        out, failure = attempt(name, lambda a=a: sigmoid(value_class(a)), what="sigmoid",
-                               raised=lambda err, a=a: f"sigmoid(Value({a:.4f})) raised "
-                               f"{type(err).__name__}: {err}")
-        if failure is not None:
-            return failure
-        if not isinstance(out, value_class):
-            return failed(name, f"sigmoid(Value({a:.4f})) returned {type(out).__name__}; it "
-                                 "must return a new Value, so that backward can reach a "
-                                 "through it")
-        want = 1 / (1 + math.exp(-a))
-        if not abs(out.data - want) <= 1e-12 * max(1.0, abs(want)):
-            return failed(name, f"sigmoid(Value({a:.4f})).data is {out.data:.6g}, but "
-                                 f"σ({a:.4f}) = 1 / (1 + e^-a) = {want:.6g}: the forward "
-                                 "value is wrong")
-
-    def engine_grads(x, w, b):
-        vx, vw, vb = value_class(x.item()), value_class(w.item()), value_class(b.item())
-        u = vx * vw + vb
-        s = sigmoid(u)
-        backward(s * u + s)
-        return torch.tensor([vx.grad, vw.grad, vb.grad], dtype=torch.float64)
-
-    return check_by_hand(engine_grads, _sigmoid_reference, _sigmoid_inputs, name=name,
-                         trials=4, seed=seed, entries=("x.grad", "w.grad", "b.grad"),
-                         mistakes=SIGMOID_SLIPS, advice=SIGMOID_ADVICE)
-
 
 # --------------------------------------------------------------------------- Exercise 2
 
 
-class _Node:
-    """A stand-in for the lesson's Value: a sort reads only ``parents``."""
+def _dtype_model(seed):
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        first = nn.Linear(6, 5)
+        second = nn.Linear(5, 3).double()
+        inputs = torch.randn(9, 6, requires_grad=True)
 
-    def __init__(self, data, parents=()):
-        self.data = float(data)
-        self.grad = 0.0
-        self.parents = parents
-        self.op = "+" if parents else ""
-        self.name = ""
+    def run():
+        h = torch.relu(first(inputs))
+        return second(h.double()).sum() + (h * h).sum()  # h * h saves h twice
 
-    def __repr__(self):
-        return f"Value({self.data:.4g})"
-
-
-def random_graph(gen, size=60):
-    """An output that depends on about ``size`` nodes, many of them used several times."""
-    nodes = [_Node(k) for k in range(4)]
-    for _ in range(size):
-        i, j = (int(k) for k in torch.randint(0, len(nodes), (2,), generator=gen))
-        nodes.append(_Node(0.0, (nodes[i], nodes[j])))
-    out = nodes[-1]
-    for k in torch.randint(0, len(nodes), (5,), generator=gen).tolist():
-        out = _Node(0.0, (out, nodes[k]))  # tie more nodes to the output
-    return out
+    return run, inputs
 
 
-def reachable(root):
-    """Every node the output depends on, by id (the output included)."""
-    found, todo = {id(root): root}, [root]
-    while todo:
-        for p in todo.pop().parents:
-            if id(p) not in found:
-                found[id(p)] = p
-                todo.append(p)
-    return found
+def _first_error(err: Exception) -> str:
+    return f"raised {type(err).__name__}: {str(err).splitlines()[0]}"
 
 
-# The lesson's own depth-first sort (cell l12-13), compiled here so that a copy of it
-# under another name is recognised by its code.
-LESSON_SORT = '''
-def topo_order(root):
-    order, seen = [], set()
-    stack = [(root, False)]
-    while stack:
-        node, parents_done = stack.pop()
-        if parents_done:
-            order.append(node)  # every parent is already in the order
-        elif id(node) not in seen:
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((p, False) for p in node.parents if id(p) not in seen)
-    return order
-'''
-_space: dict = {}
-exec(compile(LESSON_SORT, "<lesson 12's topo_order>", "exec"), _space)
-LESSON_SORT_CODE = _space["topo_order"].__code__
-
-
-class CallWatch:
-    """Watches the Python calls a function makes, with ``sys.setprofile``.
-
-    Only functions of the learner's notebook are followed (those whose globals are
-    the answer's). ``recursive`` is the first one found running inside itself,
-    directly or through other functions; ``codes`` is every one that ran. Counting
-    frames does not depend on the recursion limit.
-    """
-
-    def __init__(self, namespace):
-        self.namespace = namespace
-        self.running = {}
-        self.codes = set()
-        self.modules = set()
-        self.recursive = None
-
-    def __call__(self, frame, event, arg):
-        if event == "call":
-            module = frame.f_globals.get("__name__", "")
-            if frame.f_globals is not self.namespace:
-                self.modules.add(module.split(".")[0])
-                return
-            code = frame.f_code
-            self.codes.add(code)
-            self.running[code] = self.running.get(code, 0) + 1
-            if self.running[code] > 1 and self.recursive is None:
-                self.recursive = code
-        elif event == "return" and frame.f_globals is self.namespace:
-            code = frame.f_code
-            self.running[code] = self.running.get(code, 1) - 1
-
-    def run(self, fn, *args):
-        before = sys.getprofile()
-        sys.setprofile(self)
-        try:
-            return fn(*args)
-        finally:
-            sys.setprofile(before)
-
-
-def _lesson_sorts(namespace):
-    """The lesson's sorts as the notebook defined them: code object -> name."""
-    found = {}
-    for name in ("topo_order", "topo_recursive"):
-        fn = namespace.get(name)
-        code = getattr(fn, "__code__", None)
-        if code is not None:
-            found[code] = name
-    return found
-
-
-def _order_problem(order, root):
-    """None when ``order`` is a topological order of every node behind ``root``."""
-    if not isinstance(order, (list, tuple)):
-        return f"it returned {type(order).__name__}; expected a list of the Values"
-    place = {}
-    for k, node in enumerate(order):
-        if id(node) in place:
-            return ("a node appears twice in your order: remember which nodes are placed "
-                    "already (a shared node has several users)")
-        place[id(node)] = k
-    needed = reachable(root)
-    if set(place) != set(needed):
-        missing = len(set(needed) - set(place))
-        extra = len(set(place) - set(needed))
-        return (f"your order has {len(place)} nodes; the output depends on {len(needed)} "
-                f"({missing} missing, {extra} that are not in the graph): collect every "
-                "Value the output depends on, the output included")
-    late = [(node, p) for node in order for p in node.parents if place[id(p)] > place[id(node)]]
-    if late:
-        if all(place[id(p)] > place[id(node)] for node in order for p in node.parents):
-            return ("your order is reversed: every node comes before its parents, which is "
-                    "the order backward walks. A topological order lists each node after "
-                    "the nodes it was computed from")
-        return (f"{len(late)} node(s) come before one of their parents: place a node only "
-                "once every one of its parents is placed")
-    return None
-
-
-def _topo_error(err: Exception) -> str | Report:
-    if isinstance(err, RecursionError):
-        return failed("my_topo_order", _RECURSIVE)
-    return f"raised {type(err).__name__}: {err} on a random graph"
-
-
-def _check_topo(answer, seed):
-    name = "my_topo_order"
+def _check_dtype_counter(answer, seed):
+    name = "make_dtype_counter"
     if not callable(answer):
-        return failed(name, f"expected a function of the output Value, got "
-                             f"{type(answer).__name__}")
-    namespace = getattr(answer, "__globals__", {})
-    lesson = _lesson_sorts(namespace)
+        return _fail(name, f"expected a function returning (pack, unpack, totals), got "
+                           f"{type(answer).__name__}")
+    run, inputs = _dtype_model(seed + 16)
+    expected, storages = {}, {}
+
+    def reference_pack(t):
+        expected[t.dtype] = expected.get(t.dtype, 0) + t.numel() * t.element_size()
+        storages.setdefault(t.dtype, {})[t.untyped_storage().data_ptr()] = t.numel() * (
+            t.element_size())
+        return t
+
+    with saved_tensors_hooks(reference_pack, lambda t: t):
+        run().backward()
+    reference_grad = inputs.grad.clone()
+    inputs.grad = None
+
+    try:
+        made = answer()
+    except NotImplementedError:
+        return _fail(name, "not written yet: it still raises NotImplementedError.", "missing")
+    if not (isinstance(made, tuple) and len(made) == 3 and callable(made[0])
+            and callable(made[1]) and isinstance(made[2], dict)):
+        return _fail(name, "expected three things back: a pack function, an unpack function "
+                           "and a dict")
+    pack, unpack, totals = made
+    try:
+        with saved_tensors_hooks(pack, unpack):
+            run().backward()
+    except Exception as err:
+        return _fail(name, f"backward failed with your hooks: {type(err).__name__}: "
+                           f"{str(err).splitlines()[0]}. pack must return something unpack can "
+                           "turn back into the same tensor", "error")
+    if inputs.grad is None or not torch.equal(inputs.grad, reference_grad):
+        return _fail(name, "your hooks changed the gradients: unpack must give back exactly "
+                           "the tensor pack received")
+    if set(totals) != set(expected):
+        got = ", ".join(sorted(map(str, totals))) or "none"
+        want = ", ".join(sorted(map(str, expected)))
+        return _fail(name, f"dtypes counted: {got}; this model saves tensors of {want}. Key "
+                           "the dict by each tensor's own t.dtype")
+    if all(totals[d] * torch.empty((), dtype=d).element_size() == expected[d] for d in expected):
+        return _fail(name, "you counted elements, not bytes: multiply t.numel() by "
+                           "t.element_size() (4 for float32, 8 for float64)")
+    once = {d: sum(s.values()) for d, s in storages.items()}
+    if once != expected and totals == once:
+        return _fail(name, "each block of memory is counted once, but pack runs once per "
+                           "save, and this exercise counts every save: add the bytes each "
+                           "time pack is called")
+    for dtype, nbytes in expected.items():
+        if totals[dtype] != nbytes:
+            return _fail(name, f"bytes saved as {dtype}: yours {totals[dtype]:,}, expected "
+                               f"{nbytes:,}. Add t.numel() * t.element_size() for every tensor "
+                               "pack receives, under its t.dtype")
+    return passed(name, "training unchanged, bytes counted by dtype on a "
+                                             "new model that mixes float32 and float64")
+
+
+# --------------------------------------------------------------------------- Exercise 3
+
+
+def cheap_block(width, depth):
+    """Memory-hungry but cheap: a Linear, then 2 * depth element-wise functions that each
+    keep their output, then a Linear."""
+    layers = [nn.Linear(width, width)]
+    for _ in range(depth):
+        layers += [nn.Tanh(), nn.Sigmoid()]
+    return nn.Sequential(*layers, nn.Linear(width, width))
+
+
+def wide_block(width, hidden):
+    """Costly to recompute: two big matrix products, one kept tensor in between."""
+    return nn.Sequential(nn.Linear(width, hidden), nn.Tanh(), nn.Linear(hidden, width))
+
+
+def multiply_adds(block):
+    """Multiply-adds per example of one forward pass of a block (its Linear layers)."""
+    return sum(m.in_features * m.out_features for m in block.modules()
+               if isinstance(m, nn.Linear))
+
+
+def uneven_stack(seed, width=64):
+    """Eight blocks of two kinds in a new order, with a new batch (the input needs no grad)."""
     gen = torch.Generator().manual_seed(seed)
-    graphs = [random_graph(gen, size) for size in (60, 40, 80)]
-    for root in graphs:
-        watch = CallWatch(namespace)
-        order, failure = attempt(name, watch.run, answer, root, what="it", raised=_topo_error)
+    depth = int(torch.randint(1, 4, (1,), generator=gen))
+    hidden = 128 * int(torch.randint(1, 4, (1,), generator=gen))
+    n_cheap = int(torch.randint(2, 6, (1,), generator=gen))
+    order = torch.randperm(8, generator=gen).tolist()
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        blocks = nn.ModuleList(cheap_block(width, depth) if order[i] < n_cheap
+                               else wide_block(width, hidden) for i in range(8))
+    x = torch.randn(32, width, generator=gen)
+    return blocks, x
+
+
+def run_stack(blocks, x, chosen):
+    h = x
+    for i, block in enumerate(blocks):
+        h = checkpoint(block, h, use_reentrant=False) if i in chosen else block(h)
+    return h
+
+
+def kept_bytes(blocks, run):
+    """Bytes of the non-parameter storages saved for backward while ``run()`` builds its
+    graph, each storage once; and the output."""
+    params = {p.untyped_storage().data_ptr() for p in blocks.parameters()}
+    seen = {}
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr()
+        if key not in params:
+            seen[key] = t.untyped_storage().nbytes()
+        return t
+
+    with saved_tensors_hooks(pack, lambda t: t):
+        out = run()
+    return out, sum(seen.values())
+
+
+BUDGET_PERCENT = 60
+
+
+def _check_checkpoint(answer, seed):
+    name = "choose_checkpoints"
+    if not callable(answer):
+        return _fail(name, f"expected a function (blocks, x) -> block indices, got "
+                           f"{type(answer).__name__}")
+    blocks, x = uneven_stack(seed + 17)
+    chosen, failure = attempt(name, answer, blocks, x.clone(), what="it", raised=_first_error)
+    if failure is not None:
+        return failure
+    try:
+        chosen = sorted(set(chosen))
+    except TypeError:
+        return _fail(name, f"expected a set or list of block indices, got "
+                           f"{type(chosen).__name__}")
+    if not all(isinstance(i, int) and 0 <= i < len(blocks) for i in chosen):
+        return _fail(name, f"expected indices between 0 and {len(blocks) - 1}, got {chosen}")
+
+    plain_out, plain = kept_bytes(blocks, lambda: run_stack(blocks, x, set()))
+    blocks.zero_grad()
+    plain_out.sum().backward()
+    plain_grads = [p.grad.clone() for p in blocks.parameters()]
+    saves = [plain - kept_bytes(blocks, lambda i=i: run_stack(blocks, x, {i}))[1]
+             for i in range(len(blocks))]
+    costs = [multiply_adds(b) for b in blocks]
+
+    calls = [0] * len(blocks)
+    hooks = [b.register_forward_pre_hook(
+        lambda module, args, i=i: calls.__setitem__(i, calls[i] + 1))
+        for i, b in enumerate(blocks)]
+    try:
+        out, kept = kept_bytes(blocks, lambda: run_stack(blocks, x, set(chosen)))
+        calls[:] = [0] * len(blocks)  # count only what backward runs again
+        blocks.zero_grad()
+        out.sum().backward()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    recomputed = [i for i, c in enumerate(calls) if c]
+    cost = sum(calls[i] * costs[i] for i in recomputed)
+    for p, g in zip(blocks.parameters(), plain_grads, strict=True):
+        if not torch.equal(p.grad, g):  # not the learner's doing: the check runs the stack
+            return _fail(name, "gradients changed under checkpointing")
+
+    budget = plain * BUDGET_PERCENT // 100
+    best = min((sum(costs[i] for i in c), c) for r in range(len(blocks) + 1)
+               for c in itertools.combinations(range(len(blocks)), r)
+               if plain - sum(saves[i] for i in c) <= budget)
+    if kept > budget:
+        return _fail(name, f"with blocks {chosen} checkpointed, {kept:,} bytes are kept, over "
+                           f"the budget of {budget:,} ({BUDGET_PERCENT} % of the plain {plain:,}): "
+                           "checkpoint more blocks")
+    if cost > best[0]:
+        worst = max(chosen, key=lambda i: costs[i] / max(saves[i], 1))
+        better = [i for i in range(len(blocks)) if i not in chosen
+                  and costs[i] / max(saves[i], 1) < costs[worst] / max(saves[worst], 1)]
+        hint = (f" You checkpoint block {worst} ({saves[worst]:,} bytes for {costs[worst]:,} "
+                f"multiply-adds) but not block {better[0]} ({saves[better[0]]:,} bytes for "
+                f"{costs[better[0]]:,})." if better else "")
+        return _fail(name, f"within the budget, but backward recomputes {cost:,} multiply-adds "
+                           f"per example where {best[0]:,} would do.{hint} Checkpoint the blocks "
+                           "that keep the most bytes per multiply-add first, and stop once "
+                           "the budget is met")
+    return passed(name, f"{kept:,} of {plain:,} bytes kept (budget {budget:,}); backward "
+                         f"recomputed {len(recomputed)} blocks, {cost:,} multiply-adds per "
+                         "example, the least any choice within the budget needs")
+
+
+# --------------------------------------------------------------------------- Exercise 4
+
+
+def loop_gradient(W, xs, k=None, detach_after=False):
+    """dL/dW for h_t = tanh(W h_{t-1} + x_t) from h = 0, L = sum over t of (h_t ** 2).sum(),
+    the state detached every k steps (k None: full BPTT)."""
+    W = W.detach().clone().requires_grad_()
+    h = torch.zeros(W.shape[0], dtype=W.dtype)
+    loss = 0
+    for t in range(len(xs)):
+        if k and not detach_after and t % k == 0:
+            h = h.detach()
+        h = torch.tanh(W @ h + xs[t])
+        if k and detach_after and t % k == 0:
+            h = h.detach()
+        loss = loss + (h**2).sum()
+    (grad,) = torch.autograd.grad(loss, W)
+    return grad
+
+
+def _relative(a, b):
+    return ((a - b).norm() / b.norm()).item()
+
+
+def new_loop(gen, units=None, steps=None):
+    """A recurrent weight with spectral radius 0.8 and an input sequence."""
+    units = units or int(torch.randint(3, 9, (1,), generator=gen))
+    steps = steps or int(torch.randint(30, 81, (1,), generator=gen))
+    W = torch.randn(units, units, generator=gen, dtype=torch.float64)
+    W = 0.8 * W / torch.linalg.eigvals(W).abs().max()
+    xs = 0.5 * torch.randn(steps, units, generator=gen, dtype=torch.float64)
+    return W, xs
+
+
+def _check_tbptt(answer, seed):
+    name = "truncation_error"
+    if not callable(answer):
+        return _fail(name, f"expected a function (W, xs, k) -> a number, got "
+                           f"{type(answer).__name__}")
+    gen = torch.Generator().manual_seed(seed + 18)
+    for _ in range(3):
+        W, xs = new_loop(gen)
+        k = int(torch.randint(2, len(xs) // 2, (1,), generator=gen))
+        got, failure = attempt(name, answer, W.clone(), xs.clone(), k, what="it",
+                               raised=_first_error)
         if failure is not None:
             return failure
-        used = sorted(lesson[c] for c in watch.codes | {getattr(answer, "__code__", None)}
-                      if c in lesson)
-        copies = [c for c in watch.codes if c.co_code == LESSON_SORT_CODE.co_code]
-        if used or copies:
-            which = used[0] if used else "topo_order, copied"
-            return failed(name, f"it runs the lesson's own sort ({which}): "
-                                 "this exercise asks for a second way, Kahn's algorithm, which "
-                                 "counts each node's parents instead of searching depth-first")
-        if watch.recursive is not None:
-            return failed(name, _RECURSIVE.replace(
-                "is recursive", f"is recursive ({watch.recursive.co_name} calls itself)", 1))
-        if "graphlib" in watch.modules:
-            return failed(name, "it hands the graph to graphlib's sorter: write the "
-                                 "counting and the placing yourself")
-        problem = _order_problem(order, root)
-        if problem:
-            return failed(name, f"on a random graph: {problem}")
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = got.item()
+        if not isinstance(got, (int, float)) or isinstance(got, bool):
+            return _fail(name, f"expected one number, the relative error, got "
+                               f"{type(got).__name__}")
+        full, cut = loop_gradient(W, xs), loop_gradient(W, xs, k)
+        want = _relative(cut, full)
+        if math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-15):
+            continue
+        slips = {
+            "0: the truncated gradient came out equal to the full one, so the state was never "
+            "detached (the loss is the same either way: only the gradient changes)": 0.0,
+            "the error of detaching at every step (k = 1): detach only when t % k == 0":
+                _relative(loop_gradient(W, xs, 1), full),
+            "the error of a loop that detaches after the update instead of before it: the "
+            "chunks start one step late": _relative(loop_gradient(W, xs, k, True), full),
+            "the absolute error ‖g_k - g‖: divide by the full gradient's norm ‖g‖":
+                (cut - full).norm().item(),
+            "divided by the truncated gradient's norm: the error is relative to the full "
+            "gradient, ‖g_k - g‖ / ‖g‖": ((cut - full).norm() / cut.norm()).item(),
+        }
+        for slip, value in slips.items():
+            if math.isclose(got, value, rel_tol=1e-9, abs_tol=1e-15):
+                return _fail(name, f"on a new loop ({W.shape[0]} units, {len(xs)} steps, "
+                                   f"k = {k}) your number is {slip}")
+        return _fail(name, f"on a new loop ({W.shape[0]} units, {len(xs)} steps, k = {k}): "
+                           f"yours {got:.6g}, expected {want:.6g}. Run the loop twice from "
+                           "h = 0, once as it is and once with h = h.detach() before the update "
+                           "whenever t % k == 0, take dL/dW from each, and return "
+                           "‖g_k - g‖ / ‖g‖")
+    W, xs = new_loop(torch.Generator().manual_seed(15), units=8, steps=400)
+    measured = {k: answer(W.clone(), xs.clone(), k) for k in (10, 100)}
+    return passed(name, "matches on 3 new loops. On a loop of 8 units and 400 steps it "
+                         f"measures {measured[10]:.4f} for k = 10 and {measured[100]:.4f} "
+                         "for k = 100")
 
-    chain = _Node(0.1)
-    for _ in range(10_000):
-        chain = _Node(0.0, (chain,))
-    try:
-        order = answer(chain)
-    except RecursionError:
-        return failed(name, _RECURSIVE)
-    problem = _order_problem(order, chain)
-    if problem:
-        return failed(name, f"on a chain 10,000 deep: {problem}")
-    return passed(name, f"a valid order on {len(graphs)} new random graphs and on a chain "
-                         "10,000 operations deep, without recursion")
+
+BYTES = ByHand(
+    name="bytes kept for backward",
+    reference=_bytes_reference,
+    make_inputs=_new_mlp_shape,
+    mistakes=BYTES_SLIPS,
+    advice=BYTES_ADVICE,
+)
 
 
-_RECURSIVE = ("your sort is recursive: a function that calls itself stops at Python's "
-              "recursion limit (a chain 10,000 deep needs 10,000 nested calls), however "
-              "high that limit is set. Keep a list of ready nodes of your own instead")
+def _check_bytes(answer, seed):
+    """`check_by_hand` on the formula, in the words of a byte count: it is compared with
+    what saved_memory() measures, not with autograd."""
+    report = BYTES.check(answer, seed)
+    words = {
+        "matches autograd on 3 new random inputs":
+            "matches what saved_memory() measures on 3 new networks (batch sizes, widths, "
+            "activations)",
+        "compute the gradient from the arguments": "compute the count from the arguments",
+        "this exercise asks for the gradient by hand": "this exercise asks for a formula",
+        "Work the chain rule out and compute the gradient with plain tensor operations.":
+            "Work out what each node keeps and count it with plain arithmetic.",
+    }
+    checks = []
+    for c in report.checks:
+        message = c.message
+        for old, new in words.items():
+            message = message.replace(old, new)
+        checks.append(Check(c.name, c.ok, c.verdict, message, c.diagnosis))
+    return Report(tuple(checks))
+
 
 EXERCISES = {
-    "l12-sigmoid": Method(check=_check_sigmoid),
-    "l12-topo": Method(check=_check_topo),
+    "l12-bytes-formula": Method(check=_check_bytes),
+    "l12-dtype-counter": Method(check=_check_dtype_counter),
+    "l12-checkpoint": Method(check=_check_checkpoint),
+    "l12-tbptt": Method(check=_check_tbptt),
 }
 
 # --------------------------------------------------------------------------- predictions
 
 
-def _paths_answer():
-    a = torch.tensor(3.0, requires_grad=True)
-    (a * a + a).backward()
-    return a.grad.item()
+def _recompute_answer():
+    """How often the first of eight checkpointed blocks runs in one forward and backward."""
+    with torch.random.fork_rng():
+        torch.manual_seed(3)
+        blocks = nn.ModuleList(
+            nn.Sequential(nn.Linear(256, 256), nn.Tanh(), nn.Linear(256, 256), nn.Tanh())
+            for _ in range(8))
+        data = torch.randn(64, 256)
+    calls = []
+    hook = blocks[0].register_forward_pre_hook(lambda module, args: calls.append(1))
+    try:
+        run_stack(blocks, data, set(range(8))).sum().backward()
+    finally:
+        hook.remove()
+    return len(calls)
 
 
-def _xor_final_loss(zero_grad, steps=200, lr=0.2):
-    """The lesson's XOR network in torch (float64, the same start), with or without
-    zeroing the gradients between steps; the last loss."""
-    xs, ys = data.xor_data()
-    gen = torch.Generator().manual_seed(1)
-    W1 = torch.randn(2, 4, generator=gen, dtype=torch.float64)
-    W2 = torch.randn(4, 1, generator=gen, dtype=torch.float64)
-    params = [t.requires_grad_() for t in (W1, torch.zeros(4, dtype=torch.float64), W2,
-                                           torch.zeros(1, dtype=torch.float64))]
-    x64, y64 = xs.double(), ys.double()
-    for _ in range(steps):
-        W1_t, b1_t, W2_t, b2_t = params
-        loss = ((torch.tanh(x64 @ W1_t + b1_t) @ W2_t + b2_t - y64) ** 2).mean()
-        if zero_grad:
-            for p in params:
-                p.grad = None
-        loss.backward()
-        with torch.no_grad():
-            for p in params:
-                p -= lr * p.grad
-    return loss.item()
-
-
-def _forgot_answer():
-    zeroed, forgot = _xor_final_loss(True), _xor_final_loss(False)
-    if forgot > 10 * zeroed:
-        return "higher"
-    return "lower" if forgot < zeroed / 10 else "about the same"
+def _sigmoid_answer():
+    gen = torch.Generator().manual_seed(0)
+    x_big = torch.randn(10_000, generator=gen).requires_grad_()
+    kept = {}
+    for name, fn in (("sigmoid", torch.sigmoid), ("formula", lambda t: 1 / (1 + torch.exp(-t)))):
+        memory = describe(fn(x_big).sum()).saved_memory()
+        kept[name] = memory.total - memory.leaf_bytes
+    return max(kept, key=kept.get)
 
 
 PREDICTIONS = {
-    "l12-predict-paths": Prediction(
-        question="a.grad for c = a*a + a at a = 3",
-        answer=_paths_answer,
-        hint="count every path from c back to a: the product uses a twice, and each of those "
-             "uses carries the other factor; the sum adds one more path.",
-        why="three paths reach a: two through the product, each carrying the other factor "
-            "(3 each), and one straight through the sum (1): 3 + 3 + 1 = {answer}",
+    "l12-predict-recompute": Prediction(
+        question="how many times the first checkpointed block runs in one forward and backward",
+        answer=_recompute_answer,
+        hint="a checkpointed block keeps nothing inside it during the forward pass; what must "
+             "backward do when it reaches that block and needs the tensors it did not keep?",
+        why="once in the forward pass, and once more in backward to rebuild the tensors it "
+            "did not keep: {answer}",
     ),
-    "l12-predict-forgot": Prediction(
-        question="the loss after 200 steps without zero_grad, compared with 0.000276",
-        answer=_forgot_answer,
-        hint="without zeroing, what does p.grad hold at step 50: the gradient at step 50, or "
-             "something else? Think about how big each step becomes, and whether it still "
-             "points downhill once the gradients have changed direction.",
-        why="each p.grad holds the sum of every gradient so far, so the steps keep growing "
-            "and keep pushing the way the early gradients pointed; the loss overshoots and "
-            "stalls far above the zeroed run's",
-        choices=("lower", "about the same", "higher"),
+    "l12-predict-sigmoid": Prediction(
+        question="which keeps more for backward",
+        answer=_sigmoid_answer,
+        hint="one node per operation, and each keeps what its own derivative needs: how many "
+             "nodes does each version make, and what does each of them keep?",
+        why="sigmoid is one node and keeps only its output (40,000 bytes for 10,000 float32 "
+            "numbers); the formula's exp and its reciprocal each keep a result of their own "
+            "(80,008 bytes): the {answer} keeps more",
+        choices=("sigmoid", "formula"),
     ),
 }

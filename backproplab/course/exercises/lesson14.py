@@ -1,18 +1,18 @@
 """Lesson 14, forward mode and torch.func: its exercises and its predictions.
 
-Both exercises are method checks: the numbers alone do not show how they were
-reached, so the checks count passes with `count_autograd`.
+- Exercise 1 (``l14-jvp-by-hand``): ``tangent(W, b, x, v)`` is the JVP ``J v`` of
+  ``f(x) = tanh(W x + b) * (x . x)``, written by hand: the learner carries a tangent
+  through each operation with its forward-mode rule. A `ByHand` exercise: checked on new
+  float64 inputs (shapes, points and directions, one-hot ones among them, where ``J v``
+  is a column of J) with autograd and torch.func refused; the typical slips of the
+  forward-mode rules are named.
+- Exercise 3 (``l14-clip-per-example``): ``clipped_mean_gradient(model, X, Y, max_norm)``
+  clips every example's gradient to ``max_norm`` and averages, from ONE vmapped call: the
+  check counts the reverse passes and the calls, compares with a loop of its own, and
+  names each typical slip when the learner's result equals it.
 
-- Exercise 1 (``l14-jvp``): ``jacobian_column(f, x, direction)`` must give
-  ``J v`` with ONE forward-mode pass: no reverse pass, no full Jacobian
-  (``jacfwd``, ``hessian``), no finite differences, no column-by-column loop.
-- Exercise 3 (``l14-per-sample``): ``per_example_norms(model, X, Y)`` must
-  give every example's gradient norm in one batched pass, not a loop of
-  backward calls; each typical slip is named when the learner's result equals
-  it.
-
-The predictions run the lesson's experiments again: the pass counts of the
-table, of lesson 05's Jacobian, and of the three functions of Exercise 2.
+The predictions run the lesson's experiments again: the pass counts of the table, of
+lesson 08's Jacobian, and of the three functions of Exercise 2.
 """
 
 from __future__ import annotations
@@ -21,102 +21,64 @@ import torch
 from torch import nn
 from torch.func import jvp, vjp
 
-from ._spec import Method, Prediction, attempt, compare, count_autograd, passed
+from ._spec import ByHand, Method, Prediction, attempt, compare, count_autograd, passed
 from ._spec import failed as _fail
 
 # --------------------------------------------------------------------------- Exercise 1
 
 
-def new_problem(gen, n, m):
-    """A random f: R^n -> R^m, a point and a direction."""
-    A = torch.randn(m, n, generator=gen, dtype=torch.float64)
-    c = torch.randn(m, generator=gen, dtype=torch.float64)
-
-    def f_new(t):
-        return torch.sin(A @ t) * (t**2).sum() + c * t[0]
-
+def tangent_inputs(gen: torch.Generator):
+    """(W, b, x, v) for f(x) = tanh(W x + b) * (x . x): W is m x n with m != n, so that a
+    transposed W cannot pass; on every other trial v is one-hot (J v is then a column)."""
+    n, m = [int(s) + 2 for s in torch.randperm(5, generator=gen)[:2]]
+    W = torch.randn(m, n, generator=gen, dtype=torch.float64) * 0.7
+    b = torch.randn(m, generator=gen, dtype=torch.float64)
     x = torch.randn(n, generator=gen, dtype=torch.float64)
-    return f_new, x, torch.randn(n, generator=gen, dtype=torch.float64)
+    if gen.initial_seed() % 2 == 0:
+        v = torch.zeros(n, dtype=torch.float64)
+        v[int(torch.randint(n, (1,), generator=gen))] = 1.0
+    else:
+        v = torch.randn(n, generator=gen, dtype=torch.float64)
+    return W, b, x, v
 
 
+def _tangent_reference(W, b, x, v):
+    return jvp(lambda t: torch.tanh(W @ t + b) * (t @ t), (x,), (v,))[1]
 
 
-def _compared(name, got, want, advice, praise=None):
-    """`compare`'s verdict, with advice that fits the exercise when the numbers differ
-    (and the sentence ``praise`` when they agree)."""
-    result = compare(name, got, want)
-    if result.ok:
-        return passed(name, praise) if praise else result
-    check = result[0]
-    numbers = check.message.split("\n", 1)[1].strip() if "\n" in check.message else ""
-    head = check.message.split("\n", 1)[0]
-    text = (head.split(". Likely mistake:")[0] if check.diagnosis else "your numbers differ")
-    return _fail(name, f"{text}. {advice}" + (f"\n  {numbers}" if numbers else ""),
-                 check.verdict)
+def _pieces(W, b, x, v):
+    u, du = W @ x + b, W @ v
+    h = torch.tanh(u)
+    return u, du, h, x @ x, 2 * (x @ v)
 
 
-def _check_column(answer, seed):
-    name = "jacobian_column"
-    if not callable(answer):
-        return _fail(name, f"expected a function (f, x, direction) -> J v, got "
-                           f"{type(answer).__name__}")
-    gen = torch.Generator().manual_seed(seed)
-    problems = [new_problem(gen, n, m) for n, m in ((3, 5), (6, 2), (4, 4))]
-    answers, seen = [], []
-    for f_new, x, direction in problems:
-        with count_autograd() as counts:
-            column, failure = attempt(name, answer, f_new, x.clone(), direction.clone(),
-                                      what="it", raised=lambda err: f"raised "
-                                      f"{type(err).__name__}: {str(err).splitlines()[0]}")
-        if failure is not None:
-            return failure
-        answers.append(column)
-        seen.append(counts)
+def _slip(kind):
+    def wrong(W, b, x, v):
+        u, du, h, s, ds = _pieces(W, b, x, v)
+        return {
+            "first": (1 - h**2) * du * s,
+            "second": h * ds,
+            "two": (1 - h**2) * du * s + h * (x @ v),
+            "pre": (1 - u**2) * du * s + h * ds,
+            "square": (1 - h) * du * s + h * ds,
+            "bias": (1 - h**2) * (du + b) * s + h * ds,
+            "value": h * s,
+        }[kind]
+    return wrong
 
-    if len(answers) > 1 and all(isinstance(a, torch.Tensor) and a.shape == answers[0].shape
-                                and torch.equal(a, answers[0]) for a in answers):
-        return _fail(name, "it returned the same tensor for three different functions, points "
-                           "and directions: it looks hard-coded. Compute J v from the f, x and "
-                           "direction it is given", "hard-coded")
-    for (f_new, x, direction), got, counts in zip(problems, answers, seen, strict=True):
-        m, n = len(f_new(x)), len(x)
-        if counts.reverse:
-            return _fail(name, f"{counts.reverse} reverse pass(es): that is reverse mode (vjp, "
-                               "backward, grad, jacrev), and reverse mode gives rows u^T J. A "
-                               "column J v is forward mode's job: one jvp along the direction")
-        full = [call for call in counts.calls if call.endswith(("jacfwd", "hessian"))]
-        if full:
-            return _fail(name, f"your function called {full[0]}: that builds the whole {m} x {n} "
-                               "Jacobian (one tangent per input, all of them batched by vmap) "
-                               "and then throws away all but one combination of its columns. "
-                               "One jvp along the direction gives J v directly")
-        if counts.forward == 0:
-            return _fail(name, "no forward-mode pass at all (finite differences?): they only "
-                               "approximate J v. Use jvp, which carries the direction through f "
-                               "exactly")
-        if counts.forward > 1:
-            return _fail(name, f"{counts.forward} forward passes for one column of a {m} x {n} "
-                               "Jacobian: building J column by column and multiplying costs one "
-                               "pass per input. One JVP along the direction gives J v directly")
-        if not (isinstance(got, torch.Tensor) and got.shape == (m,)):
-            shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-            return _fail(name, f"expected a column of {m} numbers (one per output of f), got "
-                               f"{shape}", "shape")
-        J = torch.autograd.functional.jacobian(f_new, x)
-        for slip, wrong in {
-            "J times a vector of ones: the tangent must be the given direction": J.sum(1),
-            "the first column J e_0: a one-hot tangent, not the given direction": J[:, 0],
-        }.items():
-            if torch.allclose(got, wrong, rtol=1e-9, atol=1e-12):
-                return _fail(name, f"your column is {slip}")
-        result = _compared(f"J v for a {m} x {n} Jacobian", got, J @ direction,
-                           "The tangent of jvp is the direction itself, and the answer is the "
-                           "second thing jvp returns (the first is f(x))")
-        if not result.ok:
-            return result
-    return passed(name, f"one forward-mode pass per call and the right J v on {len(problems)} "
-                         "new functions, points and directions")
 
+_TANGENT_SLIPS = {
+    "the product rule lost a term: y = h * s moves through s as well, so dy = dh * s + h * ds":
+        _slip("first"),
+    "the product rule lost a term: y = h * s moves through h as well, so dy = dh * s + h * ds":
+        _slip("second"),
+    "the tangent of s = x . x is 2 (x . v); the factor 2 is missing": _slip("two"),
+    "tanh' is 1 - tanh(u)**2 = 1 - h**2 (lesson 02), with h the OUTPUT of tanh; this uses "
+    "1 - u**2, with its input": _slip("pre"),
+    "tanh' is 1 - h**2; the square is missing": _slip("square"),
+    "b is a constant: the tangent of W x + b is W v alone": _slip("bias"),
+    "that is the value y = tanh(W x + b) * (x . x), not its tangent": _slip("value"),
+}
 
 # --------------------------------------------------------------------------- Exercise 3
 
@@ -128,11 +90,13 @@ def _new_net(seed):
         torch.manual_seed(seed)
         net = nn.Sequential(nn.Flatten(), nn.Linear(6, 4), nn.Tanh(), nn.Linear(4, 2)).double()
     X = torch.randn(7, 2, 3, generator=gen, dtype=torch.float64)
-    Y = torch.randn(7, 2, generator=gen, dtype=torch.float64)
+    # Targets off to one side, so that the examples pull the same way: the batch gradient
+    # is then about as large as theirs, and clipping it once is told apart from clipping each.
+    Y = torch.randn(7, 2, generator=gen, dtype=torch.float64) + 3
     return net, X, Y
 
 
-def _per_sample_error(err: Exception) -> str:
+def _clip_error(err: Exception) -> str:
     if isinstance(err, RuntimeError):
         hint = (" Inside vmap your function sees one example without its batch dimension "
                 "(2 x 3, not 1 x 2 x 3): unsqueeze(0) it before calling the model"
@@ -141,65 +105,140 @@ def _per_sample_error(err: Exception) -> str:
     return f"it raised {type(err).__name__}: {str(err).splitlines()[0]}"
 
 
-def _check_per_sample(answer, seed):
-    name = "per-example gradient norms"
-    if not callable(answer):
-        return _fail(name, f"expected a function (model, X, Y) -> norms, got "
-                           f"{type(answer).__name__}")
-    net, X, Y = _new_net(seed + 15)
-    with count_autograd() as seen:
-        norms, failure = attempt(name, answer, net, X.clone(), Y.clone(), what="it",
-                                 raised=_per_sample_error)
-    if failure is not None:
-        return failure
-    backward_calls = seen.calls.count("Tensor.backward()")
-    if backward_calls > 1:
-        return _fail(name, f"{backward_calls} calls of .backward() for {len(X)} examples: that "
-                           "is a loop of backward calls, which vmap(grad(...)) replaces with one "
-                           "batched pass")
-    if seen.reverse > 1:
-        return _fail(name, f"{seen.reverse} reverse passes for {len(X)} examples: a Python loop "
-                           "over the examples; vmap(grad(...)) batches them into one pass")
-
-    # The check's own loop: one backward per example.
-    expected, per_param = [], []
+def _loop_gradients(net, X, Y):
+    """The check's own loop: each example's gradient, one backward call each."""
+    grads = []
     for xi, yi in zip(X, Y, strict=True):
         net.zero_grad()
         ((net(xi.unsqueeze(0)) - yi.unsqueeze(0)) ** 2).mean().backward()
-        per_param.append(torch.stack([p.grad.norm() for p in net.parameters()]))
-        expected.append(torch.cat([p.grad.reshape(-1) for p in net.parameters()]).norm())
-    expected, per_param = torch.stack(expected), torch.stack(per_param)
+        grads.append({k: p.grad.clone() for k, p in net.named_parameters()})
     net.zero_grad()
-    ((net(X) - Y) ** 2).mean().backward()
-    batch_norm = torch.cat([p.grad.reshape(-1) for p in net.parameters()]).norm()
-    net.zero_grad()
+    return {k: torch.stack([g[k] for g in grads]) for k in grads[0]}
 
-    if not (isinstance(norms, torch.Tensor) and norms.shape == (len(X),)):
-        shape = tuple(norms.shape) if isinstance(norms, torch.Tensor) else f"{norms!r:.40}"
-        return _fail(name, f"expected one norm per example, a tensor of shape ({len(X)},), got "
-                           f"{shape}", "shape")
-    for slip, wrong in {
-        "the norm of the batch gradient, repeated: one gradient for the whole batch, not one "
-        "per example": batch_norm.expand(len(X)),
-        "each parameter's gradient norm, added up: the norm over all parameters is the square "
-        "root of the sum of all the squares": per_param.sum(1),
-        "the squared norm: the square root is missing": expected**2,
-        "the norm of the first parameter's gradient only: every parameter counts":
-            per_param[:, 0],
-    }.items():
-        if torch.allclose(norms.detach(), wrong, rtol=1e-9, atol=1e-12):
-            return _fail(name, f"your result is {slip}")
-    return _compared(name, norms.detach(), expected,
-                     "Each example's loss is ((model(x_i) - y_i) ** 2).mean() on a batch of one; "
-                     "its gradient has an entry for every parameter, and the norm is the square "
-                     "root of the sum of the squares of all of them",
-                     praise=f"the same as a loop of {len(X)} backward calls on a new model, "
-                            "from one batched pass")
+
+def _clipped(per_example, scale):
+    return {k: (g * scale.reshape(-1, *[1] * (g.dim() - 1))).mean(0)
+            for k, g in per_example.items()}
+
+
+def _clip_slips(per_example, max_norm):
+    """What each typical slip returns, computed from the per-example gradients."""
+    norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in per_example.values()]).sum(0).sqrt()
+    mean = {k: g.mean(0) for k, g in per_example.items()}
+    batch_norm = sum(g.pow(2).sum() for g in mean.values()).sqrt()
+    batch_scale = min(1.0, max_norm / float(batch_norm))
+    per_tensor = {}
+    for k, g in per_example.items():
+        own = g.flatten(1).norm(dim=1).clamp(min=1e-300)
+        per_tensor[k] = (g * (max_norm / own).clamp(max=1.0).reshape(
+            -1, *[1] * (g.dim() - 1))).mean(0)
+    scale = (max_norm / norms).clamp(max=1.0)
+    n = len(norms)
+    return {
+        "the plain mean of the per-example gradients, nothing clipped: that is the batch "
+        "gradient": mean,
+        "the batch gradient clipped once: clip every example's gradient first, then average":
+            {k: g * batch_scale for k, g in mean.items()},
+        "max_norm / norm without the clamp at 1 scales the small gradients UP to max_norm; "
+        "an example within the limit keeps its gradient (scale = min(1, max_norm / norm))":
+            _clipped(per_example, max_norm / norms),
+        "each parameter's gradient clipped on its own: an example's norm is taken over all "
+        "its parameters together, then one scale multiplies all of them": per_tensor,
+        "the clipped gradients are added up, not averaged (divide by the number of examples)":
+            {k: g * n for k, g in _clipped(per_example, scale).items()},
+    }
+
+
+def _telling_max_norm(per_example, norms):
+    """A max_norm that clips some examples and not others, under which every slip of
+    `_clip_slips` gives numbers of its own (so that each can be named)."""
+    keys = list(per_example)
+    ordered = norms.sort().values
+    # Between two examples' norms, the smallest first: the more examples are clipped, the
+    # likelier the batch gradient is clipped too.
+    candidates = [float(ordered[i - 1] + ordered[i]) / 2 for i in range(1, len(ordered))]
+
+    def same(a, b):
+        return all(torch.allclose(a[k], b[k], rtol=1e-6) for k in keys)
+
+    for pairwise in (True, False):  # every slip apart if possible, else each from the truth
+        for max_norm in candidates:
+            want = _clipped(per_example, (max_norm / norms).clamp(max=1.0))
+            slips = list(_clip_slips(per_example, max_norm).values())
+            if any(same(want, wrong) for wrong in slips):
+                continue
+            if not pairwise or not any(same(a, b) for i, a in enumerate(slips)
+                                       for b in slips[i + 1:]):
+                return max_norm
+    raise AssertionError("no max_norm tells per-example clipping from its slips")
+
+
+def _check_clip(answer, seed):
+    name = "per-example clipping"
+    if not callable(answer):
+        return _fail(name, f"expected a function (model, X, Y, max_norm) -> dict of "
+                           f"gradients, got {type(answer).__name__}")
+    net, X, Y = _new_net(seed + 15)
+    per_example = _loop_gradients(net, X, Y)
+    norms = torch.stack([g.flatten(1).pow(2).sum(1)
+                         for g in per_example.values()]).sum(0).sqrt()
+    max_norm = _telling_max_norm(per_example, norms)
+    with count_autograd() as seen:
+        got, failure = attempt(name, answer, net, X.clone(), Y.clone(), max_norm, what="it",
+                               raised=_clip_error)
+    if failure is not None:
+        return failure
+    passes = max(seen.calls.count("Tensor.backward()"), seen.reverse)
+    if passes > 1:
+        return _fail(name, f"{passes} backward passes for {len(X)} examples: a loop over the "
+                           "examples. The exercise asks for ONE vmapped call, vmap(grad(...)), "
+                           "which batches them into one pass.", "method")
+    if passes == 0 or "torch.func.vmap" not in seen.calls:
+        return _fail(name, "no vmapped call ran a reverse pass: one backward on the whole "
+                           "batch gives one gradient for all the examples together, not one "
+                           "per example. Get the per-example gradients with one call of "
+                           "vmap(grad(one_loss), in_dims=(None, 0, 0)).", "method")
+    keys = [k for k, _ in net.named_parameters()]
+    if not isinstance(got, dict) or sorted(got) != sorted(keys):
+        what = sorted(got) if isinstance(got, dict) else type(got).__name__
+        return _fail(name, f"expected a dict with one gradient per parameter, keys {keys}; "
+                           f"got {what}")
+    for k in keys:
+        if not isinstance(got[k], torch.Tensor) or got[k].shape != per_example[k].shape[1:]:
+            shape = tuple(got[k].shape) if isinstance(got[k], torch.Tensor) else got[k]
+            return _fail(name, f"the gradient for {k} has shape {shape}; it has the "
+                               f"parameter's shape {tuple(per_example[k].shape[1:])}",
+                         "shape")
+    got = {k: got[k].detach() for k in keys}
+    scale = (max_norm / norms).clamp(max=1.0)
+    want = _clipped(per_example, scale)
+    for slip, wrong in _clip_slips(per_example, max_norm).items():
+        if all(torch.allclose(got[k], wrong[k], rtol=1e-9, atol=1e-12) for k in keys):
+            return _fail(name, f"your result is {slip}", "mismatch")
+    for k in keys:
+        report = compare(f"{name} ({k})", got[k], want[k])
+        if not report.ok:
+            return _fail(name, f"the clipped mean for {k} differs from a loop of "
+                               f"{len(X)} backward calls with clipping. Each example's loss is "
+                               "((model(x_i) - y_i) ** 2).mean() on a batch of one; its norm "
+                               "is taken over all parameters together.\n  "
+                               + report[0].message, "mismatch")
+    clipped = int((norms > max_norm).sum())
+    return passed(name, f"one vmapped pass, and the same as a loop of {len(X)} backward calls "
+                        f"on a new model ({clipped} of {len(X)} examples clipped)")
 
 
 EXERCISES = {
-    "l14-jvp": Method(check=_check_column),
-    "l14-per-sample": Method(check=_check_per_sample),
+    "l14-jvp-by-hand": ByHand(
+        name="J v of tanh(W x + b) * (x . x)",
+        reference=_tangent_reference,
+        make_inputs=tangent_inputs,
+        mistakes=_TANGENT_SLIPS,
+        advice="Carry the tangent through each step as the forward pass goes: u = W x + b, "
+               "h = tanh(u), s = x . x, y = h * s; each step's tangent comes from the "
+               "tangents of its inputs by that step's local rule.",
+    ),
+    "l14-clip-per-example": Method(check=_check_clip),
 }
 
 # --------------------------------------------------------------------------- predictions
@@ -265,14 +304,14 @@ PREDICTIONS = {
         why="forward mode needs one JVP per input (a column each), reverse mode one VJP per "
             "output (a row each); a loss has 64 inputs and 1 output, so {answer}",
     ),
-    "l14-predict-lesson05": Prediction(
-        question="(reverse passes of lesson 05's jacobian, reverse passes of jacrev, forward "
+    "l14-predict-lesson08": Prediction(
+        question="(reverse passes of lesson 08's jacobian, reverse passes of jacrev, forward "
                  "passes of jacfwd)",
         answer=_lesson05_answer,
         hint="torch.autograd.functional.jacobian (without vectorize=True) runs one VJP per "
              "output element in a Python loop; jacrev and jacfwd batch all their one-hot "
              "vectors with vmap.",
-        why="lesson 05's jacobian loops over the 20 output elements, one backward each; "
+        why="lesson 08's jacobian loops over the 20 output elements, one backward each; "
             "jacrev and jacfwd push all 20 one-hot vectors through at once, as one batched "
             "pass: {answer}",
     ),

@@ -6,7 +6,7 @@ function each. A check makes a fresh random head (a new sequence length T, model
 width and head width d), runs `head_forward` in float64, and hands the learner's
 function the forward values its exercise names and random numbers standing for
 the gradient arriving from above. The reference is autograd's gradient through
-that one step, given the same numbers (`_vjp`), as lesson 13's checks do.
+that one step, given the same numbers (`_vjp`), as lesson 10's checks do.
 
 - ``l19-attend``: O = P V, back to P and V (which factor is transposed).
 - ``l19-dscores``: the softmax and the causal mask, as FlashAttention's backward
@@ -118,7 +118,7 @@ ATTEND = bl.ByHand(
         "future entries die one step further back, in the softmax":
             lambda P, V, dO: ((dO @ V.T).tril(), P.T @ dO),
     },
-    advice="Lesson 05's matmul rule: for O = P @ V, each factor's gradient is dO times the "
+    advice="Lesson 08's matmul rule: for O = P @ V, each factor's gradient is dO times the "
            "other factor transposed, on the side that makes the shapes fit.",
 )
 
@@ -157,7 +157,7 @@ DSCORES = bl.ByHand(
             lambda S, lse, dP: _softmax_vjp(_rebuilt(S, lse, mask=False), dP)
             .masked_fill(future_mask(len(S)), 0.0),
         "the row sum is missing: every score of a row moves every probability of that row "
-        "(lesson 05's softmax VJP), so dS = P * (dP - (dP * P).sum(-1, keepdim=True)), "
+        "(lesson 08's softmax VJP), so dS = P * (dP - (dP * P).sum(-1, keepdim=True)), "
         "not P * dP": lambda S, lse, dP: _rebuilt(S, lse) * dP,
         "the row sum went along the wrong dimension: each row of P is one softmax, so sum "
         "over the last dimension (-1), keeping it (keepdim=True)":
@@ -170,7 +170,7 @@ DSCORES = bl.ByHand(
             torch.exp(S).masked_fill(future_mask(len(S)), 0.0), dP),
     },
     advice="First rebuild P from S and lse as the forward pass made it (mask included), then "
-           "use lesson 05's softmax VJP along each row.",
+           "use lesson 08's softmax VJP along each row.",
 )
 
 # --------------------------------------------------------------------------
@@ -206,7 +206,7 @@ SCORES = bl.ByHand(
         "dQ used dS's transpose: Q is the left factor of Q @ K.T, so dQ = dS @ K / sqrt(d)":
             lambda Q, K, dS: (dS.T @ K / _root(Q), dS.T @ Q / _root(Q)),
     },
-    advice="Treat K.T as a matrix of its own: lesson 05's matmul rule gives the gradients at "
+    advice="Treat K.T as a matrix of its own: lesson 08's matmul rule gives the gradients at "
            "Q and at K.T, and a transpose undoes itself.",
 )
 
@@ -246,7 +246,7 @@ PROJECTIONS = bl.ByHand(
             lambda X, q, k, v, dQ, dK, dV: (dQ @ q.T + dK @ k.T + dV @ v.T,
                                             *_weights(X, dV, dK, dQ)),
     },
-    advice="Three products share X: each gives X one term (lesson 05's matmul rule) and its "
+    advice="Three products share X: each gives X one term (lesson 08's matmul rule) and its "
            "own weight one gradient.",
 )
 
