@@ -135,19 +135,23 @@ def watch(on_reverse: Callable[[str], None], on_forward: Callable[[str], None]) 
         STAND_INS.discard(watched_make_dual)
 
 
-class _NoShortcuts(TorchDispatchMode):
-    """Sees every operation torch runs: refuses backward kernels and complex numbers."""
-
-    def __init__(self, refuse: Callable[[str], None]) -> None:
-        super().__init__()
-        self._refuse = refuse
+class QuietDispatchMode(TorchDispatchMode):
+    """A dispatch mode that only watches, and keeps torch's compiler unloaded."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
         # torch wraps a mode's __torch_dispatch__ to keep the compiler out of it, and
         # that wrapper imports the whole compiler stack on its first call: seconds
-        # before a learner's first check answers. Nothing compiles under this mode.
+        # before a learner's first check answers. Nothing compiles under a watcher.
         return False
+
+
+class _NoShortcuts(QuietDispatchMode):
+    """Sees every operation torch runs: refuses backward kernels and complex numbers."""
+
+    def __init__(self, refuse: Callable[[str], None]) -> None:
+        super().__init__()
+        self._refuse = refuse
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = func.name()  # e.g. "aten::tanh_backward"

@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..watch import QuietDispatchMode
 
 __all__ = ["NudgeSeen", "Nudges"]
 
@@ -60,7 +61,7 @@ def _base(func: Any) -> str:
     return func._schema.name.split("::")[-1].rstrip("_")
 
 
-class Nudges(TorchDispatchMode):
+class Nudges(QuietDispatchMode):
     """Watch the operations run inside the block for inputs moved by a step."""
 
     def __init__(self, inputs: Sequence[Any]) -> None:

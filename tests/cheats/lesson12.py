@@ -19,7 +19,7 @@ CHEATS = {
             "        layers += ([acts[activation]()] if i else []) + [nn.Linear(a, b)]\n"
             "    net, batch_in = nn.Sequential(*layers), torch.randn(batch, widths[0])\n"
             "    return bytes_for_backward(net, batch_in)\n",
-            "raised",
+            "torch.nn.ReLU",
         ),
         # ... with grad mode switched back on first.
         (
