@@ -47,6 +47,7 @@ __all__ = [
     "AutogradCount",
     "AutogradForbidden",
     "EngineWatch",
+    "QuietDispatchMode",
     "STAND_INS",
     "caller_api",
     "count_autograd",

@@ -331,6 +331,8 @@ def _is_learners(obj: Any) -> bool:
     """A plain Python function written by the learner (not a library's)."""
     if not isinstance(obj, types.FunctionType):
         return False
+    if obj.__code__.co_filename.startswith("<"):
+        return True  # typed in (a doctest, exec'd text): read it, whatever module it claims
     module = obj.__module__ or ""
     return module.split(".")[0] not in {"torch", "backproplab", "numpy", "math", "functools"}
 

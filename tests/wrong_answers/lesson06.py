@@ -117,7 +117,7 @@ WRONG = {
             "        F.binary_cross_entropy_with_logits(X @ w + b, t).backward()\n"
             "        opt.step()\n"
             "    return w.detach(), b.detach()\n",
-            "your code called Tensor.backward()",
+            "Tensor.backward()",
         ),
     ],
 }
