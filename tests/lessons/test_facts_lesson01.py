@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from notebook_runner import NOTEBOOKS
+from stored import markdown_before, printed
 
 from backproplab import course
 
@@ -28,14 +29,11 @@ def _text(cell) -> str:
 
 
 def _printed(cell_id: str) -> str:
-    return "".join("".join(o.get("text", "")) for o in BY_ID[cell_id]["outputs"]
-                   if o["output_type"] == "stream")
+    return printed(BY_ID[cell_id])
 
 
 def _markdown_before(solution_grade_id: str) -> str:
-    at = next(i for i, c in enumerate(CELLS)
-              if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == solution_grade_id)
-    return "\n".join(_text(c) for c in CELLS[:at] if c["cell_type"] == "markdown")
+    return markdown_before(CELLS, solution_grade_id)
 
 
 def test_a_conversion_copies_only_when_the_dtype_or_device_changes():

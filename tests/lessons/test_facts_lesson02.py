@@ -16,6 +16,7 @@ import json
 import nbformat
 import pytest
 from notebook_runner import NOTEBOOKS, error_of, grade_id, run
+from stored import markdown_before, printed
 
 from backproplab import course
 from backproplab.course.exercises import lesson02
@@ -30,14 +31,11 @@ def _text(cell) -> str:
 
 
 def _printed(cell_id: str) -> str:
-    return "".join("".join(o.get("text", "")) for o in BY_ID[cell_id]["outputs"]
-                   if o["output_type"] == "stream")
+    return printed(BY_ID[cell_id])
 
 
 def _markdown_before(solution_grade_id: str) -> str:
-    at = next(i for i, c in enumerate(CELLS)
-              if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == solution_grade_id)
-    return "\n".join(_text(c) for c in CELLS[:at] if c["cell_type"] == "markdown")
+    return markdown_before(CELLS, solution_grade_id)
 
 
 def test_the_figure_text_says_what_the_figure_shows():

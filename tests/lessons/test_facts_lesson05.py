@@ -11,6 +11,7 @@ import json
 import re
 
 from notebook_runner import NOTEBOOKS
+from stored import printed
 
 LESSON = NOTEBOOKS / "05-gradient-accumulation.ipynb"
 CELLS = json.loads(LESSON.read_text())["cells"]
@@ -19,8 +20,7 @@ PROSE = "\n".join("".join(c["source"]) for c in CELLS if c["cell_type"] == "mark
 
 
 def _printed(cell_id: str) -> str:
-    return "".join("".join(o.get("text", "")) for o in BY_ID[cell_id]["outputs"]
-                   if o["output_type"] == "stream")
+    return printed(BY_ID[cell_id])
 
 
 def _number(text: str, label: str) -> float:

@@ -16,6 +16,7 @@ import re
 import torch
 import torch.nn.functional as F
 from notebook_runner import NOTEBOOKS
+from stored import printed
 
 import backproplab as bl
 from backproplab.lessons import find_exercise
@@ -26,8 +27,7 @@ BY_ID = {c["id"]: c for c in CELLS}
 
 
 def _printed(cell_id: str) -> str:
-    return "".join("".join(o.get("text", "")) for o in BY_ID[cell_id]["outputs"]
-                   if o["output_type"] == "stream")
+    return printed(BY_ID[cell_id])
 
 
 def test_forgetting_to_zero_is_momentum_one():
