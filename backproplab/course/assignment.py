@@ -46,8 +46,11 @@ __all__ = [
     "HIDDEN",
     "SOLUTION",
     "GUESS_STUB",
+    "AFTER_REVEAL",
     "CourseError",
+    "after_reveal_folds",
     "fingerprint",
+    "heading_level",
     "learner_version",
     "lesson_number",
     "read_notebook",
@@ -84,6 +87,87 @@ class CourseError(ValueError):
 
 class _MarkerError(ValueError):
     """Markers in one cell source that do not pair up (no file context yet)."""
+
+
+# --------------------------------------------------------------------------
+# what follows a prediction's reveal
+
+# The cells right after a prediction's reveal discuss its answer. They sit under a
+# level-6 heading, "After the reveal", that JupyterLab shows folded (its own flag,
+# kept in the cell's metadata), so a learner scrolling to the blank guess does not
+# read the answer below it. The fold carries ``{"backproplab": {AFTER_REVEAL: key}}``.
+AFTER_REVEAL = "after_reveal"
+COLLAPSED = "jp-MarkdownHeadingCollapsed"
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]|$)")
+
+
+def heading_level(cell: NotebookNode) -> int | None:
+    """The level of the highest heading in a markdown cell (1 for ``#``), or None.
+
+    JupyterLab ends a folded heading's section at the next cell with a heading of
+    the same or a higher level, and it reads a cell's level this way: any heading in
+    the cell counts, lines in fenced code do not.
+
+    >>> heading_level(nbformat.v4.new_markdown_cell("Text\\n\\n### Part\\n## Whole"))
+    2
+    >>> heading_level(nbformat.v4.new_markdown_cell("```python\\n# a comment\\n```")) is None
+    True
+    """
+    if cell.get("cell_type") != "markdown":
+        return None
+    levels, fenced = [], False
+    for line in cell.get("source", "").split("\n"):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced and (found := _ATX.match(line)):
+            levels.append(len(found.group(1)))
+    return min(levels) if levels else None
+
+
+def after_reveal_folds(cells: Sequence[NotebookNode]) -> list[tuple[int, int]]:
+    """``(fold, end)`` for each "After the reveal" fold in ``cells``: cells
+    ``fold + 1`` to ``end - 1`` are the ones JupyterLab hides under it (up to the
+    next heading, or to the end of the notebook)."""
+    folds = []
+    for i, cell in enumerate(cells):
+        if AFTER_REVEAL not in cell.get("metadata", {}).get("backproplab", {}):
+            continue
+        end = next((k for k in range(i + 1, len(cells)) if heading_level(cells[k])), len(cells))
+        folds.append((i, end))
+    return folds
+
+
+def _reveal_problem(cells: Sequence[NotebookNode], check: int) -> str | None:
+    """What is wrong with what follows the reveal after prediction check ``check``."""
+    reveal = next((k for k in range(check + 1, len(cells))
+                   if cells[k].get("cell_type") == "code"), None)
+    if reveal is None or "bl.reveal(" not in cells[reveal].get("source", ""):
+        return "the code cell after a prediction's check must reveal it (bl.reveal)"
+    if reveal + 1 == len(cells):
+        return None
+    fold = cells[reveal + 1]
+    meta = fold.get("metadata", {})
+    if AFTER_REVEAL not in meta.get("backproplab", {}) and heading_level(fold):
+        return None  # nothing under the reveal before the next section
+    if (AFTER_REVEAL not in meta.get("backproplab", {}) or meta.get(COLLAPSED) is not True
+            or heading_level(fold) != 6 or not _ATX.match(fold.get("source", ""))):
+        return (f"the cell after the reveal (cell {reveal + 1}) must be a heading, or a fold: "
+                f"a markdown cell starting with a level-6 heading, with metadata "
+                f"{{{COLLAPSED!r}: true, 'backproplab': {{{AFTER_REVEAL!r}: <prediction id>}}}}")
+    end = next((k for k in range(reveal + 2, len(cells)) if heading_level(cells[k])), None)
+    if end is not None and _text_above_heading(cells[end]):
+        # JupyterLab shows a heading cell whole: its text above the heading is not folded.
+        return (f"cell {end} ends the fold after the reveal, and its text above the heading "
+                f"would show: put that text in a cell of its own, before it")
+    return None
+
+
+def _text_above_heading(cell: NotebookNode) -> str:
+    """A markdown cell's text above its first heading, without HTML anchors (invisible)."""
+    lines = cell.get("source", "").split("\n")
+    first = next((n for n, line in enumerate(lines) if _ATX.match(line)), len(lines))
+    above = "\n".join(lines[:first])
+    return re.sub(r'<a id="[^"]*"></a>', "", above).strip()
 
 
 # --------------------------------------------------------------------------
@@ -257,20 +341,31 @@ def validate(nb: NotebookNode, lesson: str | None = None) -> list[str]:
                     f"{where}: the next code cell must be a check cell (metadata grade: true)"
                 )
         if grade:
-            points = meta.get("points")
-            if _checks_prediction(cells, i):
-                # A guess can be changed after the answer is revealed, and nothing in a
-                # submitted notebook tells when: predictions give feedback, not points.
-                if points != 0 or isinstance(points, bool):
-                    problems.append(f"{where}: a prediction's check cell carries 0 points "
-                                    f"(its guess can be changed after the reveal), got {points!r}")
-            elif (
-                isinstance(points, bool) or not isinstance(points, (int, float))
-                or not math.isfinite(points) or points <= 0
-            ):
-                problems.append(f"{where}: a grade cell needs finite points > 0, got {points!r}")
-            if cell.get("cell_type") != "code":
-                problems.append(f"{where}: a grade cell must be a code cell")
+            problems += [f"{where}: {p}" for p in _grade_cell_problems(cells, i)]
+    return problems
+
+
+def _grade_cell_problems(cells: Sequence[NotebookNode], i: int) -> list[str]:
+    """What is wrong with grade cell ``i``: its points, its type, and for a prediction's
+    check, what follows its reveal."""
+    problems = []
+    points = _meta(cells[i]).get("points")
+    if _checks_prediction(cells, i):
+        folded = _reveal_problem(cells, i)
+        if folded:
+            problems.append(folded)
+        # A guess can be changed after the answer is revealed, and nothing in a
+        # submitted notebook tells when: predictions give feedback, not points.
+        if points != 0 or isinstance(points, bool):
+            problems.append("a prediction's check cell carries 0 points "
+                            f"(its guess can be changed after the reveal), got {points!r}")
+    elif (
+        isinstance(points, bool) or not isinstance(points, (int, float))
+        or not math.isfinite(points) or points <= 0
+    ):
+        problems.append(f"a grade cell needs finite points > 0, got {points!r}")
+    if cells[i].get("cell_type") != "code":
+        problems.append("a grade cell must be a code cell")
     return problems
 
 

@@ -63,7 +63,15 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from .assignment import HIDDEN, HIDDEN_KEPT, SOLUTION, CourseError, read_notebook, regions
+from .assignment import (
+    HIDDEN,
+    HIDDEN_KEPT,
+    SOLUTION,
+    CourseError,
+    after_reveal_folds,
+    read_notebook,
+    regions,
+)
 from .assignment import _unmark_regions as unmark_regions
 
 __all__ = ["LessonRow", "Readme", "SiteError", "build_site", "public_modules", "read_readme",
@@ -306,10 +314,12 @@ def site_notebook(nb: NotebookNode, filename: str, download: str) -> NotebookNod
     """The lesson as the site shows it (a new notebook; ``nb`` is not changed).
 
     Solution cells lose their marker lines and are collapsed behind "Show a
-    solution"; hidden-test marker lines become the comment a learner's copy
-    has; a box after the first cell links ``download`` (a path from the
-    page to the original notebook) and gives the learner-copy command;
-    widget cells get a note saying they are live in JupyterLab.
+    solution"; a prediction's check and reveal outputs are folded behind "Show
+    the answer", and the cells the lesson folds after a reveal behind "After the
+    reveal"; hidden-test marker lines become the comment a learner's copy has; a
+    box after the first cell links ``download`` (a path from the page to the
+    original notebook) and gives the learner-copy command; widget cells get a
+    note saying they are live in JupyterLab.
     """
     out = copy.deepcopy(nb)
     # The lessons are Python; a notebook that does not say so is highlighted as Python.
@@ -335,8 +345,20 @@ def site_notebook(nb: NotebookNode, filename: str, download: str) -> NotebookNod
         note = _widget_note(cell)
         if note:
             cells.append(_new_markdown(note, f"{cell.get('id', index)}-still"))
-    out.cells = cells
+    out.cells = _fold_after_reveals(cells)
     return out
+
+
+def _fold_after_reveals(cells: list[NotebookNode]) -> list[NotebookNode]:
+    """What a lesson folds under "After the reveal" (it discusses the answer), inside
+    one collapsed block on the page: the fold's heading becomes the block's opening
+    tag, and the block closes before the next heading."""
+    for fold, end in reversed(after_reveal_folds(cells)):
+        name = cells[fold].get("id", f"fold-{fold}")
+        cells.insert(end, _new_markdown("</details>", f"{name}-end"))
+        cells[fold] = _new_markdown(
+            '<details class="bl-after-reveal">\n<summary>After the reveal</summary>', name)
+    return cells
 
 
 _ANCHOR = re.compile(r'^<a id="([\w-]+)"></a>[ \t]*$', re.MULTILINE)
@@ -530,8 +552,8 @@ article table td:first-child { text-align: right; width: 4.5rem; }
 article table td:nth-child(2) { min-width: 11rem; font-weight: 600; }
 /* Printed output wraps, as in JupyterLab. */
 div.cell_output pre { white-space: pre-wrap; overflow-wrap: anywhere; }
-/* A collapsed solution: a clear bar to click. */
-.tag_solution details.hide > summary {
+/* A collapsed solution, or what follows a reveal: a clear bar to click. */
+.tag_solution details.hide > summary, details.bl-after-reveal > summary {
   font-weight: 600; color: var(--pst-color-primary); background: var(--pst-color-surface);
   border: 1px solid var(--pst-color-border); border-radius: .3rem; padding: .35rem .8rem;
 }

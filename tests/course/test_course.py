@@ -246,6 +246,51 @@ def test_validate_catches(name: str) -> None:
     assert all(p.startswith("cell ") for p in problems), problems
 
 
+def _prediction(after: list) -> nbformat.NotebookNode:
+    """A notebook with one prediction: question, guess, check, reveal, then `after`."""
+    nb = nbformat.v4.new_notebook()
+    guess = nbformat.v4.new_code_cell("### BEGIN SOLUTION\nguess = 2.0\n### END SOLUTION")
+    guess.metadata["nbgrader"] = {"solution": True, "grade_id": "l02-predict-match",
+                                  "schema_version": 3}
+    check = nbformat.v4.new_code_cell('bl.check_prediction("l02-predict-match", guess)')
+    check.metadata["nbgrader"] = {"grade": True, "points": 0, "grade_id": "l02-check",
+                                  "schema_version": 3}
+    nb.cells = [nbformat.v4.new_markdown_cell("### Predict\n\nWhat is it?"), guess, check,
+                nbformat.v4.new_code_cell('bl.reveal("l02-predict-match")'), *after]
+    return nb
+
+
+def _fold(level: str = "######", collapsed: bool = True) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_markdown_cell(f"{level} After the reveal\n\nFolded.")
+    cell.metadata["backproplab"] = {course.AFTER_REVEAL: "l02-predict-match"}
+    if collapsed:
+        cell.metadata["jp-MarkdownHeadingCollapsed"] = True
+    return cell
+
+
+def test_what_follows_a_reveal_is_folded_or_a_new_section() -> None:
+    """The prose under a reveal states the answer: validate wants it under a folded
+    level-6 heading (JupyterLab then hides it up to the next heading), unless the
+    reveal ends its section."""
+    said = nbformat.v4.new_markdown_cell("The answer is 2, because the paths add up.")
+    heading = nbformat.v4.new_markdown_cell("## Next")
+    assert course.validate(_prediction([_fold(), said, heading]), "02") == []
+    assert course.validate(_prediction([heading, said]), "02") == []
+    assert course.validate(_prediction([]), "02") == []
+    for after in ([said, heading], [_fold(collapsed=False), said], [_fold("###"), said]):
+        problems = course.validate(_prediction(after), "02")
+        assert len(problems) == 1 and "must be a heading, or a fold" in problems[0], problems
+    late = nbformat.v4.new_markdown_cell("So it is 2.\n\n## Next")
+    problems = course.validate(_prediction([_fold(), said, late]), "02")
+    assert len(problems) == 1 and "text above the heading" in problems[0], problems
+    anchored = nbformat.v4.new_markdown_cell('<a id="next"></a>\n## Next')
+    assert course.validate(_prediction([_fold(), said, anchored]), "02") == []
+    nb = _prediction([_fold(), said, heading])
+    assert course.after_reveal_folds(nb.cells) == [(4, 6)]
+    nb.cells[3].source = "print(2.0)"
+    assert "must reveal it" in course.validate(nb, "02")[0]
+
+
 def test_marker_problem_names_cell_and_grade_id() -> None:
     nb = _fixture()
     _no_end(nb)

@@ -88,7 +88,9 @@ class Page(HTMLParser):
         self.text_parts: list[str] = []
         self.details: list[dict[str, str]] = []
         self.summaries: list[str] = []
+        self.folded_parts: list[str] = []  # text inside an "After the reveal" block
         self._in_summary = False
+        self._open: list[str] = []  # the classes of the <details> we are inside
         self.feed(path.read_text(encoding="utf-8"))
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -100,6 +102,7 @@ class Page(HTMLParser):
                 self.links.append((tag, a[attr], a))
         if tag == "details":
             self.details.append(a)
+            self._open.append(a.get("class", ""))
         if tag == "summary":
             self._in_summary = True
             self.summaries.append("")
@@ -107,15 +110,23 @@ class Page(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag == "summary":
             self._in_summary = False
+        if tag == "details" and self._open:
+            self._open.pop()
 
     def handle_data(self, data: str) -> None:
         self.text_parts.append(data)
+        if any("bl-after-reveal" in c for c in self._open) and not self._in_summary:
+            self.folded_parts.append(data)
         if self._in_summary:
             self.summaries[-1] += data
 
     @property
     def text(self) -> str:
         return " ".join("".join(self.text_parts).split())
+
+    @property
+    def folded(self) -> str:
+        return " ".join("".join(self.folded_parts).split())
 
 
 _pages: dict[Path, Page] = {}
@@ -257,6 +268,34 @@ def test_each_prediction_answer_is_folded_behind_show_the_answer(site: Path) -> 
             f"{notebook.name}: {len(answers)} check/reveal outputs, {len(shown)} folds")
         folded += len(shown)
     assert folded >= 2 * 15, "fewer predictions than lessons: did the lessons lose theirs?"
+
+
+def _plain_run(markdown: str) -> str | None:
+    """The longest run of plain words (no markup, math or code) in a markdown text."""
+    runs = re.findall(r"(?:[A-Za-z,;:]+ ){4,}[A-Za-z]+", markdown)
+    return max(runs, key=len) if runs else None
+
+
+def test_what_a_lesson_folds_after_a_reveal_is_folded_on_its_page(site: Path) -> None:
+    """Each "After the reveal" fold of a lesson is one closed block on its page, and
+    the prose it folds (which discusses the answer) is inside that block."""
+    from backproplab.course import after_reveal_folds
+
+    blocks = 0
+    for notebook in LESSONS:
+        lesson = nbformat.read(notebook, as_version=4)
+        built = page(lesson_page(site, notebook))
+        folds = after_reveal_folds(lesson.cells)
+        opened = [d for d in built.details if "bl-after-reveal" in d.get("class", "")]
+        assert len(opened) == len(folds), f"{notebook.name}: {len(folds)} folds, {len(opened)}"
+        assert not any("open" in d for d in opened), f"{notebook.name}: a fold is open"
+        for fold, end in folds:
+            for cell in lesson.cells[fold + 1:end]:
+                run = _plain_run(cell.source) if cell.cell_type == "markdown" else None
+                if run:
+                    assert run in built.folded, f"{notebook.name}: {run!r} is not folded"
+        blocks += len(folds)
+    assert blocks >= 20, "fewer folds than lessons: did the lessons lose theirs?"
 
 
 # The marker lines of nbgrader. The guide page from the README and the reference of
@@ -605,6 +644,13 @@ def test_lesson_02_shows_math_a_figure_and_a_collapsed_solution(
     assert reveal.get_attribute("open") is None and not said.is_visible()
     reveal.locator("summary").click()
     assert said.is_visible() and "the answer is" in said.inner_text()
+    # What the lesson says after the reveal: folded too, opened by its own click.
+    after = page_.locator("details.bl-after-reveal").first
+    after.scroll_into_view_if_needed()
+    prose = after.locator("p").first
+    assert after.get_attribute("open") is None and not prose.is_visible()
+    after.locator("summary").click()
+    assert prose.is_visible() and prose.inner_text().strip()
     assert not problems and not browser.refused, problems + browser.refused
     page_.close()
 

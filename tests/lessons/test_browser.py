@@ -47,7 +47,7 @@ from browser_support import (
 from test_predictions import _leaks
 
 from backproplab._registry import find_prediction
-from backproplab.course import GUESS_STUB
+from backproplab.course import GUESS_STUB, after_reveal_folds
 from backproplab.exercise import _answer_of
 from backproplab.handout import learn
 
@@ -148,7 +148,8 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
     first blank, a prediction whose check says "no prediction yet"; nothing on the
     screen gives its answer away; it is answered wrongly (a hint, not the answer, and
     no frame from inside backproplab) and rightly (✓), and the reveal shows the
-    answer; finally the next exercise's collapsed worked solution opens with a click.
+    answer, and the text under it opens with a click on its fold; finally the next
+    exercise's collapsed worked solution opens with a click.
     """
     report = NotebookReport(name=f"learner-{STUDENT_LESSON.stem}")
     artifacts = ARTIFACTS / report.name
@@ -283,6 +284,19 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
         assert "the answer is 2.0" in shown and "first checked guess was 1.0" in shown, (
             f"cell {reveal_cell + 1}: the reveal shows {shown!r}"
         )
+
+        # What the lesson says about the answer sits folded under the reveal, hidden
+        # until the learner opens it with the lab's "cells hidden" button.
+        (fold, end), = [(f, e) for f, e in after_reveal_folds(book.cells) if f == reveal_cell + 1]
+        all_cells = page.locator(".jp-Notebook .jp-Cell")
+        under = [all_cells.nth(k) for k in range(fold + 1, end)]
+        assert not any(c.is_visible() for c in under), "the text under the reveal shows unopened"
+        button = all_cells.nth(fold).locator(".jp-showHiddenCellsButton")
+        assert f"{end - fold - 1} cells hidden" in button.inner_text(), button.inner_text()
+        button.click()
+        for cell in under:
+            cell.wait_for(state="visible", timeout=10_000)
+        assert "paths add up" in " ".join(c.inner_text() for c in under)
 
         # The worked solution is one click away, and hidden until then.
         details = page.locator(".jp-Notebook .jp-Cell").nth(reveal).locator("details")

@@ -7,7 +7,9 @@ view too. This test opens each lesson's learner copy (`backproplab learn`) in
 JupyterLab in headless Chromium, scrolls to each guess cell and reads what every
 cell on the screen shows (markdown as rendered), so an answer stated a section
 further down is found as well. Nothing runs: a learner copy has no outputs until
-the learner runs its cells. Fixtures and Chromium come from test_browser.py.
+the learner runs its cells. What a lesson folds under a reveal ("After the reveal")
+must not be on the screen at all: JupyterLab hides it until the learner opens the
+fold. Fixtures and Chromium come from test_browser.py.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from browser_support import LabServer, NotebookReport, notebook_page, open_noteb
 from test_browser import ARTIFACTS, LESSONS
 from test_predictions import IN_WORDS, _on_screen, _readable, _screen_leaks
 
+from backproplab.course import after_reveal_folds
 from backproplab.course.grading import _answer_of, find_prediction
 from backproplab.course.handout import learn
 
@@ -81,6 +84,7 @@ def _screen_report(context: Any, server: LabServer, lesson: Path) -> tuple[Noteb
     path = f"screen-{lesson.stem}/{copied.name}"
     book = nbformat.read(copied, as_version=4)
     guesses = _guesses(book)
+    folded = {k for fold, end in after_reveal_folds(book.cells) for k in range(fold + 1, end)}
     seen = []
     with notebook_page(context, server, path, report, artifacts=artifacts) as page:
         page.set_viewport_size(SCREEN)
@@ -93,6 +97,9 @@ def _screen_report(context: Any, server: LabServer, lesson: Path) -> tuple[Noteb
             shown = [p["index"] for p in screen]
             assert index in shown, f"{key}: the guess cell is not on the screen ({shown})"
             seen.append(shown)
+            if folded & set(shown):
+                report.problem(f"{key}: cells {sorted(k + 1 for k in folded & set(shown))} "
+                               "are folded under a reveal, yet on the screen")
             for piece in screen:
                 if piece["index"] == index:
                     continue  # the guess cell itself: `name = ...`

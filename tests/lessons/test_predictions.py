@@ -5,10 +5,11 @@ question and hint, and the message a wrong guess gets, hold no form of the
 answer. For each prediction in a lesson: the question cell, the guess cell's
 task and the check cell's source hold no form of it either; the check carries
 0 points (a guess can be changed after the reveal); the reveal comes right
-after the check, and only then the prose about the answer. And what a learner's screen
+after the check, and only then the prose about the answer, folded under "After the
+reveal" (JupyterLab hides it until the learner opens it). And what a learner's screen
 shows: in the learner copy (`backproplab learn`), no cell from the question down to the
-next heading after the reveal holds a form of the answer (IN_WORDS adds the ways a
-lesson's prose once said an answer in words).
+next heading after the reveal (the fold's own heading, when there is one) holds a form
+of the answer (IN_WORDS adds the ways a lesson's prose says an answer in words).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import nbformat
 import pytest
 
 import backproplab as bl
+from backproplab.course import after_reveal_folds, heading_level
 from backproplab.exercise import _answer_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,14 +164,28 @@ IN_WORDS = {
     "l10-predict-db1": [r"(?i)does not depend on\s+`?b1", r"(?i)nothing to learn"],
     "l01-predict-rows": [r"(?i)every row of `w\.grad` is the same"],
     "l06-predict-zero-grad": [r"(?m)^`None`:"],
-    "l15-predict-raises": [r"(?i)no error at all"],
     "l12-predict-recompute": [r"(?i)\bran twice\b", r"(?i)one extra forward of\s+each"],
+    # Yes/no and either/or answers, as the text under their folds says them.
+    "l02-predict-paths": [r"(?i)contributions of the paths\s+add up", r"(?i)receiving their sum",
+                          r"(?i)sums what arrives", r"(?i)collects\s+\$?-1 - 3"],
+    "l05-predict-second": [r"(?i)\.grad`?\s+accumulates", r"(?i)adds\s+into whatever",
+                           r"(?i)did not replace the first"],
+    "l08-predict-second-call": [r"(?i)accumulation between calls"],
+    "l09-predict-std": [r"(?i)spares the sigmoid", r"(?i)does not starve"],
+    "l18-predict-break": [r"(?i)a Python number read from a tensor"],
+    "l04-predict-lr": [r"(?i)flips training from\s+converging to diverging"],
+    "l05-predict-batchnorm": [r"(?i)the gap is as large as"],
+    "l07-predict-again": [r"(?i)stops with an\s+error"],
+    "l07-predict-second": [r"(?m)^No: walking back"],
+    "l13-predict-second": [r"(?m)^No\. By default the backward", r"(?i)but now it carries",
+                           r"(?i)dy_dx`? now works"],
+    "l13-predict-linear": [r"(?i)so nothing was\s+recorded"],
+    "l15-predict-raises": [r"(?i)no error at all", r"(?i)trusts whatever backward returns"],
 }
 
 
 def _heading(cell) -> bool:
-    return cell.cell_type == "markdown" and any(
-        line.startswith("#") for line in cell.source.splitlines())
+    return heading_level(cell) is not None
 
 
 def _readable(cell, above_heading: bool = False) -> str:
@@ -212,11 +228,16 @@ def _screen_leaks(key: str, text: str, answer: object, choices: tuple | None) ->
     return found + [f for f in IN_WORDS.get(key, []) if re.search(f, text)]
 
 
-def _screen_problems(lesson: Path) -> tuple[int, list[str]]:
+def _screen_problems(lesson: Path, unfolded: bool = False) -> tuple[int, list[str]]:
+    """(predictions, what states an answer) in the learner copy of `lesson`; `unfolded`
+    takes the "After the reveal" folds out first, as if the lesson had none."""
     from backproplab import course
 
     copy, _ = course.learner_version(nbformat.read(lesson, as_version=4), lesson.stem)
     cells = copy.cells
+    if unfolded:
+        folds = {fold for fold, _ in after_reveal_folds(cells)}
+        cells = [c for i, c in enumerate(cells) if i not in folds]
     found, problems = 0, []
     for i, cell in enumerate(cells):
         grade_id = str(_meta(cell).get("grade_id", ""))
@@ -245,6 +266,18 @@ def test_no_answer_on_the_screen_of_a_learner_copy(lesson):
     found, problems = _screen_problems(lesson)
     assert found, f"{lesson.name}: no prediction"
     assert not problems, f"{lesson.name}: answer on the screen before the reveal: {problems}"
+
+
+@pytest.mark.parametrize("lesson", [p for p in LESSONS if p.name[:2] in {"02", "07", "13"}],
+                         ids=lambda p: p.name)
+def test_the_folds_are_what_keeps_those_answers_off_the_screen(lesson):
+    """Without its folds, the learner copy states answers right under their reveals
+    (the ways IN_WORDS keeps): the folds do the work, and the test above would see it."""
+    _, problems = _screen_problems(lesson, unfolded=True)
+    keys = {k for k in IN_WORDS if k.startswith(f"l{lesson.name[:2]}-")}
+    stated = {k for k in keys if any(p.startswith(k) or f"{k}:" in p for p in problems)}
+    assert stated, f"{lesson.name}: nothing found without the folds: {problems}"
+    assert not _screen_problems(lesson)[1]
 
 
 def test_the_screen_test_sees_a_spoiler():
