@@ -17,6 +17,7 @@ where they lived before this package was split; they load on first use, so
 """
 
 import importlib
+import importlib.util
 
 __all__ = ["assignment", "audit", "cli", "distributed", "exercises", "grading", "handout", "site"]
 
@@ -24,7 +25,9 @@ __all__ = ["assignment", "audit", "cli", "distributed", "exercises", "grading", 
 def __getattr__(name: str):
     if name.startswith("__"):
         raise AttributeError(name)
-    if name in __all__:  # a submodule: ``from backproplab.course import grading``
+    # A submodule, public or not (``from . import secret`` asks here first): importing
+    # assignment to look for it there would load nbformat, a second on every first check.
+    if name in __all__ or importlib.util.find_spec(f".{name}", __name__) is not None:
         return importlib.import_module(f".{name}", __name__)
     assignment = importlib.import_module(".assignment", __name__)
     try:

@@ -498,6 +498,24 @@ def test_cli_help_does_not_import_torch() -> None:
     assert done.stdout.strip().splitlines()[-1] == "False False", done.stderr
 
 
+def test_grading_never_loads_nbformat() -> None:
+    """A check is graded without nbformat (about a second to import, for its JSON schema
+    checker): the learner's first check in every lesson, and every worker process of
+    lesson 16's checks, would wait for it. The course's own submodules load by name."""
+    code = (
+        "import sys\n"
+        "import backproplab as bl\n"
+        "bl.check_exercise, bl.check_prediction\n"
+        "from backproplab.course import grading, secret, vocabulary\n"
+        "from backproplab.course.exercises import lesson02, lesson16\n"
+        "print('nbformat' in sys.modules)\n"
+        "from backproplab.course import student_version\n"
+        "print('nbformat' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["False", "True"], done.stdout + done.stderr
+
+
 def test_every_public_name_resolves() -> None:
     for name in backproplab.__all__:
         assert getattr(backproplab, name) is not None, name
