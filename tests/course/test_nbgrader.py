@@ -196,6 +196,11 @@ def test_nbgrader_releases_what_backproplab_releases(released: Path) -> None:
         assert exercises == sum(
             1 for c in theirs.cells if c.metadata.get("nbgrader", {}).get("solution")
         ), lesson.name
+        # What follows each reveal stays folded in the lab: JupyterLab's flag survives.
+        folds = course.after_reveal_folds(theirs.cells)
+        assert folds and folds == course.after_reveal_folds(ours.cells), lesson.name
+        assert all(theirs.cells[f].metadata.get("jp-MarkdownHeadingCollapsed") is True
+                   for f, _ in folds), lesson.name
 
 
 def _checks() -> dict[str, int]:
