@@ -9,79 +9,14 @@ and must find something in it (a leaf, every leaf) by walking
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from ... import graph
-from ._spec import (
-    Method,
-    Prediction,
-    Report,
-    attempt,
-    count_autograd,
-    forbid_autograd,
-    passed,
-)
+from ._spec import Method, Prediction, Report, passed
 from ._spec import failed as _fail
-
-# --------------------------------------------------------------------------
-# Shared by the checks: run the learner's function on a new graph
-# --------------------------------------------------------------------------
-
-
-
-
-@contextlib.contextmanager
-def _watch_describe(calls: list[str]) -> Iterator[None]:
-    """Note every call of ``bl.describe`` inside the block, whatever name it is called by."""
-    code = graph.describe.__code__
-    previous = sys.getprofile()
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code is code:
-            calls.append("bl.describe")
-
-    sys.setprofile(profile)
-    try:
-        yield
-    finally:
-        sys.setprofile(previous)
-
-
-def _run(name: str, answer: Any, *arguments: Any, reason: str | None = None
-         ) -> tuple[Any, Report | None]:
-    """Call ``answer(*arguments)`` with ``bl.describe`` watched, and backward passes refused
-    (with ``reason``) or, without one, counted and reported as the wrong method.
-
-    Returns (result, None), or (None, a failed Report saying what went wrong).
-    """
-    described: list[str] = []
-    passes = contextlib.nullcontext(None) if reason else count_autograd()
-    with (forbid_autograd(reason) if reason else contextlib.nullcontext()), \
-            passes as seen, _watch_describe(described):
-        result, failure = attempt(name, answer, *arguments, not_callable=(
-            f"expected a function, got {type(answer).__name__}. The check calls it on new "
-            "graphs, so it has to be a function."))
-    if failure is not None:
-        return None, failure
-    if described:
-        return None, _fail(name, "your code called bl.describe, which walks the graph for you. "
-                                 "This exercise asks you to walk it yourself, with "
-                                 "next_functions and .variable.")
-    if seen is not None and seen.reverse:
-        return None, _fail(name, f"your code ran a backward pass ({seen.calls[0]}). Walking the "
-                                 "graph needs none: start at .grad_fn and follow "
-                                 "next_functions.", "autograd")
-    return result, None
-
-
-def _shape(t: torch.Tensor) -> str:
-    return str(tuple(t.shape))
-
+from ._walk import run_walk
 
 # --------------------------------------------------------------------------
 # l01-walk-leaf: the bias of loss = (X @ W + bias).sum()
@@ -100,7 +35,7 @@ def _check_find_bias(answer: Any, seed: int) -> Report:
     name = "find_bias"
     for k in range(3):
         loss, W, bias = _linear_loss(torch.Generator().manual_seed(seed + k))
-        got, failure = _run(name, answer, loss)
+        got, failure = run_walk(name, answer, loss)
         if failure is not None:
             if "'NoneType' object has no attribute" in failure[0].message:
                 return _fail(name, f"{failure[0].message}. Your walk reached an entry (None, 0) "
@@ -123,9 +58,10 @@ def _check_find_bias(answer: Any, seed: int) -> Report:
             return _fail(name, "it returned a copy of the bias (equal values, another tensor). "
                                "Return .variable as it is: it is the leaf itself.")
         if isinstance(got, torch.Tensor):
-            return _fail(name, f"it returned a tensor of shape {_shape(got)} that is not in the "
-                               f"graph it was given (whose bias has shape {_shape(bias)}): a "
-                               "tensor from this notebook? Walk the graph of the loss it gets.")
+            return _fail(name, f"it returned a tensor of shape {tuple(got.shape)} that is not in "
+                               f"the graph it was given (whose bias has shape "
+                               f"{tuple(bias.shape)}): a tensor from this notebook? Walk the graph "
+                               "of the loss it gets.")
         return _fail(name, f"expected the bias tensor, got {type(got).__name__}.")
     return passed(name, "finds the bias of 3 new graphs")
 
@@ -177,7 +113,7 @@ def _check_find_leaves(answer: Any, seed: int) -> Report:
     for k in range(3):
         out, leaves = _random_graph(torch.Generator().manual_seed(seed + k))
         where = f"on a new graph with {len(leaves)} leaves"
-        got, failure = _run(name, answer, out)
+        got, failure = run_walk(name, answer, out)
         if failure is not None:
             message = failure[0].message
             if "'NoneType' object has no attribute" in message:

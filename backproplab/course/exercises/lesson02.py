@@ -26,7 +26,7 @@ import torch
 
 from ._spec import ByHand, Method, Prediction, Report, compare, passed
 from ._spec import failed as _fail
-from .lesson01 import _run, _shape
+from ._walk import run_walk
 
 # --------------------------------------------------------------------------
 # l02-cubic: d/dx (x**3 - 4x**2 + 5)
@@ -345,10 +345,10 @@ def _as_grads(name: str, got: Any, leaves: list[torch.Tensor], where: str) -> Re
             return _fail(name, f"{where}: the gradient of leaf {k} is a "
                                f"{type(g).__name__}, not a tensor.")
         if g.shape != leaf.shape:
-            return _fail(name, f"{where}: the gradient of leaf {k} has shape {_shape(g)}, its "
-                               f"leaf {_shape(leaf)}: a gradient has the shape of its tensor. (A "
-                               "tensor from the notebook, not from the graph the function "
-                               "was given?)")
+            return _fail(name, f"{where}: the gradient of leaf {k} has shape "
+                               f"{tuple(g.shape)}, its leaf {tuple(leaf.shape)}: a gradient has "
+                               "the shape of its tensor. (A tensor from the notebook, not from "
+                               "the graph the function was given?)")
     return None
 
 
@@ -362,7 +362,7 @@ def _run_walk(name: str, answer: Any, out: torch.Tensor, leaves: list[torch.Tens
     reason = "this exercise asks you to run backward yourself, node by node"
     called: list[str] = []
     with torch.no_grad(), _node_calls(called):
-        got, failure = _run(name, answer, out, leaves, reason=reason)
+        got, failure = run_walk(name, answer, out, leaves, reason=reason)
     if called:
         return None, _fail(name, f"your code called a node itself ({called[0]}(...)), which "
                                  "runs backward's own formula for you. Read what the node "
