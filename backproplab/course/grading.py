@@ -10,8 +10,8 @@ is refused.
 
 `count_autograd` counts the backward passes a piece of code runs, for the
 lessons where the method is the point (accumulating, zeroing, keeping the
-graph). `check_prediction` grades a "predict, then run" guess and explains the
-right answer when the guess is wrong.
+graph). `check_prediction` grades a "predict, then run" guess: a wrong one gets a
+hint, never the answer, which only `reveal` shows.
 
 >>> import torch, backproplab as bl
 >>> def grad_by_hand(x):            # d/dx of (x**2).sum()
