@@ -31,7 +31,7 @@ PARTS = (
      "default threads)", ("test_exercises.test_lesson_matches", "test_exercises.test_checks_reject",
                           "test_exercises.test_student_version")),
     ("lessons under strict nbval", (".ipynb",)),
-    ("browser tests (JupyterLab in Chromium)", ("test_browser",)),
+    ("browser tests (JupyterLab in Chromium)", ("test_browser", "test_prediction_screens")),
     ("the real nbgrader course", ("test_nbgrader",)),
     ("the site, built and opened", ("test_site",)),
     ("packaging (wheel and sdist installed)", ("test_packaging",)),
