@@ -27,15 +27,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import backproplab as bl
+from ._spec import AutogradForbidden, ByHand, Check, Method, Prediction, Report, count_autograd
+from ._spec import failed as _fail
 
 FP16_NORMAL = torch.finfo(torch.float16).tiny  # 2**-14, the smallest normal float16
 FP16_SUBNORMAL = 2.0**-24  # the smallest positive float16 of all
 FP16_MAX = torch.finfo(torch.float16).max  # 65504
-
-
-def _fail(name: str, message: str, verdict: str = "fail") -> Any:
-    return bl.Report((bl.Check(name, False, verdict, message),))
 
 
 # --------------------------------------------------------------------------- Exercise 2
@@ -284,7 +281,7 @@ def _no_gradscaler() -> Iterator[None]:
     cls = torch.amp.grad_scaler.GradScaler
 
     def refuse(*args, **kwargs):
-        raise bl.AutogradForbidden(
+        raise AutogradForbidden(
             "this exercise asks you to write what GradScaler does, but your code used "
             "torch.amp.GradScaler (or its kernels): scale, unscale, check and update by hand")
 
@@ -331,9 +328,9 @@ def _check_scaled_step(answer: Any, seed: int) -> Any:
     for trial in range(2):
         setup = scaler_setup(seed * 10 + trial + 170)
         try:
-            with bl.count_autograd() as seen, _no_gradscaler():
+            with count_autograd() as seen, _no_gradscaler():
                 got = run_training(answer, setup)
-        except bl.AutogradForbidden as err:
+        except AutogradForbidden as err:
             return _fail(name, str(err), "autograd")
         except NotImplementedError:
             return _fail(name, "not written yet: it still raises NotImplementedError.",
@@ -362,14 +359,14 @@ def _check_scaled_step(answer: Any, seed: int) -> Any:
             return _fail(name, f"on {where}: the parameters are not finite at the end: a "
                                "step whose gradients hold inf or NaN must be skipped")
         return _fail(name, f"on {where}: {_first_difference(got, want)}")
-    return bl.Report((bl.Check(
+    return Report((Check(
         name, True, "pass",
         f"on 2 new runs of {STEPS} steps with overflows injected: one backward per step, "
         "the overflowing steps skipped, the scale history and the parameters equal to "
         "torch.amp.GradScaler's"),))
 
 
-SCALE_RANGE = bl.ByHand(
+SCALE_RANGE = ByHand(
     name="loss scale range",
     reference=_scale_range_reference,
     make_inputs=_new_layer,
@@ -380,7 +377,7 @@ SCALE_RANGE = bl.ByHand(
 
 EXERCISES = {
     "l17-scale-range": SCALE_RANGE,
-    "l17-scaled-step": bl.Method(check=_check_scaled_step),
+    "l17-scaled-step": Method(check=_check_scaled_step),
 }
 
 # --------------------------------------------------------------------------- prediction
@@ -401,7 +398,7 @@ def zero_rows_experiment() -> torch.Tensor:
 
 
 PREDICTIONS = {
-    "l17-predict-zero-rows": bl.Prediction(
+    "l17-predict-zero-rows": Prediction(
         question="how many rows of the weight gradient are all zero",
         answer=lambda: int((zero_rows_experiment() == 0).all(dim=1).sum()),
         hint="follow the gradient backwards: which tensor does autograd round to float16 "

@@ -13,10 +13,7 @@
   still equal eager ones, and a compiler that runs the graph to measure it is refused.
 
 The predictions compile small functions with a counting backend and count graphs, or read
-what the min-cut partitioner saves (measured with `describe(...).saved_memory()`).
-
-The lesson imports the package's vocabulary through its top-level names (``bl.ByHand``,
-``bl.Method``, ``bl.Prediction``, ``bl.Check``, ``bl.Report``).
+what the min-cut partitioner saves (measured with `bl.describe(...).saved_memory()`).
 """
 
 from __future__ import annotations
@@ -29,18 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-import backproplab as bl
+from ...graph import describe
+from ._spec import ByHand, Check, Method, Prediction, Report
+from ._spec import failed as _fail
+from ._spec import first_line as _first_line
 
 # --------------------------------------------------------------------------- shared
-
-
-def _fail(name: str, message: str, verdict: str = "fail") -> Any:
-    return bl.Report((bl.Check(name, False, verdict, message),))
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _nop(gm, example_inputs):
@@ -129,7 +120,7 @@ MIN_CUT_ADVICE = (
     "with the transposes you were given."
 )
 
-MIN_CUT = bl.ByHand(
+MIN_CUT = ByHand(
     name="min-cut backward",
     reference=_min_cut_reference,
     make_inputs=_saved_inputs,
@@ -279,7 +270,7 @@ def _flop_trial(name: str, kind: str, fn: Any, args: tuple, compiler: Any,
 def _check_flop_compiler(answer: Any, seed: int) -> Any:
     name = "make_flop_compiler"
     made = _made_compiler(answer, name)
-    if isinstance(made, bl.Report):
+    if isinstance(made, Report):
         return made
     compiler, counts = made
     noted: list[str] = []
@@ -291,9 +282,9 @@ def _check_flop_compiler(answer: Any, seed: int) -> Any:
         failed = _flop_trial(name, kind, fn, args, compiler, counts, noted)
         if failed is not None:
             return failed
-    warned = tuple(bl.Check(name, True, "warning", f"with your compiler, torch warned ({text})."
+    warned = tuple(Check(name, True, "warning", f"with your compiler, torch warned ({text})."
                             " It is shown here rather than on stderr.") for text in noted)
-    return bl.Report((bl.Check(name, True, "pass",
+    return Report((Check(name, True, "pass",
                                "matches FlopCounterMode on 3 new functions (mm, addmm and "
                                "bmm; forward and backward graphs; one with an input that "
                                "needs no gradient), read from the graphs before they ran, "
@@ -318,7 +309,7 @@ def _flop_slip(mine: Any, want: int, parts: dict[str, int]) -> str:
             "and so on) and read their sizes from node.meta['val'] and their inputs'.")
 
 
-FLOP_COMPILER = bl.Method(check=_check_flop_compiler)
+FLOP_COMPILER = Method(check=_check_flop_compiler)
 
 EXERCISES = {
     "l18-min-cut-backward": MIN_CUT,
@@ -343,7 +334,7 @@ def _min_cut_bytes_answer() -> int:
         w = torch.randn(32, 16, requires_grad=True)
     compiled = aot_function(_sin_cos, fw_compiler=_nop, bw_compiler=_nop,
                             partition_fn=min_cut_rematerialization_partition)
-    memory = bl.describe(compiled(x, w)).saved_memory()
+    memory = describe(compiled(x, w)).saved_memory()
     return memory.total - memory.leaf_bytes
 
 
@@ -404,7 +395,7 @@ def _break_answer() -> str | tuple[str, ...]:
 
 
 PREDICTIONS = {
-    "l18-predict-min-cut": bl.Prediction(
+    "l18-predict-min-cut": Prediction(
         question="bytes beyond x and w that the min-cut forward keeps for (x @ w).sin().cos()"
                  ".sum()",
         answer=_min_cut_bytes_answer,
@@ -415,7 +406,7 @@ PREDICTIONS = {
             "again in the backward, where cos' derivative needs it; the transposes of x and "
             "w it keeps are views of the leaves, no new memory: {answer} bytes",
     ),
-    "l18-predict-branch": bl.Prediction(
+    "l18-predict-branch": Prediction(
         question="backward graphs compiled after one call with x and one with -x",
         answer=_branch_answer,
         hint="the branch cuts the function in two at the if; the part after it depends on "
@@ -425,7 +416,7 @@ PREDICTIONS = {
             "call with -x the other branch's rest, compiled anew (three): {answer} forward "
             "graphs and {answer} backward graphs",
     ),
-    "l18-predict-break": bl.Prediction(
+    "l18-predict-break": Prediction(
         question="which change makes the function compile into more than one graph",
         answer=_break_answer,
         hint="while Dynamo traces, it knows every tensor's shape and number of dimensions, "

@@ -23,8 +23,8 @@ import math
 
 import torch
 
-import backproplab as bl
-
+from ...graph import describe
+from ._spec import ByHand, Prediction
 from ._spec import vjp as _vjp
 
 # --------------------------------------------------------------------------
@@ -104,7 +104,7 @@ def _attend_ref(P, V, dO):
     return _vjp(lambda P, V: P @ V, [P, V], dO)
 
 
-ATTEND = bl.ByHand(
+ATTEND = ByHand(
     name="attend_backward",
     reference=_attend_ref,
     make_inputs=_inputs("P", "V", "dO"),
@@ -142,7 +142,7 @@ def _rebuilt(S, lse, mask=True):
     return P.masked_fill(future_mask(len(S)), 0.0) if mask else P
 
 
-DSCORES = bl.ByHand(
+DSCORES = ByHand(
     name="dscores",
     reference=_dscores_ref,
     make_inputs=_inputs("S", "lse", "dP"),
@@ -187,7 +187,7 @@ def _root(Q):
     return math.sqrt(Q.shape[1])
 
 
-SCORES = bl.ByHand(
+SCORES = ByHand(
     name="scores_backward",
     reference=_scores_ref,
     make_inputs=_inputs("Q", "K", "dS"),
@@ -223,7 +223,7 @@ def _weights(X, dQ, dK, dV):
     return X.T @ dQ, X.T @ dK, X.T @ dV
 
 
-PROJECTIONS = bl.ByHand(
+PROJECTIONS = ByHand(
     name="projections_backward",
     reference=_projections_ref,
     make_inputs=_inputs("X", "Wq", "Wk", "Wv", "dQ", "dK", "dV"),
@@ -271,7 +271,7 @@ def saved_bytes(T: int, seed: int = 0) -> dict:
     X = torch.randn(T, WIDTH, generator=gen, dtype=torch.float64)
     weights = [torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_()
                for shape in [(WIDTH, HEAD_WIDTH)] * 3 + [(HEAD_WIDTH, WIDTH)]]
-    graph = bl.describe(head_forward(X, *weights)["Y"].sum())
+    graph = describe(head_forward(X, *weights)["Y"].sum())
     memory = graph.saved_memory()
     square = {s.storage: s.nbytes for node in graph.nodes for s in node.saved
               if s.shape == (T, T)}
@@ -284,7 +284,7 @@ def _growth() -> str:
 
 
 PREDICTIONS = {
-    "l19-predict-growth": bl.Prediction(
+    "l19-predict-growth": Prediction(
         question="how the bytes kept for backward grow from T = 128 to T = 256",
         answer=_growth,
         hint="list what the head keeps and the shape of each: which grow with T, and which "
