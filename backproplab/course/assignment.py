@@ -113,14 +113,10 @@ def heading_level(cell: NotebookNode) -> int | None:
     >>> heading_level(nbformat.v4.new_markdown_cell("```python\\n# a comment\\n```")) is None
     True
     """
+    _check_cell(cell, "cell")
     if cell.get("cell_type") != "markdown":
         return None
-    levels, fenced = [], False
-    for line in cell.get("source", "").split("\n"):
-        if line.lstrip().startswith(("```", "~~~")):
-            fenced = not fenced
-        elif not fenced and (found := _ATX.match(line)):
-            levels.append(len(found.group(1)))
+    levels = [level for _, level in _headings(cell.get("source", ""))]
     return min(levels) if levels else None
 
 
@@ -128,13 +124,33 @@ def after_reveal_folds(cells: Sequence[NotebookNode]) -> list[tuple[int, int]]:
     """``(fold, end)`` for each "After the reveal" fold in ``cells``: cells
     ``fold + 1`` to ``end - 1`` are the ones JupyterLab hides under it (up to the
     next heading, or to the end of the notebook)."""
-    folds = []
-    for i, cell in enumerate(cells):
-        if AFTER_REVEAL not in cell.get("metadata", {}).get("backproplab", {}):
-            continue
-        end = next((k for k in range(i + 1, len(cells)) if heading_level(cells[k])), len(cells))
-        folds.append((i, end))
-    return folds
+    if not isinstance(cells, (list, tuple)):
+        raise TypeError(f"cells: expected a notebook's list of cells, got {type(cells).__name__}")
+    for k, cell in enumerate(cells):
+        _check_cell(cell, f"cells[{k}]")
+    return [(i, _next_heading(cells, i + 1)) for i, cell in enumerate(cells)
+            if AFTER_REVEAL in cell.get("metadata", {}).get("backproplab", {})]
+
+
+def _check_cell(cell: object, arg: str) -> None:
+    if not isinstance(cell, dict):
+        raise TypeError(f"{arg}: expected a notebook cell, got {type(cell).__name__}")
+
+
+def _headings(source: str) -> list[tuple[int, int]]:
+    """(line number, level) of each heading line of markdown ``source``, fenced code left out."""
+    found, fenced = [], False
+    for n, line in enumerate(source.split("\n")):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced and (atx := _ATX.match(line)):
+            found.append((n, len(atx.group(1))))
+    return found
+
+
+def _next_heading(cells: Sequence[NotebookNode], start: int) -> int:
+    """The index of the first cell from ``start`` on with a heading (len(cells) if none)."""
+    return next((k for k in range(start, len(cells)) if heading_level(cells[k])), len(cells))
 
 
 def _reveal_problem(cells: Sequence[NotebookNode], check: int) -> str | None:
@@ -154,8 +170,8 @@ def _reveal_problem(cells: Sequence[NotebookNode], check: int) -> str | None:
         return (f"the cell after the reveal (cell {reveal + 1}) must be a heading, or a fold: "
                 f"a markdown cell starting with a level-6 heading, with metadata "
                 f"{{{COLLAPSED!r}: true, 'backproplab': {{{AFTER_REVEAL!r}: <prediction id>}}}}")
-    end = next((k for k in range(reveal + 2, len(cells)) if heading_level(cells[k])), None)
-    if end is not None and _text_above_heading(cells[end]):
+    end = _next_heading(cells, reveal + 2)
+    if end < len(cells) and _text_above_heading(cells[end]):
         # JupyterLab shows a heading cell whole: its text above the heading is not folded.
         return (f"cell {end} ends the fold after the reveal, and its text above the heading "
                 f"would show: put that text in a cell of its own, before it")
@@ -165,7 +181,7 @@ def _reveal_problem(cells: Sequence[NotebookNode], check: int) -> str | None:
 def _text_above_heading(cell: NotebookNode) -> str:
     """A markdown cell's text above its first heading, without HTML anchors (invisible)."""
     lines = cell.get("source", "").split("\n")
-    first = next((n for n, line in enumerate(lines) if _ATX.match(line)), len(lines))
+    first = next((n for n, _ in _headings(cell.get("source", ""))), len(lines))
     above = "\n".join(lines[:first])
     return re.sub(r'<a id="[^"]*"></a>', "", above).strip()
 

@@ -54,3 +54,16 @@ def test_regions_checks_its_arguments():
         course.regions(None, course.SOLUTION)
     with pytest.raises(ValueError, match="kind: expected"):
         course.regions("x", ("BEGIN", "END"))
+
+
+@pytest.mark.parametrize("bad", [None, "## Next", 3])
+def test_heading_level_wants_a_cell(bad):
+    with pytest.raises(TypeError, match="cell: expected a notebook cell"):
+        course.heading_level(bad)
+
+
+@pytest.mark.parametrize("bad, arg", [(None, "cells"), ("cells", "cells"),
+                                      ([nbformat.v4.new_markdown_cell("x"), 2], r"cells\[1\]")])
+def test_after_reveal_folds_wants_a_list_of_cells(bad, arg):
+    with pytest.raises(TypeError, match=arg + ": expected a notebook"):
+        course.after_reveal_folds(bad)
