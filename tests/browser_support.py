@@ -109,11 +109,33 @@ def find_chromium() -> str | None:
     return None
 
 
+def _ephemeral_low() -> int:
+    """The first port of the range the OS picks from when a program binds port 0."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152  # the IANA range, which macOS and Windows use
+
+
 def free_port() -> int:
-    """Ask the OS for a loopback port nobody is listening on."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free loopback port for a test's server, which no other program is about to take.
+
+    A server must be told its port before it binds it. A port the OS hands out for
+    port 0 is free now but can be handed to anyone else (a gloo connection of lesson 16,
+    say) before the server binds it; a port below that range is never handed out. Each
+    test worker (PYTEST_XDIST_WORKER gw0, gw1, ...) searches a block of its own there, so
+    two workers never choose the same one, and a worker's servers start one at a time."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    block = 200
+    start = max(1024, _ephemeral_low() - 8000) + block * (int(worker or 0) % 40)
+    for port in range(start, start + block):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # in use (or just released and waiting): the next one
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {start}-{start + block - 1}")
 
 
 # --------------------------------------------------------------------------
@@ -189,6 +211,8 @@ class LabServer:
             # (output types, execution counts) instead of guessing from CSS.
             "--LabApp.expose_app_in_browser=True",
             "--ServerApp.terminals_enabled=False",
+            # Kernels on Unix sockets, as everywhere in the suite (tests/conftest.py).
+            "--KernelManager.transport=ipc",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")  # CI containers run as root

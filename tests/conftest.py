@@ -15,6 +15,11 @@
   one at the end.
 - The summary names how many notebooks ran under nbval: .ci/run reads it, since
   a green run that never executed a lesson would prove nothing.
+- Every kernel the suite starts talks over Unix sockets, not TCP ports
+  (`backproplab.course.kernels`): with TCP, the starter picks free ports and
+  closes them for the kernel to bind, and a kernel started at the same moment by
+  another worker could take one in between. nbval takes no kernel manager
+  option, so its module's KernelManager is swapped here, before any kernel starts.
 """
 
 import os
@@ -27,6 +32,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 import pytest  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import nbval.kernel
+
+    from backproplab.course.kernels import IPCKernelManager
+
+    nbval.kernel.KernelManager = IPCKernelManager
 
 
 @pytest.fixture(scope="session")

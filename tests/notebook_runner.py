@@ -26,6 +26,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from backproplab.course.kernels import AsyncIPCKernelManager
 from backproplab.tracebacks import fold_frames, frame_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +42,7 @@ def run(nb: nbformat.NotebookNode, cwd: Path = NOTEBOOKS, *, allow_errors: bool 
         nb,
         timeout=timeout,
         kernel_name="python3",
+        kernel_manager_class=AsyncIPCKernelManager,  # no TCP port to race for (README)
         allow_errors=allow_errors,
         resources={"metadata": {"path": str(cwd)}},
     )

@@ -39,6 +39,8 @@ from nbclient import NotebookClient
 from nbval.plugin import get_sanitize_patterns
 from notebook_runner import NOTEBOOKS, error_of, grade_id
 
+from backproplab.course.kernels import AsyncIPCKernelManager
+
 ROOT = Path(__file__).resolve().parent.parent
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
 
@@ -180,6 +182,7 @@ def play(path: Path, variants: dict[str, list[Variant]], timeout: int = 300) -> 
     result = LessonRun(path)
     sanitize = _sanitizer()
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            kernel_manager_class=AsyncIPCKernelManager,
                             resources={"metadata": {"path": str(path.parent)}})
     solution_at: dict[int, int] = {}  # check cell index -> its solution cell index
     last_solution = None

@@ -84,6 +84,9 @@ def _configure(root: Path) -> None:
         # lessons import torch; a loaded machine can be slow to start a kernel
         "c.Execute.timeout = 300\n"
         "c.Execute.startup_timeout = 300\n"
+        # Kernels on Unix sockets: students graded at once never race for a TCP port.
+        "c.Execute.kernel_manager_class = "
+        "'backproplab.course.kernels.AsyncIPCKernelManager'\n"
     )
 
 

@@ -124,7 +124,9 @@ def _processes_before():
 
 def _assert_no_worker_left() -> None:
     assert multiprocessing.active_children() == []
-    deadline = time.monotonic() + 5
+    # Killed processes are gone within milliseconds on an idle machine; the minute is for
+    # a machine whose two cores are busy with the rest of the suite.
+    deadline = time.monotonic() + 60
     while True:
         left = {pid: state for pid, state in _descendants(os.getpid()).items()
                 if pid not in _helpers() and pid not in _BEFORE}
@@ -315,7 +317,7 @@ def test_no_process_outlives_the_python_that_ran_the_workers(tmp_path):
     lines = done.stdout.split()
     assert lines[:3] == ["3.0", "rank", "0"] or lines[:3] == ["3.0", "rank", "1"]
     helper = int(lines[-1])
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # seconds on an idle machine; a minute when loaded
     while Path(f"/proc/{helper}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not Path(f"/proc/{helper}").exists(), "the fork server outlived its Python"

@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-import time
 
 import matplotlib
 
@@ -350,9 +349,8 @@ def test_draw_graph_large_graph_is_collapsed():
     for _ in range(2000):
         x = torch.tanh(x * 0.9)
     n_all = len(describe(x).nodes)
-    start = time.perf_counter()
+    # How long it takes is benchmarks/graph.py's business, not a unit test's.
     ax = plot.draw_graph(x, max_nodes=40)
-    assert time.perf_counter() - start < 20
     info = ax.backproplab
     assert info["node_ids"] == list(range(40))
     assert info["hidden"] == n_all - 40

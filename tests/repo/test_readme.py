@@ -6,12 +6,13 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from browser_support import free_port
 
 ROOT = Path(__file__).parents[2]
 README = (ROOT / "README.md").read_text()
@@ -72,12 +73,6 @@ def test_cpu_route_installs_the_locked_torch_from_pytorchs_cpu_index():
         assert f"torch=={locked}" in command, f"{command} installs another torch than the lock"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_learn_command_serves_copies_of_the_lessons(tmp_path):
     # Command (a) without its install steps, run as written in a folder that
     # has the lessons at notebooks/ (root runs its own line, which adds
@@ -100,7 +95,7 @@ def test_learn_command_serves_copies_of_the_lessons(tmp_path):
     for name in expected:  # copies, not the lessons with their stored answers
         assert (copies / name).read_bytes() != (ROOT / "notebooks" / name).read_bytes()
 
-    port, token = _free_port(), "readme-test"
+    port, token = free_port(), "readme-test"
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
                JUPYTER_DATA_DIR=str(tmp_path / "data"),
                JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
