@@ -73,7 +73,7 @@ _MODULES = {
 _MOVED = {
     "exercise": "course.grading", "lessons": "course.exercises", "handout": "course.handout",
     "audit": "course.audit", "site": "course.site", "distributed": "course.distributed",
-    "notebook": "tracebacks", "_integrity": "integrity", "_report": "check",
+    "notebook": "tracebacks", "_report": "check",
     "_registry": "course.grading", "_diagnose": "diagnosis", "_numerical": "numerical",
     "_function_check": "custom_function", "_graph_quiz": "graph_quiz", "_watch": "watch",
     "_drawing": "drawing", "_layout": "layout", "_figure": "figure", "_render": "render",

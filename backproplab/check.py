@@ -183,7 +183,6 @@ class Report:
         value, which nbgrader would try to read as a partial score.
         """
         __tracebackhide__ = True  # the learner's cell is the place to look, not this frame
-        integrity.verify()
         if not self.ok:
             # The report starts on a line of its own: the lab shows "AssertionError: " before
             # the message, and the report's lines are already as wide as the lab allows.
@@ -455,10 +454,3 @@ def _verdict_word(c: Check, tol: tuple[float, float] | None) -> str:
     if c.verdict == "shape":
         return "shape differs"
     return f"mismatch, max abs diff {fmt(c.max_abs_diff or 0.0, 3)}"
-
-
-# Checked by `integrity.verify` before a grade is given (at the end: the snapshot is of
-# the whole module, taken as soon as it exists).
-from . import integrity  # noqa: E402
-
-integrity.protect_module(__name__)

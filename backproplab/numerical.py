@@ -19,11 +19,7 @@ from .values import as_value, shape_text, type_name
 # Largest number of float64 elements one batched (vmap) evaluation may hold.
 _BATCH_ELEMENTS = 1 << 22
 
-# Set by ``forbid_autograd`` for the length of its block: a gradient asked for
-# "by hand" must not be a finite-difference estimate.
-refusal: Callable[[], None] | None = None
-
-__all__ = ["central_differences", "jacobian_rows", "numerical_grad", "refusal"]
+__all__ = ["central_differences", "jacobian_rows", "numerical_grad"]
 
 
 def numerical_grad(
@@ -66,8 +62,6 @@ def central_differences(
     f: Callable[..., Any], inputs: Sequence[Any], v: Any, eps: float
 ) -> tuple[torch.Tensor, ...]:
     """``vᵀJ`` of ``f`` at ``inputs`` per input (see ``numerical_grad``, which documents it)."""
-    if refusal is not None:
-        refusal()
     if not callable(f):
         raise TypeError(f"f: expected a callable, got {type_name(f)}")
     if (
@@ -195,10 +189,3 @@ def jacobian_rows(
             minus = _as_output(f(*args)).reshape(-1)
             rows.append((plus - minus) / (2 * eps))
     return torch.stack(rows)
-
-
-# Checked by `integrity.verify` before a grade is given (at the end: the snapshot is of
-# the whole module, taken as soon as it exists).
-from . import integrity  # noqa: E402
-
-integrity.protect_module(__name__)

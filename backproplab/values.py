@@ -247,10 +247,3 @@ def aligned(m: Value, r: Value) -> tuple[torch.Tensor, torch.Tensor]:
     if r.is_number and a.numel() == 1:
         b = b.reshape(a.shape)
     return a, b
-
-
-# Checked by `integrity.verify` before a grade is given (at the end: the snapshot is of
-# the whole module, taken as soon as it exists).
-from . import integrity  # noqa: E402
-
-integrity.protect_module(__name__)

@@ -7,57 +7,34 @@ engine object, and every forward-mode pass starts with
 ``forward_ad.make_dual``. Both are swapped for the length of a ``with`` block
 and always put back.
 
-``forbid_autograd`` refuses more than passes, because each of these gives a
-gradient without the learner deriving it:
-
-- turning grad mode back on inside the block (a graph could then be built and
-  its nodes called by hand, ``y.grad_fn(g)``);
-- torch's own backward kernels (``torch.ops.aten.*_backward``), seen at the
-  dispatcher, whatever name the learner reached them by;
-- complex numbers (the complex-step trick estimates a derivative);
-- numerical estimates: ``bl.numerical_grad`` and torch's numerical Jacobians.
+What else a by-hand answer must not use (torch's backward kernels, complex
+numbers, numerical estimates) is read on its source by
+`backproplab.course.rules`, before it runs, and estimates are seen as they run
+by `backproplab.course.nudges`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 import torch.autograd.forward_ad as forward_ad
 from torch.autograd.variable import Variable
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
-
-from . import numerical
-
-SET_GRAD_ENABLED = torch._C._set_grad_enabled  # the real switch, put back after a block
-# torch's finite-difference Jacobians (gradcheck uses them); refused by name.
-NUMERICAL_JACOBIANS = ("get_numerical_jacobian", "get_numerical_jacobian_wrt_specific_input",
-                       "_get_numerical_jacobian")
-
-# The module, not the function of the same name that torch.autograd exports.
-gradcheck = importlib.import_module("torch.autograd.gradcheck")
 
 __all__ = [
     "AutogradCount",
     "AutogradForbidden",
     "EngineWatch",
     "QuietDispatchMode",
-    "STAND_INS",
     "caller_api",
     "count_autograd",
     "forbid_autograd",
-    "refuse_shortcuts",
     "watch",
 ]
-
-# The stand-ins a `watch` block has put in place, which are not tampering.
-STAND_INS: set[Any] = set()
 
 _TRANSFORMS = {"grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
                "linearize"}
@@ -127,13 +104,11 @@ def watch(on_reverse: Callable[[str], None], on_forward: Callable[[str], None]) 
 
     Variable._execution_engine = EngineWatch(engine, on_reverse)
     forward_ad.make_dual = watched_make_dual
-    STAND_INS.add(watched_make_dual)
     try:
         yield
     finally:
         Variable._execution_engine = engine
         forward_ad.make_dual = make_dual
-        STAND_INS.discard(watched_make_dual)
 
 
 class QuietDispatchMode(TorchDispatchMode):
@@ -145,75 +120,6 @@ class QuietDispatchMode(TorchDispatchMode):
         # that wrapper imports the whole compiler stack on its first call: seconds
         # before a learner's first check answers. Nothing compiles under a watcher.
         return False
-
-
-class _NoShortcuts(QuietDispatchMode):
-    """Sees every operation torch runs: refuses backward kernels and complex numbers."""
-
-    def __init__(self, refuse: Callable[[str], None]) -> None:
-        super().__init__()
-        self._refuse = refuse
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        name = func.name()  # e.g. "aten::tanh_backward"
-        if name.startswith("aten::") and "backward" in name:
-            self._refuse(f"torch.ops.{name.replace('::', '.')}, one of torch's own backward "
-                         "kernels")
-        out = func(*args, **(kwargs or {}))
-        if any(isinstance(t, torch.Tensor) and t.is_complex()
-               for t in (out if isinstance(out, (tuple, list)) else (out,))):
-            self._refuse("used complex numbers (the complex-step trick is a numerical estimate)")
-        return out
-
-
-class _NoShortcutCalls(TorchFunctionMode):
-    """Sees the torch functions called, before any is broken into smaller ones: a backward
-    kernel such as ``gather_backward`` is made of forward operations by then."""
-
-    def __init__(self, refuse: Callable[[str], None]) -> None:
-        super().__init__()
-        self._refuse = refuse
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        name = str(func)  # e.g. "aten.gather_backward.default"
-        if name.startswith("aten.") and "backward" in name:
-            self._refuse(f"torch.ops.{name}, one of torch's own backward kernels")
-        return func(*args, **(kwargs or {}))
-
-
-@contextlib.contextmanager
-def refuse_shortcuts(refuse: Callable[[str], None]) -> Iterator[None]:
-    """Refuse everything ``forbid_autograd`` refuses besides the passes themselves."""
-    started_off = not torch.is_grad_enabled()
-
-    def watched_set_grad_enabled(mode: bool) -> None:
-        if mode and started_off:
-            api = caller_api("torch._C._set_grad_enabled")
-            if api.startswith("torch.autograd.grad_mode"):  # the learner's own enable_grad()
-                api = ("torch.enable_grad() (this code runs with autograd off, so that no "
-                       "graph is built to differentiate)")
-            refuse(api)  # else a transform such as torch.func.grad, named as such
-        SET_GRAD_ENABLED(mode)
-
-    def refused_jacobian(name: str) -> Callable[..., Any]:
-        def refused(*args: Any, **kwargs: Any) -> Any:
-            refuse(f"torch.autograd.gradcheck.{name} (a numerical estimate)")
-        return refused
-
-    saved = {name: getattr(gradcheck, name) for name in NUMERICAL_JACOBIANS}
-    torch._C._set_grad_enabled = watched_set_grad_enabled
-    numerical.refusal = lambda: refuse("bl.numerical_grad (a numerical estimate: finite "
-                                        "differences)")
-    for name in saved:
-        setattr(gradcheck, name, refused_jacobian(name))
-    try:
-        with _NoShortcuts(refuse), _NoShortcutCalls(refuse):
-            yield
-    finally:
-        torch._C._set_grad_enabled = SET_GRAD_ENABLED
-        numerical.refusal = None
-        for name, fn in saved.items():
-            setattr(gradcheck, name, fn)
 
 
 # --------------------------------------------------------------------------
@@ -254,7 +160,7 @@ def forbid_autograd(reason: str = "this exercise asks for the gradient by hand")
             "the gradient with plain tensor operations."
         )
 
-    with watch(refuse, refuse), refuse_shortcuts(refuse):
+    with watch(refuse, refuse):
         yield
 
 
@@ -304,10 +210,3 @@ def count_autograd() -> Iterator[AutogradCount]:
 
     with watch(reverse, forward):
         yield seen
-
-
-# Checked by `integrity.verify` before a grade is given (at the end: the snapshot is of
-# the whole module, taken as soon as it exists).
-from . import integrity  # noqa: E402
-
-integrity.protect_module(__name__)

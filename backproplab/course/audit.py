@@ -1,37 +1,28 @@
-"""Read submitted notebooks and list what tampers with the grading: ``backproplab audit``.
+"""Read submitted notebooks and list what a grader would want to see: ``backproplab audit``.
 
-A check cell runs in the student's kernel after the student's code, so that
-code can replace a checker, patch autograd, or install an IPython input
-transformer that rewrites every later cell. The checks notice some of this
-while they run (`backproplab.integrity`); the rest can only be seen in the
-notebook itself. The audit reads every code cell of every submitted notebook
-and lists, per student and cell, each line that:
+The grade does not come from the students' kernels (``backproplab grade``
+reads the source and runs it in a fresh process), so nothing a notebook does
+to its own kernel changes it. The audit shows an instructor what was tried
+all the same, per student, cell and line:
 
-- rebinds or deletes a name of backproplab or torch (``bl.check_by_hand = ...``,
-  ``bl = ...``, ``del torch.autograd.grad``), or any attribute whose name is a
-  grading function's (``report.assert_ok = ...``);
-- patches through the back door: ``setattr``/``delattr``, ``__dict__``,
-  ``__code__``, ``sys.modules``, ``importlib.reload``, ``globals()[...] =``,
-  ``builtins``, ``unittest.mock``;
-- reaches into the kernel or the interpreter: ``get_ipython``, input or AST
-  transformers, cell magics, ``exec``/``eval``/``compile``, ``sys.settrace``,
-  ``signal`` handlers, ``atexit``, ``os._exit``;
-- takes a gradient from torch's machinery instead of the chain rule:
-  ``_execution_engine``, ``torch.ops.aten``, calling a ``grad_fn`` or walking
-  ``next_functions`` in an answer, ``numerical_grad``, numerical Jacobians.
+- each graded exercise's answer, read against **that exercise's** vocabulary
+  (`backproplab.course.rules`), exactly as ``backproplab grade`` reads it: the
+  definitions above the check cell that the answer is made of
+  (`backproplab.course.sources`). Each use outside the vocabulary is listed
+  ("outside the exercise's vocabulary: ..."), so a method exercise that walks
+  the graph is not blamed for what it is asked to do;
+- every other line of a student's cells that reaches into the kernel or the
+  grading of the kernel's own checks: rebinding or deleting a name of
+  backproplab or torch (``bl.check_by_hand = ...``), patching through
+  ``setattr``, ``__dict__``, ``__code__``, ``sys.modules``, ``importlib.reload``,
+  ``globals()``, ``builtins`` or ``unittest.mock``; ``get_ipython``, input or
+  AST transformers, cell magics, ``exec``/``eval``/``compile``, trace
+  functions, ``signal`` and exit handlers; autograd's engine or grad switch
+  reached through private names.
 
-The answer cell of every by-hand exercise (a solution cell whose grade id names a
-`ByHand` exercise) is also read against the by-hand vocabulary, the same
-allowlist the check applies when it calls the answer
-(`backproplab.course.vocabulary`): each import, introspection, thread,
-process, private or autograd part of torch, other numeric library, complex
-number, ``eval``/``getattr``, class of its own, or call of a function at a
-nudged argument (``f(x + h)``, a numerical estimate) is listed with its line.
-
-With ``against`` (the folder of lessons that were handed out, or their
-instructor versions), cells that are exactly as handed out are not read (the
-lessons' own code is not the student's), and a check cell whose source differs
-from the handed-out one is listed too.
+With ``against`` (the lessons as handed out, or their instructor versions), cells
+exactly as handed out are not read, a check cell whose source differs from the
+handed-out one is listed, and the exercises are the instructor's.
 
 >>> import nbformat
 >>> nb = nbformat.v4.new_notebook()
@@ -50,9 +41,10 @@ from pathlib import Path
 
 import nbformat
 
-from . import vocabulary
+from . import rules, sources
 from .assignment import CourseError, read_notebook, student_version
-from .grading import ByHand, find_exercise
+from .grade import Graded, graded_exercises
+from .grading import find_exercise
 from .handout import find_notebooks
 
 __all__ = ["Finding", "audit", "findings_in"]
@@ -71,9 +63,6 @@ SUSPECT_NAMES = {
     "input_transformers_post": "installs an IPython input transformer",
     "ast_transformers": "installs an IPython AST transformer",
     "_execution_engine": "touches autograd's engine (_execution_engine)",
-    "next_functions": "walks the autograd graph (next_functions)",
-    "numerical_grad": "uses bl.numerical_grad (a numerical estimate)",
-    "get_numerical_jacobian": "uses torch's numerical Jacobian (a numerical estimate)",
     "settrace": "sets an interpreter trace function",
     "setprofile": "sets an interpreter profile function",
     "__code__": "reads or replaces a function's code (__code__)",
@@ -88,7 +77,6 @@ SUSPECT_MODULES = {
     "unittest.mock": "patches with unittest.mock",
     "signal": "installs a signal handler",
     "atexit": "registers an exit handler",
-    "torch.ops.aten": "calls torch's own kernels (torch.ops.aten)",
     "os._exit": "ends the kernel (os._exit)",
 }
 SUSPECT_CALLS = {
@@ -206,11 +194,8 @@ def _read_cell(source: str, protected: set[str]) -> list[tuple[int, str]]:
                     found.append((node.lineno, f"{verb} {_dotted(target.value)}[...]"))
             if isinstance(node, ast.Call):
                 name = _dotted(node.func)
-                last = name.split(".")[-1]
                 if name in SUSPECT_CALLS:
                     found.append((node.lineno, SUSPECT_CALLS[name]))
-                if last == "grad_fn" or name.endswith("grad_fn()"):
-                    found.append((node.lineno, "calls a backward node (grad_fn(...))"))
     for number, line in enumerate(python_lines, start=1):
         words = set(re.findall(r"[A-Za-z_][\w.]*", line))
         for name, what in SUSPECT_NAMES.items():
@@ -262,27 +247,30 @@ def findings_in(
             continue
         for line, what in _read_cell(cell.source, protected):
             found.append(Finding(name, index, grade_id, line, what))
-        if meta.get("solution") and _by_hand(grade_id):
-            for line, what in _outside_vocabulary(cell.source):
-                found.append(Finding(name, index, grade_id, line, what))
-    return found
+    exercises = next((graded_exercises(v) for v in versions if graded_exercises(v)), None)
+    for graded in exercises if exercises is not None else graded_exercises(nb):
+        found += _outside_vocabulary(nb, name, graded)
+    return sorted(set(found), key=lambda f: (f.cell, f.line, f.what))
 
 
-def _by_hand(grade_id: str | None) -> bool:
-    """Whether ``grade_id`` names a by-hand exercise of the lessons."""
+def _outside_vocabulary(nb: nbformat.NotebookNode, name: str, graded: Graded) -> list[Finding]:
+    """Each use outside the exercise's vocabulary in the source its grade reads."""
     try:
-        return isinstance(find_exercise(grade_id), ByHand)
+        exercise = find_exercise(graded.key)
     except (TypeError, ValueError):
-        return False
-
-
-def _outside_vocabulary(source: str) -> list[tuple[int, str]]:
-    """(line, what) for each use outside the by-hand vocabulary in an answer cell."""
-    try:
-        found = vocabulary.source_findings(_without_magics(source))
-    except SyntaxError:
-        return []  # the check reports what does not run
-    return [(line, f"outside the by-hand vocabulary: {what}") for line, what in found]
+        return []  # not one of the lessons' exercises
+    end = next((i for i, c in enumerate(nb.cells)
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == graded.check_id),
+               len(nb.cells))
+    cells = [(i, c) for i, c in enumerate(nb.cells[:end]) if c.cell_type == "code"]
+    pieces = sources.from_notebook([c.source for _, c in cells], graded.names)
+    found = []
+    for f in rules.read([p.tree for p in pieces], exercise.vocabulary):
+        index, cell = cells[pieces[f.tree].cell]
+        found.append(Finding(name, index, cell.metadata.get("nbgrader", {}).get("grade_id"),
+                             f.line, f"outside {graded.key}'s vocabulary: {f.used} "
+                                     f"({rules.REASONS.get(f.why, f.why)})"))
+    return found
 
 
 def _without_magics(source: str) -> str:

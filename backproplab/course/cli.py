@@ -1,4 +1,4 @@
-"""Command line: ``backproplab learn``, ``release``, ``validate``, ``audit`` and ``site``.
+"""Command line: ``backproplab learn``, ``release``, ``validate``, ``grade``, ``audit``, ``site``.
 
 Also runs as ``python -m backproplab``. Problems with the input are reported
 on stderr in one line each, with exit code 2 and no traceback.
@@ -86,6 +86,38 @@ def _checking(commands: Any) -> None:
     )
     val.add_argument("src", metavar="SRC", help="a folder of notebooks or one .ipynb file")
 
+    grd = commands.add_parser(
+        "grade",
+        help="grade submitted notebooks outside the students' kernels",
+        description=(
+            "Grade every submitted notebook: each graded exercise's answer is taken from its "
+            "source (the definitions above the check cell), read against the exercise's "
+            "vocabulary and run in a fresh process with only that source, on inputs made "
+            "from the instructor's secret. Writes one CSV row per exercise."
+        ),
+    )
+    grd.add_argument("submitted", metavar="SUBMITTED",
+                     help="folder of submissions: <student>/<assignment>/<lesson>.ipynb "
+                          "(nbgrader's submitted/) or <student>/<lesson>.ipynb")
+    grd.add_argument("--against", metavar="LESSONS", required=True,
+                     help="the instructor's lessons (with solutions and hidden tests): "
+                          "which exercises are graded, their points and seeds")
+    grd.add_argument("--csv", metavar="FILE", required=True, help="where to write the grades")
+    grd.add_argument("--secret-file", metavar="FILE",
+                     help="a file holding the instructor's secret (else BACKPROPLAB_SECRET or "
+                          "BACKPROPLAB_SECRET_FILE); hidden tests' inputs derive from it")
+    grd.add_argument("-j", "--jobs", metavar="N", type=int, default=1,
+                     help="answers graded at once, each in a process of its own (default 1)")
+    grd.add_argument("--timeout", metavar="S", type=float, default=300.0,
+                     help="seconds an answer may run per request (default 300)")
+    grd.add_argument("--memory", metavar="MB", type=int, default=4096,
+                     help="memory an answer's process may add, in MB (default 4096)")
+    grd.add_argument("--nbgrader", metavar="GRADEBOOK",
+                     help="also write each score into this nbgrader gradebook (gradebook.db "
+                          "or a database URL), after nbgrader autograde")
+    grd.add_argument("--course-id", metavar="ID", default="default_course",
+                     help="the nbgrader course id (default: nbgrader's default_course)")
+
     aud = commands.add_parser(
         "audit",
         help="list what tampers with the grading in submitted notebooks",
@@ -161,6 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "audit":
             return _audit(args.submitted, args.against)
+        if args.command == "grade":
+            return _grade(args)
         checked = find_notebooks(args.src)
         problems = validate_course(checked)
     except CourseError as err:
@@ -171,6 +205,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not problems:
         print(f"{len(checked)} notebook{'' if len(checked) == 1 else 's'} checked: no problems")
     return 1 if problems else 0
+
+
+def _grade(args: Any) -> int:
+    import os
+
+    from . import grade, secret  # their own modules: the other commands never need them
+    from .assignment import CourseError
+
+    try:
+        text = (secret.read_secret_file(args.secret_file, "--secret-file") if args.secret_file
+                else secret.instructor_secret())
+    except RuntimeError as err:
+        raise CourseError(str(err)) from None
+    # The answers' processes start from this one: the secret stays here.
+    for name in (secret.SECRET_VARIABLE, secret.SECRET_FILE_VARIABLE):
+        os.environ.pop(name, None)
+    if text is None:
+        print("backproplab grade: no secret set (--secret-file or BACKPROPLAB_SECRET): hidden "
+              "tests run on the seeds written in the lessons, which anyone can read",
+              file=sys.stderr)
+
+    def shown(v: Any) -> None:
+        mark = "✓" if v.points else "✗"
+        print(f"{mark} {v.student or '-'} {v.notebook} {v.exercise}: {v.points:g}/"
+              f"{v.max_points:g} {v.verdict}" + (f" ({v.reason[:100]})" if v.reason else ""),
+              flush=True)
+
+    verdicts = grade.grade(args.submitted, args.against, secret=text, jobs=args.jobs,
+                           timeout=args.timeout, memory=args.memory << 20, progress=shown)
+    grade.write_csv(verdicts, args.csv)
+    students = sorted({v.student for v in verdicts})
+    for student in students:
+        mine = [v for v in verdicts if v.student == student]
+        print(f"{student or '-'}: {sum(v.points for v in mine):g} of "
+              f"{sum(v.max_points for v in mine):g} points")
+    if args.nbgrader:
+        written = grade.write_gradebook(verdicts, args.nbgrader, args.course_id)
+        print(f"wrote {written} scores into {args.nbgrader}")
+    print(f"graded {len(verdicts)} exercises of {len(students)} students: {args.csv}")
+    return 0
 
 
 def _audit(submitted: str, against: str | None) -> int:

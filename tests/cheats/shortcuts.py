@@ -11,7 +11,10 @@ package as a student could.
 
 Entries: ``Shortcut(kind, source, check, audit)``: the check must refuse the
 answer with a message holding ``check``; the audit, reading ``PRELUDE +
-source`` in a by-hand answer cell, must list a finding holding ``audit``.
+source`` in a by-hand answer cell, must list a finding holding ``audit`` (None
+where nothing the answer's definitions use is refused and it fails only when it
+runs: a numerical estimate, a table that the definitions leave empty).
+``backproplab grade`` gives every one of them 0 points.
 ``{key}`` in a source is the exercise's id. tests/course/test_allowlist.py runs
 every one against every by-hand exercise.
 """
@@ -25,7 +28,7 @@ class Shortcut(NamedTuple):
     kind: str
     source: str
     check: str
-    audit: str
+    audit: str | None
 
 
 # Defined in the answer cell, as a student's own helpers would be.
@@ -115,7 +118,7 @@ def answer(*args):
     while frame is not None and "reference" not in frame.f_locals:
         frame = frame.f_back
     return frame.f_locals["reference"](*args)
-''', "sys", "imports sys"),
+''', "sys", "import sys"),
     Shortcut("the check's reference from the caller's frames (inspect.stack)", '''\
 import inspect
 
@@ -124,7 +127,7 @@ def answer(*args):
     for info in inspect.stack():
         if "reference" in info.frame.f_locals:
             return info.frame.f_locals["reference"](*args)
-''', "inspect", "imports inspect"),
+''', "inspect", "import inspect"),
     Shortcut("the check's reference from gc.get_objects()", '''\
 import gc
 
@@ -133,7 +136,7 @@ def answer(*args):
     for obj in gc.get_objects():
         if getattr(obj, "__name__", "") == "reference":
             return obj(*args)
-''', "gc", "imports gc"),
+''', "gc", "import gc"),
     Shortcut("forward-mode AD through a private dual-number API", '''\
 def answer(*args):
     k = first_float(args)
@@ -177,7 +180,7 @@ def answer(*args):
     worker.start()
     worker.join()
     return out[0]
-''', "threading", "imports threading"),
+''', "threading", "import threading"),
     Shortcut("autograd in a thread that calls the backward nodes", '''\
 from threading import Thread
 
@@ -194,7 +197,7 @@ def answer(*args):
     worker.start()
     worker.join()
     return out[0]
-''', "threading", "imports threading"),
+''', "threading", "from threading import Thread"),
     Shortcut("autograd in a process pool", '''\
 from concurrent.futures import ProcessPoolExecutor
 
@@ -202,7 +205,7 @@ from concurrent.futures import ProcessPoolExecutor
 def answer(*args):
     with ProcessPoolExecutor(1) as pool:
         return pool.submit(torch.func.grad(forward), *args).result()
-''', "concurrent", "imports concurrent"),
+''', "concurrent", "from concurrent.futures"),
     Shortcut("autograd in a multiprocessing spawn", '''\
 import multiprocessing
 
@@ -210,7 +213,7 @@ import multiprocessing
 def answer(*args):
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         return pool.apply(torch.func.grad(forward), args)
-''', "multiprocessing", "imports multiprocessing"),
+''', "multiprocessing", "import multiprocessing"),
     Shortcut("autograd in a subprocess of the interpreter", '''\
 def answer(*args):
     import pickle
@@ -220,7 +223,7 @@ def answer(*args):
     done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(args),
                           capture_output=True, check=True)
     return pickle.loads(done.stdout)
-''', "subprocess", "imports subprocess"),
+''', "subprocess", "import subprocess"),
     Shortcut("symbolic differentiation with sympy", '''\
 def answer(*args):
     import sympy
@@ -228,22 +231,22 @@ def answer(*args):
     slope = sympy.lambdify(t, sympy.diff(sympy.sin(t) * t, t))
     x = args[first_float(args)]
     return torch.tensor([slope(v) for v in x.reshape(-1).tolist()]).reshape(x.shape)
-''', "sympy", "imports sympy"),
-    Shortcut("finite differences, central", CENTRAL, "numerical estimate", "nudged argument"),
+''', "sympy", "import sympy"),
+    Shortcut("finite differences, central", CENTRAL, "numerical estimate", None),
     Shortcut("finite differences, central with h = 1 (exact on a linear step)", CENTRAL_H1,
-             "numerical estimate", "nudged argument"),
+             "numerical estimate", None),
     Shortcut("finite differences, one-sided with h = 1", FORWARD_H1, "numerical estimate",
-             "nudged argument"),
+             None),
     Shortcut("finite differences, 5-point stencil", FIVE_POINT, "numerical estimate",
-             "nudged argument"),
+             None),
     Shortcut("finite differences, 7-point stencil", SEVEN_POINT, "numerical estimate",
-             "nudged argument"),
+             None),
     Shortcut("finite differences, 9-point stencil", NINE_POINT, "numerical estimate",
-             "nudged argument"),
+             None),
     Shortcut("finite differences, Richardson extrapolation", RICHARDSON, "numerical estimate",
-             "nudged argument"),
+             None),
     Shortcut("finite differences, Ridders extrapolation", RIDDERS, "numerical estimate",
-             "nudged argument"),
+             None),
     Shortcut("finite differences at high precision (mpmath)", '''\
 def answer(*args):
     import mpmath
@@ -251,7 +254,7 @@ def answer(*args):
     x = args[first_float(args)]
     slopes = [float(mpmath.diff(lambda t: mpmath.sin(t) * t, v)) for v in x.reshape(-1).tolist()]
     return torch.tensor(slopes, dtype=x.dtype).reshape(x.shape)
-''', "mpmath", "imports mpmath"),
+''', "mpmath", "import mpmath"),
     Shortcut("finite differences in long double", '''\
 import numpy as np
 
@@ -262,7 +265,7 @@ def answer(*args):
     h = np.longdouble(1e-7)
     slope = (np.sin(v + h) * (v + h) - np.sin(v - h) * (v - h)) / (2 * h)
     return torch.tensor(slope.astype(float).tolist(), dtype=x.dtype).reshape(x.shape)
-''', "numpy", "imports numpy"),
+''', "numpy", "import numpy"),
     Shortcut("complex step through numpy", '''\
 def answer(*args):
     import numpy
@@ -270,7 +273,7 @@ def answer(*args):
     v = numpy.array(x.reshape(-1).tolist()) + 1e-20j
     slope = (numpy.sin(v) * v).imag / 1e-20
     return torch.tensor(slope.tolist(), dtype=x.dtype).reshape(x.shape)
-''', "numpy", "imports numpy"),
+''', "numpy", "import numpy"),
     Shortcut("torch's backward decompositions called directly", '''\
 def answer(*args):
     x = args[first_float(args)]
@@ -288,7 +291,7 @@ def answer(*args):
     worker.start()
     worker.join()
     return out[0]
-''', "threading", "imports threading"),
+''', "threading", "import threading"),
     Shortcut("the watcher switched off inside the answer (sys.setprofile)", '''\
 import sys
 
@@ -299,7 +302,7 @@ def answer(*args):
         x = args[0].detach().requires_grad_()
         (grad,) = torch.autograd.grad(forward(x, *args[1:]), x)
     return grad
-''', "sys", "imports sys"),
+''', "sys", "import sys"),
     Shortcut("the watcher switched off with grad mode's original, captured at import", '''\
 SWITCH = torch._C._set_grad_enabled
 
@@ -326,7 +329,7 @@ def answer(*args):
         return torch.autograd.grad(forward(x, *args[1:]), x)[0]
     finally:
         Variable._execution_engine = watched
-''', "ENGINE", "imports torch.autograd.variable"),
+''', "_execution_engine", "from torch.autograd.variable"),
     Shortcut("a backward graph traced once with make_fx, then replayed", '''\
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -335,7 +338,7 @@ REPLAY = make_fx(lambda t: torch.func.grad(lambda u: (u.sin() * u).sum())(t))(to
 
 def answer(*args):
     return REPLAY(args[first_float(args)])
-''', "REPLAY", "imports torch.fx"),
+''', "REPLAY", "from torch.fx"),
     Shortcut("a backward traced once with TorchScript, then replayed", '''\
 SCRIPTED = torch.jit.trace(lambda t: t.cos() * t + t.sin(), torch.ones(2))
 
@@ -358,7 +361,7 @@ for seed in (0, 1, 2, 777, 778, 779):
 
 def answer(*args):
     return TABLE[repr([t.tolist() if torch.is_tensor(t) else t for t in args])]
-''', "KeyError", "imports backproplab"),
+''', "KeyError", None),
     Shortcut("a Tensor subclass whose torch.equal always says True", '''\
 class Agreeable(torch.Tensor):
     @classmethod

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from backproplab.course import grading
+from backproplab.course import byhand, grading, slips
 
 EXERCISES = Path(grading.__file__).resolve().parent / "exercises"
 TRIALS = 3
@@ -40,8 +40,8 @@ def _trials(exercise: grading.ByHand) -> list[tuple[tuple, tuple]]:
     """(inputs, reference outputs) of the visible check's trials."""
     out = []
     for k in range(TRIALS):
-        inputs = grading._float64(exercise.make_inputs(torch.Generator().manual_seed(k)))
-        ref = grading._as_outputs(exercise.reference(*grading._fresh(inputs)))
+        inputs = byhand._float64(exercise.make_inputs(torch.Generator().manual_seed(k)))
+        ref = slips.as_outputs(exercise.reference(*slips.fresh(inputs)))
         out.append((inputs, tuple(r.detach() if isinstance(r, torch.Tensor) else r for r in ref)))
     return out
 
@@ -75,11 +75,11 @@ def test_a_mean_for_a_sum_is_named(key: str, exercise: grading.ByHand) -> None:
             runs = []
             for inputs, refs in trials:
                 got = tuple(r / inputs[k].shape[d] if j == i else r for j, r in enumerate(refs))
-                runs.append(grading._Trial(inputs, got, refs))
+                runs.append(slips.Trial(inputs, got, refs))
             if all(torch.equal(r.got[i], r.ref[i]) for r in runs):
                 continue  # a zero gradient divided by N is still right
             tried += 1
-            failure = grading._judge(f"{key}[{i}]", i, runs, exercise.mistakes,
+            failure = slips.judge(f"{key}[{i}]", i, runs, exercise.mistakes,
                                      exercise.advice, None, None)
             assert failure is not None, f"{key}: 1/N x output {i} passed"
             assert NAMED.search(failure.message), (

@@ -1,9 +1,13 @@
 """How far a reader has to follow one check: a lesson-2 answer through
-``bl.check_exercise("l02-cubic", ...)`` enters at most six files of the package.
+``bl.check_exercise("l02-cubic", ...)`` enters at most ten modules of the package,
+together at most 2,500 lines of code (each module reads in one sitting: at most 450).
 
-The files are collected with ``sys.setprofile`` (every call into a function of a
-package file), after one warm-up run so that imports made on first use are not
-counted. Run with ``-s`` to see the route.
+The route is the check's own steps, one module each: the exercise (grading, the
+lesson's module), the answer's source read (sources) against the vocabulary (rules),
+the answer run with autograd refused and estimates watched (byhand, watch, nudges),
+and the verdict (slips, check, values). The files are collected with ``sys.setprofile``
+(every call into a function of a package file), after one warm-up run so that imports
+made on first use are not counted. Run with ``-s`` to see the route.
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from codelines import code_lines
 
 import backproplab as bl
 
 PACKAGE = Path(bl.__file__).parent
-MAX_FILES = 6
+MAX_FILES = 10
+MAX_LINES = 2500
 
 
 def _right(x):
@@ -53,8 +59,11 @@ def _route(answer) -> list[str]:
 
 
 @pytest.mark.parametrize("answer", [_right, _slip], ids=["right", "named-slip"])
-def test_a_lesson_2_check_crosses_at_most_six_files(answer):
+def test_a_lesson_2_check_crosses_at_most_ten_modules_and_2500_lines(answer):
     route = _route(answer)
-    print(f"\n{answer.__name__}: {len(route)} files: " + " -> ".join(route))
+    lines = sum(len(code_lines((PACKAGE.parent / f).read_text(encoding="utf-8")))
+                for f in route)
+    print(f"\n{answer.__name__}: {len(route)} files, {lines} lines: " + " -> ".join(route))
     assert "backproplab/course/grading.py" in route  # the check ran and was seen
     assert len(route) <= MAX_FILES, route
+    assert lines <= MAX_LINES, (lines, route)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from cells import run_cell
 from stored import flat_text as _text
 
 import backproplab as bl
@@ -51,13 +52,13 @@ def test_tanh_from_pieces_is_checked_against_the_tanh_node(cells):
     out = _text(cells["l03-36"])
     assert "tanh from your exp and power: the same value and gradients as the engine's" in out
     space = _engine()
-    exec(_solution_ops(), space)
+    run_cell(_solution_ops(), space)
     assert lesson03._tanh_from_pieces(space["exp"], space["power"], space["Value"],
                                       space["backward"], space["tanh"], 0) is None
     # an exp whose rule is off by e^a on the second path only shows up in the composite
     wrong_exp = WRONG.OP.format(name="exp", args="a", value="math.exp(a.data)",
                                 rule="a.grad += 2 * out.data * out.grad")
-    exec(wrong_exp, space)
+    run_cell(wrong_exp, space)
     report = lesson03._tanh_from_pieces(space["exp"], space["power"], space["Value"],
                                         space["backward"], space["tanh"], 0)
     assert report is not None and not report.ok
@@ -125,7 +126,7 @@ def _engine():
     for cid in ("l03-01", "l03-03", "l03-05", "l03-07", "l03-09", "l03-11", "l03-13", "l03-15"):
         source = sources[cid].replace("bl.short_tracebacks()", "")
         with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(source, f"<cell {cid}>", "exec"), space)
+            run_cell(source, space)
     return space
 
 
@@ -157,7 +158,7 @@ def test_op_slips_are_named_and_nothing_else(k):
     forbidden = WRONG.MUST_NOT.get(("l03-ops", k), ())
     for seed in (0, 1207):
         space = _engine()
-        exec(source, space)
+        run_cell(source, space)
         with pytest.raises(AssertionError) as info:
             bl.check_exercise("l03-ops", _ops_answer(space), seed=seed)
         message = " ".join(str(info.value).split())
@@ -172,8 +173,8 @@ def test_cross_entropy_slips_are_named_and_nothing_else(k):
     forbidden = WRONG.MUST_NOT.get(("l03-softmax-ce", k), ())
     for seed in (0, 2113):
         space = _engine()
-        exec(_solution_ops(), space)
-        exec(source, space)
+        run_cell(_solution_ops(), space)
+        run_cell(source, space)
         with pytest.raises(AssertionError) as info:
             bl.check_exercise("l03-softmax-ce", (space["cross_entropy"], space["Value"],
                                                  space["backward"]), seed=seed)
@@ -185,8 +186,8 @@ def test_cross_entropy_slips_are_named_and_nothing_else(k):
 
 def test_the_checks_pass_the_solutions():
     space = _engine()
-    exec(_solution_ops(), space)
-    exec(WRONG.CE.format("return -log(prob)"), space)
+    run_cell(_solution_ops(), space)
+    run_cell(WRONG.CE.format("return -log(prob)"), space)
     for seed in (0, 1207, 31):
         bl.check_exercise("l03-ops", _ops_answer(space), seed=seed)
         bl.check_exercise("l03-softmax-ce", (space["cross_entropy"], space["Value"],
@@ -198,7 +199,7 @@ def test_the_worst_entry_says_which_gradient_it_is():
     source = WRONG.WRONG["l03-ops"][4][0]  # = instead of += in exp
     for seed in (0, 1207):
         space = _engine()
-        exec(source, space)
+        run_cell(source, space)
         with pytest.raises(AssertionError) as info:
             bl.check_exercise("l03-ops", _ops_answer(space), seed=seed)
         message = " ".join(str(info.value).split())
@@ -210,9 +211,9 @@ def test_the_worst_entry_says_which_gradient_it_is():
 
 def test_topo_check_passes_the_solution_and_refuses_recursion_at_any_limit():
     space = _engine()
-    exec(WRONG.TOPO.format(WRONG.KAHN.format("return order")), space)
+    run_cell(WRONG.TOPO.format(WRONG.KAHN.format("return order")), space)
     bl.check_exercise("l03-topo", space["my_topo_order"], seed=4096)
-    exec(WRONG.TOPO.format("    sys.setrecursionlimit(50_000)\n" + WRONG.RECURSIVE), space)
+    run_cell(WRONG.TOPO.format("    sys.setrecursionlimit(50_000)\n" + WRONG.RECURSIVE), space)
     with pytest.raises(AssertionError, match="recursive"):
         bl.check_exercise("l03-topo", space["my_topo_order"])
 

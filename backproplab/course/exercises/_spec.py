@@ -11,7 +11,11 @@ method check builds its verdict from the same few pieces, all here:
 - `passed` and `failed` make a report of one check;
 - `compare`, `count_autograd`, `forbid_autograd`, `check_by_hand` and
   `check_function` are the tools a check uses on the learner's results;
-- `vjp` is a reference for a by-hand step of a backward pass: autograd's answer.
+- `vjp` is a reference for a by-hand step of a backward pass: autograd's answer;
+- `BY_HAND`, `METHOD` and `ENGINE` are the vocabularies an answer's source is read
+  against (`backproplab.course.rules`): tensor arithmetic, torch's public API, and
+  torch's API with classes that overload arithmetic (an engine the exercise builds).
+  ``X.allowing(...)`` adds what one exercise needs.
 """
 
 from __future__ import annotations
@@ -34,8 +38,14 @@ from ..grading import (
     count_autograd,
     forbid_autograd,
 )
+from ..rules import BY_HAND, METHOD
+
+ENGINE = METHOD.allowing(engine=True)
 
 __all__ = [
+    "BY_HAND",
+    "ENGINE",
+    "METHOD",
     "vjp",
     "AutogradForbidden",
     "ByHand",

@@ -35,7 +35,17 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from ._spec import Method, Prediction, Report, attempt, check_by_hand, failed, passed
+from ._spec import (
+    ENGINE,
+    METHOD,
+    Method,
+    Prediction,
+    Report,
+    attempt,
+    check_by_hand,
+    failed,
+    passed,
+)
 
 F64 = torch.float64
 
@@ -566,9 +576,12 @@ _RECURSIVE = ("your sort is recursive: a function that calls itself stops at Pyt
               "high that limit is set. Keep a list of ready nodes of your own instead")
 
 EXERCISES = {
-    "l03-ops": Method(check=_check_ops),
-    "l03-softmax-ce": Method(check=_check_ce),
-    "l03-topo": Method(check=_check_topo),
+    # The engine is the exercise: its classes may overload arithmetic.
+    "l03-ops": Method(check=_check_ops, vocabulary=ENGINE),
+    "l03-softmax-ce": Method(check=_check_ce, vocabulary=ENGINE),
+    # Raising the recursion limit is a fair try; the check says why it cannot be enough.
+    "l03-topo": Method(check=_check_topo, vocabulary=METHOD.allowing(
+        "sys.setrecursionlimit", "sys.getrecursionlimit")),
 }
 
 # --------------------------------------------------------------------------- predictions

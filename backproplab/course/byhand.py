@@ -1,0 +1,352 @@
+"""Checking a gradient worked out by hand: `check_by_hand`.
+
+An exercise that says "by hand" asks for a *function*, not a number, so the
+check can call it on inputs the learner has never seen. For a few seeds it
+makes new inputs, turns floating ones into float64, runs the answer with
+autograd switched off and refused (`run_answer`), computes the reference
+itself, and compares. A hard-coded answer fails because it stays the same
+while the inputs change; a call to autograd fails because it is refused; a
+numerical estimate fails because it moves its inputs by a step
+(`backproplab.course.nudges`) and is not exact to round-off. What is wrong is
+named by `backproplab.course.slips`.
+
+Where the answer runs is the caller's choice: in the learner's kernel
+(feedback, `check_by_hand`), or in a fresh process that has only the answer's
+source (the grade, `backproplab grade`, through `judge_by_hand`).
+
+>>> import torch
+>>> print(check_by_hand(
+...     lambda x: 2 * x,
+...     reference=lambda x: torch.func.grad(lambda t: (t**2).sum())(x),
+...     make_inputs=lambda gen: (torch.randn(3, generator=gen),),
+...     name="dz/dx",
+... ))
+✓ dz/dx: matches autograd on 3 new random inputs
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..check import Check, Report
+from ..watch import AutogradForbidden, forbid_autograd
+from .nudges import Nudges, NudgeSeen
+from .slips import Trial, as_outputs, fail, fresh, hard_coded, input_name, judge, shapes
+
+__all__ = ["ADVICE", "Ran", "check_by_hand", "judge_by_hand", "run_answer"]
+
+ADVICE = (
+    "Work one entry out on paper for a tiny input (one or two elements) and compare it "
+    "with the numbers below."
+)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What one call of an answer gave: its result, or what went wrong instead.
+
+    ``failure`` is None, ``"autograd"`` (refused), ``"missing"`` (NotImplementedError),
+    ``"error"`` (it raised; ``detail`` says what), ``"estimate"`` (``nudged`` is the
+    position of the input it moved by a step) or ``"contract"`` (a result that is not
+    plain data; ``detail`` says why). ``warnings`` are those it raised.
+    """
+
+    got: Any = None
+    failure: str | None = None
+    detail: str = ""
+    nudged: int | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def run_answer(answer: Callable[..., Any], args: Sequence[Any]) -> Ran:
+    """``answer(*args)`` with autograd off and refused and every operation watched for
+    inputs moved by a step; warnings are kept, not shown.
+
+    >>> import torch
+    >>> run_answer(lambda x: x.backward(), [torch.ones(1)]).failure
+    'autograd'
+    """
+    seen = Nudges(args)
+    got, failure, detail = None, None, ""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with torch.no_grad(), forbid_autograd(), seen:
+                got = answer(*args)
+        except NudgeSeen:
+            pass
+        except AutogradForbidden as err:
+            failure, detail = "autograd", str(err)
+        except NotImplementedError:
+            failure = "missing"
+        except Exception as err:  # the learner's bug, told as a failed check
+            failure, detail = "error", f"{type(err).__name__}: {err}"
+    noted = tuple(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
+    nudged = seen.nudged()
+    if nudged is not None:  # even when the answer swallowed the stop
+        return Ran(failure="estimate", nudged=nudged, warnings=noted)
+    if failure is None:
+        subclass = _subclass(as_outputs(got))
+        if subclass is not None:
+            failure, detail = "contract", subclass
+    return Ran(got if failure is None else None, failure, detail, None, noted)
+
+
+def _float64(inputs: Sequence[Any]) -> tuple[Any, ...]:
+    """Floating tensors as float64: there a derived formula agrees with autograd to
+    round-off (~1e-16) and a numerical estimate only to ~1e-9, so the two can be told apart."""
+    return tuple(
+        t.to(torch.float64) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+        for t in inputs
+    )
+
+
+def check_by_hand(
+    answer: Callable[..., Any],
+    reference: Callable[..., Any],
+    make_inputs: Callable[[torch.Generator], Sequence[Any]],
+    *,
+    name: str = "your function",
+    outputs: Sequence[str] | None = None,
+    trials: int = 3,
+    seed: int = 0,
+    mistakes: Mapping[str, Callable[..., Any]] | None = None,
+    advice: str = ADVICE,
+    rtol: float | None = None,
+    atol: float | None = None,
+    entries: Sequence[str] | None = None,
+    vocabulary: Any = None,
+) -> Report:
+    """Check a hand-written gradient function on new random inputs, autograd off.
+
+    For each of ``trials`` seeds, ``make_inputs(generator)`` makes the inputs
+    (new values, and new shapes where the formula allows); floating tensors
+    are turned into float64. ``answer`` is called on copies of them with
+    autograd off and refused; ``reference`` (which may use autograd) on other
+    copies, once the answer has returned. The results, a tensor or a tuple of
+    tensors named by ``outputs``, must agree to float64 round-off (relative
+    1e-13): a formula derived by hand does, a numerical estimate such as finite
+    differences does not, and is told so.
+
+    It fails, saying which, when ``answer`` is not a function, calls autograd
+    or makes a numerical estimate, raises, returns the same thing whatever the
+    inputs (a hard-coded answer), returns something that is not a plain tensor
+    of the reference's dtype and device, or disagrees with the reference. A
+    mistake is named only when it holds on every trial: one of ``mistakes`` (a
+    description of a typical slip mapped to a function computing that wrong
+    answer), else the diagnosis of `compare` when every trial gives the same.
+    Otherwise the message gives ``advice`` and the numbers (``entries`` names the
+    entries of a 1-D result, so that its worst entry says which it is). Warnings the
+    answer raises are shown as ``⚠`` lines of the report, never on stderr.
+
+    With a ``vocabulary`` (`backproplab.course.rules.Vocabulary`, what `ByHand`
+    exercises pass), the answer's source is read first and anything outside the
+    vocabulary is refused by name.
+
+    >>> import torch
+    >>> wrong = lambda x: x                      # forgot the factor 2
+    >>> print(check_by_hand(
+    ...     wrong,
+    ...     reference=lambda x: 2 * x,
+    ...     make_inputs=lambda gen: (torch.randn(4, generator=gen),),
+    ...     name="dz/dx",
+    ... ))  # doctest: +ELLIPSIS
+    ✗ dz/dx: on new inputs (shape 4): mismatch. Likely mistake: ...factor 2...
+    """
+    _check_arguments(name, reference, make_inputs, trials, seed)
+    if not callable(answer):
+        return fail(
+            name,
+            f"expected a function, got {type(answer).__name__} {answer!r:.60}. This exercise "
+            "asks for a function so that it can be checked on new inputs; a number worked "
+            "out for one point cannot be.",
+        )
+    if vocabulary is not None:
+        from .grading import source_refusal  # the course's reading of a live answer
+
+        refused = source_refusal(answer, vocabulary)
+        if refused is not None:
+            return fail(name, refused, "vocabulary")
+    return judge_by_hand(lambda args: run_answer(answer, args), reference, make_inputs,
+                         name=name, outputs=outputs, trials=trials, seed=seed,
+                         mistakes=mistakes, advice=advice, rtol=rtol, atol=atol,
+                         entries=entries, params=_positional_names(answer))
+
+
+def judge_by_hand(
+    call: Callable[[tuple[Any, ...]], Ran],
+    reference: Callable[..., Any],
+    make_inputs: Callable[[torch.Generator], Sequence[Any]],
+    *,
+    name: str,
+    outputs: Sequence[str] | None = None,
+    trials: int = 3,
+    seed: int = 0,
+    mistakes: Mapping[str, Callable[..., Any]] | None = None,
+    advice: str = ADVICE,
+    rtol: float | None = None,
+    atol: float | None = None,
+    entries: Sequence[str] | None = None,
+    params: Sequence[str] = (),
+) -> Report:
+    """The judgement of `check_by_hand`, with the answer run by ``call(args) -> Ran``
+    wherever the caller runs it; ``params`` are the answer's parameter names, for messages."""
+    _check_arguments(name, reference, make_inputs, trials, seed)
+    if entries is not None and (isinstance(entries, str)
+                                or not all(isinstance(e, str) for e in entries)):
+        raise TypeError(f"entries: expected a sequence of names such as ('x.grad', "
+                        f"'w.grad'), got {entries!r:.60}")
+    runs, noted = _run_trials(call, reference, make_inputs, name, trials, seed, params)
+    if isinstance(runs, Report):  # the answer raised, called autograd, made an estimate
+        return runs
+    n_out = len(runs[0].ref)
+    labels = list(outputs) if outputs is not None else (
+        [name] if n_out == 1 else [f"{name}[{i}]" for i in range(n_out)]
+    )
+    if len(labels) != n_out:
+        raise ValueError(f"outputs: expected {n_out} names, one per reference output, "
+                         f"got {len(labels)}")
+    warned = tuple(
+        Check(name, True, "warning", f"your code raised a warning while it ran ({text}). It is "
+              "shown here rather than on stderr and does not change the result.")
+        for text in noted
+    )
+    bad = next((r for r in runs if len(r.got) != n_out), None)
+    if bad is not None:
+        return fail(name, f"returned {len(bad.got)} value(s); expected {n_out} "
+                          f"({', '.join(labels)}).")
+    broken = _contract(labels, runs)
+    if broken is not None:
+        return broken
+    constant = hard_coded(name, labels, runs, mistakes)
+    if constant is not None:
+        return constant
+    for i, label in enumerate(labels):
+        failure = judge(label, i, runs, mistakes, advice, rtol, atol, params)
+        if failure is not None:
+            return Report((_name_entry(failure, entries), *warned))
+    checks = tuple(
+        Check(label, True, "pass", f"matches autograd on {trials} new random inputs")
+        for label in labels
+    )
+    return Report(checks + warned)
+
+
+def _name_entry(failure: Check, entries: Sequence[str] | None) -> Check:
+    """'worst entry [1] (w.grad)': the entry's name after its index."""
+    if not entries:
+        return failure
+    message = re.sub(r"worst entry \[(\d+)\]",
+                     lambda m: m.group(0) + (f" ({entries[int(m.group(1))]})"
+                                             if int(m.group(1)) < len(entries) else ""),
+                     failure.message)
+    return dataclasses.replace(failure, message=message)
+
+
+def _check_arguments(name: Any, reference: Any, make_inputs: Any, trials: Any,
+                     seed: Any) -> None:
+    """Refuse a check that is set up wrong (the lesson's bug, never the learner's)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name: expected a str, got {type(name).__name__}")
+    if not callable(reference):
+        raise TypeError(f"reference: expected a function, got {type(reference).__name__}")
+    if not callable(make_inputs):
+        raise TypeError(f"make_inputs: expected a function of a torch.Generator, got "
+                        f"{type(make_inputs).__name__}")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 2:
+        raise ValueError(f"trials: expected an int >= 2 (one trial cannot spot a hard-coded "
+                         f"answer), got {trials!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed: expected an int, got {type(seed).__name__}")
+
+
+def _run_trials(
+    call: Callable[[tuple[Any, ...]], Ran], reference: Callable[..., Any],
+    make_inputs: Callable[[torch.Generator], Sequence[Any]], name: str, trials: int, seed: int,
+    params: Sequence[str],
+) -> tuple[list[Trial] | Report, list[str]]:
+    """Each trial's inputs, answer and reference, and the warnings the answer raised; or
+    the failed report when the answer raised, called autograd or made an estimate."""
+    runs: list[Trial] = []
+    noted: list[str] = []
+    for k in range(trials):
+        inputs = _float64(make_inputs(torch.Generator().manual_seed(seed + k)))
+        ran = call(fresh(inputs))
+        if ran.failure == "autograd":
+            return fail(name, ran.detail, "autograd"), noted
+        if ran.failure == "missing":
+            return fail(name, "not written yet: the function still raises "
+                              "NotImplementedError.", "missing"), noted
+        if ran.failure == "error":
+            return fail(name, f"raised {ran.detail} (on inputs with {shapes(inputs)}). Call "
+                              "it yourself on such inputs to see where.", "error"), noted
+        if ran.failure == "estimate":
+            return fail(name, _estimate_message(ran.nudged or 0, params), "estimate"), noted
+        if ran.failure is not None:
+            return fail(name, ran.detail, "contract"), noted
+        noted += [w for w in ran.warnings if w not in noted]
+        # The reference only now, once the answer has returned.
+        ref = as_outputs(reference(*fresh(inputs)))
+        runs.append(Trial(inputs, as_outputs(ran.got),
+                          tuple(r.detach() if isinstance(r, torch.Tensor) else r for r in ref)))
+    return runs, noted
+
+
+def _estimate_message(k: int, params: Sequence[str]) -> str:
+    return (f"it evaluates at nudged inputs ({input_name(k, params)} moved by a small step, "
+            "by several steps, or entry by entry): a numerical estimate (finite differences), "
+            "which is refused even where it comes out exact (a step linear in its input) or is "
+            "extrapolated (Richardson). Derive the formula and compute it from the inputs "
+            "as they are.")
+
+
+def _subclass(got: tuple[Any, ...]) -> str | None:
+    """Why a result that is a Tensor subclass is refused, or None."""
+    for value in got:
+        if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+            return (f"it returned a {type(value).__name__}, a subclass of torch.Tensor; the check "
+                    "compares plain tensors only (a subclass can change what comparing means). "
+                    "Return a torch.Tensor.")
+    return None
+
+
+def _contract(labels: list[str], runs: list[Trial]) -> Report | None:
+    """The failed report when a tensor result is not what the task states: on the
+    reference's device, of its dtype (a lower floating precision is left to the diagnosis,
+    which says where it came from; shapes to `compare`, which names the slip)."""
+    for run in runs:
+        for label, got, ref in zip(labels, run.got, run.ref, strict=True):
+            if not (isinstance(ref, torch.Tensor) and isinstance(got, torch.Tensor)):
+                continue  # a number, or None where a tensor belongs: `compare` says which
+            if got.device != ref.device:
+                return fail(label, f"it returned a tensor on {got.device} where the task asks "
+                                   f"for one on {ref.device} (the contract of the exercise).",
+                            "contract")
+            low = got.is_floating_point() and ref.is_floating_point()
+            if got.dtype != ref.dtype and not low:
+                return fail(label, f"it returned a tensor of dtype {_dtype(got)} where the "
+                                   f"task asks for {_dtype(ref)} (the contract of the "
+                                   "exercise).", "contract")
+    return None
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _positional_names(answer: Callable[..., Any]) -> tuple[str, ...]:
+    """The names of the answer's positional parameters (not ``*args``)."""
+    try:
+        parameters = inspect.signature(answer).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name for p in parameters if p.kind in (
+        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD))

@@ -1,0 +1,192 @@
+"""``backproplab grade``: the grade decided from the submitted source, in a fresh process.
+
+Every shortcut of tests/cheats/shortcuts.py and every shape of tests/cheats/shapes.py
+(the reference or autograd hidden in ordinary Python: a callable instance, a bound
+method, a default argument, a decorator, a thread started when the cell runs, ...)
+scores 0 on its exercise while the honest rest of the notebook scores; every honest
+variant of tests/honest_answers.py scores every point, and passes the kernel's feedback.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+import torch.nn.functional as F
+from cells import run_cell
+from honest_answers import HONEST
+
+import backproplab as bl
+from backproplab.__main__ import main
+from backproplab.course import grade, sources
+from backproplab.course.sandbox import Sandbox, SandboxError
+
+ROOT = Path(__file__).parents[2]
+LESSONS = ROOT / "notebooks"
+pytestmark = pytest.mark.slow
+
+
+def _module(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SHAPES = _module(ROOT / "tests" / "cheats" / "shapes.py").SHAPES
+SHORTCUTS = _module(ROOT / "tests" / "cheats" / "shortcuts.py")
+
+
+def _lesson(key: str) -> Path:
+    """The lesson that holds exercise ``key`` (or, for ``lNN-``, lesson NN's first part)."""
+    paths = sorted(LESSONS.glob(f"{key[1:3]}-*.ipynb"))
+    return next((p for p in paths if f'"grade_id": "{key}"' in p.read_text()), paths[0])
+
+
+def _with(key: str, source: str, earlier: str | None = None,
+          nb: nbformat.NotebookNode | None = None) -> nbformat.NotebookNode:
+    """The lesson (or ``nb``) with ``key``'s solution cell holding ``source``, and
+    ``earlier`` as a cell of the learner's just above it."""
+    nb = copy.deepcopy(nb) if nb is not None else nbformat.read(_lesson(key), as_version=4)
+    at = next(i for i, c in enumerate(nb.cells)
+              if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == key)
+    nb.cells[at].source = source
+    if earlier is not None:
+        nb.cells.insert(at, nbformat.v4.new_code_cell(earlier))
+    return nb
+
+
+def _write(root: Path, student: str, key: str, nb: nbformat.NotebookNode) -> None:
+    folder = root / student / "ps1"
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / _lesson(key).name)
+
+
+def _graded(root: Path, **kwargs) -> dict[tuple[str, str], grade.Verdict]:
+    verdicts = grade.grade(root, LESSONS, jobs=2, **kwargs)
+    return {(v.student, v.exercise): v for v in verdicts}
+
+
+def test_every_shape_and_shortcut_scores_nothing_while_the_honest_rest_scores(tmp_path):
+    shortcut_source = "{prelude}{source}\n\nmse_grads = answer\n"
+    students = {f"shape{k}": source for k, (_, source) in enumerate(SHAPES)}
+    students |= {f"shortcut{k}": shortcut_source.format(
+        prelude=SHORTCUTS.PRELUDE, source=s.source.replace("{key}", "l04-grads"))
+        for k, s in enumerate(SHORTCUTS.SHORTCUTS)}
+    for student, source in students.items():
+        _write(tmp_path, student, "l04-grads", _with("l04-grads", source))
+    got = _graded(tmp_path, timeout=60)
+    kinds = {f"shape{k}": kind for k, (kind, _) in enumerate(SHAPES)}
+    kinds |= {f"shortcut{k}": s.kind for k, s in enumerate(SHORTCUTS.SHORTCUTS)}
+    scored = [f"{kinds[s]}: {got[s, 'l04-grads'].verdict}" for s in students
+              if got[s, "l04-grads"].points]
+    assert not scored, "shortcuts that scored:\n" + "\n".join(scored)
+    assert all(got[s, "l04-huber"].points == 1 for s in students), [
+        (s, got[s, "l04-huber"]) for s in students if not got[s, "l04-huber"].points]
+
+
+def test_every_honest_variant_scores_every_point(tmp_path):
+    rounds: dict[int, dict[str, list]] = {}  # round -> notebook -> its variants
+    for h in HONEST:
+        k = sum(1 for other in HONEST[:HONEST.index(h)] if other.key == h.key)
+        rounds.setdefault(k, {}).setdefault(_lesson(h.key).name, []).append(h)
+    for k, lessons in rounds.items():
+        for variants in lessons.values():
+            nb = None
+            for h in variants:
+                nb = _with(h.key, h.source, h.earlier, nb)
+            _write(tmp_path, f"honest{k}", variants[0].key, nb)
+    got = _graded(tmp_path, only={h.key for h in HONEST})
+    lost = [f"{h.key} ({h.style}): {v.verdict} {v.reason[:300]}"
+            for k, lessons in rounds.items() for variants in lessons.values() for h in variants
+            if not (v := got[f"honest{k}", h.key]).points]
+    assert not lost, "\n".join(lost)
+    assert len(HONEST) >= 40
+
+
+@pytest.mark.parametrize("honest", HONEST, ids=lambda h: f"{h.key}-{h.style}")
+def test_every_honest_variant_passes_the_kernels_feedback(honest):
+    space = {"torch": torch, "F": F, "math": math, "nn": torch.nn, "bl": bl,
+             "__name__": "__main__"}
+    if honest.earlier:
+        run_cell(honest.earlier, space)
+    run_cell(honest.source, space)
+    check = next(c.source for c in nbformat.read(_lesson(honest.key), as_version=4).cells
+                 if c.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                 == f"{honest.key}-check")
+    (names, _), *_ = sources.answer_calls(check, honest.key)
+    answer = tuple(space[n] for n in names)
+    bl.check_exercise(honest.key, answer[0] if len(answer) == 1 else answer)
+
+
+def test_the_solutions_score_everything_and_the_blank_version_nothing(tmp_path):
+    blank = bl.course.student_version(nbformat.read(_lesson("l02-"), as_version=4))[0]
+    _write(tmp_path, "alice", "l02-", nbformat.read(_lesson("l02-"), as_version=4))
+    _write(tmp_path, "bob", "l02-", blank)
+    got = _graded(tmp_path)
+    keys = {k for _, k in got}
+    assert len(keys) == 4
+    assert all(got["alice", k].points == got["alice", k].max_points == 1 for k in keys)
+    assert all(got["bob", k].points == 0 and got["bob", k].verdict == "missing" for k in keys)
+
+
+def test_the_command_writes_the_csv_and_reads_the_secret_from_a_file(tmp_path, capsys):
+    _write(tmp_path / "sub", "alice", "l04-", nbformat.read(_lesson("l04-"), as_version=4))
+    (tmp_path / "secret").write_text("words\n")
+    out = tmp_path / "grades.csv"
+    assert main(["grade", str(tmp_path / "sub"), "--against", str(LESSONS), "--csv", str(out),
+                 "--secret-file", str(tmp_path / "secret"), "-j", "2"]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert list(rows[0]) == list(grade.COLUMNS)
+    assert {(r["student"], r["exercise"], r["points"], r["verdict"]) for r in rows} == {
+        ("alice", "l04-grads", "1", "pass"), ("alice", "l04-huber", "1", "pass")}
+    assert "alice: 2 of 2 points" in capsys.readouterr().out
+
+
+def test_bad_input_is_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "backproplab", "grade", str(tmp_path / "no"),
+                           "--against", str(LESSONS), "--csv", str(tmp_path / "g.csv")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "SUBMITTED" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_answers_process_has_no_secret_and_a_time_limit(monkeypatch):
+    monkeypatch.setenv("BACKPROPLAB_SECRET", "not for the answer")
+    with Sandbox(timeout=60) as box:
+        box.load([("<cell 1>", "import os\nimport torch\nSEEN = sorted(os.environ)\n\n"
+                               "def f(x):\n    return torch.tensor(float(len(SEEN)))\n")],
+                 ["f"])
+        assert box.call((torch.zeros(1),)).got == 2  # PATH and OMP_NUM_THREADS only
+    with Sandbox(timeout=2) as box, pytest.raises(SandboxError) as err:
+        box.load([("<cell 1>", "def f(x):\n    while True:\n        pass\n")], ["f"])
+        box.call((torch.zeros(1),))
+    assert err.value.kind == "timeout"
+
+
+def test_what_an_answer_returns_reaches_the_grader_as_plain_data():
+    with Sandbox(timeout=60) as box:
+        box.load([("<cell 1>", "class Odd:\n    def __reduce__(self):\n"
+                               "        return (print, ('ran in the grader',))\n\n"
+                               "def f(x):\n    return Odd(), x\n")], ["f"])
+        got = box.call((torch.ones(2),)).got
+    assert got[0] == "<a Odd object>" and torch.equal(got[1], torch.ones(2))
+
+
+def test_a_secret_in_the_environment_does_not_reach_the_answers(tmp_path, monkeypatch):
+    """The command takes the secret out of its environment before any answer's process
+    starts from it."""
+    monkeypatch.setenv("BACKPROPLAB_SECRET", "words")
+    _write(tmp_path / "sub", "alice", "l04-", nbformat.read(_lesson("l04-"), as_version=4))
+    assert main(["grade", str(tmp_path / "sub"), "--against", str(LESSONS),
+                 "--csv", str(tmp_path / "g.csv")]) == 0
+    assert "BACKPROPLAB_SECRET" not in os.environ
