@@ -239,6 +239,7 @@ def compare(
     rtol: float | None = None,
     atol: float | None = None,
     explain: bool = True,
+    accumulation: bool = True,
 ) -> Report:
     """Compare a hand-derived value with a reference: shape first, then values.
 
@@ -249,7 +250,9 @@ def compare(
     Default tolerances come from the less precise dtype (``TOLERANCES``); pass
     ``rtol``/``atol`` to override (an unset one keeps its default). With
     ``explain=False`` a mismatch gets its numbers but no diagnosis: quicker, for
-    a caller that needs only the verdict.
+    a caller that needs only the verdict. With ``accumulation=False`` (a reference the
+    caller computed itself, where no ``.grad`` can have accumulated), a factor 2 or 1/2
+    is not said to come from backward passes adding up.
 
     >>> import torch
     >>> print(compare("dW", torch.ones(3, 5), torch.ones(5, 3)))  # doctest: +ELLIPSIS
@@ -269,7 +272,8 @@ def compare(
             "reaches the tensor, and zero_grad() resets it to None)",
         ),))
     m = as_value(manual, "manual")
-    return Report((_compare_values(name, m, r, rtol, atol, explain=explain),))
+    return Report((_compare_values(name, m, r, rtol, atol, explain=explain,
+                                   accumulation=accumulation),))
 
 
 def _compare_values(

@@ -7,10 +7,11 @@ engine object, and every forward-mode pass starts with
 ``forward_ad.make_dual``. Both are swapped for the length of a ``with`` block
 and always put back.
 
-What else a by-hand answer must not use (torch's backward kernels, complex
-numbers, numerical estimates) is read on its source by
-`backproplab.course.rules`, before it runs, and estimates are seen as they run
-by `backproplab.course.nudges`.
+``forbid_autograd`` also refuses grad mode switched back on inside the block (a
+graph could then be built and its nodes called by hand, ``y.grad_fn(g)``). What
+else a by-hand answer must not use (torch's backward kernels, complex numbers,
+numerical estimates) is read on its source by `backproplab.course.rules`, before
+it runs, and estimates are seen as they run by `backproplab.course.nudges`.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 import torch.autograd.forward_ad as forward_ad
 from torch.autograd.variable import Variable
 from torch.utils._python_dispatch import TorchDispatchMode
+
+SET_GRAD_ENABLED = torch._C._set_grad_enabled  # the real switch, put back after a block
 
 __all__ = [
     "AutogradCount",
@@ -160,8 +164,30 @@ def forbid_autograd(reason: str = "this exercise asks for the gradient by hand")
             "the gradient with plain tensor operations."
         )
 
-    with watch(refuse, refuse):
+    with watch(refuse, refuse), _grad_mode_refused(refuse):
         yield
+
+
+@contextlib.contextmanager
+def _grad_mode_refused(refuse: Callable[[str], None]) -> Iterator[None]:
+    """Grad mode switched back on inside a block that started with it off is refused too:
+    a graph built there could be differentiated by calling its nodes (``y.grad_fn(g)``)."""
+    started_off = not torch.is_grad_enabled()
+
+    def watched(mode: bool) -> None:
+        if mode and started_off:
+            api = caller_api("torch._C._set_grad_enabled")
+            if api.startswith("torch.autograd.grad_mode"):  # the learner's own enable_grad()
+                api = ("torch.enable_grad() (this code runs with autograd off, so that no "
+                       "graph is built to differentiate)")
+            refuse(api)  # else a transform such as torch.func.grad, named as such
+        SET_GRAD_ENABLED(mode)
+
+    torch._C._set_grad_enabled = watched
+    try:
+        yield
+    finally:
+        torch._C._set_grad_enabled = SET_GRAD_ENABLED
 
 
 @dataclass

@@ -39,7 +39,16 @@ import torch
 from ..check import Check, Report
 from ..watch import AutogradForbidden, forbid_autograd
 from .nudges import Nudges, NudgeSeen
-from .slips import Trial, as_outputs, fail, fresh, hard_coded, input_name, judge, shapes
+from .slips import (
+    Trial,
+    as_outputs,
+    fail,
+    fresh,
+    hard_coded,
+    input_name,
+    judge,
+    shapes,
+)
 
 __all__ = ["ADVICE", "Ran", "check_by_hand", "judge_by_hand", "run_answer"]
 
@@ -56,7 +65,8 @@ class Ran:
     ``failure`` is None, ``"autograd"`` (refused), ``"missing"`` (NotImplementedError),
     ``"error"`` (it raised; ``detail`` says what), ``"estimate"`` (``nudged`` is the
     position of the input it moved by a step) or ``"contract"`` (a result that is not
-    plain data; ``detail`` says why). ``warnings`` are those it raised.
+    plain data; ``detail`` says why). ``warnings`` are those it raised; ``largest`` is
+    the number of entries of the largest tensor it made.
     """
 
     got: Any = None
@@ -64,6 +74,7 @@ class Ran:
     detail: str = ""
     nudged: int | None = None
     warnings: tuple[str, ...] = ()
+    largest: int = 0
 
 
 def run_answer(answer: Callable[..., Any], args: Sequence[Any]) -> Ran:
@@ -97,7 +108,7 @@ def run_answer(answer: Callable[..., Any], args: Sequence[Any]) -> Ran:
         subclass = _subclass(as_outputs(got))
         if subclass is not None:
             failure, detail = "contract", subclass
-    return Ran(got if failure is None else None, failure, detail, None, noted)
+    return Ran(got if failure is None else None, failure, detail, None, noted, seen.largest)
 
 
 def _float64(inputs: Sequence[Any]) -> tuple[Any, ...]:
@@ -124,6 +135,7 @@ def check_by_hand(
     atol: float | None = None,
     entries: Sequence[str] | None = None,
     vocabulary: Any = None,
+    without: str | None = None,
 ) -> Report:
     """Check a hand-written gradient function on new random inputs, autograd off.
 
@@ -149,7 +161,9 @@ def check_by_hand(
 
     With a ``vocabulary`` (`backproplab.course.rules.Vocabulary`, what `ByHand`
     exercises pass), the answer's source is read first and anything outside the
-    vocabulary is refused by name.
+    vocabulary is refused by name. With ``without`` (say "the (n, n) Jacobian"), the
+    answer may make no tensor larger than its largest input, and is told it built
+    ``without`` when it does.
 
     >>> import torch
     >>> wrong = lambda x: x                      # forgot the factor 2
@@ -178,7 +192,7 @@ def check_by_hand(
     return judge_by_hand(lambda args: run_answer(answer, args), reference, make_inputs,
                          name=name, outputs=outputs, trials=trials, seed=seed,
                          mistakes=mistakes, advice=advice, rtol=rtol, atol=atol,
-                         entries=entries, params=_positional_names(answer))
+                         entries=entries, params=_positional_names(answer), without=without)
 
 
 def judge_by_hand(
@@ -196,6 +210,7 @@ def judge_by_hand(
     atol: float | None = None,
     entries: Sequence[str] | None = None,
     params: Sequence[str] = (),
+    without: str | None = None,
 ) -> Report:
     """The judgement of `check_by_hand`, with the answer run by ``call(args) -> Ran``
     wherever the caller runs it; ``params`` are the answer's parameter names, for messages."""
@@ -204,7 +219,8 @@ def judge_by_hand(
                                 or not all(isinstance(e, str) for e in entries)):
         raise TypeError(f"entries: expected a sequence of names such as ('x.grad', "
                         f"'w.grad'), got {entries!r:.60}")
-    runs, noted = _run_trials(call, reference, make_inputs, name, trials, seed, params)
+    runs, noted = _run_trials(call, reference, make_inputs, name, trials, seed, params,
+                              without)
     if isinstance(runs, Report):  # the answer raised, called autograd, made an estimate
         return runs
     n_out = len(runs[0].ref)
@@ -227,10 +243,10 @@ def judge_by_hand(
     if broken is not None:
         return broken
     constant = hard_coded(name, labels, runs, mistakes)
-    if constant is not None:
+    if constant is not None:  # (a failed Report is falsy: compare with None)
         return constant
     for i, label in enumerate(labels):
-        failure = judge(label, i, runs, mistakes, advice, rtol, atol, params)
+        failure = judge(label, i, runs, mistakes, advice, rtol, atol, params, labels)
         if failure is not None:
             return Report((_name_entry(failure, entries), *warned))
     checks = tuple(
@@ -271,7 +287,7 @@ def _check_arguments(name: Any, reference: Any, make_inputs: Any, trials: Any,
 def _run_trials(
     call: Callable[[tuple[Any, ...]], Ran], reference: Callable[..., Any],
     make_inputs: Callable[[torch.Generator], Sequence[Any]], name: str, trials: int, seed: int,
-    params: Sequence[str],
+    params: Sequence[str], without: str | None = None,
 ) -> tuple[list[Trial] | Report, list[str]]:
     """Each trial's inputs, answer and reference, and the warnings the answer raised; or
     the failed report when the answer raised, called autograd or made an estimate."""
@@ -292,6 +308,12 @@ def _run_trials(
             return fail(name, _estimate_message(ran.nudged or 0, params), "estimate"), noted
         if ran.failure is not None:
             return fail(name, ran.detail, "contract"), noted
+        limit = max((t.numel() for t in inputs if isinstance(t, torch.Tensor)), default=1)
+        if without is not None and ran.largest > limit:
+            return fail(name, f"it makes a tensor of {ran.largest} entries, more than any input "
+                              f"holds ({limit}): it builds {without}, which this exercise asks "
+                              "you to do without. Work out what one entry of the result is, "
+                              "and compute it from the inputs directly.", "size"), noted
         noted += [w for w in ran.warnings if w not in noted]
         # The reference only now, once the answer has returned.
         ref = as_outputs(reference(*fresh(inputs)))

@@ -39,8 +39,8 @@ from .handout import find_notebooks
 from .sandbox import Sandbox, SandboxError
 from .secret import grading_seed
 
-__all__ = ["Graded", "Verdict", "grade", "grade_one", "graded_exercises", "write_csv",
-           "write_gradebook"]
+__all__ = ["Graded", "Verdict", "answer_source", "grade", "grade_one", "graded_exercises",
+           "write_csv", "write_gradebook"]
 
 COLUMNS = ("student", "notebook", "exercise", "points", "max_points", "verdict", "reason")
 
@@ -130,25 +130,38 @@ def _parameters(pieces: Sequence[sources.Piece], name: str) -> tuple[str, ...]:
     return ()
 
 
-def grade_one(nb: nbformat.NotebookNode, graded: Graded, *, secret: str | None = None,
-              timeout: float = 300.0, memory: int = 4 << 30) -> tuple[float, str, str]:
-    """(points, verdict, reason) for one exercise of one submitted notebook."""
-    exercise = find_exercise(graded.key)
+def answer_source(nb: nbformat.NotebookNode, graded: Graded
+                  ) -> tuple[list[sources.Piece], list[tuple[str, str]], list[int]] | str:
+    """What the grade runs of ``nb``'s answer to ``graded``: its pieces, the text of each
+    cell they come from (the pieces at their own lines, the rest blank), and the cells'
+    indices; or, when a name the check hands over has no definition, why not."""
     cells = [(i, c.source) for i, c in enumerate(nb.cells[:_check_position(nb, graded)])
              if c.cell_type == "code"]
     pieces = sources.from_notebook([s for _, s in cells], graded.names)
     defined = {n for p in pieces for n in sources.defined(p.tree)}
     missing = [n for n in graded.names if n not in defined]
     if missing:
-        return 0.0, "missing", f"no definition of {', '.join(missing)} above the check"
+        return f"no definition of {', '.join(missing)} above the check"
+    indices = [i for i, _ in cells]
+    return pieces, _files(pieces, indices), indices
+
+
+def grade_one(nb: nbformat.NotebookNode, graded: Graded, *, secret: str | None = None,
+              timeout: float = 300.0, memory: int = 4 << 30) -> tuple[float, str, str]:
+    """(points, verdict, reason) for one exercise of one submitted notebook."""
+    exercise = find_exercise(graded.key)
+    source = answer_source(nb, graded)
+    if isinstance(source, str):
+        return 0.0, "missing", source
+    pieces, files, indices = source
     found = rules.read([p.tree for p in pieces], exercise.vocabulary)
     if found:
-        where = ", ".join(dict.fromkeys(f"cell {cells[pieces[f.tree].cell][0]} line {f.line}"
+        where = ", ".join(dict.fromkeys(f"cell {indices[pieces[f.tree].cell]} line {f.line}"
                                         for f in found[:4]))
         return 0.0, "refused", f"{where}: {rules.refusal(found, exercise.vocabulary)}"
     try:
         with Sandbox(timeout=timeout, memory=memory) as box:
-            box.load(_files(pieces, [i for i, _ in cells]), graded.names)
+            box.load(files, graded.names)
             for _, seed in graded.calls:
                 checks = _run(box, exercise, graded, grading_seed(graded.key, seed, secret),
                               _parameters(pieces, graded.names[0]))
@@ -167,7 +180,7 @@ def _run(box: Sandbox, exercise: Any, graded: Graded, seed: int,
     report = judge_by_hand(box.call, exercise.reference, exercise.make_inputs,
                            name=exercise.name, outputs=exercise.outputs,
                            trials=exercise.trials, seed=seed, mistakes=exercise.mistakes,
-                           advice=exercise.advice, params=params)
+                           advice=exercise.advice, params=params, without=exercise.without)
     return [(c.name, c.ok, c.verdict, c.message) for c in report.checks]
 
 

@@ -95,7 +95,8 @@ class ByHand:
     The lessons keep these in ``backproplab.course.exercises``, so that a check cell
     shows neither the reference nor the slips it knows (they are near-solutions).
     ``vocabulary`` is what the answer's source may use (`rules.BY_HAND` unless the
-    exercise allows more, such as complex numbers).
+    exercise allows more, such as complex numbers); ``without`` names what the answer
+    must not build (a Jacobian): no tensor it makes may be larger than its largest input.
     """
 
     name: str
@@ -106,13 +107,14 @@ class ByHand:
     advice: str = ADVICE
     trials: int = 3
     vocabulary: rules.Vocabulary = rules.BY_HAND
+    without: str | None = None
 
     def check(self, answer: Any, seed: int = 0) -> Report:
         """Feedback on a live answer: its source read, then run here."""
         return check_by_hand(answer, self.reference, self.make_inputs, name=self.name,
                              outputs=self.outputs, trials=self.trials, seed=seed,
                              mistakes=self.mistakes, advice=self.advice,
-                             vocabulary=self.vocabulary)
+                             vocabulary=self.vocabulary, without=self.without)
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,9 @@ class Prediction:
     ``answer`` runs the experiment and returns what torch really does;
     ``hint`` is what a wrong guess is told (it must not give the answer away);
     ``why`` is shown by `reveal`, after the guess (``{answer}`` is filled in).
-    With ``choices``, a guess outside them is told what the choices are.
+    With ``choices``, a guess outside them is told what the choices are. With
+    ``unordered`` (the question asks *which* items), a guess of the right items in any
+    order, a set included, is right.
     """
 
     question: str
@@ -142,6 +146,7 @@ class Prediction:
     hint: str
     why: str
     choices: tuple[Any, ...] | None = None
+    unordered: bool = False
 
 
 # First guess checked per question in this kernel, and the questions revealed.
@@ -201,12 +206,20 @@ def prediction_report(prediction: str | Prediction, guess: Any) -> Report:
         options = ", ".join(_show(c) for c in p.choices)
         return fail(p.question, f"{_show(guess)} is not one of the choices: {options}.")
     _GUESSES.setdefault(key, guess)
-    if _matches(guess, _answer_of(p)):
+    answer = _answer_of(p)
+    shown = guess
+    if not p.unordered and _items(guess) is not None and _items(guess) == _items(answer) \
+            and not _matches(guess, answer):
+        order = ("in increasing order" if list(answer) == _items(answer)
+                 else "in the order the question asks for")
+        return fail(p.question, f"not quite: the right items (you predicted {_show(shown)}), "
+                                f"but in another order: give them {order}.")
+    if _right(p, guess, answer):
         late = (" (checked after the answer was revealed)" if key in _REVEALED else "")
         return Report((Check(p.question, True, "pass",
-                             f"your prediction {_show(guess)} is right{late}. Run the next cell "
+                             f"your prediction {_show(shown)} is right{late}. Run the next cell "
                              "to see why."),))
-    return fail(p.question, f"not quite (you predicted {_show(guess)}). Hint: {p.hint} Think "
+    return fail(p.question, f"not quite (you predicted {_show(shown)}). Hint: {p.hint} Think "
                              "again and re-run this cell, or run the next cell to see the answer.")
 
 
@@ -225,9 +238,28 @@ def reveal(prediction: str | Prediction) -> None:
     text = text if text.endswith((".", "!", "?")) else text + "."
     if key in _GUESSES:
         first = _GUESSES[key]
-        verdict = "right" if _matches(first, value) else "not right"
+        verdict = "right" if _right(p, first, value) else "not right"
         text += f"\nYour first checked guess was {_show(first)}: {verdict}."
     print(wrap(text))
+
+
+def _right(p: Prediction, guess: Any, answer: Any) -> bool:
+    """Whether ``guess`` answers ``p``: the right items in any order where it asks which."""
+    if p.unordered and _items(guess) is not None:
+        return _items(guess) == _items(answer)
+    return _matches(guess, answer)
+
+
+def _items(value: Any) -> list[Any] | None:
+    """The items of a tuple, list or set of plain numbers or words, sorted; else None."""
+    if not isinstance(value, (tuple, list, set, frozenset)):
+        return None
+    if not all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in value):
+        return None
+    try:
+        return sorted(value)
+    except TypeError:  # numbers and words mixed
+        return None
 
 
 def _matches(guess: Any, answer: Any) -> bool:

@@ -74,6 +74,7 @@ class Nudges(QuietDispatchMode):
         self._steps: dict[int, set[Any]] = {}
         self._tiny: set[int] = set()
         self._scale: dict[int, float] = {}
+        self.largest = 0  # entries of the largest tensor an operation made
         for k, t in enumerate(inputs):
             if isinstance(t, torch.Tensor) and t.is_floating_point():
                 self._mark(t, k)
@@ -145,6 +146,7 @@ class Nudges(QuietDispatchMode):
         for o in outs:
             if not isinstance(o, torch.Tensor):
                 continue
+            self.largest = max(self.largest, o.numel())
             if name in _SAME_VALUES and isinstance(first, torch.Tensor) and id(first) in self._root:
                 self._mark(o, self._root[id(first)])
             elif name in _LIKE:

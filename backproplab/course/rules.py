@@ -93,6 +93,7 @@ REASONS = {
     "by-name": "a name or attribute built from a string",
     "dunder": "a dunder attribute: the machinery behind objects, not arithmetic",
     "private": "a private part of torch",
+    "kernels": "torch's own kernels, its backward kernels among them",
     "package": "backproplab's own tools (the checks' helpers, not a derivation)",
     "concurrency": "another thread or process",
     "system": "the operating system: files, processes, the environment",
@@ -209,9 +210,12 @@ _REFUSED_BUILTINS = {
 _ARITHMETIC_METHODS = {
     f"__{op}__" for base in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
                              "matmul", "lshift", "rshift", "and", "or", "xor", "divmod")
-    for op in (base, "r" + base, "i" + base)} | {"__neg__", "__pos__", "__abs__",
-                                                  "__invert__", "__lt__", "__le__", "__gt__",
-                                                  "__ge__", "__float__", "__index__"}
+    for op in (base, "r" + base, "i" + base)} | {"__neg__", "__pos__", "__abs__", "__invert__"}
+# What any class may define, set or read: how its objects print, compare, index, iterate.
+_CLASS_SAFE = {"__init__", "__call__", "__repr__", "__str__", "__len__", "__iter__", "__next__",
+               "__getitem__", "__setitem__", "__contains__", "__eq__", "__ne__", "__hash__",
+               "__bool__", "__enter__", "__exit__", "__post_init__", "__lt__", "__le__",
+               "__gt__", "__ge__", "__float__", "__int__", "__index__"}
 _CLASS_HOOKS = {"__torch_function__", "__torch_dispatch__", "__getattr__", "__getattribute__",
                 "__setattr__", "__delattr__", "__reduce__", "__reduce_ex__", "__del__",
                 "__init_subclass__", "__class_getitem__", "__set_name__", "__get__", "__set__",
@@ -220,7 +224,8 @@ _CLASS_HOOKS = {"__torch_function__", "__torch_dispatch__", "__getattr__", "__ge
 # Modules by the first parts of their name: why each is refused.
 _REFUSED_MODULES = (
     ("torch._C", "private"), ("torch.autograd", "autograd"), ("torch.func", "autograd"),
-    ("torch._functorch", "autograd"), ("torch.ops", "autograd"), ("torch.fx", "autograd"),
+    ("torch._functorch", "autograd"), ("torch.ops", "kernels"), ("torch.fx", "autograd"),
+    ("torch.nn.grad", "autograd"),
     ("torch.jit", "autograd"), ("torch.compile", "autograd"), ("torch._dynamo", "autograd"),
     ("torch._inductor", "autograd"), ("torch._decomp", "autograd"), ("torch.fft", "complex"),
     ("sys", "introspection"), ("gc", "introspection"), ("inspect", "introspection"),
@@ -256,17 +261,8 @@ def _named(qualified: str, vocabulary: Vocabulary) -> bool:
                for n in vocabulary.names)
 
 
-def _value_module(qualified: str, vocabulary: Vocabulary) -> bool:
-    """A module an answer may hold and read from (``torch``, ``F``, ``math``, ``heapq``)."""
-    if qualified in ARITHMETIC or qualified in {"torch.nn", "torch.Tensor"}:
-        return True
-    if qualified.split(".")[0] in BOOKKEEPING:
-        return True
-    return not vocabulary.by_hand and qualified.split(".")[0] in _TORCH
-
-
 def qualified_reason(qualified: str, vocabulary: Vocabulary) -> str | None:
-    """Why a name read from a module (``torch.autograd.grad``) is refused, or None.
+    """Why a module or a name read from one (``torch.autograd.grad``) is refused, or None.
 
     >>> qualified_reason("torch.where", BY_HAND), qualified_reason("numpy.sin", BY_HAND)
     (None, 'library')
@@ -276,24 +272,24 @@ def qualified_reason(qualified: str, vocabulary: Vocabulary) -> str | None:
     if qualified in _BOOKKEEPING_REFUSED:
         return _BOOKKEEPING_REFUSED[qualified]
     parts = qualified.split(".")
-    if _value_module(qualified, vocabulary):
-        return None if vocabulary.by_hand or not any(p.startswith("_") for p in parts) \
-            else "private"
+    module, _, last = qualified.rpartition(".")
     if parts[0] in BOOKKEEPING:
         return None
-    module, _, last = qualified.rpartition(".")
+    if last in _ESTIMATES:
+        return "estimate"
     if vocabulary.by_hand:
+        if qualified in ARITHMETIC or qualified in {"torch", "torch.nn", "torch.Tensor"}:
+            return None  # the module itself, read as a name (``F``)
         if module == "torch.Tensor":
             return _attribute_reason(last, vocabulary, frozenset())
         if last in ARITHMETIC.get(module, ()):
             return _arithmetic_word(last, vocabulary)
-    elif parts[0] in _TORCH:
-        if any(p.startswith("_") for p in parts):
-            return "private"
-        return "estimate" if last in _ESTIMATES else None
-    if last in _ESTIMATES:
-        return "estimate"
-    return _refused_prefix(qualified) or _word(last) or "other"
+        return _refused_prefix(qualified) or _word(last) or "other"
+    if parts[0] in _TORCH:  # a method exercise: torch's public API
+        if qualified.startswith("torch.ops.") and "backward" in qualified:
+            return "kernels"
+        return "private" if any(p.startswith("_") for p in parts) else None
+    return _refused_prefix(qualified) or "other"
 
 
 def _arithmetic_word(name: str, vocabulary: Vocabulary) -> str | None:
@@ -305,10 +301,10 @@ def _arithmetic_word(name: str, vocabulary: Vocabulary) -> str | None:
 
 def _attribute_reason(attr: str, vocabulary: Vocabulary, own: frozenset[str]) -> str | None:
     """Why ``value.attr`` is refused on a value (a tensor, a number, an object), or None."""
-    if vocabulary.engine and attr in _ARITHMETIC_METHODS:
-        return None  # an engine's operators, set or read (``Value.__radd__ = ...``)
+    if attr in _CLASS_SAFE or (vocabulary.engine and attr in _ARITHMETIC_METHODS):
+        return None  # a class's own protocol, or an engine's operators (``Value.__radd__``)
     if attr.startswith("__") and attr.endswith("__"):
-        return "dunder"
+        return "engine" if attr in _ARITHMETIC_METHODS else "dunder"
     if attr in _INTROSPECTION:
         return "introspection"
     if attr in _ESTIMATES:
@@ -419,12 +415,8 @@ class _Reader(ast.NodeVisitor):
     def _import(self, node: ast.AST, module: str) -> None:
         if any(n.startswith(module + ".") for n in self.vocabulary.names):
             return  # a module the exercise allows a name of (sys, for sys.setrecursionlimit)
-        if self.vocabulary.by_hand and not _named(module, self.vocabulary):
-            allowed = module in ARITHMETIC or module in {"torch.nn"} \
-                or module.split(".")[0] in BOOKKEEPING
-        else:
-            allowed = qualified_reason(module, self.vocabulary) is None
-        self._add(node, f"import {module}", None if allowed else (
+        why = qualified_reason(module, self.vocabulary)
+        self._add(node, f"import {module}", None if why is None else (
             _refused_prefix(module) or "import"))
 
     def visit_Import(self, node: ast.Import) -> None:
@@ -438,10 +430,7 @@ class _Reader(ast.NodeVisitor):
             self._add(node, f"from {'.' * node.level}{node.module or ''} import ...", "import")
             return
         for a in node.names:
-            qualified = f"{node.module}.{a.name}"
-            why = qualified_reason(qualified, self.vocabulary)
-            if why is None and not _value_module(qualified, self.vocabulary):
-                why = None if _named(qualified, self.vocabulary) else why
+            why = qualified_reason(f"{node.module}.{a.name}", self.vocabulary)
             self._add(node, f"from {node.module} import {a.name}", why)
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -483,7 +472,7 @@ class _Reader(ast.NodeVisitor):
         if not isinstance(node.ctx, ast.Load) and why is not None and why != "dunder" \
                 and node.attr not in TENSOR_OPERATIONS:
             why = None  # a learner's own attribute, set
-        self._add(node, f".{node.attr}", why)
+        self._add(node, _tensor_name(node.attr), why)
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -523,6 +512,16 @@ class _Reader(ast.NodeVisitor):
                 elif item.name in _ARITHMETIC_METHODS and not self.vocabulary.engine:
                     self._add(item, f"{node.name}.{item.name}", "engine")
         self.generic_visit(node)
+
+
+def _tensor_name(attr: str) -> str:
+    """``Tensor.backward()`` for a tensor method, ``Tensor.grad`` for a property, ``.attr``
+    for what no tensor has: what an attribute read from a value most likely is."""
+    if not hasattr(torch.Tensor, attr):
+        return f".{attr}"
+    value = getattr(torch.Tensor, attr)
+    method = callable(value) and not isinstance(value, type)
+    return f"Tensor.{attr}" + ("()" if method else "")
 
 
 def _format_fields(receiver: ast.AST) -> list[str] | None:

@@ -39,7 +39,7 @@ import torch
 
 from .byhand import Ran, run_answer
 
-__all__ = ["Sandbox", "SandboxError"]
+__all__ = ["Sandbox", "SandboxError", "load_answer"]
 
 _CONTEXT: Any = None
 
@@ -97,12 +97,12 @@ def _child(conn: Any, memory: int) -> None:
         kind = request[0]
         try:
             if kind == "load":
-                answer = _load(*request[1:])
+                answer = load_answer(*request[1:])
                 _send(conn, ("ok", None))
             elif kind == "call":
                 ran = run_answer(answer, request[1])
                 _send(conn, ("ok", (_safe(ran.got), ran.failure, ran.detail, ran.nudged,
-                                    tuple(ran.warnings))))
+                                    tuple(ran.warnings), ran.largest)))
             elif kind == "method":
                 from .grading import find_exercise
 
@@ -117,9 +117,9 @@ def _child(conn: Any, memory: int) -> None:
             _send(conn, ("error", f"{type(err).__name__}: {err}"))
 
 
-def _load(files: Sequence[tuple[str, str]], names: Sequence[str]) -> Any:
-    """Run the source (one text per cell, named like ``<cell 3>``) and return the answer:
-    the value of its one name, or a tuple of several."""
+def load_answer(files: Sequence[tuple[str, str]], names: Sequence[str]) -> Any:
+    """Run an answer's source (one text per cell, named like ``<cell 3>``) in a namespace of
+    its own and return the answer: the value of its one name, or a tuple of several."""
     namespace: dict[str, Any] = {"__name__": "__main__"}
     for filename, text in files:
         # Registered so that inspect.getsource works on the answer (a check may ship a
@@ -185,8 +185,8 @@ class Sandbox:
 
     def call(self, args: tuple[Any, ...]) -> Ran:
         """The answer called on ``args`` (what `run_answer` reports)."""
-        got, failure, detail, nudged, warned = self._ask("call", args)
-        return Ran(got, failure, detail, nudged, tuple(warned))
+        got, failure, detail, nudged, warned, largest = self._ask("call", args)
+        return Ran(got, failure, detail, nudged, tuple(warned), largest)
 
     def method(self, key: str, seed: int) -> list[tuple[str, bool, str, str]]:
         """A method exercise's check run on the answer: (name, ok, verdict, message) each."""

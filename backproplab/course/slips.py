@@ -120,9 +120,10 @@ def _tolerance(ref: Any, rtol: float | None, atol: float | None) -> tuple[Any, A
 def _compare(label: str, got: Any, want: Any, ref: Any, rtol: float | None,
              atol: float | None, explain: bool = False) -> Report:
     """`compare` with the by-hand tolerance of ``ref``; the mistake is named only when
-    asked (``explain``): most comparisons here need only the verdict."""
+    asked (``explain``): most comparisons here need only the verdict. The reference is
+    the check's own, so no ``.grad`` of it can have accumulated."""
     rtol, atol = _tolerance(ref, rtol, atol)
-    return compare(label, got, want, rtol=rtol, atol=atol, explain=explain)
+    return compare(label, got, want, rtol=rtol, atol=atol, explain=explain, accumulation=False)
 
 
 def _scale(value: Any) -> float:
@@ -140,9 +141,11 @@ def judge(
     rtol: float | None,
     atol: float | None,
     params: Sequence[str] = (),
+    labels: Sequence[str] = (),
 ) -> Check | None:
     """None when output ``i`` agrees on every trial; else the failed check, naming
-    only what holds on every trial."""
+    only what holds on every trial (``labels`` names every output, to say which two
+    are swapped)."""
     results = [_compare(label, r.got[i], r.ref[i], r.ref[i], rtol, atol)[0]
                for r in runs]
     failed = [(r, c) for r, c in zip(runs, results, strict=True) if not c.ok]
@@ -173,6 +176,10 @@ def judge(
     slip = _named_mistake(mistakes, runs, i, rtol, atol)
     if slip:
         return told(f"{slip}.")
+    partner = _swap_partner(i, runs, rtol, atol)
+    if partner is not None and partner < len(labels):
+        return told(f"{label} and {labels[partner]} are swapped: each is right, but returned in "
+                    f"the other's place (return them in the order {', '.join(labels)}).")
     averaged = _mean_for_sum(runs, i, rtol, atol, params)
     if averaged:
         return told(f"{averaged}.")
@@ -360,6 +367,18 @@ def _follows_argument(runs: list[Trial], failed: list[Trial],
                     f"every one where {name} is {listed(bad)}: the answer does not follow the "
                     f"argument {name} (is a value written in where {name} belongs?)")
     return None
+
+
+def _swap_partner(i: int, runs: list[Trial], rtol: float | None,
+                  atol: float | None) -> int | None:
+    """The output ``j`` that output ``i`` swapped places with, on every trial: each is the
+    other's reference (returned in the wrong order, the commonest slip of several outputs)."""
+    def agree(a: int, b: int) -> bool:
+        return all(b < len(r.got) and a < len(r.ref)
+                   and _compare("", r.got[a], r.ref[b], r.ref[b], rtol, atol).ok for r in runs)
+
+    return next((j for j in range(len(runs[0].ref)) if j != i and agree(i, j) and agree(j, i)),
+                None)
 
 
 def hard_coded(name: str, labels: list[str], runs: list[Trial],

@@ -242,6 +242,20 @@ def _node(code: types.CodeType, kind: type | tuple[type, ...], name: str | None 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
+def _public_name(value: Any) -> str | None:
+    """The shortest public name torch gives a function or class defined in a private module
+    (``functorch.compile.make_boxed_func`` for ``torch._functorch...make_boxed_func``), as an
+    import in the notebook would name it; None when it has none."""
+    own = getattr(value, "__name__", None)
+    if not isinstance(own, str):
+        return None
+    found = [name for name, module in list(sys.modules.items())
+             if name.split(".")[0] in ("torch", "functorch")
+             and not any(part.startswith("_") for part in name.split("."))
+             and getattr(module, own, None) is value]
+    return f"{min(found, key=len)}.{own}" if found else None
+
+
 class _Live:
     """Collects the trees of a live answer and what its free names stand for."""
 
@@ -276,7 +290,7 @@ class _Live:
         else:
             owner = getattr(value, "__module__", None) or type(value).__module__
             own = getattr(value, "__qualname__", None) or type(value).__qualname__
-            self.bound.setdefault(name, f"{owner}.{own}")
+            self.bound.setdefault(name, _public_name(value) or f"{owner}.{own}")
 
     @staticmethod
     def _class_code(cls: type) -> types.CodeType | None:

@@ -20,7 +20,7 @@ CHEATS = {
             "from backproplab.graph import describe as walk\n\n\n"
             "def find_leaves(out):\n"
             "    return [n.leaf.tensor for n in walk(out).nodes if n.leaf]\n",
-            "bl.describe",
+            "backproplab.graph.describe",
         ),
         # A backward pass, then the tensors that got a .grad: it cannot find them, and
         # the pass is refused by name.

@@ -111,7 +111,7 @@ CHEATS = {
             "def backward_by_walking(out, leaves):\n"
             "    bl.trace_backward(out, gradient=torch.ones_like(out))\n"
             "    return [leaf.grad for leaf in leaves]\n",
-            "but your code called",
+            "bl.trace_backward",
         ),
         # Grad mode switched back on, to build something to differentiate.
         (

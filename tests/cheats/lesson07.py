@@ -138,13 +138,13 @@ CHEATS = {
         (OWN_FORMULA, "mismatch"),
     ],
     "l07-one-backward": [
-        (ENGINE, "backward passes"),
+        (ENGINE, "_execution_engine"),
         (DELETE_NAMES, "still alive"),
         (TWO_PASS_ON_LEAVES, "backward passes"),
         (GRAD_THEN_BACKWARD, "backward passes"),
     ],
     "l07-two-players": [
         (PLAYERS_TABLE, "did not change"),
-        (PLAYERS_VERSION, "version counter"),
+        (PLAYERS_VERSION, "_unsafe_set_version_counter"),
     ],
 }

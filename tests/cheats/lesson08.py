@@ -220,7 +220,7 @@ CHEATS = {
         (MEAN_TABLE, "hard-coded"),
     ],
     "l08-jacobian-rows": [
-        (ROWS_ENGINE, "backward calls only"),
+        (ROWS_ENGINE, "_execution_engine"),
         (ROWS_VMAP, "backward calls only"),
     ],
     "l08-shares-vjp": [

@@ -19,7 +19,7 @@ CHEATS = {
             "        layers += ([acts[activation]()] if i else []) + [nn.Linear(a, b)]\n"
             "    net, batch_in = nn.Sequential(*layers), torch.randn(batch, widths[0])\n"
             "    return bytes_for_backward(net, batch_in)\n",
-            "torch.nn.ReLU",
+            "bl.describe",
         ),
         # ... with grad mode switched back on first.
         (
@@ -32,7 +32,7 @@ CHEATS = {
             "    with torch.enable_grad():\n"
             "        net, batch_in = nn.Sequential(*layers), torch.randn(batch, widths[0])\n"
             "        return bytes_for_backward(net, batch_in)\n",
-            "enable_grad",
+            "bl.describe",
         ),
         # A table of the visible check's answers: right there, a KeyError on new inputs.
         (

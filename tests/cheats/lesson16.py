@@ -41,7 +41,7 @@ CHEATS = {
          "    rank, world = dist.get_rank(), dist.get_world_size()\n"
          "    funcol = torch.distributed._functional_collectives\n"
          "    total = funcol.all_reduce(grad, 'sum', dist.group.WORLD)\n" + _SLICE,
-         "it uses dist.all_reduce"),
+         "_functional_collectives"),
         # Every rank's whole gradient gathered everywhere, then summed and sliced.
         ("def shard_mean(grad):\n"
          "    rank, world = dist.get_rank(), dist.get_world_size()\n"

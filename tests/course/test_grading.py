@@ -99,6 +99,13 @@ def test_a_float32_result_is_named_as_such():
     assert not report.ok and "your result is float32" in str(report)
 
 
+@pytest.mark.parametrize("factor", [2.0, 0.5, 3.0, 1 / 3])
+def test_a_by_hand_factor_is_never_blamed_on_backward_passes_adding_up(factor):
+    """The reference of a by-hand check is the check's own: no .grad of it accumulated."""
+    text = " ".join(str(_check(lambda x: factor * _right(x))).split())
+    assert "exactly" in text and "accumulated" not in text and "backward passes" not in text
+
+
 def test_nothing_in_a_by_hand_message_recommends_a_forbidden_tool():
     for wrong in (lambda x: x * 0.37 + 1, lambda x: 3 * x**2, _central_differences):
         assert "numerical_grad" not in str(_check(wrong))

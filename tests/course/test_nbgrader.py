@@ -2,10 +2,14 @@
 
 A throwaway course directory gets every lesson as one assignment:
 `nbgrader generate_assignment` must produce the same student cells as
-`backproplab release`, and `nbgrader autograde` must give the solution
-version full marks, the blank student version none (every check cell of it,
-predictions included, fails) and numerical estimates nothing on any by-hand
-exercise. Each student is autograded in one pass over every lesson.
+`backproplab release`. Each student is autograded by `nbgrader autograde` in one
+pass over every lesson (its feedback: every check cell of the blank version fails,
+predictions included), then graded by `backproplab grade --nbgrader`, which writes
+each exercise's score into the gradebook: the solution version full marks, the
+blank student version none, numerical estimates and shortcuts nothing on any
+by-hand exercise. A fourth student, eve, answers with a table built from the
+instructor's secret read from the kernel's environment: the kernel's check is fooled
+(autograde scores it), the grade is not.
 
 nbgrader is optional locally (the test skips without it) but required in CI:
 when the CI variable is set a missing nbgrader is a failure.
@@ -13,6 +17,7 @@ when the CI variable is set a missing nbgrader is a failure.
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import os
 import shutil
@@ -171,10 +176,32 @@ def _shortcut_answers(lesson: Path, turn) -> tuple[nbformat.NotebookNode, set[st
                        + f"\n\n{name} = answer\n")
         check = next(c for c in nb.cells[i + 1:] if c.cell_type == "code")
         failing.add(check.metadata["nbgrader"]["grade_id"])
+        if shortcut.audit:  # what the audit reads in its source (the rest fails as it runs)
+            LISTED.add(check.metadata["nbgrader"]["grade_id"])
     return nb, failing
 
 
-STUDENTS = ("alice", "bob", "mallory")
+STUDENTS = ("alice", "bob", "mallory", "eve")
+SECRET = "the instructor's"
+
+
+def _eve(root: Path) -> set[str]:
+    """Lesson 04 only, its first exercise answered from a table of the checks' inputs that
+    the secret in the kernel's environment makes (tests/cheats/shapes.py)."""
+    spec = importlib.util.spec_from_file_location("shapes", ROOT / "tests" / "cheats"
+                                                  / "shapes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    table = next(src for kind, src in module.SHAPES if "secret" in kind)
+    lesson = next(p for p in _lessons() if p.name.startswith("04-"))
+    nb = course.read_notebook(lesson)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "l04-grads":
+            cell.source = table
+    folder = root / "submitted" / "eve" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / lesson.name)
+    return {"l04-grads-check"}
 
 
 @pytest.fixture(scope="module")
@@ -216,6 +243,8 @@ def _checks() -> dict[str, int]:
 
 
 def _submit(root: Path, student: str) -> set[str]:
+    if student == "eve":
+        return _eve(root)
     """Write ``student``'s submission; return the grade_ids of the checks it must fail.
 
     alice: the solutions, with one honest answer that makes torch print a warning;
@@ -246,6 +275,15 @@ def _submit(root: Path, student: str) -> set[str]:
 
 
 SHORTCUT_CHECKS: dict[Path, set[str]] = {}
+AUTOGRADED: dict[str, dict[tuple[str, str], float]] = {}  # nbgrader's own scores, per cell
+LISTED: set[str] = set()  # mallory's checks whose shortcut the audit must list
+
+
+def _scores(root: Path, student: str) -> dict[tuple[str, str], float]:
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", course_id=COURSE_ID) as gb:
+        return {(g.cell.name, nb.name): g.score
+                for nb in gb.find_submission(ASSIGNMENT, student).notebooks
+                for g in nb.grades}
 
 
 @pytest.fixture(scope="module")
@@ -266,7 +304,7 @@ def graded(released: Path) -> dict[str, tuple[Path, set[str], str]]:
                 process = subprocess.Popen(
                     [sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
                      "--student", student, "--create", "--force"],
-                    cwd=root, env={**_env(root), secret.SECRET_VARIABLE: "the instructor's"},
+                    cwd=root, env={**_env(root), secret.SECRET_VARIABLE: SECRET},
                     stdout=out, stderr=subprocess.STDOUT)
             running[student] = (root, failing, process, log)
         results = {}
@@ -275,6 +313,16 @@ def graded(released: Path) -> dict[str, tuple[Path, set[str], str]]:
             text = log.read_text()
             assert code == 0, f"nbgrader autograde --student {student} failed:\n{text}"
             results[student] = (root, failing, text)
+        for student, (root, _, _) in results.items():
+            AUTOGRADED[student] = _scores(root, student)
+            (root / "secret").write_text(SECRET)
+            graded = subprocess.run(
+                [sys.executable, "-m", "backproplab", "grade", str(root / "submitted"),
+                 "--against", str(root / "source" / ASSIGNMENT), "--csv",
+                 str(root / "backproplab-grades.csv"), "--secret-file", str(root / "secret"),
+                 "-j", "2", "--nbgrader", str(root / "gradebook.db"), "--course-id", COURSE_ID],
+                cwd=root, env=_env(root), capture_output=True, text=True, timeout=1500)
+            assert graded.returncode == 0, graded.stdout + graded.stderr
         return results
     finally:
         for _, _, process, _ in running.values():
@@ -290,21 +338,28 @@ def test_nbgrader_autograde(graded: dict, student: str) -> None:
     assert "partial credit" not in log
 
     checks = _checks()
+    if student == "eve":
+        lesson04 = next(p for p in _lessons() if p.name.startswith("04-"))
+        checks = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+                  for c in course.read_notebook(lesson04).cells
+                  if c.metadata.get("nbgrader", {}).get("grade")}
+        # The kernel's check was fooled by the table (autograde scored it); the grade was not.
+        assert AUTOGRADED["eve"][("l04-grads-check", lesson04.stem)] == 1
     points = sum(checks.values())
     lost = sum(checks[g] for g in failing & set(checks))
-    expected = {"alice": points, "bob": 0, "mallory": points - lost}[student]
+    expected = {"alice": points, "bob": 0, "mallory": points - lost,
+                "eve": points - lost}[student]
     if student == "mallory" and _lessons() != [FIXTURE]:
         # Numerical estimates lose every by-hand point, and a prediction is worth nothing.
         assert len(failing) >= len(_lessons())
         assert all(points == 0 for g, points in checks.items() if "predict" in g)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", course_id=COURSE_ID) as gb:
         score = gb.find_submission(ASSIGNMENT, student).score
-        per_cell = {
-            (g.cell.name, nb.name): g.score
-            for nb in gb.find_submission(ASSIGNMENT, student).notebooks
-            for g in nb.grades
-        }
-    if student == "mallory":
+    per_cell = _scores(root, student)
+    # backproplab grade's CSV says the same as the gradebook it wrote.
+    rows = list(csv.DictReader((root / "backproplab-grades.csv").open()))
+    assert sum(float(r["points"]) for r in rows) == score
+    if student in ("mallory", "eve"):
         wrong_cells = [k for k, score in per_cell.items() if k[0] in failing and score]
         assert not wrong_cells, f"shortcuts earned points in {wrong_cells}"
     assert score == expected
@@ -327,8 +382,8 @@ def test_nbgrader_autograde(graded: dict, student: str) -> None:
         # ... and every by-hand cell written from tests/cheats/shortcuts.py, with its line.
         listed = {f.grade_id for f in audit(root / "submitted" / "mallory",
                                             against=root / "source" / ASSIGNMENT)
-                  if "by-hand vocabulary" in f.what and f.line}
-        assert {g.removesuffix("-check") for g in SHORTCUT_CHECKS[root]} <= listed
+                  if "vocabulary" in f.what and f.line}
+        assert LISTED and {g.removesuffix("-check") for g in LISTED} <= listed
 
 
 def _assert_blank_fails_everywhere(graded: Path) -> None:

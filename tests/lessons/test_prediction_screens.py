@@ -24,7 +24,7 @@ import nbformat
 import pytest
 from browser_support import LabServer, NotebookReport, notebook_page, open_notebook, screen_at
 from test_browser import ARTIFACTS, LESSONS
-from test_predictions import IN_WORDS, _on_screen, _readable, _screen_leaks
+from test_predictions import IN_WORDS, _meaning, _on_screen, _readable, _screen_leaks
 
 from backproplab.course import after_reveal_folds
 from backproplab.course.grading import _answer_of, find_prediction
@@ -59,17 +59,22 @@ def _specific(answer: Any) -> bool:
     return isinstance(answer, str) and " " in answer.strip()
 
 
-def _said_on_screen(key: str, piece: dict, answer: Any, choices: Any, section: bool) -> list[str]:
+def _said_on_screen(key: str, piece: dict, answer: Any, choices: Any, section: bool,
+                    below: bool) -> list[str]:
     """The forms of the answer in what one cell shows. Inside the prediction's own
     section (question down to the next heading after the reveal) every form counts, as
     in tests/lessons/test_predictions.py; in a section further down that is also on the
-    screen, the answer's specific forms and the ways a lesson said it in words."""
+    screen, the answer's specific forms and the ways a lesson said it in words. Below
+    the guess cell, what the reveal says counts too: its numbers, a run of its words,
+    a yes/no or zero answer said in words about the question's subject."""
     text = piece["text"]
     if piece["type"] == "code":
         text = _readable(nbformat.v4.new_code_cell(text))
     # Rendered markdown has lost its backticks; so must the patterns of IN_WORDS.
     words = [w.replace("`", "") for w in IN_WORDS.get(key, [])]
     found = [w for w in words if re.search(w, text)]
+    found += [m for m in (_meaning(find_prediction(key), answer, text) if below else [])
+              if m not in found]
     if section or _specific(answer):
         found += [f for f in _screen_leaks(key, text, answer, choices) if f not in found]
     return found
@@ -104,7 +109,7 @@ def _screen_report(context: Any, server: LabServer, lesson: Path) -> tuple[Noteb
                 if piece["index"] == index:
                     continue  # the guess cell itself: `name = ...`
                 said = _said_on_screen(key, piece, answer, prediction.choices,
-                                       piece["index"] in section)
+                                       piece["index"] in section, piece["index"] > index)
                 if said:
                     report.problem(
                         f"{key}: cell {piece['index'] + 1} shows the answer on the screen "

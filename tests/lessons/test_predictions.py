@@ -184,6 +184,63 @@ IN_WORDS = {
 }
 
 
+# What the answer means, read off the reveal itself rather than a list of phrasings: on
+# the screen of a guess, below the guess cell, nothing may carry the reveal's own numbers
+# or a run of its words, and a yes/no or zero answer may not be stated in words about the
+# question's subject ("The second call works now" under "does a second backward raise?").
+_STOP = set("""a an the of to in on at by for with and or but is are was were be been being it its
+this that these those as from into than then so if not no yes does do did done can could will
+would should has have had what which who whom whose when where how why there here each every any
+all one two three your you we our their they them now just only also more most less least very
+much many same other another such about after before again once up down out over under between
+through while both either neither own above below started start ends end""".split())
+_VERDICT = re.compile(r"(?i)\b(?:works?|worked|fails?|failed|raises?|raised|succeeds?|"
+                      r"succeeded|cannot|can't|doesn't|does not|won't|stops?|explodes?|"
+                      r"diverges?|converges?|breaks?|refuses?|refused)\b")
+_ASKS = re.compile(r"(?i)errors?|raises?|works?|fails?|succeeds?")  # what a question asks
+_ZERO = re.compile(r"(?i)\b(?:vanish\w*|zeros?)\b")
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9_][a-z0-9_.']*[a-z0-9_]|[a-z0-9_]", text.lower().replace("`", ""))
+
+
+def _content(text: str) -> set[str]:
+    return {w for w in _words(text) if w not in _STOP and len(w) >= 4}
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?;:])\s+|\n\s*\n", text) if s.strip()]
+
+
+def _decimals(text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w.])(\d+\.\d+|\d+e-?\d+)(?![\w])", text))
+
+
+def _meaning(prediction, answer: object, text: str) -> list[str]:
+    """What in ``text`` says the answer the reveal gives (see the comment above)."""
+    found = []
+    why = prediction.why.replace("{answer}", " ")
+    topic = {w for w in _content(prediction.question) if not _ASKS.fullmatch(w)}
+    talks = [s for s in _sentences(text) if _content(s) & topic]
+    for n in sorted(_decimals(why) - _decimals(prediction.question)):
+        if any(re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", s) for s in talks):
+            found.append(f"the reveal's number {n}")
+    words, flat = _words(why), " ".join(_words(text))
+    runs = (words[i:i + 6] for i in range(len(words) - 5))
+    found += [f"the reveal's words {' '.join(r)!r}" for r in runs
+              if sum(w not in _STOP and len(w) >= 3 for w in r) >= 3 and " ".join(r) in flat][:1]
+    said = None
+    if isinstance(answer, bool) or (isinstance(answer, str) and answer.lower() in {"yes", "no"}):
+        said = _VERDICT
+    elif isinstance(answer, (int, float)) and not isinstance(answer, bool) and answer == 0:
+        said = _ZERO
+    if said is not None:
+        found += [f"the answer in words: {s.strip()[:80]!r}" for s in talks
+                  if said.search(s) and not s.rstrip().endswith("?")]
+    return found
+
+
 def _heading(cell) -> bool:
     return heading_level(cell) is not None
 
@@ -216,16 +273,19 @@ def _on_screen(cells, guess_at: int) -> list[int]:
     return list(range(start, stop + 1))
 
 
-def _screen_leaks(key: str, text: str, answer: object, choices: tuple | None) -> list[str]:
+def _screen_leaks(key: str, text: str, answer: object, choices: tuple | None,
+                  below: bool = False) -> list[str]:
+    """The answer's forms in ``text``; ``below`` the guess cell, also its meaning."""
+    meant = _meaning(bl.lessons.find_prediction(key), answer, text) if below else []
     if choices is not None and all(any(re.search(f, text) for f in _forms(c)) for c in choices):
-        return []  # naming every choice gives nothing away
+        return meant  # naming every choice gives no value away (what it says still may)
     if isinstance(answer, str) and answer.lower() in {"yes", "no"}:
         # "no" is also an ordinary word ("no dampening"): only the answer as a value counts.
         forms = [rf"[\"'`]{answer}[\"'`]", rf"(?i)\banswer is\W+{answer}\b"]
         found = [f for f in forms if re.search(f, text)]
     else:
         found = _leaks(text, answer, choices)
-    return found + [f for f in IN_WORDS.get(key, []) if re.search(f, text)]
+    return found + meant + [f for f in IN_WORDS.get(key, []) if re.search(f, text)]
 
 
 def _screen_problems(lesson: Path, unfolded: bool = False) -> tuple[int, list[str]]:
@@ -251,7 +311,7 @@ def _screen_problems(lesson: Path, unfolded: bool = False) -> tuple[int, list[st
         screen = _on_screen(cells, i)
         for k in screen:
             text = _readable(cells[k], above_heading=k == screen[-1] and k > i)
-            leaks = _screen_leaks(key, text, answer, prediction.choices)
+            leaks = _screen_leaks(key, text, answer, prediction.choices, below=k > i)
             if leaks:
                 problems.append(f"{grade_id}: cell {cells[k].get('id')} states it ({leaks})")
     return found, problems

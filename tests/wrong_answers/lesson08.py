@@ -69,6 +69,10 @@ WRONG = {
         (LAST_ROW.format("v[-1] = 1 / y.shape[0]"), "number of rows"),
     ],
     "l08-shares-vjp": [
+        # Right, but through the full Jacobian the exercise asks to do without.
+        ("def shares_vjp(x, v):\n    S = x.sum()\n"
+         "    J = torch.eye(len(x), dtype=x.dtype) / S - x[:, None] / S**2\n    return v @ J\n",
+         "do without"),
         # Only the diagonal: y_i = x_i / S treated as if S did not depend on x.
         (SHARES.format("v / x.sum()"), "only the diagonal of J"),
         # J v, rows where backward needs columns.
@@ -94,6 +98,10 @@ WRONG = {
         ("max_ties_guess = [0.0, 1.0, 1.0, 0.0]\n", "not quite"),
     ],
     "l08-softmax-vjp": [
+        # Right, but through the Jacobian of every row, diag(p) - p pᵀ.
+        ("def softmax_vjp(p, g):\n"
+         "    J = torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)\n"
+         "    return (g.unsqueeze(-2) @ J).squeeze(-2)\n", "do without"),
         # The diagonal of the Jacobian only.
         ("def softmax_vjp(p, g):\n    return p * g\n", "only the diagonal"),
         # A sign slip in the second term.

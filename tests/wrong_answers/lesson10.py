@@ -121,6 +121,9 @@ WRONG = {
     "l10-scale-shift": [
         (_fn(SCALE_SHIFT, "return dhbn, (xhat * dhbn).sum(0), dhbn.sum(0)"),
          "the gain is missing from dxhat"),
+        # dgain and dbias returned in each other's places.
+        (_fn(SCALE_SHIFT, "return gain * dhbn, dhbn.sum(0), (xhat * dhbn).sum(0)"),
+         "dgain and dbias are swapped"),
         (_fn(SCALE_SHIFT, "return gain * dhbn, xhat * dhbn, dhbn"),
          "dgain and dbias are not summed over the batch"),
         (_fn(SCALE_SHIFT, "return gain * dhbn, (gain * dhbn).sum(0), dhbn.sum(0)"),
@@ -168,6 +171,8 @@ WRONG = {
     ],
     "l10-dmean": [
         (_fn("dmean(ddiff)", "return -ddiff"), "the sum is missing: mean"),
+        # Only keepdim=True missing.
+        (_fn("dmean(ddiff)", "return -ddiff.sum(0)"), "without keepdim=True"),
         (_fn("dmean(ddiff)", "return ddiff.sum(0, keepdim=True)"), "the sign is lost: the mean"),
         # A mean for the sum: off by exactly 1/n.
         (_fn("dmean(ddiff)", "return -ddiff.mean(0, keepdim=True)"),
@@ -195,6 +200,8 @@ WRONG = {
         ("nonzero_rows_guess = (0, 1, 2, 3, 4)\n", "not quite"),
         # Only the row looked up twice.
         ("nonzero_rows_guess = (3,)\n", "not quite"),
+        # One row too many, as a set.
+        ("nonzero_rows_guess = {0, 1, 2, 3}\n", "not quite"),
     ],
     "l10-embedding": [
         (_fn(EMBEDDING, TABLE + "table[flat_ids] = flat_grads\nreturn table"),

@@ -38,7 +38,7 @@ WRONG = {
         # torch.func's jvp: the exercise asks for the rules by hand.
         ("def tangent(W, b, x, v):\n"
          "    return jvp(lambda t: torch.tanh(W @ t + b) * (t @ t), (x,), (v,))[1]\n",
-         "jvp, a function from torch.func"),
+         "torch.func.jvp"),
         # The worked cell's scalar example: a hard-coded number.
         ("def tangent(W, b, x, v):\n    return torch.tensor(20.0)\n", "hard-coded"),
     ],

@@ -75,6 +75,9 @@ WRONG = {
         (_range(floor="f16.tiny * f16.eps"), "smallest subnormal"),
         (_range(pick="max"), "largest entry of dL/dy"),
         (_range(big=("dy", "dy")), "highest scale was taken from dL/dy"),
+        (_range(big=("dW", "dW")), "bias gradient was left out"),
+        # dL/db taken as dL/dy itself, without the sum over the batch.
+        (_range(big=("dW", "dy")), "column sums of dL/dy"),
         (_range(up="", down=""), "not powers of two"),
         (_range(up="torch.floor", down="torch.ceil"), "rounded the wrong way"),
         # A pair of scales that worked once, written in.

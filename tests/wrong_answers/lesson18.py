@@ -35,6 +35,9 @@ WRONG = {
         # The mean's 1/N forgotten.
         (BACKWARD.format("    dy = -2 * g * torch.cos(y) * torch.sin(y)\n"
                          "    return dy @ w_t, x_t @ dy\n"), "1/N is missing"),
+        # The mean taken over the rows of y, not over all its entries.
+        (BACKWARD.format("    dy = -2 * g * torch.cos(y) * torch.sin(y) / y.shape[0]\n"
+                         "    return dy @ w_t, x_t @ dy\n"), "not over its rows"),
         # The incoming gradient left out: right only when g = 1.
         (BACKWARD.format("    dy = -2 * torch.cos(y) * torch.sin(y) / y.numel()\n"
                          "    return dy @ w_t, x_t @ dy\n"), "incoming gradient g is missing"),

@@ -81,5 +81,9 @@ WRONG = {
                           "return dX, X.T @ dV, X.T @ dK, X.T @ dQ"), "mixed up"),
         (_fn(PROJECTIONS, "dX = dQ @ Wq.T + dK @ Wk.T + dV @ Wv.T\n"
                           "return dX, dQ.T @ X, dK.T @ X, dV.T @ X"), "transpose"),
+        # The three paths averaged instead of added (the check computes its reference
+        # itself, so nothing is said about .grad accumulating).
+        (_fn(PROJECTIONS, "dX = (dQ @ Wq.T + dK @ Wk.T + dV @ Wv.T) / 3\n"
+                          f"return dX, {WEIGHTS}"), "exactly 1/3"),
     ],
 }

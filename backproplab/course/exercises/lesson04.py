@@ -66,14 +66,19 @@ def _huber_reference(x, y, w, b, delta):
 def _new_robust_data(gen):
     """A noisy line with a few far-off points, w and b anywhere, and a threshold delta that
     leaves some residuals inside (the quadratic piece) and some outside (the linear piece),
-    none at the joint, so every slip below shows on every trial."""
+    none at the joint, so every slip below shows on every trial. The far-off points lie
+    beyond every other residual, at least one on each side of the line (a slip of the
+    negative side shows even where w and b put every other point on one side)."""
     xs, ys, w, b = _new_data(gen)
     n = len(xs)
-    far = torch.randperm(n, generator=gen)[: max(1, n // 5)]
+    far = torch.randperm(n, generator=gen)[: max(2, n // 5)]
     signs = torch.randint(0, 2, (len(far),), generator=gen) * 2 - 1
-    ys[far] += signs * (8 + 8 * torch.rand(len(far), generator=gen))
+    signs[:2] = torch.tensor([1, -1])
+    reach = float((w * xs + b - ys).abs().max())
+    ys[far] = w * xs[far] + b - signs * (reach + 8 + 8 * torch.rand(len(far), generator=gen))
     sizes = (w * xs + b - ys).abs().sort().values
     k = int(torch.randint(n // 4, 3 * n // 4, (1,), generator=gen))
+    k = min(k, n - len(far) - 1)  # delta below every far-off point
     delta = round(float(sizes[k] + sizes[k + 1]) / 2, 3)
     if not sizes[k] < delta < sizes[k + 1]:  # rounding crossed a residual: keep the midpoint
         delta = float(sizes[k] + sizes[k + 1]) / 2

@@ -286,6 +286,7 @@ EXERCISES = {
         name="shares_vjp",
         reference=_shares_vjp_reference,
         make_inputs=_new_shares,
+        without="the (n, n) Jacobian",
         mistakes={
             "only the diagonal of J is there: every share y_i also depends on every x_j "
             "through the sum S, which adds -x_i / S**2 to J[i, j] for every j":
@@ -308,6 +309,7 @@ EXERCISES = {
         name="softmax VJP",
         reference=_softmax_vjp_reference,
         make_inputs=_new_softmax,
+        without="the softmax's Jacobian (a matrix per row)",
         mistakes={
             "p * g is only the diagonal of the Jacobian: every z_j also moves every other "
             "p_i through the shared denominator, which adds -p_j * (g * p).sum() over the row":

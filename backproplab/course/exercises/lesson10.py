@@ -677,5 +677,6 @@ PREDICTIONS = {
              "affected the output.",
         why="ids [3, 0, 3, 1] read rows {answer}; rows 2 and 4 were never read, so the "
             "output does not depend on them",
+        unordered=True,
     ),
 }

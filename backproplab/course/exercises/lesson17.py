@@ -60,15 +60,25 @@ def _scale_range_reference(x, W, b, t):
 
 def _new_layer(gen):
     """A batch x (N x K), a layer W (M x K), b (M), and targets t a residual away from the
-    layer's output; the residual's size changes over four orders of magnitude."""
-    n = int(torch.randint(3, 41, (1,), generator=gen))
+    layer's output; the residual's size changes over four orders of magnitude.
+
+    Every slip must show on every trial, so the numbers are arranged for it: each column's
+    residual leans one way (an offset of 2 to 3, in units of its size), so dL/db, a sum
+    over N >= 6 rows, is several times every entry of dL/dy; x is small (sd 0.05), so dL/dW
+    stays several times below dL/db; and one entry of the residual is a hundred times
+    smaller than the rest, so the smallest and largest entries of dL/dy are far apart."""
+    n = int(torch.randint(6, 41, (1,), generator=gen))
     k = int(torch.randint(1, 9, (1,), generator=gen))
     m = int(torch.randint(4, 9, (1,), generator=gen))  # 4 or more: no slip mimics another
-    x = torch.randn(n, k, generator=gen, dtype=torch.float64)
+    x = 0.05 * torch.randn(n, k, generator=gen, dtype=torch.float64)
     W = 0.5 * torch.randn(m, k, generator=gen, dtype=torch.float64)
     b = 0.1 * torch.randn(m, generator=gen, dtype=torch.float64)
     size = 10.0 ** float(-5 + 4 * torch.rand(1, generator=gen, dtype=torch.float64))
-    t = x @ W.T + b + size * torch.randn(n, m, generator=gen, dtype=torch.float64)
+    sign = torch.randint(0, 2, (m,), generator=gen).to(torch.float64) * 2 - 1
+    offset = sign * (2 + torch.rand(m, generator=gen, dtype=torch.float64))
+    residual = offset + 0.3 * torch.randn(n, m, generator=gen, dtype=torch.float64)
+    residual[0, 0] *= 0.01
+    t = x @ W.T + b - size * residual
     return x, W, b, t
 
 
@@ -98,6 +108,9 @@ SCALE_SLIPS = {
     "are in the weight and bias gradients, sums over the batch (dL/dW = dL/dy^T x, "
     "dL/db = the column sums of dL/dy)":
         lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t)[:1] * 3),
+    "the bias gradient was left out of the highest scale: dL/db, the column sums of dL/dy, "
+    "is a float16 number of this backward too, and a sum over the batch can be the largest":
+        lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t)[:2], torch.zeros(1)),
     "the scales are not powers of two: round the lowest up and the highest down to a power "
     "of two (2 ** ceil(log2 ...), 2 ** floor(log2 ...))":
         lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t),

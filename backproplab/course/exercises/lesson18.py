@@ -100,6 +100,9 @@ MIN_CUT_SLIPS = {
     "the mean's 1/N is missing: the loss averages y.numel() entries, so each gets 1/N of "
     "the incoming gradient":
         _slip(lambda y, g: -2 * g * torch.cos(y) * torch.sin(y)),
+    "the mean is over every entry of y, y.numel() of them, not over its rows (y.shape[0]): "
+    "lesson 17's mean squared error had the same 1/N":
+        _slip(lambda y, g: -2 * g * torch.cos(y) * torch.sin(y) / y.shape[0]),
     "the incoming gradient g is missing: the backward graph gets dL/d(loss) as its last "
     "input (tangents_1), and everything it returns is scaled by it":
         _slip(lambda y, g: -2 * torch.cos(y) * torch.sin(y) / y.numel()),
