@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +62,16 @@ def test_every_call_the_usage_shows_gets_past_the_argument_check(args, tmp_path)
     # PYTHON=false: making the venv fails at once, after the arguments were accepted.
     done = _call(args, tmp_path, PYTHON="false")
     assert done.returncode == 1 and USAGE not in done.stderr, done.stdout + done.stderr
+
+
+def test_the_readme_shows_a_call_the_script_accepts(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### Tested PyTorch versions", 1)[1].split("\n### ", 1)[0]
+    shown = [line.split() for line in re.findall(r"```bash\n(.*?)\n```", section, re.DOTALL)]
+    assert shown and all(words[0] == ".ci/torch-versions" for words in shown), shown
+    for words in shown:
+        done = _call(words[1:], tmp_path, PYTHON="false")
+        assert done.returncode == 1 and USAGE not in done.stderr, done.stdout + done.stderr
 
 
 def _cell(text: str = "", *, stderr: str = "", error: tuple[str, str] | None = None,
