@@ -144,6 +144,14 @@ CHEATS = {
             ),
             "numerical estimate",
         ),
+        # the package's finite differences
+        (
+            AMAX.format(
+                "        return bl.numerical_grad(lambda t: (torch.amax(t, dim, keepdim) * g).sum(),\n"
+                "                                 a.data)"
+            ),
+            "numerical_grad",
+        ),
         # torch's own backward kernel for a value-selecting reduction
         (
             AMAX.format(
