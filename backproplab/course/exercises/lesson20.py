@@ -489,8 +489,12 @@ def _check_counting(answer, seed):
             wrong = [i for i, (leaf, w) in enumerate(zip(leaves, want, strict=True))
                      if not _same(leaf.grad, w)]
             if wrong:
+                grad = leaves[wrong[0]].grad
                 problem = (f"leaf {wrong[0]}'s .grad differs from torch's, although every "
-                           "rule ran once, in order, with the sum")
+                           "rule ran once, in order, with the sum" + (
+                               f" (it is {str(grad.dtype).removeprefix('torch.')}: start from "
+                               "torch.ones_like(root.data), which is float64 like the data)"
+                               if grad.dtype != F64 else ""))
         if problem is not None:
             return failed(name, f"on {graph}: {problem}")
     return passed(name, "every rule ran once, after all its gradients arrived, and every "
