@@ -147,8 +147,9 @@ CHEATS = {
         # the package's finite differences
         (
             AMAX.format(
-                "        return bl.numerical_grad(lambda t: (torch.amax(t, dim, keepdim) * g).sum(),\n"
-                "                                 a.data)"
+                "        def f(t):\n"
+                "            return (torch.amax(t, dim, keepdim) * g).sum()\n"
+                "        return bl.numerical_grad(f, a.data)"
             ),
             "numerical_grad",
         ),

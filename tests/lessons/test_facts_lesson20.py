@@ -4,7 +4,7 @@ shapes, lesson 09's network trained to torch's loss at every step, the graph's g
 shapes (the bias's (5,) out of a (256, 5), the squared error's two gradients on one
 arrow, the -1 and 1/256), the chain's depth, the three gradients that reach y, the
 example shapes of Exercise 1, and the checks: the solutions pass on several seeds,
-every kept wrong answer fails on every seed tried with the same named slip, and the
+every kept wrong answer fails on four seeds with the same named slip, and the
 lesson's own pass and sort are recognised as the notebook writes them.
 """
 
@@ -237,7 +237,7 @@ KEPT = [(key, k) for key in SOLUTIONS for k in range(len(WRONG[key]))]
 @pytest.mark.parametrize(("key", "k"), KEPT, ids=[f"{key}-{k}" for key, k in KEPT])
 def test_every_kept_slip_fails_on_every_seed_with_its_name(key, k):
     source, fragment = WRONG[key][k]
-    for seed in (0, 1, 2, 3, 4, 5):
+    for seed in (0, 1, 2, 3):
         space = _engine()
         exec(source, space)
         with pytest.raises(AssertionError) as info:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from ._spec import Method, Prediction, Report, attempt, check_by_hand, failed, passed
+from ._spec import Method, Prediction, attempt, check_by_hand, failed, passed
 from .lesson03 import LESSON_SORT_CODE, CallWatch
 
 F64 = torch.float64
