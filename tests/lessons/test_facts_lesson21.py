@@ -308,3 +308,24 @@ def test_the_other_checks_draw_what_the_lesson_says(cells):
             assert mask.any() and not mask.all()
         else:
             assert mask.all()
+
+
+# --------------------------------------------------------------------------- the kept slips
+
+
+@pytest.mark.parametrize("key", sorted(lesson21.EXERCISES))
+def test_every_kept_slip_is_named_on_every_seed(key):
+    """Each slip, as its own function, fails the check and is named on seeds other than the
+    visible one: the inputs make it show on every trial (ties and overlapping windows in
+    every image, both dropout modes in every check, padding and stride never 0 or 1)."""
+    from backproplab.course.grading import check_by_hand
+
+    exercise = lesson21.EXERCISES[key]
+    for description, wrong in exercise.mistakes.items():
+        for seed in (1, 2100, 99_991):  # seed 0 is the wrong answers' (tests/wrong_answers)
+            report = check_by_hand(wrong, exercise.reference, exercise.make_inputs,
+                                   name=exercise.name, outputs=exercise.outputs,
+                                   trials=exercise.trials, seed=seed,
+                                   mistakes=exercise.mistakes, advice=exercise.advice)
+            assert not report.ok and description in " ".join(str(report).split()), (
+                key, seed, description[:60], str(report)[:300])
