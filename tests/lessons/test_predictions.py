@@ -181,6 +181,8 @@ IN_WORDS = {
                            r"(?i)dy_dx`? now works"],
     "l13-predict-linear": [r"(?i)so nothing was\s+recorded"],
     "l15-predict-raises": [r"(?i)no error at all", r"(?i)trusts whatever backward returns"],
+    "l21-predict-pool-tie": [r"(?i)the first maximum", r"(?i)stays with the first"],
+    "l21-predict-dropout-eval": [r"(?i)returns its input itself", r"(?i)as it arrived"],
 }
 
 
