@@ -249,6 +249,10 @@ def _needed(graph: Graph, nodes: list[Any]) -> set[Any]:
     return needed
 
 
+# Set while the learner's function runs: the check's own executor notes that it was called.
+_BORROWED: dict[str, bool] = {"watching": False, "called": False}
+
+
 @torch.no_grad()
 def execute(graph: Graph, queue: str = "heap", prune: bool = True, add: bool = True
             ) -> list[Any]:
@@ -260,6 +264,8 @@ def execute(graph: Graph, queue: str = "heap", prune: bool = True, add: bool = T
     number first. ``prune=False`` runs every node; ``add=False`` keeps the last gradient
     that arrives in an input slot instead of the sum.
     """
+    if _BORROWED["watching"]:
+        _BORROWED["called"] = True
     nodes = graph_nodes(graph.roots)
     needed = _needed(graph, nodes) if prune else set(nodes)
     waiting = {node: 0 for node in nodes}
@@ -402,10 +408,18 @@ def _learner_runs(answer: Any, seed: int) -> tuple[list[_Run], Report | None]:
         theirs, mine = _build(maker, graph_seed), _build(maker, graph_seed)
         index = {node: i for i, node in enumerate(graph_nodes(theirs.roots))}
         want = [index[node] for node in torch_order(theirs)]
-        with torch.no_grad(), count_autograd() as seen:
-            got, failure = attempt(EXECUTOR, answer, mine.roots, mine.grads, mine.inputs,
-                                   raised=lambda err, what=what: f"on a graph with {what}: "
-                                                                 f"{_raised(err)}")
+        _BORROWED.update(watching=True, called=False)
+        try:
+            with torch.no_grad(), count_autograd() as seen:
+                got, failure = attempt(EXECUTOR, answer, mine.roots, mine.grads, mine.inputs,
+                                       raised=lambda err, what=what: f"on a graph with {what}: "
+                                                                     f"{_raised(err)}")
+        finally:
+            _BORROWED["watching"] = False
+        if _BORROWED["called"]:
+            return runs, _fail(EXECUTOR, "your code called the check's own executor "
+                                         "(execute in the lesson's exercise module). Write "
+                                         "your own: count, prune, buffer and queue yourself.")
         if seen.reverse:
             return runs, _fail(EXECUTOR, f"your code ran a backward pass of torch's engine "
                                          f"({seen.calls[0]}). This exercise asks you to be the "
@@ -617,6 +631,11 @@ def _pass_problem(model: nn.Module, events: list[_Event], what: str) -> str | No
         (at, report), last = mine[0], grads[-1][0]
         if at < last:
             done = sum(1 for k, _ in grads if k < at)
+            if done == 0:
+                return (f"in {what}, you reported {module!r} before any of the gradients this "
+                        "pass computes for it existed. A module's backward hook runs when the "
+                        "gradient reaches the module, before the engine reaches its "
+                        "parameters' AccumulateGrad nodes: hook the parameters.")
             return (f"in {what}, you reported {module!r} after {done} of the {len(grads)} "
                     "gradients this pass computes for it: a report waits for all of them "
                     "(register_multi_grad_hook's mode 'any' fires at the first).")
