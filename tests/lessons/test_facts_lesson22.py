@@ -144,7 +144,8 @@ def test_an_output_below_another_waits_for_it(cells):
 def test_pruning_counts(cells):
     text = _text(_code(cells, "everything = engine_order("))
     assert "backward():            10 nodes" in text
-    assert "backward(inputs=[x]):   7 nodes, skips ['SumBackward0', 'PowBackward0', 'acc(w)']" in text
+    assert ("backward(inputs=[x]):   7 nodes, skips ['SumBackward0', 'PowBackward0', 'acc(w)']"
+            in text)
     assert "w.grad: None" in text
     grad_text = _text(_code(cells, "(grad_w,) = torch.autograd.grad"))
     assert "autograd.grad(loss, [w]): 8 nodes, skips ['acc(x)', 'acc(w)']" in grad_text

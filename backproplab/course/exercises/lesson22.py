@@ -347,7 +347,7 @@ QUEUE_SLIPS = {
                "the order they arrived. They all have the same sequence number, 2**64 - 1, "
                "and torch's ready queue is a binary heap that promises nothing about ties: "
                "they leave in the order the heap's sifting gives, which depends on what else "
-               "waits in it. Compare by the key alone, in a heap (heapq, as in section 2), "
+               "waits in it. Compare by the key alone, in a heap (heapq, as in section 3), "
                "never by a counter",
 }
 
