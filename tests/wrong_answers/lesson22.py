@@ -94,6 +94,12 @@ WRONG = {
         # Names returned instead of the nodes.
         (_executor(("    return order\n", "    return [node.name() for node in order]\n")),
          "return the nodes themselves"),
+        # Every output seeded with ones, the gradients given ignored.
+        (_executor(("    for root, grad in zip(roots, grads, strict=True):\n"
+                    "        arrive(root.grad_fn, root.output_nr, grad)\n",
+                    "    for root in roots:\n"
+                    "        arrive(root.grad_fn, root.output_nr, torch.ones_like(root))\n")),
+         "seeded with ones"),
         # The leaves' AccumulateGrad nodes never run: .grad is set by hand and not listed.
         (_executor(("        node = heapq.heappop(ready).node\n        order.append(node)\n",
                     "        node = heapq.heappop(ready).node\n"

@@ -529,18 +529,33 @@ def _grads_message(runs: list[_Run]) -> str | None:
     if all(_add_slip(r) for r in runs):
         return (f"{where}: where several gradients arrive in one input slot you kept the last "
                 "one: the input buffer adds them up (+=, not =).")
+    if all(_same_grads(r, _seeded_with_ones(r)) for r in runs):
+        return (f"{where}: your gradients are those of outputs seeded with ones. Backward "
+                "starts from the gradients it is given: grads[k] arrives at roots[k].")
     return (f"{where}: your .grad differs from torch's (largest difference "
             f"{float((got - want).abs().max()):.3g}), though the order is right. What arrives "
             "in one input slot adds up, and a node is called with its whole buffer.")
 
 
-def _add_slip(run: _Run) -> bool:
-    copy = _build(run.maker, run.seed)
-    execute(copy, add=False)
+def _same_grads(run: _Run, copy: Graph) -> bool:
+    """Whether the learner's leaves hold the gradients of ``copy``'s leaves."""
     return all((a.grad is None and b.grad is None) or (
         a.grad is not None and b.grad is not None and compare(
             "", b.grad, a.grad, rtol=1e-10, atol=1e-12).ok)
         for a, b in zip(copy.leaves, run.mine.leaves, strict=True))
+
+
+def _add_slip(run: _Run) -> bool:
+    copy = _build(run.maker, run.seed)
+    execute(copy, add=False)
+    return _same_grads(run, copy)
+
+
+def _seeded_with_ones(run: _Run) -> Graph:
+    copy = _build(run.maker, run.seed)
+    ones = copy._replace(grads=[torch.ones_like(r) for r in copy.roots])
+    execute(ones)
+    return copy
 
 
 def _check_executor(answer: Any, seed: int) -> Report:
