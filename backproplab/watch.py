@@ -14,7 +14,8 @@ gradient without the learner deriving it:
   its nodes called by hand, ``y.grad_fn(g)``);
 - torch's own backward kernels (``torch.ops.aten.*_backward``), seen at the
   dispatcher, whatever name the learner reached them by;
-- complex numbers (the complex-step trick estimates a derivative);
+- complex numbers (the complex-step trick estimates a derivative), unless the
+  exercise itself is about complex numbers (``allow_complex``);
 - numerical estimates: ``bl.numerical_grad`` and torch's numerical Jacobians.
 """
 
@@ -148,11 +149,13 @@ class QuietDispatchMode(TorchDispatchMode):
 
 
 class _NoShortcuts(QuietDispatchMode):
-    """Sees every operation torch runs: refuses backward kernels and complex numbers."""
+    """Sees every operation torch runs: refuses backward kernels and complex numbers (unless
+    ``allow_complex``)."""
 
-    def __init__(self, refuse: Callable[[str], None]) -> None:
+    def __init__(self, refuse: Callable[[str], None], allow_complex: bool = False) -> None:
         super().__init__()
         self._refuse = refuse
+        self._allow_complex = allow_complex
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = func.name()  # e.g. "aten::tanh_backward"
@@ -160,7 +163,7 @@ class _NoShortcuts(QuietDispatchMode):
             self._refuse(f"torch.ops.{name.replace('::', '.')}, one of torch's own backward "
                          "kernels")
         out = func(*args, **(kwargs or {}))
-        if any(isinstance(t, torch.Tensor) and t.is_complex()
+        if not self._allow_complex and any(isinstance(t, torch.Tensor) and t.is_complex()
                for t in (out if isinstance(out, (tuple, list)) else (out,))):
             self._refuse("used complex numbers (the complex-step trick is a numerical estimate)")
         return out
@@ -182,7 +185,8 @@ class _NoShortcutCalls(TorchFunctionMode):
 
 
 @contextlib.contextmanager
-def refuse_shortcuts(refuse: Callable[[str], None]) -> Iterator[None]:
+def refuse_shortcuts(refuse: Callable[[str], None],
+                     allow_complex: bool = False) -> Iterator[None]:
     """Refuse everything ``forbid_autograd`` refuses besides the passes themselves."""
     started_off = not torch.is_grad_enabled()
 
@@ -207,7 +211,7 @@ def refuse_shortcuts(refuse: Callable[[str], None]) -> Iterator[None]:
     for name in saved:
         setattr(gradcheck, name, refused_jacobian(name))
     try:
-        with _NoShortcuts(refuse), _NoShortcutCalls(refuse):
+        with _NoShortcuts(refuse, allow_complex), _NoShortcutCalls(refuse):
             yield
     finally:
         torch._C._set_grad_enabled = SET_GRAD_ENABLED
@@ -230,13 +234,16 @@ class AutogradForbidden(AssertionError):
 
 
 @contextlib.contextmanager
-def forbid_autograd(reason: str = "this exercise asks for the gradient by hand") -> Iterator[None]:
+def forbid_autograd(reason: str = "this exercise asks for the gradient by hand", *,
+                    allow_complex: bool = False) -> Iterator[None]:
     """Make every autograd pass inside the block raise `AutogradForbidden`.
 
     Reverse mode (``Tensor.backward``, ``torch.autograd.grad``, ``torch.func.grad``,
     ``vjp``, ``jacrev``, ``torch.autograd.functional``) and forward mode
     (``torch.func.jvp``, ``jacfwd``, dual numbers) are all refused. The
-    message names the call and ``reason``.
+    message names the call and ``reason``. Complex numbers are refused too (the
+    complex-step trick), unless ``allow_complex``: for an exercise whose inputs are
+    complex, complex arithmetic is the arithmetic.
 
     >>> import torch
     >>> x = torch.tensor(2.0, requires_grad=True)
@@ -254,7 +261,7 @@ def forbid_autograd(reason: str = "this exercise asks for the gradient by hand")
             "the gradient with plain tensor operations."
         )
 
-    with watch(refuse, refuse), refuse_shortcuts(refuse):
+    with watch(refuse, refuse), refuse_shortcuts(refuse, allow_complex):
         yield
 
 
