@@ -52,7 +52,7 @@ import nbformat
 
 from . import vocabulary
 from .assignment import CourseError, read_notebook, student_version
-from .grading import ByHand, find_exercise
+from .grading import ByHand, allowed_by, find_exercise
 from .handout import find_notebooks
 
 __all__ = ["Finding", "audit", "findings_in"]
@@ -263,7 +263,7 @@ def findings_in(
         for line, what in _read_cell(cell.source, protected):
             found.append(Finding(name, index, grade_id, line, what))
         if meta.get("solution") and _by_hand(grade_id):
-            for line, what in _outside_vocabulary(cell.source):
+            for line, what in _outside_vocabulary(cell.source, find_exercise(grade_id).allow):
                 found.append(Finding(name, index, grade_id, line, what))
     return found
 
@@ -276,13 +276,15 @@ def _by_hand(grade_id: str | None) -> bool:
         return False
 
 
-def _outside_vocabulary(source: str) -> list[tuple[int, str]]:
-    """(line, what) for each use outside the by-hand vocabulary in an answer cell."""
+def _outside_vocabulary(source: str, allow: Sequence[str] = ()) -> list[tuple[int, str]]:
+    """(line, what) for each use outside the by-hand vocabulary in an answer cell (but for
+    the kinds of refusal the exercise's ``allow`` lifts)."""
     try:
         found = vocabulary.source_findings(_without_magics(source))
     except SyntaxError:
         return []  # the check reports what does not run
-    return [(line, f"outside the by-hand vocabulary: {what}") for line, what in found]
+    return [(line, f"outside the by-hand vocabulary: {what}") for line, what in found
+            if not allowed_by(what, allow)]
 
 
 def _without_magics(source: str) -> str:

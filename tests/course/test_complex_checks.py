@@ -113,3 +113,19 @@ def test_forbid_autograd_refuses_complex_numbers_unless_allowed():
         x.to(torch.complex128)
     with bl.forbid_autograd(allow_complex=True):
         assert x.to(torch.complex128).is_complex()
+
+
+def test_an_exercise_may_lift_the_refusal_of_complex_numbers():
+    """A by-hand exercise about complex gradients needs z.conj(); `allow` lifts that kind of
+    refusal for it alone, and every other refusal stays."""
+    from backproplab.course.grading import ByHand
+
+    def make(allow):
+        return ByHand(name="exp's VJP", reference=_reference, make_inputs=_inputs, allow=allow)
+
+    right = lambda z, g: g * torch.exp(z).conj()  # noqa: E731
+    assert not make(()).check(right)
+    assert "complex numbers" in str(make(()).check(right))
+    assert make(("complex numbers",)).check(right)
+    still = make(("complex numbers",)).check(lambda z, g: eval("g") * torch.exp(z).conj())
+    assert not still and "eval" in str(still)
