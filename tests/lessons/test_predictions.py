@@ -181,6 +181,10 @@ IN_WORDS = {
                            r"(?i)dy_dx`? now works"],
     "l13-predict-linear": [r"(?i)so nothing was\s+recorded"],
     "l15-predict-raises": [r"(?i)no error at all", r"(?i)trusts whatever backward returns"],
+    # A lone 0 is everywhere in prose, and complex answers have no number form of their own.
+    "l23-predict-abs": [r"(?i)\babs\W+(?:sent|sends|gives)\W+0\b"],
+    "l23-predict-relu": [r"(?i)clamp\(min=0\)`?\W+(?:sends\W+|gives\W+)?1\b"],
+    "l23-predict-complex": [r"\b2\s*\+\s*4\s*[ij]\b", r"(?i)2\s*\+\s*4\s*i\b"],
 }
 
 
