@@ -129,3 +129,21 @@ def test_an_exercise_may_lift_the_refusal_of_complex_numbers():
     assert make(("complex numbers",)).check(right)
     still = make(("complex numbers",)).check(lambda z, g: eval("g") * torch.exp(z).conj())
     assert not still and "eval" in str(still)
+
+
+def test_the_audit_lifts_the_same_refusal_for_the_same_exercises():
+    """A complex answer's z.conj() is not listed in a by-hand cell of an exercise that lifts
+    complex numbers (lesson 23's complex VJPs), and is listed in one that does not."""
+    import nbformat
+
+    from backproplab.course.audit import findings_in
+
+    nb = nbformat.v4.new_notebook()
+    for key in ("l23-complex-vjps", "l23-hinge-kinks"):
+        cell = nbformat.v4.new_code_cell("def answer(z, g):\n    return g * z.conj()\n")
+        cell.metadata["nbgrader"] = {"grade": False, "grade_id": key, "locked": False,
+                                     "schema_version": 3, "solution": True, "task": False}
+        nb.cells.append(cell)
+    listed = {f.grade_id for f in findings_in(nb, "student.ipynb")
+              if "by-hand vocabulary" in f.what and "complex numbers" in f.what}
+    assert listed == {"l23-hinge-kinks"}
