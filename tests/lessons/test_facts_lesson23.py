@@ -134,8 +134,8 @@ def test_every_tie_is_split_or_picked_as_the_prose_says(cells):
     prose = _prose(cells, "l23-17", "l23-19")
     for listed in ("`max()`, `amax`, `median()`, `min()`) splits",
                    "(`max(dim=...)`, `topk`, max pooling, `median(dim=...)`, `min(dim=...)`)",
-                   "`torch.fmax`, its NaN-ignoring twin, departs from the rule and picks its "
-                   "first input"):
+                   "`torch.fmax`, the NaN-ignoring twin of `torch.maximum`, departs from the "
+                   "rule: it picks its first input"):
         assert listed in prose
 
 
@@ -196,7 +196,7 @@ def test_the_complex_grad_of_abs_squared(cells):
     assert "z.grad = (2+4j)" in printed(cells["l23-31"])
     # 2 ∂L/∂z* = 2z for L = z z*
     assert z.grad.item() == 2 * (1 + 2j)
-    assert "(|z|² at 1 + 2i gives 2 + 4i)" in _prose(cells, "l23-49")
+    assert "(|z|² at 1 + 2i gives 2 + 4i)" in _prose(cells, "l23-50")
 
 
 def _descend(conjugate: bool):
@@ -233,7 +233,7 @@ def test_descent_on_a_complex_gain(cells):
 
 
 def test_wirtinger_derivatives_of_the_two_functions(cells):
-    out = printed(cells["l23-36"])
+    out = printed(cells["l23-37"])
     assert "z**2        ds/dz = [2+4j, -1+2j]   ds/dz* = [0+0j, 0+0j]" in out
     assert "z * |z|**2  ds/dz = [10+0j, 2.5+0j]   ds/dz* = [-3+4j, -0.75-1j]" in out
     assert out.count("torch's VJP equals the formula: True") == 2
@@ -248,7 +248,7 @@ def test_wirtinger_derivatives_of_the_two_functions(cells):
 
 
 def test_complex_backward_and_gradcheck(cells):
-    error = next(o for o in cells["l23-38"].outputs if o.output_type == "error")
+    error = next(o for o in cells["l23-39"].outputs if o.output_type == "error")
     assert error.ename == "RuntimeError"
     assert "only for real scalar outputs but got torch.complex128" in error.evalue
 
@@ -266,7 +266,7 @@ def test_complex_backward_and_gradcheck(cells):
     z = torch.tensor([1 + 2j, -0.5 + 1j], dtype=torch.complex128, requires_grad=True)
     with pytest.raises(GradcheckError, match="imaginary part of complex outputs"):
         torch.autograd.gradcheck(Cubic.apply, (z,))
-    text = flat_text(cells["l23-40"])
+    text = flat_text(cells["l23-41"])
     assert "CubicGain: gradcheck passed" in text
     assert "CubicGainAsIfHolomorphic: While considering the imaginary part" in text
 
@@ -279,14 +279,14 @@ def test_the_worked_examples_of_the_exercises(cells):
     y = torch.tensor([1.0, -1.0, 1.0])
     w = torch.tensor([0.5, -1.0, 0.25, 0.75], requires_grad=True)
     lesson23.hinge_loss(X, y, w, 0.5).backward()
-    out = printed(cells["l23-44"])
+    out = printed(cells["l23-45"])
     assert "scores: tensor([ 1.0000, -0.7500,  0.2500])" in out
     assert f"w.grad: {w.grad}" in out
     x = torch.tensor([-3.0, 0.5, 30.0, 1000.0], dtype=torch.float64, requires_grad=True)
     beta = torch.tensor([1.0, 2.0, 1.0, 1.0], dtype=torch.float64, requires_grad=True)
     lesson23.soft_relu(x, beta).sum().backward()
     assert x.grad[:3].isfinite().all() and x.grad[3].isnan() and beta.grad[3].isnan()
-    assert "x.grad:    tensor([0.0474, 0.7311, 1.0000,    nan]" in printed(cells["l23-47"])
+    assert "x.grad:    tensor([0.0474, 0.7311, 1.0000,    nan]" in printed(cells["l23-48"])
 
 
 def test_the_hinge_check_meets_every_kink_on_every_trial():
