@@ -15,8 +15,8 @@ the full text for graded cells.
 
 Documented choices
 ------------------
-* Accepted values: ``torch.Tensor``, Python ``int``/``float``, NumPy arrays and
-  NumPy scalars, and (nested) lists/tuples of numbers. ``bool`` values and
+* Accepted values: ``torch.Tensor``, Python ``int``/``float``/``complex``, NumPy
+  arrays and NumPy scalars, and (nested) lists/tuples of numbers. ``bool`` values and
   boolean tensors are rejected: a gradient is never a truth value, and a bool
   here usually means ``a == b`` was passed by mistake.
 * A Python number matches a reference holding exactly one element of any

@@ -89,6 +89,9 @@ def as_value(obj: object, arg: str) -> Value:
         else:
             t = torch.tensor(float(obj), dtype=torch.float64)
         is_number = True
+    elif isinstance(obj, complex):  # a Python complex has float64 parts: complex128
+        t = torch.tensor(obj, dtype=torch.complex128)
+        is_number = True
     elif type(obj).__module__ == "numpy":
         import numpy as np  # numpy is a torch dependency, imported only when used
 

@@ -112,10 +112,12 @@ def run_answer(answer: Callable[..., Any], args: Sequence[Any]) -> Ran:
 
 
 def _float64(inputs: Sequence[Any]) -> tuple[Any, ...]:
-    """Floating tensors as float64: there a derived formula agrees with autograd to
-    round-off (~1e-16) and a numerical estimate only to ~1e-9, so the two can be told apart."""
+    """Floating tensors as float64 (complex ones as complex128): there a derived formula
+    agrees with autograd to round-off (~1e-16) and a numerical estimate only to ~1e-9, so
+    the two can be told apart."""
     return tuple(
-        t.to(torch.float64) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+        t.to(torch.float64) if isinstance(t, torch.Tensor) and t.is_floating_point()
+        else t.to(torch.complex128) if isinstance(t, torch.Tensor) and t.is_complex() else t
         for t in inputs
     )
 

@@ -57,6 +57,12 @@ _SHIFTS = {"add": 1.0, "sub": -1.0}
 TINY = 1e-3  # a step this small relative to the input is a nudge, whatever else
 
 
+def _number(value: int | float | complex) -> float | complex:
+    """A step as a number: a float, or a complex when it has an imaginary part."""
+    value = complex(value)
+    return value.real if value.imag == 0 else value
+
+
 def _base(func: Any) -> str:
     return func._schema.name.split("::")[-1].rstrip("_")
 
@@ -76,7 +82,7 @@ class Nudges(QuietDispatchMode):
         self._scale: dict[int, float] = {}
         self.largest = 0  # entries of the largest tensor an operation made
         for k, t in enumerate(inputs):
-            if isinstance(t, torch.Tensor) and t.is_floating_point():
+            if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()):
                 self._mark(t, k)
                 self._scale[k] = float(t.detach().abs().max()) if t.numel() else 0.0
 
@@ -93,12 +99,13 @@ class Nudges(QuietDispatchMode):
         return None
 
     def _step(self, other: Any) -> tuple[Any, float] | None:
-        """The step ``other`` is when it does not depend on any input's values."""
-        if isinstance(other, (int, float)) and not isinstance(other, bool):
-            return float(other), abs(float(other))
+        """The step ``other`` is when it does not depend on any input's values (a complex
+        step too: the complex-step trick moves a real input by a tiny imaginary one)."""
+        if isinstance(other, (int, float, complex)) and not isinstance(other, bool):
+            return _number(other), abs(other)
         if not isinstance(other, torch.Tensor) or id(other) in self._data:
             return None
-        if not other.is_floating_point() or other.numel() == 0:
+        if not (other.is_floating_point() or other.is_complex()) or other.numel() == 0:
             return None
         flat = other.detach().reshape(-1)
         nonzero = int((flat != 0).sum())
@@ -107,7 +114,7 @@ class Nudges(QuietDispatchMode):
         if other.numel() > 1 and nonzero == 1:  # one entry moved: entry by entry
             return ("entry", tuple(flat.tolist())), float("inf")
         if bool((flat == flat[0]).all()):
-            return float(flat[0]), abs(float(flat[0]))
+            return _number(flat[0].item()), abs(flat[0].item())
         return ("tensor", tuple(flat.tolist()[:64])), float(flat.abs().max())
 
     def _record(self, name: str, args: tuple[Any, ...]) -> None:
@@ -123,7 +130,7 @@ class Nudges(QuietDispatchMode):
             if step is None:
                 continue
             value, size = step
-            if isinstance(value, float):
+            if isinstance(value, (float, complex)):
                 if value in self._numbers:
                     continue  # a number the exercise hands over, such as eps
                 value = sign * value

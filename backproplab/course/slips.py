@@ -111,8 +111,8 @@ def _tolerance(ref: Any, rtol: float | None, atol: float | None) -> tuple[Any, A
     """The by-hand tolerance for one reference: round-off relative to its size."""
     if rtol is not None or atol is not None:
         return rtol, atol
-    if not (isinstance(ref, torch.Tensor) and ref.is_floating_point()) and not isinstance(
-            ref, float):
+    if not (isinstance(ref, torch.Tensor) and (ref.is_floating_point() or ref.is_complex())
+            ) and not isinstance(ref, (float, complex)):
         return None, None  # integers (byte counts, say) are compared exactly
     return BY_HAND_RTOL, BY_HAND_RTOL * _scale(ref)
 
@@ -126,8 +126,17 @@ def _compare(label: str, got: Any, want: Any, ref: Any, rtol: float | None,
     return compare(label, got, want, rtol=rtol, atol=atol, explain=explain, accumulation=False)
 
 
+def _wide(value: Any) -> torch.Tensor:
+    """A value as a float64 tensor, or complex128 when it is complex."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        return t.to(torch.complex128 if t.is_complex() else torch.float64)
+    return torch.as_tensor(value, dtype=torch.complex128 if isinstance(value, complex)
+                           else torch.float64)
+
+
 def _scale(value: Any) -> float:
-    t = torch.as_tensor(value, dtype=torch.float64).abs()
+    t = _wide(value).abs()  # a complex entry's size is its modulus
     t = t[torch.isfinite(t)]
     return float(t.max()) if t.numel() else 0.0
 
@@ -233,8 +242,9 @@ def _lower_precision(runs: list[Trial], i: int) -> str | None:
 
 def _relative(got: Any, ref: Any) -> float:
     try:
-        g = torch.as_tensor(got, dtype=torch.float64)
-        r = torch.as_tensor(ref, dtype=torch.float64)
+        g, r = _wide(got), _wide(ref)
+        if g.is_complex() or r.is_complex():
+            g, r = g.to(torch.complex128), r.to(torch.complex128)
         if g.shape != r.shape:
             return float("inf")
         return float((g - r).abs().max()) / max(_scale(r), 1e-300)

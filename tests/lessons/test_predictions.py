@@ -183,6 +183,10 @@ IN_WORDS = {
     "l15-predict-raises": [r"(?i)no error at all", r"(?i)trusts whatever backward returns"],
     "l21-predict-pool-tie": [r"(?i)the first maximum", r"(?i)stays with the first"],
     "l21-predict-dropout-eval": [r"(?i)returns its input itself", r"(?i)as it arrived"],
+    # A lone 0 is everywhere in prose, and complex answers have no number form of their own.
+    "l23-predict-abs": [r"(?i)\babs\W+(?:sent|sends|gives)\W+0\b"],
+    "l23-predict-relu": [r"(?i)clamp\(min=0\)`?\W+(?:sends\W+|gives\W+)?1\b"],
+    "l23-predict-complex": [r"\b2\s*\+\s*4\s*[ij]\b", r"(?i)2\s*\+\s*4\s*i\b"],
 }
 
 
