@@ -3,7 +3,8 @@
 The exercise asks for a backward derived by the learner. The check calls the learner's
 setup_context and backward as plain functions with autograd switched off, on float64 inputs,
 and asks for round-off agreement: autograd inside the backward (on a recomputed forward in
-torch operations), torch.func, and central differences through the numpy forward are refused.
+torch operations), torch.func, and central differences or bl.numerical_grad through the numpy
+forward are refused.
 """
 
 PIECES = (
@@ -57,5 +58,12 @@ CHEATS = {
             "            d.view(-1)[i] = (plus - minus) / 2e-6\n"
             "        grads.append(d)\n"
             "    return grads[0], grads[1], None\n"), "numerical estimate"),
+        # bl.numerical_grad through the numpy forward.
+        (PIECES.format(
+            "    def loss(a, b):\n"
+            "        return (rms_norm_forward(a, b, eps) * grad).sum()\n"
+            "    (dx,) = bl.numerical_grad(lambda a: loss(a, w), x)\n"
+            "    (dw,) = bl.numerical_grad(lambda b: loss(x, b), w)\n"
+            "    return dx, dw, None\n"), "numerical_grad"),
     ],
 }
