@@ -65,6 +65,8 @@ WRONG = {
          "without data"),
         # Two gradients for three inputs: None for eps forgotten.
         (with_body(RIGHT_DX + RIGHT_DW + "    return dx, dw\n"), "three gradients"),
+        # The two gradients swapped.
+        (with_body(RIGHT_DX + RIGHT_DW + "    return dw, dx, None\n"), "wrong order"),
         # A gradient for the plain number eps.
         (with_body(RIGHT_DX + RIGHT_DW + "    return dx, dw, torch.zeros(())\n"),
          "return None for eps"),

@@ -281,6 +281,10 @@ def _form_problem(pieces: dict[str, Any], x, w, eps, g) -> tuple[Report | None, 
     if grads[2] is not None:
         return _fail(name, "its third gradient is not None: eps is a plain number, not a "
                            "tensor, so nothing flows back to it; return None for eps"), []
+    shapes = [getattr(t, "shape", None) for t in grads[:2]]
+    if shapes == [w.shape, x.shape]:
+        return _fail(name, "the gradients are in the wrong order: backward returns them in "
+                           "the order of the op's inputs, dL/dx first, then dL/dw"), []
     for label, got, like in (("dL/dx", grads[0], x), ("dL/dw", grads[1], w)):
         if not isinstance(got, torch.Tensor):
             return _fail(name, f"{label} is {type(got).__name__}, not a tensor"), []
