@@ -1,0 +1,103 @@
+"""Plausible wrong answers for the exercises of 24-custom-ops.ipynb.
+
+The exercise's answer is three functions in one cell; each wrong answer breaks one of them
+and keeps the other two right, as a learner's slip would.
+"""
+
+FAKE = "def rms_norm_fake(x, w, eps):\n    return torch.empty_like(x)\n"
+SETUP = (
+    "def rms_norm_setup_context(ctx, inputs, output):\n"
+    "    x, w, eps = inputs\n"
+    "    ctx.save_for_backward(x, w)\n"
+    "    ctx.eps = eps\n"
+)
+BACKWARD = (
+    "def rms_norm_backward(ctx, grad):\n"
+    "    x, w = ctx.saved_tensors\n"
+    "    r = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + ctx.eps)\n"
+    "{}"
+)
+RIGHT_DX = "    dx = r * grad * w - x * r**3 * (grad * w * x).mean(dim=-1, keepdim=True)\n"
+RIGHT_DW = "    dw = (grad * x * r).sum(dim=0)\n"
+
+
+def cell(fake=FAKE, setup=SETUP, backward=None):
+    """The solution cell with one piece swapped."""
+    backward = backward or BACKWARD.format(RIGHT_DX + RIGHT_DW + "    return dx, dw, None\n")
+    return f"{fake}\n\n{setup}\n\n{backward}"
+
+
+def with_body(body):
+    return cell(backward=BACKWARD.format(body))
+
+
+WRONG = {
+    "l24-predict-fake-dtype": [
+        ('failing_test = "test_aot_dispatch_dynamic"\n', "not quite"),  # the compile test
+        ('failing_test = "test_schema"\n', "not quite"),
+        ('failing_test = "test_fake"\n', "not one of the choices"),
+    ],
+    "l24-predict-function-breaks": [
+        ("function_breaks = 1\n", "not quite"),  # numpy taken for code Dynamo cannot read
+        ("function_breaks = 2\n", "not quite"),
+    ],
+    "l24-rms-norm-op": [
+        # setup_context keeps x only; the backward unpacks two tensors.
+        (cell(setup="def rms_norm_setup_context(ctx, inputs, output):\n"
+                    "    x, w, eps = inputs\n"
+                    "    ctx.save_for_backward(x)\n"
+                    "    ctx.eps = eps\n"), "was not saved"),
+        # eps never kept on ctx: the backward reads ctx.eps.
+        (cell(setup="def rms_norm_setup_context(ctx, inputs, output):\n"
+                    "    x, w, eps = inputs\n"
+                    "    ctx.save_for_backward(x, w)\n"), "plain number such as eps"),
+        # The fake drops the row dimension.
+        (cell(fake="def rms_norm_fake(x, w, eps):\n    return x.new_empty(x.shape[0])\n"),
+         "wrong shape"),
+        # The fake is shaped like w.
+        (cell(fake="def rms_norm_fake(x, w, eps):\n    return torch.empty_like(w)\n"),
+         "wrong shape"),
+        # The fake in the default dtype, float32, whatever the inputs.
+        (cell(fake="def rms_norm_fake(x, w, eps):\n    return torch.empty(x.shape)\n"),
+         "wrong dtype"),
+        # The fake runs the real forward: numpy on FakeTensors.
+        (cell(fake="def rms_norm_fake(x, w, eps):\n    return rms_norm_forward(x, w, eps)\n"),
+         "without data"),
+        # Two gradients for three inputs: None for eps forgotten.
+        (with_body(RIGHT_DX + RIGHT_DW + "    return dx, dw\n"), "three gradients"),
+        # The two gradients swapped.
+        (with_body(RIGHT_DX + RIGHT_DW + "    return dw, dx, None\n"), "wrong order"),
+        # A gradient for the plain number eps.
+        (with_body(RIGHT_DX + RIGHT_DW + "    return dx, dw, torch.zeros(())\n"),
+         "return None for eps"),
+        # dL/dw not summed over the rows (autograd would sum it quietly).
+        (with_body(RIGHT_DX + "    dw = grad * x * r\n    return dx, dw, None\n"),
+         "sum over the rows"),
+        # r taken as a constant.
+        (with_body("    dx = r * grad * w\n" + RIGHT_DW + "    return dx, dw, None\n"),
+         "r treated as a constant"),
+        # The term through r summed, not averaged.
+        (with_body("    dx = r * grad * w - x * r**3 * (grad * w * x).sum(dim=-1, keepdim=True)\n"
+                   + RIGHT_DW + "    return dx, dw, None\n"), "the 1/d"),
+        # w left out of dL/dx.
+        (with_body("    dx = r * grad - x * r**3 * (grad * x).mean(dim=-1, keepdim=True)\n"
+                   + RIGHT_DW + "    return dx, dw, None\n"), "w is missing from dL/dx"),
+        # eps left out of r in the backward.
+        (cell(backward=BACKWARD.format(RIGHT_DX + RIGHT_DW + "    return dx, dw, None\n")
+              .replace(" + ctx.eps", "")), "eps is missing from r"),
+        # The sign of the term through r flipped.
+        (with_body("    dx = r * grad * w + x * r**3 * (grad * w * x).mean(dim=-1, keepdim=True)\n"
+                   + RIGHT_DW + "    return dx, dw, None\n"), "wrong sign"),
+        # The incoming gradient left out.
+        (with_body("    grad = torch.ones_like(grad)\n" + RIGHT_DX + RIGHT_DW
+                   + "    return dx, dw, None\n"), "incoming gradient g is missing"),
+        # dL/dw without r.
+        (with_body(RIGHT_DX + "    dw = (grad * x).sum(dim=0)\n    return dx, dw, None\n"),
+         "dL/dw misses r"),
+        # The backward in numpy: right in eager mode, untraceable by the compiler.
+        (with_body("    a, b, g, s = x.numpy(), w.numpy(), grad.numpy(), r.numpy()\n"
+                   "    dx = s * g * b - a * s**3 * (g * b * a).mean(axis=-1, keepdims=True)\n"
+                   "    return torch.from_numpy(dx), (grad * x * r).sum(dim=0), None\n"),
+         "write the backward in torch operations"),
+    ],
+}
