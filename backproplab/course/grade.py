@@ -54,6 +54,7 @@ class Graded:
     key: str
     points: float
     calls: tuple[tuple[tuple[str, ...], int], ...]
+    check_source: str = ""  # the instructor's check cell: what it defines comes first
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -89,7 +90,8 @@ def graded_exercises(nb: nbformat.NotebookNode) -> list[Graded]:
         if keys:
             calls = sources.answer_calls(cell.source, keys[0])
             found.append(Graded(meta["grade_id"], keys[0], float(meta["points"]),
-                                tuple((tuple(names), seed) for names, seed in calls)))
+                                tuple((tuple(names), seed) for names, seed in calls),
+                                cell.source))
     return found
 
 
@@ -135,8 +137,11 @@ def answer_source(nb: nbformat.NotebookNode, graded: Graded
     """What the grade runs of ``nb``'s answer to ``graded``: its pieces, the text of each
     cell they come from (the pieces at their own lines, the rest blank), and the cells'
     indices; or, when a name the check hands over has no definition, why not."""
-    cells = [(i, c.source) for i, c in enumerate(nb.cells[:_check_position(nb, graded)])
-             if c.cell_type == "code"]
+    end = _check_position(nb, graded)
+    cells = [(i, c.source) for i, c in enumerate(nb.cells[:end]) if c.cell_type == "code"]
+    # What the instructor's check cell itself defines before its call (a dict of the
+    # answer's pieces, say) is read from the instructor's lesson, never the submission.
+    cells.append((end, graded.check_source))
     pieces = sources.from_notebook([s for _, s in cells], graded.names)
     defined = {n for p in pieces for n in sources.defined(p.tree)}
     missing = [n for n in graded.names if n not in defined]

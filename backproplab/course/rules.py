@@ -469,7 +469,7 @@ class _Reader(ast.NodeVisitor):
         why = _attribute_reason(node.attr, self.vocabulary,
                                 self.attributes if isinstance(node.ctx, ast.Load)
                                 else self.attributes | {node.attr})
-        if not isinstance(node.ctx, ast.Load) and why is not None and why != "dunder" \
+        if not isinstance(node.ctx, ast.Load) and why in ("other", "private") \
                 and node.attr not in TENSOR_OPERATIONS:
             why = None  # a learner's own attribute, set
         self._add(node, _tensor_name(node.attr), why)

@@ -84,11 +84,12 @@ def _attached(stmt: ast.stmt) -> set[str]:
         return set()
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
     found = set()
-    for t in targets:
-        while isinstance(t, (ast.Attribute, ast.Subscript)):
-            t = t.value
-            if isinstance(t, ast.Name):
-                found.add(t.id)
+    for target in targets:  # ``Tensor.sum, Tensor.mean = ...`` sets two
+        for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+            while isinstance(t, (ast.Attribute, ast.Subscript, ast.Starred)):
+                t = t.value
+                if isinstance(t, ast.Name):
+                    found.add(t.id)
     return found
 
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
 EXERCISES = ROOT / "backproplab" / "course" / "exercises"
 
-_NUMBER = r"(?:1[0-9]|0[1-9]|[1-9])"
+_NUMBER = r"(?:[12][0-9]|0[1-9]|[1-9])"
 # "lesson 5", "Lesson 05's", "lessons 3 and 14", "lessons 2, 4 or 6"
 _JOIN = r"(?:,\s+|\s+and\s+|\s+or\s+|/|-|–|\s+to\s+)"
 LESSONS = re.compile(rf"\b[Ll]essons?\s+{_NUMBER}(?:{_JOIN}{_NUMBER}\b)*")

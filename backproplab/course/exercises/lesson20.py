@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from ._spec import Method, Prediction, attempt, check_by_hand, failed, passed
+from ._spec import ENGINE, Method, Prediction, attempt, check_by_hand, failed, passed
 from .lesson03 import LESSON_SORT_CODE, CallWatch
 
 F64 = torch.float64
@@ -600,10 +600,11 @@ def _check_amax(answer, seed):
                          trials=4, seed=seed, mistakes=AMAX_SLIPS, advice=AMAX_ADVICE)
 
 
+# The engine is the lesson: its Tensor sets its own operators (``Tensor.__add__ = add``).
 EXERCISES = {
-    "l20-matmul": Method(check=_check_matmul),
-    "l20-backward": Method(check=_check_counting),
-    "l20-amax": Method(check=_check_amax),
+    "l20-matmul": Method(check=_check_matmul, vocabulary=ENGINE),
+    "l20-backward": Method(check=_check_counting, vocabulary=ENGINE),
+    "l20-amax": Method(check=_check_amax, vocabulary=ENGINE),
 }
 
 # --------------------------------------------------------------------------- prediction
