@@ -186,12 +186,64 @@ HONEST = [
     Honest("l07-one-backward", "a detached weight", (
         "def one_backward(main, aux):\n    weight = 1 / main.detach()\n"
         "    total = weight * main + aux\n    total.backward()\n")),
-    Honest("l11-reverse", "a class-based hook", (
-        "class Clip:\n    def __init__(self, limit):\n        self.limit = limit\n\n"
-        "    def __call__(self, grad):\n        norm = torch.linalg.vector_norm(grad)\n"
-        "        if norm > self.limit:\n            return grad * (self.limit / norm)\n"
-        "        return grad\n\n\ndef clip_hook(max_norm):\n    return Clip(max_norm)\n")),
-    Honest("l11-reverse", "torch.clamp of the factor", (
-        "def clip_hook(max_norm):\n    def hook(g):\n"
-        "        return g * torch.clamp(max_norm / g.norm(), max=1.0)\n    return hook\n")),
+    Honest("l12-checkpoint-by-hooks", "a class holding the recomputation", (
+        "class Recompute:\n    def __init__(self, block, x):\n"
+        "        self.block, self.x = block, x\n"
+        "        self.state = torch.random.get_rng_state()\n"
+        "        self.count, self.tensors = 0, None\n\n    def pack(self, t):\n"
+        "        self.count += 1\n        return self.count - 1\n\n"
+        "    def unpack(self, i):\n        if self.tensors is None:\n"
+        "            self.tensors = []\n            after = torch.random.get_rng_state()\n"
+        "            torch.random.set_rng_state(self.state)\n"
+        "            with torch.set_grad_enabled(True):\n"
+        "                with saved_tensors_hooks(self.keep, lambda t: t):\n"
+        "                    self.block(self.x.detach().requires_grad_(self.x.requires_grad))\n"
+        "            torch.random.set_rng_state(after)\n        return self.tensors[i]\n\n"
+        "    def keep(self, t):\n        self.tensors.append(t)\n        return t\n\n\n"
+        "def checkpoint_by_hooks(block, x):\n    again = Recompute(block, x)\n"
+        "    with saved_tensors_hooks(again.pack, again.unpack):\n"
+        "        out = block(x)\n    return out\n")),
+    Honest("l12-checkpoint-by-hooks", "a dict of slots filled by position", (
+        "def checkpoint_by_hooks(block, x):\n    seed_state = torch.get_rng_state()\n"
+        "    slots = {}\n\n    def pack(t):\n        key = len(slots)\n"
+        "        slots[key] = None\n        return key\n\n    def unpack(key):\n"
+        "        if slots[key] is None:\n            order = []\n"
+        "            with torch.random.fork_rng():\n"
+        "                torch.set_rng_state(seed_state)\n"
+        "                with torch.enable_grad(), saved_tensors_hooks(\n"
+        "                        lambda t: order.append(t) or t, lambda t: t):\n"
+        "                    block(x.detach().requires_grad_(x.requires_grad))\n"
+        "            slots.update(enumerate(order))\n        return slots[key]\n\n"
+        "    with saved_tensors_hooks(pack, unpack):\n        return block(x)\n")),
+    Honest("l11-windows", "each window recomputed from its entering state", (
+        "def tbptt_gradients(W, xs, k1, k2):\n    with torch.no_grad():\n"
+        "        states = [torch.zeros(len(W), dtype=W.dtype)]\n        for x in xs:\n"
+        "            states.append(torch.tanh(W @ states[-1] + x))\n    result = []\n"
+        "    for t in range(k1, len(xs) + 1, k1):\n        first = max(t - k2, 0)\n"
+        "        weight = W.detach().requires_grad_(True)\n        h = states[first]\n"
+        "        losses = []\n        for s in range(first, t):\n"
+        "            h = torch.tanh(weight @ h + xs[s])\n"
+        "            if s >= t - k1:\n                losses.append(h.pow(2).sum())\n"
+        "        torch.stack(losses).sum().backward()\n        result.append(weight.grad)\n"
+        "    return result\n")),
+    Honest("l11-windows", "a class with a deque of steps", (
+        "from collections import deque\n\n\nclass Windows:\n"
+        "    def __init__(self, W, k2):\n        self.W = W.detach().clone().requires_grad_()\n"
+        "        self.steps = deque(maxlen=k2)\n\n    def step(self, h, x):\n"
+        "        h_in = h.detach().requires_grad_()\n"
+        "        h_out = torch.tanh(self.W @ h_in + x)\n"
+        "        self.steps.append((h_in, h_out))\n        return h_out\n\n"
+        "    def gradient(self, k1):\n        self.W.grad = None\n        later = None\n"
+        "        for i, (h_in, h_out) in reversed(list(enumerate(self.steps))):\n"
+        "            upstream = torch.zeros_like(h_out) if later is None else later\n"
+        "            if i >= len(self.steps) - k1:\n"
+        "                upstream = upstream + 2 * h_out.detach()\n"
+        "            h_in.grad = None\n"
+        "            torch.autograd.backward(h_out, upstream, retain_graph=True)\n"
+        "            later = h_in.grad\n        return self.W.grad.clone()\n\n\n"
+        "def tbptt_gradients(W, xs, k1, k2):\n    loop = Windows(W, k2)\n"
+        "    h, out = torch.zeros(W.shape[0], dtype=W.dtype), []\n"
+        "    for t in range(1, len(xs) + 1):\n        h = loop.step(h, xs[t - 1])\n"
+        "        if t % k1 == 0:\n            out.append(loop.gradient(k1))\n"
+        "    return out\n")),
 ]

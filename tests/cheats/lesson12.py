@@ -4,7 +4,9 @@
 The byte-count formula is checked like a gradient by hand, so its shortcuts are the
 ways of measuring instead of working it out: the lesson's own `bytes_for_backward`,
 grad mode switched back on to build the graph, and a table of the visible check's
-inputs. Exercise 3's: a fixed choice that fits the visible stack only.
+inputs. Exercise 3's, checkpointing built from saved-tensor hooks: torch's own checkpoint
+called instead, bare or dressed in hooks for show. Exercise 4's: a fixed choice that fits the
+visible stack only.
 """
 
 CHEATS = {
@@ -45,6 +47,15 @@ CHEATS = {
             "    return TABLE[batch, tuple(widths), activation]\n",
             "raised KeyError",
         ),
+    ],
+    "l12-checkpoint-by-hooks": [
+        # torch's own non-reentrant checkpoint does the work.
+        ("def checkpoint_by_hooks(block, x):\n"
+         "    return checkpoint(block, x, use_reentrant=False)\n", "did the work"),
+        # The reentrant one, under a pair of hooks for show.
+        ("def checkpoint_by_hooks(block, x):\n"
+         "    with saved_tensors_hooks(lambda t: t, lambda t: t):\n"
+         "        return checkpoint(block, x, use_reentrant=True)\n", "did the work"),
     ],
     "l12-checkpoint": [
         # The visible stack's best choice, copied: the hidden stack has its blocks elsewhere.

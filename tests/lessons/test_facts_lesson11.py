@@ -2,7 +2,8 @@
 outputs: per-tensor clipping vs torch's global clip_grad_norm_, a hook registered inside a
 loop piling up (and both fixes), the post-accumulate-grad hook (what it sees, and an optimizer
 step inside backward), `total_loss += loss` and a hidden state that is never detached; the
-version counter only pointed back to (lesson 07), and Exercise 2's hunt for a vanishing
+version counter only pointed back to (lesson 07), Exercise 1's overlapping truncation windows
+checked with its chunks slip named, and Exercise 2's hunt for a vanishing
 gradient naming its slips on broken networks whose culprit moves."""
 
 from __future__ import annotations
@@ -73,16 +74,23 @@ def test_an_optimizer_step_inside_backward_matches_step_after(cells):
 
 
 def test_total_loss_holds_every_graph(cells):
-    rows = re.findall(r"after batch (\d): +(\d+) nodes, +([\d,]+) bytes", _text(cells["k-6"]))
+    rows = re.findall(r"after batch (\d): +(\d+) nodes, +(\d+) saved tensors held",
+                      _text(cells["k-6"]))
     evaluation, training = rows[:3], rows[3:]
     nodes = [int(n) for _, n, _ in evaluation]
-    held = [int(b.replace(",", "")) for _, _, b in evaluation]
+    held = [int(k) for _, _, k in evaluation]
     assert nodes[0] < nodes[1] < nodes[2] and held[0] > 0 and held == [held[0] * k
                                                                         for k in (1, 2, 3)]
+    assert f"{held[0]} more per batch" in cells["l11-62"].source
     assert [int(n) for _, n, _ in training] == nodes  # the nodes stay after backward
-    assert all(b == "0" for _, _, b in training)  # the saved tensors are freed
+    assert all(k == "0" for _, _, k in training)  # the saved tensors are freed
     fixed = _text(cells["l11-63"])
     assert "with .item():   float" in fixed and "requires_grad: False | grad_fn: None" in fixed
+
+
+def test_no_use_of_lesson_12s_byte_counts(cells):
+    """Saved bytes are lesson 12's: this lesson counts saved tensors (lessons 01 and 07)."""
+    assert not any("saved_memory" in c.source for c in cells.values())
 
 
 def test_an_undetached_hidden_state(cells):
@@ -147,3 +155,39 @@ def test_the_broken_networks_vary_the_culprit():
     culprits = {broken_network(gen, kind)[3] for kind in ("gate", "sigmoid", "tanh") * 3}
     assert len(culprits) >= 3  # not one fixed place a lookup could learn
     assert broken_network(gen, "healthy")[3] is None
+
+
+def _windows(W, xs, k1, k2, *, detach_every_update=False):
+    """Exercise 1's answer, built another way than the lesson's solution: every window
+    recomputed from the state that enters it (or section 6's chunks, when asked)."""
+    import torch
+
+    states = [torch.zeros(W.shape[0], dtype=W.dtype)]
+    with torch.no_grad():
+        for x_t in xs:
+            states.append(torch.tanh(W @ states[-1] + x_t))
+    grads = []
+    for t in range(k1, len(xs) + 1, k1):
+        start = t - k1 if detach_every_update else max(0, t - k2)
+        W_leaf = W.clone().requires_grad_()
+        h, loss = states[start], 0
+        for s in range(start + 1, t + 1):
+            h = torch.tanh(W_leaf @ h + xs[s - 1])
+            if s > t - k1:
+                loss = loss + (h**2).sum()
+        grads.append(torch.autograd.grad(loss, W_leaf)[0])
+    return grads
+
+
+def test_the_overlapping_windows_exercise_is_checked_and_its_chunks_slip_named(cells):
+    from backproplab.lessons import find_exercise
+
+    check = find_exercise("l11-windows").check
+    for seed in (0, 23):
+        assert check(_windows, seed)
+        report = check(lambda *args: _windows(*args, detach_every_update=True), seed)
+        assert not report and "TBPTT(k1, k1)" in report[0].message
+    assert _text(cells["l11-windows-check"]).count("the gradient of every update matches") == 2
+    task = cells["m-15"].source
+    assert "TBPTT(k1, k2)" in task and "Section 6" in task
+

@@ -2,8 +2,10 @@
 old claims back: truncated BPTT biases the gradient (its error for two values of k),
 checkpoint's default in torch 2.13 is the reentrant variant, preserve_rng_state matters with
 dropout, save_on_cpu is a pair of saved-tensor hooks, the uneven blocks make the choice of
-what to checkpoint matter, the input batch is named as such and leaf memory in bytes, and
-lesson 11's pitfalls (`total += loss`, an undetached state) are not repeated here.
+what to checkpoint matter, the input batch is named as such and leaf memory in bytes,
+lesson 11's pitfalls and truncation's mechanism are pointed back to, not repeated, every
+graded exercise sits under the Exercises heading, and the checkpointing built from
+saved-tensor hooks is checked for what it keeps, how often it recomputes, and its mask.
 """
 
 from __future__ import annotations
@@ -83,11 +85,61 @@ def test_bytes_are_called_bytes_and_the_input_batch_is_named(cells):
     assert "60 bytes per example" in cells["l12-06"].source
 
 
-def test_lesson_11_pitfalls_are_pointed_to_not_repeated(cells):
+def test_lesson_11s_pitfalls_and_truncation_are_pointed_to_not_repeated(cells):
+    """Lesson 11 teaches the undetached state and truncation's mechanism; this lesson
+    measures what truncation saves and its bias, and points back for the rest."""
+    assert "Lesson 11 cut a hidden state's graph with `h = h.detach()`" in cells["l12-20"].source
+    assert "lesson 11's truncation" in cells["l12-33"].source
     source = _all_source(cells)
-    assert "lesson 11's pitfall" in source
     assert "total = total + " not in source and "total += mlp" not in source
-    assert "lesson 11's pitfall, fixed" not in source
+    assert "total_loss +=" not in source and "retain_graph=True" not in source
+    outputs = "\n".join(_text(c) for c in cells.values() if c.cell_type == "code")
+    assert "backward through the graph a second time" not in outputs
+
+
+def test_every_graded_exercise_sits_under_the_exercises_heading(cells):
+    order = list(cells)
+    heading = next(k for k, c in cells.items() if c.source.startswith("## Exercises"))
+    graded = [k for k, c in cells.items() if c.metadata.get("nbgrader", {}).get("solution")
+              and "predict" not in c.metadata["nbgrader"]["grade_id"]]
+    assert "l12-23" in graded  # bytes_formula
+    assert all(order.index(k) > order.index(heading) for k in graded)
+
+
+def test_checkpointing_built_from_hooks_is_checked_and_names_its_slips(cells):
+    import torch
+    from torch.autograd.graph import saved_tensors_hooks
+
+    from backproplab.lessons import find_exercise
+
+    def built(block, x, *, keep_rng=True):
+        rng_state, recomputed, saves = torch.get_rng_state(), [], []
+
+        def pack(t):
+            saves.append(None)
+            return len(saves) - 1
+
+        def unpack(i):
+            if not recomputed:
+                with torch.random.fork_rng(), torch.enable_grad():
+                    if keep_rng:
+                        torch.set_rng_state(rng_state)
+                    with saved_tensors_hooks(lambda t: recomputed.append(t) or t, lambda t: t):
+                        block(x.detach().requires_grad_(x.requires_grad))
+            return recomputed[i]
+
+        with saved_tensors_hooks(pack, unpack):
+            return block(x)
+
+    check = find_exercise("l12-checkpoint-by-hooks").check
+    for seed in (0, 29):
+        assert check(built, seed)
+        report = check(lambda block, x: built(block, x, keep_rng=False), seed)
+        assert not report and "new mask" in report[0].message
+        report = check(lambda block, x: block(x), seed)  # everything kept
+        assert not report and "still in memory" in report[0].message
+    out = _text(cells["l12-29"])
+    assert out.count("nothing made inside the block kept between forward and backward") == 2
 
 
 def test_predictions_follow_the_five_cell_pattern(cells):

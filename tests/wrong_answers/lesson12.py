@@ -1,14 +1,43 @@
 """Plausible wrong answers for the exercises of 12-what-backward-keeps.ipynb."""
 
-COUNTER = (
-    "def make_dtype_counter():\n"
-    "    totals = {{}}\n\n"
+HOOKED = (
+    "def checkpoint_by_hooks(block, x):\n"
+    "    rng_state = torch.get_rng_state()\n"
+    "    recomputed, saves = [], []\n\n"
     "    def pack(t):\n"
-    "{}\n\n"
-    "    def unpack(t):\n"
-    "        return t\n\n"
-    "    return pack, unpack, totals\n"
+    "{pack}"
+    "    def unpack(position):\n"
+    "{unpack}"
+    "    with saved_tensors_hooks(pack, unpack):\n"
+    "        return block(x)\n"
 )
+PACK_POSITION = "        saves.append(1)\n        return len(saves) - 1\n\n"
+
+
+def recompute(again="x.detach().requires_grad_(x.requires_grad)", grad_mode=True, rng=True,
+              every_time=False, hand_out="recomputed[position]"):
+    """The unpack of Exercise 3's answer, with one part changed."""
+    lines = []
+    if not every_time:
+        lines.append("        if not recomputed:")
+    pad = "            " if not every_time else "        "
+    if every_time:
+        lines.append(pad + "recomputed.clear()")
+    contexts = ["torch.random.fork_rng()"] + (["torch.enable_grad()"] if grad_mode else [])
+    lines.append(pad + f"with {', '.join(contexts)}:")
+    if rng:
+        lines.append(pad + "    torch.set_rng_state(rng_state)")
+    lines.append(pad + "    with saved_tensors_hooks(lambda t: recomputed.append(t) or t, "
+                       "lambda t: t):")
+    lines.append(pad + f"        block({again})")
+    lines.append(f"        return {hand_out}")
+    return "\n".join(lines) + "\n\n"
+
+
+def hooked(pack=PACK_POSITION, **unpack):
+    return HOOKED.format(pack=pack, unpack=recompute(**unpack))
+
+
 FORMULA = "def bytes_formula(batch, widths, activation):\n{}"
 TBPTT = (
     "def truncation_error(W, xs, k):\n"
@@ -62,29 +91,23 @@ WRONG = {
         # The lesson's MLP, hard-coded.
         (FORMULA.format("    return 3840\n"), "hard-coded"),
     ],
-    "l12-dtype-counter": [
-        # Elements counted instead of bytes.
-        (COUNTER.format("        totals[t.dtype] = totals.get(t.dtype, 0) + t.numel()\n        return t"),
-         "counted elements, not bytes"),
-        # pack forgets to hand the tensor on: backward has nothing to unpack.
-        (COUNTER.format("        totals[t.dtype] = totals.get(t.dtype, 0) + t.numel() * t.element_size()"),
-         "backward failed with your hooks"),
-        # Everything lumped under one key.
-        (COUNTER.format("        totals[torch.float32] = totals.get(torch.float32, 0) + t.numel() * t.element_size()\n        return t"),
-         "dtypes counted"),
-        # Each block of memory once, as section 1's pack hook counted: not every save.
-        (
-            "def make_dtype_counter():\n"
-            "    seen, totals = {}, {}\n\n"
-            "    def pack(t):\n"
-            "        seen[t.untyped_storage().data_ptr()] = (t.dtype, t.numel() * t.element_size())\n"
-            "        totals.clear()\n"
-            "        for dtype, nbytes in seen.values():\n"
-            "            totals[dtype] = totals.get(dtype, 0) + nbytes\n"
-            "        return t\n\n"
-            "    return pack, lambda t: t, totals\n",
-            "once per save",
-        ),
+    "l12-checkpoint-by-hooks": [
+        # pack keeps the tensor itself: nothing is saved.
+        (hooked(pack="        saves.append(t)\n        return t\n\n"), "still in memory"),
+        # pack keeps a copy.
+        (hooked(pack="        return t.detach().clone()\n\n"), "still in memory"),
+        # The block run again at every unpack.
+        (hooked(every_time=True), "times during backward"),
+        # The recomputation in backward's grad mode: it records nothing.
+        (hooked(grad_mode=False), "grad mode off"),
+        # The random state not restored: a new dropout mask.
+        (hooked(rng=False), "new mask"),
+        # The recomputation's input never requires grad: its saves no longer line up.
+        (hooked(again="x.detach()"), "require grad as x does"),
+        # The tensors handed out in the order backward asks, not by the pack's position.
+        (hooked(pack="        return None\n\n", hand_out="recomputed.pop()"), "its own order"),
+        # No hooks at all: the plain block.
+        ("def checkpoint_by_hooks(block, x):\n    return block(x)\n", "still in memory"),
     ],
     "l12-checkpoint": [
         # No checkpoint at all.

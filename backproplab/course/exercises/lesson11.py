@@ -1,13 +1,16 @@
 """Lesson 11, pitfalls and tools: its exercises and its predictions.
 
-Both exercises are method checks: the answer is not a gradient but code that
-autograd runs, a tensor hook (Exercise 1), and a search with hooks for the
-layer where the gradient vanishes in a broken network (Exercise 2). Each check
-builds new tensors or networks from its seed, runs a real backward pass
-through the learner's code and names the slip it sees, when one fits. The
-second counts the hooks registered, the backward passes and the hooks left
-behind, and knows the slips of a hunt for a vanishing gradient: .grad read on a
-non-leaf, the walk started from the input, grad_output taken for grad_input.
+Both exercises are method checks: the answer is not one gradient but a mechanism
+that autograd runs. Exercise 1 builds truncated backpropagation through time with
+overlapping windows, TBPTT(k1, k2): every k1 steps, the losses of the last k1
+steps backpropagated through the last k2. Its check recomputes every window on
+new loops and names the slips by computing them: windows of k1 steps (section 6's
+chunks), every loss of the window, no truncation, a window started from zeros, a
+window one step short or long, one update too many. Exercise 2 searches with hooks
+for the layer where the gradient vanishes in a broken network; its check counts
+the hooks registered, the backward passes and the hooks left behind, and knows the
+slips of that hunt: .grad read on a non-leaf, the walk started from the input,
+grad_output taken for grad_input.
 """
 
 from __future__ import annotations
@@ -26,87 +29,132 @@ from ._spec import failed as _fail
 
 # --------------------------------------------------------------------------- Exercise 1
 
-CLIP = "clip_hook"
+WINDOWS = "tbptt_gradients"
 
 
+def overlap_case(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """A new loop (W, xs) with its k1 < k2: every window reaches past the start of the one
+    before it, some windows start after step 0, and a leftover shorter than k1 ends it."""
+    units = int(torch.randint(2, 5, (1,), generator=gen))
+    k1 = int(torch.randint(2, 5, (1,), generator=gen))
+    k2 = k1 + int(torch.randint(2, 6, (1,), generator=gen))
+    windows = -(-(k2 + k1) // k1) + int(torch.randint(0, 2, (1,), generator=gen))
+    steps = k1 * windows + int(torch.randint(1, k1, (1,), generator=gen))
+    W = torch.randn(units, units, generator=gen, dtype=torch.float64)
+    W = 1.2 * W / torch.linalg.eigvals(W).abs().max()  # a loop that remembers
+    xs = 0.5 * torch.randn(steps, units, generator=gen, dtype=torch.float64)
+    return W, xs, k1, k2
 
 
-def clip_cases(seed: int) -> list[tuple[torch.Tensor, float]]:
-    """Gradients (float64) to send through the hook, each with its max_norm: two whose norm
-    is above max_norm and one below, in a new order and of new sizes for every seed."""
-    gen = torch.Generator().manual_seed(seed)
-    cases = []
-    for scale in (5.0, 0.05, 3.0):
-        n = int(torch.randint(3, 8, (1,), generator=gen))
-        max_norm = 0.5 + float(torch.rand((), generator=gen))
-        grad = torch.randn(n, generator=gen, dtype=torch.float64)
-        cases.append((grad * (scale * max_norm / grad.norm()), max_norm))
-    order = torch.randperm(3, generator=gen).tolist()
-    return [cases[i] for i in order]
+def window_gradients(W: torch.Tensor, xs: torch.Tensor, k1: int, k2: int, *,
+                     back: int | None = None, losses: int | None = None, cut: bool = True,
+                     from_zero: bool = False, leftover: bool = False) -> list[torch.Tensor]:
+    """TBPTT(k1, k2) for h_t = tanh(W h_(t-1) + x_t) from h_0 = 0, the loss (h_s ** 2).sum()
+    at every step: at t = k1, 2 k1, ..., the gradient with respect to W of the losses of
+    the last ``losses`` (k1) steps, through the last ``back`` (k2) steps, each window
+    recomputed from the state that enters it. The keywords make the slips."""
+    back, losses = k2 if back is None else back, k1 if losses is None else losses
+    states = [torch.zeros(W.shape[0], dtype=W.dtype)]
+    with torch.no_grad():
+        for x_t in xs:
+            states.append(torch.tanh(W @ states[-1] + x_t))
+    ends = list(range(k1, len(xs) + 1, k1))
+    if leftover and len(xs) % k1:
+        ends.append(len(xs))
+    grads = []
+    for t in ends:
+        start = max(0, t - back) if cut else 0
+        W_leaf = W.detach().clone().requires_grad_()
+        h = torch.zeros_like(states[0]) if from_zero else states[start]
+        loss = torch.zeros((), dtype=W.dtype)
+        for s in range(start + 1, t + 1):
+            h = torch.tanh(W_leaf @ h + xs[s - 1])
+            if s > t - losses:
+                loss = loss + (h**2).sum()
+        grads.append(torch.autograd.grad(loss, W_leaf)[0])
+    return grads
 
 
-def _clipped(grad: torch.Tensor, max_norm: float) -> torch.Tensor:
-    norm = grad.norm()
-    return grad * (max_norm / norm) if norm > max_norm else grad
+def _window_slips(W, xs, k1, k2) -> dict[str, list[torch.Tensor]]:
+    return {
+        "the gradients reach back only k1 steps: the state was detached at every update, "
+        "section 6's chunks, TBPTT(k1, k1). Each window reaches k2 steps back, into the "
+        "steps the previous update covered":
+            window_gradients(W, xs, k1, k2, back=k1),
+        "the losses of all k2 steps of the window were backpropagated. An update takes "
+        "the losses of its own last k1 steps; the earlier ones belong to earlier updates, "
+        "and their steps serve only as history":
+            window_gradients(W, xs, k1, k2, losses=k2),
+        "nothing was truncated: the gradients reach back to h_0 (no detach, or a graph kept "
+        "alive with retain_graph). The state that enters the window, h_(t-k2), must count "
+        "as a constant":
+            window_gradients(W, xs, k1, k2, cut=False),
+        "each window started from h = 0. It starts from the state the loop reached at step "
+        "t - k2, detached: its value carries over, only its graph is cut":
+            window_gradients(W, xs, k1, k2, from_zero=True),
+        "each window reaches back k2 - 1 steps, one short: from h_(t-k2) the window runs "
+        "the k2 steps t - k2 + 1 ... t":
+            window_gradients(W, xs, k1, k2, back=k2 - 1),
+        "each window reaches back k2 + 1 steps, one too many: from h_(t-k2) the window "
+        "runs the k2 steps t - k2 + 1 ... t":
+            window_gradients(W, xs, k1, k2, back=k2 + 1),
+        "only the last step's loss was backpropagated; an update takes the losses of the "
+        "last k1 steps":
+            window_gradients(W, xs, k1, k2, losses=1),
+    }
 
 
-def _through_hook(hook, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Register ``hook`` on an intermediate tensor whose incoming gradient is ``grad``;
-    return (what the hook passed on, the hook's argument after the call)."""
-    x = torch.ones_like(grad, requires_grad=True)
-    feature = x * 2
-    seen = []
-    feature.register_hook(lambda g: seen.append(g) or None)  # runs before the learner's
-    feature.register_hook(hook)
-    (feature * grad).sum().backward()
-    return x.grad / 2, seen[0]
+def _same(got, want, rtol: float) -> bool:
+    return len(got) == len(want) and all(
+        isinstance(g, torch.Tensor) and g.shape == w.shape
+        and torch.allclose(g.to(w.dtype), w, rtol=rtol, atol=rtol * 1e-3)
+        for g, w in zip(got, want, strict=True))
 
 
-def _check_clip_hook(clip_hook, seed: int) -> Report:
-    if not callable(clip_hook):
-        return _fail(CLIP, f"expected the function clip_hook(max_norm), got "
-                           f"{type(clip_hook).__name__}.")
-    for grad, max_norm in clip_cases(seed):
-        where = f"(a gradient of norm {grad.norm().item():.3g}, max_norm {max_norm:.3g})"
-        hook, failure = attempt(CLIP, clip_hook, max_norm, what="clip_hook", raised=lambda err,
-                                max_norm=max_norm: f"clip_hook({max_norm:.3g}) raised "
-                                f"{type(err).__name__}: {err}.")
+def _check_windows(answer, seed: int) -> Report:
+    gen = torch.Generator().manual_seed(seed + 11)
+    for _ in range(3):
+        W, xs, k1, k2 = overlap_case(gen)
+        where = (f"on a new loop ({W.shape[0]} units, {len(xs)} steps, k1 = {k1}, "
+                 f"k2 = {k2})")
+        got, failure = attempt(WINDOWS, answer, W.clone(), xs.clone(), k1, k2,
+                               what="tbptt_gradients")
         if failure is not None:
             return failure
-        if not callable(hook):
-            return _fail(CLIP, f"clip_hook(max_norm) returned {type(hook).__name__}; it should "
-                               "return the hook, a function of grad.")
-        try:
-            passed_on, argument = _through_hook(hook, grad.clone())
-        except Exception as err:
-            return _fail(CLIP, f"the hook raised {type(err).__name__}: {err} {where}.", "error")
-        want = _clipped(grad, max_norm)
-        big = grad.norm() > max_norm
-        if not torch.equal(argument, grad):
-            slip = ("it changes the gradient it is given in place. A hook must leave its "
-                    "argument alone and return the new gradient")
-        elif torch.allclose(passed_on, want, rtol=1e-5, atol=1e-12):
+        if isinstance(got, torch.Tensor) or not isinstance(got, (list, tuple)):
+            return _fail(WINDOWS, f"returned {type(got).__name__}; expected a list with one "
+                                  "gradient (a tensor shaped like W) per update.")
+        want = window_gradients(W, xs, k1, k2)
+        if len(got) == len(want) + 1:
+            rest = len(xs) % k1
+            return _fail(WINDOWS, f"{where}: {len(got)} gradients, one for the {rest} leftover "
+                                  f"step{'s' * (rest > 1)} at the end too. Updates come at "
+                                  f"t = k1, 2 k1, ...: here {len(want)} of them; a leftover "
+                                  "shorter than k1 gets none.")
+        if len(got) != len(want):
+            return _fail(WINDOWS, f"{where}: {len(got)} gradients; expected {len(want)}, one "
+                                  f"per update at t = k1, 2 k1, ... up to {len(xs)}.")
+        if _same(got, want, rtol=1e-11):
             continue
-        elif big and torch.equal(passed_on, grad):
-            slip = ("the gradient went on unchanged although its norm is above max_norm: the "
-                    "hook must return the rescaled gradient (a hook that returns None, or "
-                    "rebinds grad without returning it, changes nothing)")
-        elif torch.allclose(passed_on, grad.clamp(-max_norm, max_norm)):
-            slip = ("it clamps each entry to ±max_norm, which is clip_grad_value_; the task "
-                    "rescales the whole gradient by one factor, so that its norm becomes "
-                    "max_norm")
-        elif not big and torch.allclose(passed_on, grad * (max_norm / grad.norm())):
-            slip = ("it rescales a gradient whose norm is already below max_norm; those must "
-                    "pass unchanged")
-        elif big and torch.allclose(passed_on, grad / grad.norm()):
-            slip = "it rescales to norm 1 instead of max_norm"
+        for slip, variant in _window_slips(W, xs, k1, k2).items():
+            if _same(got, variant, rtol=1e-9):
+                return _fail(WINDOWS, f"{where}: {slip}.")
+        first = next(i for i, (g, w) in enumerate(zip(got, want, strict=True))
+                     if not _same([g], [w], rtol=1e-11))
+        t = k1 * (first + 1)
+        mine, expected = got[first], want[first]
+        if isinstance(mine, torch.Tensor) and mine.shape == W.shape:
+            off = ((mine.to(W.dtype) - expected).norm() / expected.norm()).item()
+            told = f"is off by {off:.1e} relative to the expected one"
         else:
-            norm = passed_on.norm().item() if passed_on.shape == grad.shape else float("nan")
-            slip = (f"the gradient passed on has norm {norm:.4g}; expected "
-                    f"{want.norm().item():.4g}, pointing the same way as the original")
-        return _fail(CLIP, f"{where}: {slip}.")
-    return passed(CLIP, "clipped when the norm is above max_norm, "
-                                              "untouched otherwise, on 3 new gradients")
+            shape = tuple(mine.shape) if isinstance(mine, torch.Tensor) else None
+            told = f"is a {type(mine).__name__} of shape {shape}, not a tensor shaped like W"
+        return _fail(WINDOWS, f"{where}: the gradient of the update at t = {t} {told}. It is "
+                              f"the gradient of the losses of steps {t - k1 + 1} to {t}, "
+                              f"backpropagated through steps {max(t - k2, 0) + 1} to {t} from "
+                              f"h_{max(t - k2, 0)}, the value the loop computed there.")
+    return passed(WINDOWS, "the gradient of every update matches on 3 new loops (new k1 and "
+                           "k2 each time)")
 
 
 # --------------------------------------------------------------------------- Exercise 2
@@ -333,7 +381,7 @@ def _check_vanishing(answer, seed: int) -> Report:
 
 
 EXERCISES = {
-    "l11-reverse": Method(check=_check_clip_hook),
+    "l11-windows": Method(check=_check_windows),
     "l11-vanishing": Method(check=_check_vanishing),
 }
 
