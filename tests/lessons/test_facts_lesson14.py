@@ -1,7 +1,9 @@
 """Lesson 14's corrected facts, read from the stored outputs, so an edit cannot bring the
 old claims back: jacrev's "one pass" holds for the default chunk_size only; what lessons
 05, 08 and 13 teach (batch normalization's coupling, jacrev as a vmapped VJP, Hessian-vector
-products by double backward) is pointed back to, not taught again.
+products by double backward) is pointed back to, not taught again; batch norm's refusal of a
+batch of one is told apart from vmap's refusal of its running statistics; and a ready-made
+hvp is named where it lives (torch.autograd.functional, not torch.func).
 """
 
 from __future__ import annotations
@@ -23,16 +25,29 @@ def cells() -> dict[str, nbformat.NotebookNode]:
 
 
 
-def test_hessian_vector_products_only_in_torch_func_forms(cells):
-    """Hessian-vector products are lesson 13's; here only torch.func's two compositions."""
+def test_hessian_vector_products_in_torch_func_forms_and_where_hvp_lives(cells):
+    """Hessian-vector products are lesson 13's; here torch.func's two compositions, and the
+    truth about a ready-made hvp: none in torch.func, vhp and hvp in torch.autograd.functional
+    (two and three reverse passes, as counted)."""
     out = _text(cells["l14-28"])
     assert "jvp(grad(f)): Hv = [4.0, -4.0, -4.0] (1 reverse, 1 forward)" in out
     assert "vjp(grad(f)): Hv = [4.0, -4.0, -4.0] (2 reverse, 0 forward)" in out
     assert 'hasattr(torch.func, "hvp"): False' in out
+    assert "torch.autograd.functional.vhp: [4.0, -4.0, -4.0] (2 reverse, 0 forward)" in out
+    assert "torch.autograd.functional.hvp: [4.0, -4.0, -4.0] (3 reverse, 0 forward)" in out
+    prose = " ".join(cells["l14-27"].source.split())
+    assert "`torch.autograd.functional.vhp`" in prose and "`torch.autograd.functional.hvp`" in prose
+    assert "two reverse passes" in prose and "in three" in prose
     code = "\n".join(c.source for c in cells.values() if c.cell_type == "code")
-    assert "functional.hvp" not in code and "functional.vhp" not in code
     assert "create_graph=True)\n    H_double" not in code  # no row-by-row double backward
     assert "1 reverse + 1 forward pass" in _text(cells["l14-26"])
+
+
+def test_a_ready_made_hvp_is_where_the_lesson_says():
+    import torch
+
+    assert not hasattr(torch.func, "hvp")
+    assert callable(torch.autograd.functional.hvp) and callable(torch.autograd.functional.vhp)
 
 
 def test_jacrev_internals_point_back_to_lesson_08(cells):
@@ -56,15 +71,24 @@ def test_jacrev_counts_depend_on_chunk_size(cells):
 
 
 def test_batch_norm_coupling_points_back_to_lesson_05(cells):
-    assert "vmap in training mode: Expected more than 1 value per channel when training" in (
-        _text(cells["l14-67"]))
+    """Batch norm's own refusal of a batch of one is not blamed on vmap: vmap's refusal is
+    the in-place update of the running statistics, shown on groups of two examples."""
+    out = _text(cells["l14-67"])
+    assert "batch norm, one example, no vmap: Expected more than 1 value per channel" in out
+    assert "Batch norm got a batched tensor as input while the running_mean or running_var, " \
+           "which will be updated in place, were not batched." in out
     assert "Lesson 05 showed that batch normalization" in cells["l14-66"].source
+    assert "vmap in training mode: Expected more than 1 value" not in out
+    prose = " ".join(cells["l14-68"].source.split())
+    assert "batch norm's own, `vmap` or not" in prose and "in place" in prose
+    fixed = _text(cells["l14-74"])
+    assert "running statistics left: {}" in fixed and "equal to a loop over the groups: True" in fixed
     for gone in ("l14-69", "l14-70", "l14-71", "l14-72"):
         assert gone not in cells
 
 
 def test_exercises_are_a_hand_written_jvp_and_clipping_in_one_vmapped_call(cells):
-    assert "by hand" in cells["l14-52"].source.lower()
+    assert "by hand" in cells["l14-53"].source.lower()
     assert _text(cells["l14-jvp-by-hand-check"]).count("matches autograd on 3 new") == 2
     clip = _text(cells["l14-clip-per-example-check"])
     assert clip.count("one vmapped pass, and the same as a loop of 7 backward calls") == 2

@@ -1,6 +1,6 @@
 """Lesson 14, forward mode and torch.func: its exercises and its predictions.
 
-- Exercise 1 (``l14-jvp-by-hand``): ``tangent(W, b, x, v)`` is the JVP ``J v`` of
+- Exercise 2 (``l14-jvp-by-hand``): ``tangent(W, b, x, v)`` is the JVP ``J v`` of
   ``f(x) = tanh(W x + b) * (x . x)``, written by hand: the learner carries a tangent
   through each operation with its forward-mode rule. A `ByHand` exercise: checked on new
   float64 inputs (shapes, points and directions, one-hot ones among them, where ``J v``
@@ -12,7 +12,7 @@
   names each typical slip when the learner's result equals it.
 
 The predictions run the lesson's experiments again: the pass counts of the table, of
-lesson 08's Jacobian, and of the three functions of Exercise 2.
+lesson 08's Jacobian, and of the three functions of Exercise 1.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from torch.func import jvp, vjp
 from ._spec import ByHand, Method, Prediction, attempt, compare, count_autograd, passed
 from ._spec import failed as _fail
 
-# --------------------------------------------------------------------------- Exercise 1
+# --------------------------------------------------------------------------- Exercise 2
 
 
 def tangent_inputs(gen: torch.Generator):
