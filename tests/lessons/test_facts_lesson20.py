@@ -23,6 +23,7 @@ from stored import flat_text as _text
 
 import backproplab as bl
 from backproplab.course.exercises import lesson03, lesson20
+from backproplab.course.exercises.lesson20 import counting
 
 ROOT = Path(__file__).parents[2]
 NOTEBOOK = ROOT / "notebooks" / "20-a-tensor-engine-of-your-own.ipynb"
@@ -198,7 +199,7 @@ def test_exercise_1s_example_shapes(cells):
 
 def test_the_deep_chain_of_the_counting_check(cells):
     space = _engine()
-    root, _ = lesson20._chain(space["Tensor"], torch.Generator().manual_seed(0))
+    root, _ = counting._chain(space["Tensor"], torch.Generator().manual_seed(0))
     ops = [n for n in space["topo_order"](root) if n.rule is not None]
     assert len(ops) == 5001  # 5,000 operations and the sum
     assert "a chain 5,000 operations deep" in " ".join(cells["l20-39"].source.split())
@@ -206,7 +207,7 @@ def test_the_deep_chain_of_the_counting_check(cells):
 
 def test_the_check_knows_the_lessons_pass_and_sort(cells):
     source = cells["l20-13"].source
-    assert lesson20.LESSON_BACKWARD.strip() in source
+    assert counting.LESSON_BACKWARD.strip() in source
     assert lesson03.LESSON_SORT.strip().replace("def topo_order(root):",
                                                 "def topo_order(root):  # lesson 03's: every "
                                                 "node after its parents") in source
