@@ -19,6 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
+from cells import run_cell
 from stored import flat_text as _text
 
 import backproplab as bl
@@ -42,7 +43,7 @@ def _engine() -> dict:
     for cid in ENGINE:
         source = sources[cid].replace("bl.short_tracebacks()", "")
         with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(source, f"<cell {cid}>", "exec"), space)
+            run_cell(source, space)
     return space
 
 
@@ -226,7 +227,7 @@ SOLUTIONS = {"l20-matmul": "l20-37", "l20-backward": "l20-40", "l20-amax": "l20-
 @pytest.mark.parametrize("key", sorted(SOLUTIONS))
 def test_the_checks_pass_the_solutions(cells, key):
     space = _engine()
-    exec(_solution(cells, SOLUTIONS[key]), space)
+    run_cell(_solution(cells, SOLUTIONS[key]), space)
     for seed in (0, 5, 2011):
         bl.check_exercise(key, _answers(space, key), seed=seed)
 
@@ -240,7 +241,7 @@ def test_every_kept_slip_fails_on_every_seed_with_its_name(key, k):
     source, fragment = WRONG[key][k]
     for seed in (0, 1, 2, 3):
         space = _engine()
-        exec(source, space)
+        run_cell(source, space)
         with pytest.raises(AssertionError) as info:
             bl.check_exercise(key, _answers(space, key), seed=seed)
         message = " ".join(str(info.value).split())
