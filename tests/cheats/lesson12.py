@@ -58,13 +58,11 @@ CHEATS = {
          "        return checkpoint(block, x, use_reentrant=True)\n", "did the work"),
     ],
     "l12-checkpoint": [
-        # The visible stack's best choice, copied: the hidden stack has its blocks elsewhere.
+        # One of the visible stack's cheapest choices, copied (its first cheap block and three
+        # of its wide ones): the hidden stack has other blocks in those places.
         (
-            "from backproplab.lessons.lesson12 import uneven_stack\n\n"
-            "_blocks, _ = uneven_stack(17)\n"
-            "_CHEAP = {i for i, b in enumerate(_blocks) if len(b) > 3}\n\n\n"
             "def choose_checkpoints(blocks, x):\n"
-            "    return _CHEAP\n",
+            "    return {0, 1, 3, 5}\n",
             "choose_checkpoints",
         ),
     ],

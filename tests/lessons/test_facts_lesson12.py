@@ -2,10 +2,11 @@
 old claims back: truncated BPTT biases the gradient (its error for two values of k),
 checkpoint's default in torch 2.13 is the reentrant variant, preserve_rng_state matters with
 dropout, save_on_cpu is a pair of saved-tensor hooks, the uneven blocks make the choice of
-what to checkpoint matter, the input batch is named as such and leaf memory in bytes,
-lesson 11's pitfalls and truncation's mechanism are pointed back to, not repeated, every
-graded exercise sits under the Exercises heading, and the checkpointing built from
-saved-tensor hooks is checked for what it keeps, how often it recomputes, and its mask.
+what to checkpoint matter (and Exercise 4's stacks are ones where ranking the blocks by
+bytes per multiply-add is not the cheapest plan), the input batch is named as such and leaf
+memory in bytes, lesson 11's pitfalls and truncation's mechanism are pointed back to, not
+repeated, every graded exercise sits under the Exercises heading, and the checkpointing built
+from saved-tensor hooks is checked for what it keeps, how often it recomputes, and its mask.
 """
 
 from __future__ import annotations
@@ -75,6 +76,26 @@ def test_uneven_blocks_make_the_choice_matter(cells):
     assert "first block ran 2 times" in _text(cells["l12-17"])
     check = _text(cells["l12-32"])
     assert "the least any choice within the budget needs" in check
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_budget_exercise_asks_more_than_the_ranking(cells, seed):
+    """Exercise 4's stacks are drawn so that section 3's ranking, taken as a plan (the most
+    bytes per multiply-add first until the budget is met), overshoots with its last block
+    and costs more than the cheapest choice; the check's one-run count of what each block
+    keeps equals what checkpointing that block alone saves, measured; and the lesson no
+    longer says that the ranking is the rule."""
+    from backproplab.course.exercises.lesson12.budget import budget_stack, kept_bytes, run_stack
+
+    blocks, x, found = budget_stack(seed)
+    assert found["by_ratio_cost"] > found["cheapest"]
+    assert found["by_ratio_kept"] < found["budget"]  # the last block saves more than needed
+    plain = kept_bytes(blocks, lambda: run_stack(blocks, x, set()))[1]
+    assert plain == found["plain"]
+    assert found["saves"] == [plain - kept_bytes(blocks, lambda i=i: run_stack(blocks, x, {i}))[1]
+                              for i in range(len(blocks))]
+    assert "turns that into a rule" not in cells["l12-46"].source
+    assert "Exercise 4's question" in cells["l12-46"].source
 
 
 def test_bytes_are_called_bytes_and_the_input_batch_is_named(cells):

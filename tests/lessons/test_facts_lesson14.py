@@ -82,7 +82,8 @@ def test_batch_norm_coupling_points_back_to_lesson_05(cells):
     prose = " ".join(cells["l14-68"].source.split())
     assert "batch norm's own, `vmap` or not" in prose and "in place" in prose
     fixed = _text(cells["l14-74"])
-    assert "running statistics left: {}" in fixed and "equal to a loop over the groups: True" in fixed
+    assert "running statistics left: {}" in fixed
+    assert "equal to a loop over the groups: True" in fixed
     for gone in ("l14-69", "l14-70", "l14-71", "l14-72"):
         assert gone not in cells
 

@@ -129,7 +129,26 @@ WRONG = {
             "        chosen.add(i)\n"
             "        kept -= inside[i]\n"
             "    return chosen\n",
-            "would do",
+            "taken first, until the budget is met, would recompute",
+        ),
+        # Section 3's ranking as the plan: the most bytes per multiply-add first, until the
+        # budget is met. Its last block overshoots what the budget still needs.
+        (
+            "def choose_checkpoints(blocks, x):\n"
+            "    h, inside = x, []\n"
+            "    for block in blocks:\n"
+            "        h, nbytes = kept_inside(block, h)\n"
+            "        inside.append(nbytes)\n"
+            "    plain = len(blocks) * x.untyped_storage().nbytes() + sum(inside)\n"
+            "    ratio = [inside[i] / multiply_adds(b) for i, b in enumerate(blocks)]\n"
+            "    chosen, kept = set(), plain\n"
+            "    for i in sorted(range(len(blocks)), key=lambda i: ratio[i], reverse=True):\n"
+            "        if kept <= 0.6 * plain:\n"
+            "            break\n"
+            "        chosen.add(i)\n"
+            "        kept -= inside[i]\n"
+            "    return chosen\n",
+            "more than the budget still needed",
         ),
         # Only the first block: not enough.
         ("def choose_checkpoints(blocks, x):\n    return {0}\n", "over the budget"),

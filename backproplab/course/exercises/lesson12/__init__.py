@@ -1,0 +1,269 @@
+"""Lesson 12, what backward keeps: its exercises and its predictions.
+
+- ``l12-bytes-formula`` (Exercise 2): the bytes an MLP keeps for backward, from a
+  formula. It is checked like a gradient by hand (`ByHand`): new batch sizes,
+  widths and activations on every trial, the reference measured with
+  `describe(...).saved_memory()`, byte counts compared exactly. Its slips are
+  about counting, not about derivatives.
+- ``l12-checkpoint-by-hooks`` (Exercise 3, module ``hooked``): checkpointing built
+  from saved-tensor hooks, its runs, what it keeps and its dropout mask checked.
+- ``l12-checkpoint`` (Exercise 4, module ``budget``): which blocks of a stack to
+  checkpoint, on stacks where the rule of thumb (most bytes per multiply-add first)
+  is not the cheapest choice within the budget.
+- ``l12-tbptt`` (Exercise 5): the error of the truncated-BPTT gradient against full
+  BPTT.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ....graph import describe
+from .._spec import ByHand, Check, Method, Prediction, Report, attempt, passed
+from .._spec import failed as _fail
+from .budget import check_checkpoint, run_stack
+from .hooked import check_hooked, first_error
+
+# --------------------------------------------------------------------------- Exercise 2
+
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}
+
+
+def make_mlp(widths, activation):
+    """Linear(w0, w1) -> activation -> Linear(w1, w2) -> ... -> Linear(w[-2], w[-1])."""
+    layers = []
+    for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        if i:
+            layers.append(ACTIVATIONS[activation]())
+        layers.append(nn.Linear(fan_in, fan_out))
+    return nn.Sequential(*layers)
+
+
+def _bytes_reference(batch, widths, activation):
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = make_mlp(widths, activation)
+        inputs = torch.randn(batch, widths[0])
+    memory = describe(model(inputs).sum()).saved_memory()
+    return memory.total - memory.leaf_bytes
+
+
+def _new_mlp_shape(gen):
+    """A batch size, 2 to 5 widths and an activation, all new."""
+    batch = int(torch.randint(1, 65, (1,), generator=gen))
+    depth = int(torch.randint(2, 6, (1,), generator=gen))
+    widths = tuple(int(w) for w in torch.randint(1, 33, (depth,), generator=gen))
+    activation = list(ACTIVATIONS)[int(torch.randint(0, len(ACTIVATIONS), (1,), generator=gen))]
+    return batch, widths, activation
+
+
+def _per_hidden(activation):
+    """Tensors kept per hidden layer: the activation's output, which the next Linear keeps
+    too (one block), or for GELU also its input."""
+    return 2 if activation == "gelu" else 1
+
+
+BYTES_SLIPS = {
+    "you counted elements, not bytes: multiply by the element size (4 bytes for float32, "
+    "t.element_size())":
+        lambda n, w, a: n * (w[0] + _per_hidden(a) * sum(w[1:-1])),
+    "the input batch is missing: it needs no gradient, but the first layer keeps it, "
+    "because its weight's gradient is built from it":
+        lambda n, w, a: 4 * n * _per_hidden(a) * sum(w[1:-1]),
+    "each hidden layer is counted twice: the activation's output and the next layer's input "
+    "(mat1) are one tensor, kept once (GELU is different: it keeps its input as well)":
+        lambda n, w, a: 4 * n * (w[0] + 2 * sum(w[1:-1])),
+    "GELU's input is missing: ReLU, tanh and sigmoid keep their output, which the next "
+    "layer keeps anyway, but GELU keeps its input, a tensor of its own":
+        lambda n, w, a: 4 * n * (w[0] + sum(w[1:-1])),
+    "the network's output is counted: nothing keeps it (the sum after it saves no tensor)":
+        lambda n, w, a: 4 * n * (w[0] + _per_hidden(a) * sum(w[1:-1]) + w[-1]),
+    "the bytes are for one example: multiply by the batch size":
+        lambda n, w, a: 4 * (w[0] + _per_hidden(a) * sum(w[1:-1])),
+    "the weights are counted: they are leaves, in memory anyway, and saved_memory() keeps "
+    "them apart (leaf_bytes)":
+        lambda n, w, a: 4 * (n * (w[0] + _per_hidden(a) * sum(w[1:-1]))
+                             + sum(p * q for p, q in zip(w[1:-1], w[2:], strict=True))),
+}
+
+BYTES_ADVICE = (
+    "A byte count, not a derivative: list the tensors the graph keeps for a two-layer "
+    "network (bl.describe(model(x).sum()) shows each node's saved tensors), note their "
+    "shapes, and count each block of memory once, 4 bytes per float32 number."
+)
+
+# --------------------------------------------------------------------------- Exercise 5
+
+
+def loop_gradient(W, xs, k=None, detach_after=False):
+    """dL/dW for h_t = tanh(W h_{t-1} + x_t) from h = 0, L = sum over t of (h_t ** 2).sum(),
+    the state detached every k steps (k None: full BPTT)."""
+    W = W.detach().clone().requires_grad_()
+    h = torch.zeros(W.shape[0], dtype=W.dtype)
+    loss = 0
+    for t in range(len(xs)):
+        if k and not detach_after and t % k == 0:
+            h = h.detach()
+        h = torch.tanh(W @ h + xs[t])
+        if k and detach_after and t % k == 0:
+            h = h.detach()
+        loss = loss + (h**2).sum()
+    (grad,) = torch.autograd.grad(loss, W)
+    return grad
+
+
+def _relative(a, b):
+    return ((a - b).norm() / b.norm()).item()
+
+
+def new_loop(gen, units=None, steps=None):
+    """A recurrent weight with spectral radius 0.8 and an input sequence."""
+    units = units or int(torch.randint(3, 9, (1,), generator=gen))
+    steps = steps or int(torch.randint(30, 81, (1,), generator=gen))
+    W = torch.randn(units, units, generator=gen, dtype=torch.float64)
+    W = 0.8 * W / torch.linalg.eigvals(W).abs().max()
+    xs = 0.5 * torch.randn(steps, units, generator=gen, dtype=torch.float64)
+    return W, xs
+
+
+def _check_tbptt(answer, seed):
+    name = "truncation_error"
+    if not callable(answer):
+        return _fail(name, f"expected a function (W, xs, k) -> a number, got "
+                           f"{type(answer).__name__}")
+    gen = torch.Generator().manual_seed(seed + 18)
+    for _ in range(3):
+        W, xs = new_loop(gen)
+        k = int(torch.randint(2, len(xs) // 2, (1,), generator=gen))
+        got, failure = attempt(name, answer, W.clone(), xs.clone(), k, what="it",
+                               raised=first_error)
+        if failure is not None:
+            return failure
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = got.item()
+        if not isinstance(got, (int, float)) or isinstance(got, bool):
+            return _fail(name, f"expected one number, the relative error, got "
+                               f"{type(got).__name__}")
+        full, cut = loop_gradient(W, xs), loop_gradient(W, xs, k)
+        want = _relative(cut, full)
+        if math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-15):
+            continue
+        slips = {
+            "0: the truncated gradient came out equal to the full one, so the state was never "
+            "detached (the loss is the same either way: only the gradient changes)": 0.0,
+            "the error of detaching at every step (k = 1): detach only when t % k == 0":
+                _relative(loop_gradient(W, xs, 1), full),
+            "the error of a loop that detaches after the update instead of before it: the "
+            "chunks start one step late": _relative(loop_gradient(W, xs, k, True), full),
+            "the absolute error ‖g_k - g‖: divide by the full gradient's norm ‖g‖":
+                (cut - full).norm().item(),
+            "divided by the truncated gradient's norm: the error is relative to the full "
+            "gradient, ‖g_k - g‖ / ‖g‖": ((cut - full).norm() / cut.norm()).item(),
+        }
+        for slip, value in slips.items():
+            if math.isclose(got, value, rel_tol=1e-9, abs_tol=1e-15):
+                return _fail(name, f"on a new loop ({W.shape[0]} units, {len(xs)} steps, "
+                                   f"k = {k}) your number is {slip}")
+        return _fail(name, f"on a new loop ({W.shape[0]} units, {len(xs)} steps, k = {k}): "
+                           f"yours {got:.6g}, expected {want:.6g}. Run the loop twice from "
+                           "h = 0, once as it is and once with h = h.detach() before the update "
+                           "whenever t % k == 0, take dL/dW from each, and return "
+                           "‖g_k - g‖ / ‖g‖")
+    W, xs = new_loop(torch.Generator().manual_seed(15), units=8, steps=400)
+    measured = {k: answer(W.clone(), xs.clone(), k) for k in (10, 100)}
+    return passed(name, "matches on 3 new loops. On a loop of 8 units and 400 steps it "
+                         f"measures {measured[10]:.4f} for k = 10 and {measured[100]:.4f} "
+                         "for k = 100")
+
+
+BYTES = ByHand(
+    name="bytes kept for backward",
+    reference=_bytes_reference,
+    make_inputs=_new_mlp_shape,
+    mistakes=BYTES_SLIPS,
+    advice=BYTES_ADVICE,
+)
+
+
+def _check_bytes(answer, seed):
+    """`check_by_hand` on the formula, in the words of a byte count: it is compared with
+    what saved_memory() measures, not with autograd."""
+    report = BYTES.check(answer, seed)
+    words = {
+        "matches autograd on 3 new random inputs":
+            "matches what saved_memory() measures on 3 new networks (batch sizes, widths, "
+            "activations)",
+        "compute the gradient from the arguments": "compute the count from the arguments",
+        "this exercise asks for the gradient by hand": "this exercise asks for a formula",
+        "Work the chain rule out and compute the gradient with plain tensor operations.":
+            "Work out what each node keeps and count it with plain arithmetic.",
+    }
+    checks = []
+    for c in report.checks:
+        message = c.message
+        for old, new in words.items():
+            message = message.replace(old, new)
+        checks.append(Check(c.name, c.ok, c.verdict, message, c.diagnosis))
+    return Report(tuple(checks))
+
+
+EXERCISES = {
+    "l12-bytes-formula": Method(check=_check_bytes),
+    "l12-checkpoint-by-hooks": Method(check=check_hooked),
+    "l12-checkpoint": Method(check=check_checkpoint),
+    "l12-tbptt": Method(check=_check_tbptt),
+}
+
+# --------------------------------------------------------------------------- predictions
+
+
+def _recompute_answer():
+    """How often the first of eight checkpointed blocks runs in one forward and backward."""
+    with torch.random.fork_rng():
+        torch.manual_seed(3)
+        blocks = nn.ModuleList(
+            nn.Sequential(nn.Linear(256, 256), nn.Tanh(), nn.Linear(256, 256), nn.Tanh())
+            for _ in range(8))
+        data = torch.randn(64, 256)
+    calls = []
+    hook = blocks[0].register_forward_pre_hook(lambda module, args: calls.append(1))
+    try:
+        run_stack(blocks, data, set(range(8))).sum().backward()
+    finally:
+        hook.remove()
+    return len(calls)
+
+
+def _sigmoid_answer():
+    gen = torch.Generator().manual_seed(0)
+    x_big = torch.randn(10_000, generator=gen).requires_grad_()
+    kept = {}
+    for name, fn in (("sigmoid", torch.sigmoid), ("formula", lambda t: 1 / (1 + torch.exp(-t)))):
+        memory = describe(fn(x_big).sum()).saved_memory()
+        kept[name] = memory.total - memory.leaf_bytes
+    return max(kept, key=kept.get)
+
+
+PREDICTIONS = {
+    "l12-predict-recompute": Prediction(
+        question="how many times the first checkpointed block runs in one forward and backward",
+        answer=_recompute_answer,
+        hint="a checkpointed block keeps nothing inside it during the forward pass; what must "
+             "backward do when it reaches that block and needs the tensors it did not keep?",
+        why="once in the forward pass, and once more in backward to rebuild the tensors it "
+            "did not keep: {answer}",
+    ),
+    "l12-predict-sigmoid": Prediction(
+        question="which keeps more for backward",
+        answer=_sigmoid_answer,
+        hint="one node per operation, and each keeps what its own derivative needs: how many "
+             "nodes does each version make, and what does each of them keep?",
+        why="sigmoid is one node and keeps only its output (40,000 bytes for 10,000 float32 "
+            "numbers); the formula's exp and its reciprocal each keep a result of their own "
+            "(80,008 bytes): the {answer} keeps more",
+        choices=("sigmoid", "formula"),
+    ),
+}

@@ -1,0 +1,203 @@
+"""Lesson 12's Exercise 4 (``l12-checkpoint``): which blocks of a stack to checkpoint.
+
+The blocks cost unequal amounts to recompute. The check draws its stack so that the rule
+of section 3 taken as a plan, the blocks with the most bytes per multiply-add first until
+the budget is met, is *not* the cheapest choice: its last block saves more than the budget
+still needs, and another mix fits for less. It runs the learner's choice itself, measures
+the memory kept, counts the recomputations in backward with forward pre-hooks, and
+compares with the cheapest of every choice within the budget.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch import nn
+from torch.autograd.graph import saved_tensors_hooks
+from torch.utils.checkpoint import checkpoint
+
+from .._spec import attempt, passed
+from .._spec import failed as _fail
+from .hooked import first_error
+
+
+def cheap_block(width, depth):
+    """Memory-hungry but cheap: a Linear, then 2 * depth element-wise functions that each
+    keep their output, then a Linear."""
+    layers = [nn.Linear(width, width)]
+    for _ in range(depth):
+        layers += [nn.Tanh(), nn.Sigmoid()]
+    return nn.Sequential(*layers, nn.Linear(width, width))
+
+
+def wide_block(width, hidden):
+    """Costly to recompute: two big matrix products, one kept tensor in between."""
+    return nn.Sequential(nn.Linear(width, hidden), nn.Tanh(), nn.Linear(hidden, width))
+
+
+def multiply_adds(block):
+    """Multiply-adds per example of one forward pass of a block (its Linear layers)."""
+    return sum(m.in_features * m.out_features for m in block.modules()
+               if isinstance(m, nn.Linear))
+
+
+def uneven_stack(seed, width=64):
+    """Eight blocks of two kinds in a new order, with a new batch (the input needs no grad)."""
+    gen = torch.Generator().manual_seed(seed)
+    depth = int(torch.randint(1, 4, (1,), generator=gen))
+    hidden = 128 * int(torch.randint(1, 4, (1,), generator=gen))
+    n_cheap = int(torch.randint(2, 6, (1,), generator=gen))
+    order = torch.randperm(8, generator=gen).tolist()
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        blocks = nn.ModuleList(cheap_block(width, depth) if order[i] < n_cheap
+                               else wide_block(width, hidden) for i in range(8))
+    x = torch.randn(32, width, generator=gen)
+    return blocks, x
+
+
+def run_stack(blocks, x, chosen):
+    h = x
+    for i, block in enumerate(blocks):
+        h = checkpoint(block, h, use_reentrant=False) if i in chosen else block(h)
+    return h
+
+
+def kept_bytes(blocks, run):
+    """Bytes of the non-parameter storages saved for backward while ``run()`` builds its
+    graph, each storage once; and the output."""
+    params = {p.untyped_storage().data_ptr() for p in blocks.parameters()}
+    seen = {}
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr()
+        if key not in params:
+            seen[key] = t.untyped_storage().nbytes()
+        return t
+
+    with saved_tensors_hooks(pack, lambda t: t):
+        out = run()
+    return out, sum(seen.values())
+
+
+BUDGET_PERCENT = 60
+
+
+def plan(blocks, x):
+    """What the stack keeps plainly, the bytes checkpointing each block alone saves, each
+    block's multiply-adds, and two choices within the budget: the cheapest of all, and
+    the rule of thumb's (most bytes per multiply-add first, until the budget is met). One
+    plain run: each saved storage is counted once, for the block that saved it first, and
+    a block's input is kept either way (by the checkpoint when the block is checkpointed)."""
+    params = {p.untyped_storage().data_ptr() for p in blocks.parameters()}
+    seen, inputs, running = {}, set(), [0]
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr()
+        if key not in params and key not in seen:
+            seen[key] = (running[0], t.untyped_storage().nbytes())
+        return t
+
+    h = x
+    with saved_tensors_hooks(pack, lambda t: t):
+        for i, block in enumerate(blocks):
+            running[0] = i
+            inputs.add(h.untyped_storage().data_ptr())
+            h = block(h)
+    plain = sum(nbytes for _, nbytes in seen.values())
+    saves = [sum(nbytes for key, (i, nbytes) in seen.items() if i == b and key not in inputs)
+             for b in range(len(blocks))]
+    costs = [multiply_adds(b) for b in blocks]
+    budget = plain * BUDGET_PERCENT // 100
+    cheapest = min((sum(costs[i] for i in c), c) for r in range(len(blocks) + 1)
+                   for c in itertools.combinations(range(len(blocks)), r)
+                   if plain - sum(saves[i] for i in c) <= budget)
+    by_ratio, kept = [], plain
+    for i in sorted(range(len(blocks)), key=lambda i: saves[i] / costs[i], reverse=True):
+        if kept <= budget:
+            break
+        by_ratio.append(i)
+        kept -= saves[i]
+    return {"plain": plain, "saves": saves, "costs": costs, "budget": budget,
+            "cheapest": cheapest[0], "by_ratio": sorted(by_ratio), "by_ratio_kept": kept,
+            "by_ratio_cost": sum(costs[i] for i in by_ratio)}
+
+
+def budget_stack(seed):
+    """The check's stack for ``seed``: the first of a run of new stacks on which the rule of
+    thumb is not the cheapest choice, with its plan."""
+    for draw in range(200):
+        blocks, x = uneven_stack(1000 * seed + 17 + draw)
+        found = plan(blocks, x)
+        if found["by_ratio_cost"] > found["cheapest"]:
+            break
+    return blocks, x, found
+
+
+def _too_costly(chosen, cost, found):
+    """The message for a choice within the budget that recomputes more than it must."""
+    said = (f"within the budget, but backward recomputes {cost:,} multiply-adds per example "
+            f"where {found['cheapest']:,} would do. ")
+    kinds = [(found["saves"][i], found["costs"][i]) for i in range(len(found["costs"]))]
+    if sorted(kinds[i] for i in chosen) == sorted(kinds[i] for i in found["by_ratio"]):
+        over = found["budget"] - found["by_ratio_kept"]
+        return said + (
+            "You took the blocks with the most bytes per multiply-add first until the budget "
+            f"was met, and the last one you took saves {over:,} bytes more than the budget "
+            "still needed: another mix of blocks fits for less. Bytes per multiply-add rank "
+            "the blocks, they do not choose the set: compare the choices that fit the budget")
+    return said + (
+        "Even the blocks with the most bytes per multiply-add taken first, until the budget "
+        f"is met, would recompute {found['by_ratio_cost']:,} here, more than needed: compare "
+        "the choices that fit the budget")
+
+
+def check_checkpoint(answer, seed):
+    name = "choose_checkpoints"
+    if not callable(answer):
+        return _fail(name, f"expected a function (blocks, x) -> block indices, got "
+                           f"{type(answer).__name__}")
+    blocks, x, found = budget_stack(seed)
+    chosen, failure = attempt(name, answer, blocks, x.clone(), what="it", raised=first_error)
+    if failure is not None:
+        return failure
+    try:
+        chosen = sorted(set(chosen))
+    except TypeError:
+        return _fail(name, f"expected a set or list of block indices, got "
+                           f"{type(chosen).__name__}")
+    if not all(isinstance(i, int) and 0 <= i < len(blocks) for i in chosen):
+        return _fail(name, f"expected indices between 0 and {len(blocks) - 1}, got {chosen}")
+
+    plain_out = run_stack(blocks, x, set())
+    blocks.zero_grad()
+    plain_out.sum().backward()
+    plain_grads = [p.grad.clone() for p in blocks.parameters()]
+    calls = [0] * len(blocks)
+    hooks = [b.register_forward_pre_hook(
+        lambda module, args, i=i: calls.__setitem__(i, calls[i] + 1))
+        for i, b in enumerate(blocks)]
+    try:
+        out, kept = kept_bytes(blocks, lambda: run_stack(blocks, x, set(chosen)))
+        calls[:] = [0] * len(blocks)  # count only what backward runs again
+        blocks.zero_grad()
+        out.sum().backward()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    recomputed = [i for i, c in enumerate(calls) if c]
+    cost = sum(calls[i] * found["costs"][i] for i in recomputed)
+    for p, g in zip(blocks.parameters(), plain_grads, strict=True):
+        if not torch.equal(p.grad, g):  # not the learner's doing: the check runs the stack
+            return _fail(name, "gradients changed under checkpointing")
+    plain, budget = found["plain"], found["budget"]
+    if kept > budget:
+        return _fail(name, f"with blocks {chosen} checkpointed, {kept:,} bytes are kept, over "
+                           f"the budget of {budget:,} ({BUDGET_PERCENT} % of the plain {plain:,}): "
+                           "checkpoint more blocks")
+    if cost > found["cheapest"]:
+        return _fail(name, _too_costly(chosen, cost, found))
+    return passed(name, f"{kept:,} of {plain:,} bytes kept (budget {budget:,}); backward "
+                         f"recomputed {len(recomputed)} blocks, {cost:,} multiply-adds per "
+                         "example, the least any choice within the budget needs")
