@@ -98,6 +98,20 @@ def test_the_budget_exercise_asks_more_than_the_ranking(cells, seed):
     assert "Exercise 4's question" in cells["l12-46"].source
 
 
+def test_every_byte_count_check_meets_gelu_and_another_activation():
+    """The byte formula's check runs three trials on generators whose seeds follow each other:
+    on every seed one has GELU and one another activation, each with a hidden layer, so that
+    "each hidden layer counted twice" and "GELU's input missing" fail on every seed."""
+    import torch
+
+    from backproplab.course.exercises.lesson12 import _new_mlp_shape
+
+    for seed in range(300):
+        shapes = [_new_mlp_shape(torch.Generator().manual_seed(seed + k)) for k in range(3)]
+        hidden = [activation for _, widths, activation in shapes if len(widths) > 2]
+        assert "gelu" in hidden and any(a != "gelu" for a in hidden), (seed, shapes)
+
+
 def test_bytes_are_called_bytes_and_the_input_batch_is_named(cells):
     out = _text(cells["l12-03"])
     assert "20 bytes of them in leaf tensors" in out
