@@ -120,6 +120,9 @@ def test_what_the_where_check_says_of_each_place_holds():
     from backproplab.course.exercises import lesson06
 
     make_model, X, y, k, lr = lesson06._where_problem(torch.Generator().manual_seed(3))
+    used = make_model()
+    F.mse_loss(used(X), y).backward()  # the exercise says a deep copy's .grad starts empty
+    assert all(p.grad is None for p in copy.deepcopy(used).parameters())
 
     def full_gradient(model):
         twin = copy.deepcopy(model)
