@@ -7,7 +7,8 @@ predictions are asked before anything answers them, a graph keeps a constant
 factor but not an added constant (what Exercise 2 reads back), and the lesson
 says nothing about gradients that meet at a node adding up (lesson 02 teaches
 that, and runs a whole backward pass by walking): its exercises only walk the
-graph.
+graph. What the checks say of a walk that misses the leaves holds too: a leaf's
+node is named in full, and only leaves have no inputs in the formula graphs.
 """
 
 from __future__ import annotations
@@ -69,6 +70,35 @@ def test_a_graph_keeps_a_constant_factor_but_not_an_added_constant():
     assert (p**3).grad_fn._saved_exponent == 3
     recap = _text(BY_ID["l01-53"])
     assert "a constant factor is\n  kept" in recap and "an added constant is not" in recap
+
+
+def test_a_leaf_node_is_named_in_full():
+    """What Exercise 1's check says when a walk finds no leaf, and what the cell above the
+    exercise prints: name() of a leaf's node is not the bare class name."""
+    import torch
+
+    node = (torch.ones(1, requires_grad=True) * 2).grad_fn.next_functions[0][0]
+    assert node.name() == "torch::autograd::AccumulateGrad"
+    assert type(node).__name__ == "AccumulateGrad" and hasattr(node, "variable")
+    assert "'torch::autograd::AccumulateGrad'" in _printed("l01-70")
+
+
+def test_only_leaves_have_no_inputs_in_the_formula_graphs():
+    """What Exercise 2's check says when a walk unpacks an empty next_functions."""
+    import torch
+
+    from backproplab.course.exercises import lesson01
+
+    for seed in range(20):
+        gen = torch.Generator().manual_seed(seed)
+        for _, code in lesson01._probes(gen):
+            names = sorted(set(re.findall(r"\b[a-z]\b", code)))
+            leaves = {n: v.requires_grad_() for n, v in lesson01._leaf_values(gen, names).items()}
+            todo = [eval(code, lesson01._namespace(leaves)).grad_fn]  # noqa: S307
+            while todo:
+                node = todo.pop()
+                assert bool(node.next_functions) != hasattr(node, "variable"), code
+                todo += [fn for fn, _ in node.next_functions if fn is not None]
 
 
 def test_the_linear_layer_backward_is_not_an_exercise_here():

@@ -110,6 +110,11 @@ WRONG = {
         ),
         # Returns the AccumulateGrad nodes instead of their tensors.
         (WALK.format(SKIP_NONE_AND_SEEN, "node"), "backward nodes"),
+        # Looks for a node named "AccumulateGrad": name() gives the full
+        # "torch::autograd::AccumulateGrad", so no leaf is ever found.
+        (WALK.format(SKIP_NONE_AND_SEEN, "node.variable").replace(
+            "hasattr(node, 'variable')", "node.name() == 'AccumulateGrad'"),
+         "torch::autograd::AccumulateGrad"),
     ],
     "l01-formula": [
         # The two sides of every operation swapped (the inputs walked from the last).
@@ -133,6 +138,10 @@ WRONG = {
         (slip("        if hasattr(node, 'variable'):\n",
               "        if node in seen:\n            return ''\n        seen.add(node)\n"
               "        if hasattr(node, 'variable'):\n"), "used twice"),
+        # A leaf's node looked for by the bare name "AccumulateGrad" (name() gives the full
+        # "torch::autograd::AccumulateGrad"): the walk unpacks a leaf's empty next_functions.
+        (slip("        if hasattr(node, 'variable'):\n",
+              "        if node.name() == 'AccumulateGrad':\n"), "past a leaf"),
         # The value of out instead of its formula.
         ("def formula(out, names):\n    return str(out.item())\n", "at new values"),
         # The graph's nodes, not a formula.

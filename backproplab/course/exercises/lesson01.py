@@ -96,6 +96,11 @@ def _check_find_leaves(answer: Any, seed: int) -> Report:
             return _fail(name, f"{where}: it returned {len(strangers)} tensor(s) that are not "
                                "leaves of this graph (copies, or tensors from the notebook?). "
                                "Return each leaf as .variable gives it.")
+        if not ids:
+            return _fail(name, f"{where}: it returned no leaf at all. Does the walk recognise a "
+                               "leaf's node? It is the AccumulateGrad node, the one with "
+                               ".variable; its name() is the full "
+                               "'torch::autograd::AccumulateGrad'.")
         if set(ids) < wanted:
             missed = len(wanted - set(ids))
             if ids == [id(t) for t in _first_inputs_only(out)]:
@@ -248,6 +253,12 @@ def _check_formula(answer: Any, seed: int) -> Report:
             if "has no attribute 'variable'" in message:
                 return _fail(name, f"on the graph of {shown}: {message}. Only the AccumulateGrad "
                                    "node of a leaf has .variable.")
+            if "not enough values to unpack" in message or "index out of range" in message:
+                return _fail(name, f"on the graph of {shown}: {message}. In this graph only the "
+                                   "leaves' AccumulateGrad nodes have an empty next_functions: "
+                                   "did the walk go on past a leaf? Its node is the one with "
+                                   ".variable; its name() is the full "
+                                   "'torch::autograd::AccumulateGrad'.")
             return failure
         if not isinstance(got, str):
             return _fail(name, f"expected a string of Python code such as 'torch.sin(p) * q', "
