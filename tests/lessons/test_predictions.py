@@ -175,7 +175,6 @@ IN_WORDS = {
     "l08-predict-second-call": [r"(?i)accumulation between calls"],
     "l09-predict-std": [r"(?i)spares the sigmoid", r"(?i)does not starve"],
     "l18-predict-break": [r"(?i)a Python number read from a tensor"],
-    "l04-predict-lr": [r"(?i)flips training from\s+converging to diverging"],
     "l05-predict-batchnorm": [r"(?i)the gap is as large as"],
     "l07-predict-again": [r"(?i)stops with an\s+error"],
     "l07-predict-second": [r"(?m)^No: walking back"],
