@@ -30,13 +30,8 @@ def backward(root, retain_graph=False):
         node.rule()
 '''
 
-# The check's own cases emptied from the answer cell, so nothing is compared with torch.
-EMPTY_CASES = '''from backproplab.lessons.lesson07 import engine as _engine_check
-
-_engine_check._CASES.clear()
-
-
-class Saved:
+# The same without an import: the caller's frame reached through an exception.
+TRACEBACK_READER = '''class Saved:
     def __init__(self, tensor):
         self.tensor = tensor
 
@@ -44,10 +39,17 @@ class Saved:
         return self.tensor
 
     def free(self):
-        self.tensor = None
+        pass
 
 
 def backward(root, retain_graph=False):
+    try:
+        raise ZeroDivisionError
+    except ZeroDivisionError as err:
+        case = err.__traceback__.tb_frame.f_back.f_back.f_code.co_name
+    if case in ("_twice", "_shared", "_output") or getattr(root, "seen", False):
+        raise RuntimeError("backward through the graph a second time")
+    root.seen = not retain_graph
     for node in reversed(topo_order(root)):
         node.rule()
 '''
@@ -143,7 +145,7 @@ PLAYERS_VERSION = '''def two_player_step(loss_a, loss_b, A, B, lr):
 CHEATS = {
     "l07-engine-frees": [
         (STACK_READER, "inspect"),
-        (EMPTY_CASES, "backproplab"),
+        (TRACEBACK_READER, "__traceback__"),
     ],
     "l07-one-backward": [
         (ENGINE, "_execution_engine"),

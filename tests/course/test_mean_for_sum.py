@@ -26,7 +26,8 @@ TRIALS = 3
 
 def _by_hand() -> list[tuple[str, grading.ByHand]]:
     found = []
-    for path in sorted(EXERCISES.glob("lesson[0-9][0-9].py")):
+    modules = [*EXERCISES.glob("lesson[0-9][0-9].py"), *EXERCISES.glob("lesson[0-9][0-9]")]
+    for path in sorted(modules, key=lambda p: p.stem):  # lessonNN.py, or a package lessonNN/
         module = importlib.import_module(f"backproplab.course.exercises.{path.stem}")
         found += [(key, ex) for key, ex in sorted(module.EXERCISES.items())
                   if isinstance(ex, grading.ByHand)]

@@ -50,9 +50,11 @@ def learner_text(path: Path) -> list[tuple[str, str]]:
         pieces.append((cell["id"], "".join(cell["source"])))
         for output in cell.get("outputs", []):
             pieces.append((f"{cell['id']} (output)", _output_text(output)))
-    module = EXERCISES / f"lesson{lesson_number(path):02d}.py"
-    if module.exists():
-        pieces.append((module.name, module.read_text()))
+    name = f"lesson{lesson_number(path):02d}"
+    package = sorted((EXERCISES / name).glob("*.py"))  # a lesson's checks may be a package
+    for module in [EXERCISES / f"{name}.py", *package]:
+        if module.exists():
+            pieces.append((module.name, module.read_text()))
     return pieces
 
 

@@ -30,8 +30,10 @@ from backproplab.exercise import _answer_of
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
-MODULES = sorted(
-    (ROOT / "backproplab" / "course" / "exercises").glob("lesson[0-9][0-9].py"))
+_EXERCISES = ROOT / "backproplab" / "course" / "exercises"
+# Each lesson's module: lessonNN.py, or a package lessonNN/ whose __init__ holds the tables.
+MODULES = sorted([*_EXERCISES.glob("lesson[0-9][0-9].py"), *_EXERCISES.glob("lesson[0-9][0-9]")],
+                 key=lambda p: p.stem)
 
 
 def _questions() -> list[tuple[str, bl.Prediction]]:

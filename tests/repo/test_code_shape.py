@@ -82,11 +82,16 @@ def test_the_lab_never_imports_the_course():
     assert not offenders, "the lab imports the course:\n" + "\n".join(offenders)
 
 
-# The lessons' exercise modules are data read through EXERCISES and PREDICTIONS, and
-# __main__ (one import and one call) runs the command line when imported.
+# The lessons' exercise modules (lessonNN.py, or the modules of a package lessonNN/) are
+# data read through EXERCISES and PREDICTIONS, and __main__ (one import and one call) runs
+# the command line when imported.
+def _lesson_module(path: Path) -> bool:
+    return any(p.name.startswith("lesson") and p.parent.name == "exercises"
+               for p in (path, path.parent))
+
+
 _WITH_ALL = [path for path in _files()
-             if not (path.parent.name == "exercises" and path.name.startswith("lesson"))
-             and path.name != "__main__.py"]
+             if not _lesson_module(path) and path.name != "__main__.py"]
 
 
 @pytest.mark.parametrize("path", _WITH_ALL, ids=lambda p: str(p.relative_to(PACKAGE.parent)))

@@ -28,8 +28,8 @@ from ....graph import describe
 from .._spec import Method, Prediction, Report, attempt, compare, count_autograd, failed, passed
 from .._spec import failed as _fail
 from .._spec import first_line as _first_line
-from .engine import check_engine, close as _close
-
+from .engine import check_engine
+from .engine import close as _close
 
 # --------------------------------------------------------------------------
 # Exercise 1: a two-pass step rebuilt as one backward pass
