@@ -172,7 +172,7 @@ IN_WORDS = {
                           r"(?i)sums what arrives", r"(?i)collects\s+\$?-1 - 3"],
     "l05-predict-second": [r"(?i)\.grad`?\s+accumulates", r"(?i)adds\s+into whatever",
                            r"(?i)did not replace the first"],
-    "l08-predict-second-call": [r"(?i)accumulation between calls"],
+    "l08-predict-weights": [r"(?i)which is the entry itself", r"(?i)half the gradient of"],
     "l09-predict-std": [r"(?i)spares the sigmoid", r"(?i)does not starve"],
     "l18-predict-break": [r"(?i)a Python number read from a tensor"],
     "l05-predict-batchnorm": [r"(?i)the gap is as large as"],
