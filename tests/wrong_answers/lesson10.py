@@ -161,7 +161,7 @@ WRONG = {
         (_scale(dgain="dhbn * xhat"),
          "you forgot to sum over dimension 0 (the broadcast batch dimension)"),
         (_scale(dinvstd="dxhat * diff"), "the sum for dinvstd is missing"),
-        (_scale(dinvstd="(dxhat * diff).sum(0)"), "without keepdim=True"),
+        (_scale(dinvstd="(dxhat * diff).sum(0)"), "a missing keepdim=True"),
         # A mean for the sum: off by exactly 1/n.
         (_scale(dinvstd="(dxhat * diff).mean(0, keepdim=True)"),
          "(the size of dimension 0 of diff): a mean where the gradient needs a sum"),
@@ -180,7 +180,7 @@ WRONG = {
         (_centre(ddiff="dxhat * (var + eps) ** -0.5 + diff * ddiff2"), "factor 2 is missing"),
         (_centre(dmean="-ddiff"), "the sum for dmean is missing"),
         # Only keepdim=True missing: dhpre broadcasts it right, dmean is told its shape.
-        (_centre(dmean="-ddiff.sum(0)"), "without keepdim=True"),
+        (_centre(dmean="-ddiff.sum(0)"), "a missing keepdim=True"),
         (_centre(dmean="ddiff.sum(0, keepdim=True)"), "the sign of dmean is lost"),
         # A mean for the sum: off by exactly 1/n.
         (_centre(dmean="-ddiff.mean(0, keepdim=True)"),
