@@ -144,6 +144,28 @@ HONEST = [
         "    first.backward(dhidden * (1 - hidden**2))\n"
         "    return first.dW, first.db, second.dW, second.db\n")),
     # ---------------------------------------------------------------- lesson 10
+    Honest("l10-pick-log", "one_hot and reciprocal", (
+        "def pick_log_backward(probs, y):\n"
+        "    picked = F.one_hot(y, probs.shape[1]).to(probs.dtype)\n"
+        "    dlogprobs = -picked / probs.shape[0]\n"
+        "    return dlogprobs, dlogprobs * probs.reciprocal()\n")),
+    Honest("l10-pick-log", "a loop over the rows", (
+        "def pick_log_backward(probs, y):\n    n = probs.shape[0]\n"
+        "    dlogprobs = probs.new_zeros(probs.shape)\n"
+        "    for i in range(n):\n        dlogprobs[i, y[i]] = -1 / n\n"
+        "    return dlogprobs, dlogprobs / probs\n")),
+    Honest("l10-normalise", "reciprocal and expand_as", (
+        "def normalise_backward(counts, counts_sum, dprobs):\n    inv = counts_sum.reciprocal()\n"
+        "    dinv = torch.sum(counts * dprobs, dim=1, keepdim=True)\n"
+        "    dsum = -dinv * inv ** 2\n"
+        "    return dinv, dsum, dprobs * inv + dsum.expand_as(counts)\n")),
+    Honest("l10-scale-normalise", "unsqueeze instead of keepdim", (
+        "def scale_normalise_backward(diff, invstd, gain, dhbn):\n"
+        "    dxhat = dhbn * gain\n"
+        "    dgain = torch.sum(dhbn * (diff * invstd), dim=0)\n"
+        "    dbias = torch.sum(dhbn, dim=0)\n"
+        "    dinvstd = torch.sum(diff * dxhat, dim=0).unsqueeze(0)\n"
+        "    return dxhat, dgain, dbias, dinvstd\n")),
     Honest("l10-centre", "einsum and a helper", (
         "def centre_backward(diff, var, eps, dxhat, dinvstd):\n    n = diff.shape[0]\n"
         "    dvar = power_slope(var + eps, -0.5) * dinvstd\n"
