@@ -192,9 +192,36 @@ HONEST = [
         "    first.backward(dhidden * (1 - hidden**2))\n"
         "    return first.dW, first.db, second.dW, second.db\n")),
     # ---------------------------------------------------------------- lesson 10
-    Honest("l10-linear", "einsum", (
-        "def linear_backward(inp, W, dout):\n    return (torch.einsum('nj,ij->ni', dout, W), "
-        "torch.einsum('ni,nj->ij', inp, dout), dout.sum(dim=0))\n")),
+    Honest("l10-pick-log", "one_hot and reciprocal", (
+        "def pick_log_backward(probs, y):\n"
+        "    picked = F.one_hot(y, probs.shape[1]).to(probs.dtype)\n"
+        "    dlogprobs = -picked / probs.shape[0]\n"
+        "    return dlogprobs, dlogprobs * probs.reciprocal()\n")),
+    Honest("l10-pick-log", "a loop over the rows", (
+        "def pick_log_backward(probs, y):\n    n = probs.shape[0]\n"
+        "    dlogprobs = probs.new_zeros(probs.shape)\n"
+        "    for i in range(n):\n        dlogprobs[i, y[i]] = -1 / n\n"
+        "    return dlogprobs, dlogprobs / probs\n")),
+    Honest("l10-normalise", "reciprocal and expand_as", (
+        "def normalise_backward(counts, counts_sum, dprobs):\n    inv = counts_sum.reciprocal()\n"
+        "    dinv = torch.sum(counts * dprobs, dim=1, keepdim=True)\n"
+        "    dsum = -dinv * inv ** 2\n"
+        "    return dinv, dsum, dprobs * inv + dsum.expand_as(counts)\n")),
+    Honest("l10-scale-normalise", "unsqueeze instead of keepdim", (
+        "def scale_normalise_backward(diff, invstd, gain, dhbn):\n"
+        "    dxhat = dhbn * gain\n"
+        "    dgain = torch.sum(dhbn * (diff * invstd), dim=0)\n"
+        "    dbias = torch.sum(dhbn, dim=0)\n"
+        "    dinvstd = torch.sum(diff * dxhat, dim=0).unsqueeze(0)\n"
+        "    return dxhat, dgain, dbias, dinvstd\n")),
+    Honest("l10-centre", "einsum and a helper", (
+        "def centre_backward(diff, var, eps, dxhat, dinvstd):\n    n = diff.shape[0]\n"
+        "    dvar = power_slope(var + eps, -0.5) * dinvstd\n"
+        "    ddiff2 = torch.ones_like(diff) * dvar / n\n"
+        "    ddiff = dxhat * power(var + eps, -0.5) + 2 * diff * ddiff2\n"
+        "    dmean = -torch.einsum('nh->h', ddiff).unsqueeze(0)\n"
+        "    return dvar, ddiff2, ddiff, dmean, ddiff + dmean / n\n"),
+        "def power(t, k):\n    return t ** k\n\n\ndef power_slope(t, k):\n    return k * t ** (k - 1)\n"),
     Honest("l10-layernorm", "var with unbiased=False", (
         "def layernorm_backward(dout, x, gain, eps):\n    n = x.shape[-1]\n"
         "    xhat = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, "
@@ -202,10 +229,23 @@ HONEST = [
         "    inv = 1 / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)\n"
         "    return inv * (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, "
         "keepdim=True))\n")),
-    Honest("l10-dlogits", "scatter instead of one_hot", (
-        "def dlogits(logits, dshifted, dlogit_maxes):\n"
+    Honest("l10-shift", "scatter instead of one_hot", (
+        "def shift_backward(logits, counts, dcounts):\n    dshifted = dcounts * counts\n"
+        "    dmax = -dshifted.sum(1, keepdim=True)\n"
         "    largest = torch.zeros_like(logits).scatter_(1, logits.argmax(1, keepdim=True), 1.0)\n"
-        "    return dshifted + largest * dlogit_maxes\n")),
+        "    return dshifted, dmax, dshifted + largest * dmax\n")),
+    Honest("l10-weighted", "softmax written out, torch.no_grad", (
+        "def weighted_dlogits(logits, y, weight):\n    with torch.no_grad():\n"
+        "        e = (logits - logits.max(1, keepdim=True).values).exp()\n"
+        "        p = e / e.sum(1, keepdim=True)\n"
+        "        p[torch.arange(len(y)), y] -= 1\n"
+        "        return p * weight[y].unsqueeze(1) / weight[y].sum()\n")),
+    Honest("l10-embedding", "a loop with +=", (
+        "def embedding_backward(dxin, tokens, num_rows):\n    n, t = tokens.shape\n"
+        "    demb = dxin[:, 2:].view(n, t, -1)\n"
+        "    dC = dxin.new_zeros(num_rows, demb.shape[2])\n"
+        "    for i in range(n):\n        for j in range(t):\n"
+        "            dC[tokens[i, j]] += demb[i, j]\n    return demb, dC\n")),
     # ---------------------------------------------------------------- lessons 13, 14, 17, 19
     Honest("l13-hvp-by-hand", "named steps", (
         "def hvp(x, W, a, V):\n    pre = x @ W\n    th = pre.tanh()\n    slope = 1 - th * th\n"
