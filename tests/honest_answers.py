@@ -201,6 +201,15 @@ HONEST = [
         "            dK[..., keys, :] += dS.transpose(-1, -2) @ Q[..., rows, :]\n"
         "    return dQ, dK, dV\n")),
     # ---------------------------------------------------------------- method exercises
+    Honest("l15-softplus-in-place", "the ctx form, x recovered from y", (
+        "class SoftplusInPlace(torch.autograd.Function):\n    @staticmethod\n"
+        "    def forward(ctx, x):\n        ctx.mark_dirty(x)\n"
+        "        torch.where(x > 0, x + torch.log1p(torch.exp(-x)), torch.log1p(torch.exp(x)),"
+        " out=x)\n"
+        "        ctx.save_for_backward(x)\n        return x\n\n    @staticmethod\n"
+        "    def backward(ctx, grad_output):\n        (y,) = ctx.saved_tensors\n"
+        "        x = torch.log(torch.expm1(y))  # softplus is invertible\n"
+        "        return grad_output / (1 + torch.exp(-x))\n")),
     Honest("l05-microbatch", "an index loop", (
         "def accumulate(w, X, t, sizes):\n    start = 0\n    for size in sizes:\n"
         "        part = slice(start, start + size)\n"

@@ -26,7 +26,9 @@ TRIALS = 3
 
 def _by_hand() -> list[tuple[str, grading.ByHand]]:
     found = []
-    for path in sorted(EXERCISES.glob("lesson[0-9][0-9].py")):
+    for path in sorted(EXERCISES.glob("lesson[0-9][0-9]*")):  # a module or a package
+        if path.suffix != ".py" and not (path / "__init__.py").exists():
+            continue
         module = importlib.import_module(f"backproplab.course.exercises.{path.stem}")
         found += [(key, ex) for key, ex in sorted(module.EXERCISES.items())
                   if isinstance(ex, grading.ByHand)]

@@ -51,8 +51,9 @@ def learner_text(path: Path) -> list[tuple[str, str]]:
         for output in cell.get("outputs", []):
             pieces.append((f"{cell['id']} (output)", _output_text(output)))
     module = EXERCISES / f"lesson{lesson_number(path):02d}.py"
-    if module.exists():
-        pieces.append((module.name, module.read_text()))
+    package = EXERCISES / f"lesson{lesson_number(path):02d}"  # checks split into modules
+    for part in [module] if module.exists() else sorted(package.glob("*.py")):
+        pieces.append((part.name, part.read_text()))
     return pieces
 
 
