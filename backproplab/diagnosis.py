@@ -203,7 +203,7 @@ def _diagnose_shape(
         perm = _find_permutation(a, b, close)
         if perm is not None:
             return f"the dimensions are in the wrong order: .permute{perm} matches the reference"
-    kept = _size_one_left(a, b, close) or _size_one_dropped(a, b, close)
+    kept = _size_one_left(a, b, close)
     if kept is not None:
         return kept
     missing = _diagnose_missing_sum(a, b, close)
@@ -211,7 +211,9 @@ def _diagnose_shape(
         return missing
     # The reverse: the learner reduced a dimension the reference keeps.
     dims = _broadcast_dims(b.shape, a.shape)
-    if dims is not None:
+    # (Only where a dimension the reference keeps holds more than one entry: an answer
+    # that merely lacks a size-1 dimension summed nothing away; the reshape below says so.)
+    if dims is not None and any(b.shape[d] != 1 for d in dims[0] + dims[1]):
         leading, keep = dims
         reduced = _sum_away(b, leading, keep)
         if all_close(a, reduced, rtol, atol):
@@ -253,24 +255,6 @@ def _size_one_left(
         f"the sum is there, but keepdim=True (or an unsqueeze) left a size-1 dimension: "
         f"yours is {shape_text(a.shape)}, the reference {shape_text(b.shape)}; without "
         f"{where} your answer matches it (drop keepdim=True here)"
-    )
-
-
-def _size_one_dropped(
-    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool]
-) -> str | None:
-    """The mirror of `_size_one_left`: the reduction is right, but the reference keeps the
-    summed dimension as size 1 and ``a`` dropped it (``keepdim=True`` missing)."""
-    if b.ndim <= a.ndim or _squeezed(a.shape) != _squeezed(b.shape):
-        return None
-    if not close(a.reshape(b.shape)):
-        return None
-    dims = [d for d in range(b.ndim) if b.shape[d] == 1]
-    where = _dims_text(dims) if len(dims) == b.ndim - a.ndim else "the summed dimension"
-    return (
-        f"the sum is right, but without keepdim=True: yours is {shape_text(a.shape)}, the "
-        f"reference {shape_text(b.shape)} keeps {where} as size 1 (sum with keepdim=True, "
-        "so that the result broadcasts back the way the forward broadcast it)"
     )
 
 

@@ -2,8 +2,8 @@
 
 - ``grading``     check_exercise, check_by_hand, check_prediction, reveal: how the
                   lessons' exercises and "predict, then run" questions are graded
-- ``exercises``   lessonNN.py: each lesson's references, input makers, slips and
-                  predictions, in the vocabulary of ``exercises/_spec.py``
+- ``exercises``   lessonNN.py (or a package lessonNN/): each lesson's references, input
+                  makers, slips and predictions, in the vocabulary of ``exercises/_spec.py``
 - ``assignment``  the exercise format (nbgrader's markers); student and learner versions
 - ``handout``     writing them out: ``backproplab release`` and ``learn``
 - ``audit``       what in submitted notebooks tampers with grading

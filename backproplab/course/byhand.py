@@ -38,6 +38,7 @@ import torch
 
 from ..check import Check, Report
 from ..watch import AutogradForbidden, forbid_autograd
+from . import rules, sources
 from .nudges import Nudges, NudgeSeen
 from .slips import (
     Trial,
@@ -50,7 +51,7 @@ from .slips import (
     shapes,
 )
 
-__all__ = ["ADVICE", "Ran", "check_by_hand", "judge_by_hand", "run_answer"]
+__all__ = ["ADVICE", "Ran", "check_by_hand", "judge_by_hand", "run_answer", "source_refusal"]
 
 ADVICE = (
     "Work one entry out on paper for a tiny input (one or two elements) and compare it "
@@ -186,8 +187,6 @@ def check_by_hand(
             "out for one point cannot be.",
         )
     if vocabulary is not None:
-        from .grading import source_refusal  # the course's reading of a live answer
-
         refused = source_refusal(answer, vocabulary)
         if refused is not None:
             return fail(name, refused, "vocabulary")
@@ -195,6 +194,30 @@ def check_by_hand(
                          name=name, outputs=outputs, trials=trials, seed=seed,
                          mistakes=mistakes, advice=advice, rtol=rtol, atol=atol,
                          entries=entries, params=_positional_names(answer), without=without)
+
+
+def source_refusal(answer: Any, vocabulary: rules.Vocabulary) -> str | None:
+    """Why a live answer's source is refused (the sentence a learner reads), or None.
+
+    The answer's functions and classes, and those of the learner's they reach, are read
+    from the cells that defined them; what else they read is named by what it is.
+
+    >>> import torch
+    >>> from backproplab.course import rules
+    >>> source_refusal(lambda x: torch.autograd.grad(x, x), rules.BY_HAND)[:60]
+    'this exercise asks for the gradient by hand, but your code u'
+    """
+    trees, bound, unread = sources.from_objects(answer)
+    found = rules.read(trees, vocabulary, bound)
+    if not trees and "answer" in bound:  # the answer is a library's own function
+        why = rules.qualified_reason(bound["answer"], vocabulary)
+        found = [rules.Finding(0, bound["answer"], why)] if why else []
+    if found:
+        return rules.refusal(found, vocabulary)
+    if unread:
+        return (f"the source of {', '.join(unread)} could not be read, so what it uses cannot "
+                "be checked. Define it with def (or lambda) in a cell of the notebook.")
+    return None
 
 
 def judge_by_hand(

@@ -114,7 +114,7 @@ def _checking(commands: Any) -> None:
                      help="memory an answer's process may add, in MB (default 4096)")
     grd.add_argument("--nbgrader", metavar="GRADEBOOK",
                      help="also write each score into this nbgrader gradebook (gradebook.db "
-                          "or a database URL), after nbgrader autograde")
+                          "or a database URL) as the score of the exercise's check cell")
     grd.add_argument("--course-id", metavar="ID", default="default_course",
                      help="the nbgrader course id (default: nbgrader's default_course)")
 

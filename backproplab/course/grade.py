@@ -248,19 +248,28 @@ def write_csv(verdicts: Iterable[Verdict], path: str | Path) -> None:
 
 def write_gradebook(verdicts: Iterable[Verdict], gradebook: str, course_id: str) -> int:
     """Each verdict's points as the score of its check cell in nbgrader's gradebook (the
-    submission must be in it: run ``nbgrader autograde`` first). Returns how many were set."""
+    assignment must be in it: ``nbgrader generate_assignment``). A submission nbgrader has
+    not autograded is entered first, as ``nbgrader autograde`` would. Returns how many
+    scores were set."""
     from nbgrader.api import Gradebook, MissingEntry
 
     url = gradebook if "://" in gradebook else f"sqlite:///{Path(gradebook).resolve()}"
     written = 0
     with Gradebook(url, course_id=course_id) as gb:
         for v in verdicts:
+            notebook = Path(v.notebook).stem
             try:
-                cell = gb.find_grade(v.check_id, Path(v.notebook).stem, v.assignment, v.student)
+                cell = gb.find_grade(v.check_id, notebook, v.assignment, v.student)
             except MissingEntry:
-                raise CourseError(f"--nbgrader: {v.student}'s {v.notebook} of {v.assignment!r} "
-                                  "is not in the gradebook; run nbgrader autograde first") \
-                    from None
+                try:
+                    gb.find_assignment(v.assignment)
+                except MissingEntry:
+                    raise CourseError(f"--nbgrader: the assignment {v.assignment!r} is not in "
+                                      "the gradebook; run nbgrader generate_assignment first")\
+                        from None
+                gb.update_or_create_student(v.student)
+                gb.update_or_create_submission(v.assignment, v.student)
+                cell = gb.find_grade(v.check_id, notebook, v.assignment, v.student)
             cell.auto_score = v.points
             cell.needs_manual_grade = False
             written += 1

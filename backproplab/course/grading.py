@@ -34,8 +34,8 @@ import torch
 
 from ..check import Check, Report, compare, wrap
 from ..watch import AutogradCount, AutogradForbidden, count_autograd, forbid_autograd
-from . import rules, secret, sources
-from .byhand import ADVICE, check_by_hand
+from . import rules, secret
+from .byhand import ADVICE, check_by_hand, source_refusal
 from .slips import BY_HAND_RTOL, ESTIMATE_RTOL, fail
 
 __all__ = [
@@ -58,29 +58,6 @@ __all__ = [
     "reveal",
     "source_refusal",
 ]
-
-
-def source_refusal(answer: Any, vocabulary: rules.Vocabulary) -> str | None:
-    """Why a live answer's source is refused (the sentence a learner reads), or None.
-
-    The answer's functions and classes, and those of the learner's they reach, are read
-    from the cells that defined them; what else they read is named by what it is.
-
-    >>> import torch
-    >>> source_refusal(lambda x: torch.autograd.grad(x, x), rules.BY_HAND)[:60]
-    'this exercise asks for the gradient by hand, but your code u'
-    """
-    trees, bound, unread = sources.from_objects(answer)
-    found = rules.read(trees, vocabulary, bound)
-    if not trees and "answer" in bound:  # the answer is a library's own function
-        why = rules.qualified_reason(bound["answer"], vocabulary)
-        found = [rules.Finding(0, bound["answer"], why)] if why else []
-    if found:
-        return rules.refusal(found, vocabulary)
-    if unread:
-        return (f"the source of {', '.join(unread)} could not be read, so what it uses cannot "
-                "be checked. Define it with def (or lambda) in a cell of the notebook.")
-    return None
 
 
 # --------------------------------------------------------------------------

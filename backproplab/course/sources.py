@@ -247,9 +247,10 @@ def _public_name(value: Any) -> str | None:
     """The shortest public name torch gives a function or class defined in a private module
     (``functorch.compile.make_boxed_func`` for ``torch._functorch...make_boxed_func``), as an
     import in the notebook would name it; None when it has none."""
-    own = getattr(value, "__name__", None)
-    if not isinstance(own, str):
-        return None
+    own, home = getattr(value, "__name__", None), getattr(value, "__module__", None) or ""
+    if not isinstance(own, str) or home.split(".")[0] not in ("torch", "functorch") \
+            or not any(part.startswith("_") for part in home.split(".")):
+        return None  # not torch's, or already public where it is defined
     found = [name for name, module in list(sys.modules.items())
              if name.split(".")[0] in ("torch", "functorch")
              and not any(part.startswith("_") for part in name.split("."))
@@ -333,8 +334,20 @@ class _Live:
             if name in scope:
                 self.value(name, scope[name], scope)
         for attr, member in vars(cls).items():
-            if not attr.startswith("__"):
-                self.value(attr, getattr(member, "__func__", member), scope)
+            if isinstance(member, property):  # its getter, setter and deleter are code
+                parts = [member.fget, member.fset, member.fdel]
+            elif isinstance(member, (staticmethod, classmethod)):
+                parts = [member.__func__]
+            elif attr.startswith("__") and not isinstance(member, (types.FunctionType, type)):
+                continue  # what Python puts on every class: __dict__, __module__, __doc__
+            else:
+                parts = [member]
+            for part in parts:
+                if attr.startswith("__") and isinstance(part, types.FunctionType) \
+                        and not _node(part.__code__, _FUNCTIONS):
+                    continue  # written by the class machinery (a dataclass's __init__)
+                if part is not None:
+                    self.value(attr, part, scope)
 
 
 def from_objects(answer: Any) -> tuple[list[ast.AST], dict[str, str], list[str]]:

@@ -66,7 +66,7 @@ CHEATS = {
         # a table of the visible check's gradients (its 6 trials): right there, a KeyError
         # on the hidden check's new inputs
         (
-            "from backproplab.course.exercises.lesson20 import _matmul_inputs, "
+            "from backproplab.course.exercises.lesson20.matmul import _matmul_inputs, "
             "_matmul_reference\n\n"
             "TABLE = {}\n"
             "for k in range(6):\n"

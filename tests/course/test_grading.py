@@ -247,7 +247,7 @@ def test_torchs_backward_kernels_are_refused_by_name_whatever_they_are_made_of()
     tree = ast.parse("import torch\ndef f(g, x, i):\n"
                      "    return torch.ops.aten.gather_backward(g, x, 0, i, False)\n")
     (found,) = rules.read([tree], rules.BY_HAND)
-    assert found.used == "torch.ops.aten.gather_backward" and found.why == "autograd"
+    assert found.used == "torch.ops.aten.gather_backward" and found.why == "kernels"
 
 
 def test_a_slip_that_is_a_constant_is_named_before_hard_coded():

@@ -543,7 +543,7 @@ def test_a_build_that_fails_leaves_dest_as_it_was(tmp_path: Path, monkeypatch) -
     def fail(*args: object) -> list[str]:
         raise site_module.SiteError("Sphinx failed: on purpose")
 
-    monkeypatch.setattr(site_module, "_run_sphinx", fail)
+    monkeypatch.setattr(site_module, "run_sphinx", fail)
     with pytest.raises(ValueError, match="on purpose"):
         build_site(dest, lessons)
     assert (dest / "index.html").read_text() == "the last good build"

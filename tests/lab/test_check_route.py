@@ -1,6 +1,6 @@
 """How far a reader has to follow one check: a lesson-2 answer through
 ``bl.check_exercise("l02-cubic", ...)`` enters at most ten modules of the package,
-together at most 2,500 lines of code (each module reads in one sitting: at most 450).
+together at most 2,600 lines of code (each module reads in one sitting: at most 450).
 
 The route is the check's own steps, one module each: the exercise (grading, the
 lesson's module), the answer's source read (sources) against the vocabulary (rules),
@@ -24,7 +24,7 @@ import backproplab as bl
 
 PACKAGE = Path(bl.__file__).parent
 MAX_FILES = 10
-MAX_LINES = 2500
+MAX_LINES = 2600
 
 
 def _right(x):
@@ -59,7 +59,7 @@ def _route(answer) -> list[str]:
 
 
 @pytest.mark.parametrize("answer", [_right, _slip], ids=["right", "named-slip"])
-def test_a_lesson_2_check_crosses_at_most_ten_modules_and_2500_lines(answer):
+def test_a_lesson_2_check_crosses_at_most_ten_modules_and_2600_lines(answer):
     route = _route(answer)
     lines = sum(len(code_lines((PACKAGE.parent / f).read_text(encoding="utf-8")))
                 for f in route)

@@ -2,7 +2,8 @@
 
 A lesson's text is everything a learner reads while working it: its markdown
 and code, the outputs stored under them, and the hints and messages of its
-checks (``backproplab/course/exercises/lessonNN.py``). None of it may name a
+checks (``backproplab/course/exercises/lessonNN.py``, or the modules of a package
+``lessonNN/``). None of it may name a
 later lesson ("lesson 12", "lessons 3 and 14"), or promise one ("the next
 lesson", "a later lesson", "we will see"). Pointers back are how the course
 reuses what it taught.
@@ -51,9 +52,9 @@ def learner_text(path: Path) -> list[tuple[str, str]]:
         for output in cell.get("outputs", []):
             pieces.append((f"{cell['id']} (output)", _output_text(output)))
     module = EXERCISES / f"lesson{lesson_number(path):02d}.py"
-    package = EXERCISES / f"lesson{lesson_number(path):02d}"  # checks split into modules
+    package = EXERCISES / f"lesson{lesson_number(path):02d}"  # a lesson whose checks are long
     for part in [module] if module.exists() else sorted(package.glob("*.py")):
-        pieces.append((part.name, part.read_text()))
+        pieces.append((part.relative_to(EXERCISES).as_posix(), part.read_text()))
     return pieces
 
 

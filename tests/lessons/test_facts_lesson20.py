@@ -19,10 +19,12 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
+from cells import run_cell
 from stored import flat_text as _text
 
 import backproplab as bl
 from backproplab.course.exercises import lesson03, lesson20
+from backproplab.course.exercises.lesson20 import counting
 
 ROOT = Path(__file__).parents[2]
 NOTEBOOK = ROOT / "notebooks" / "20-a-tensor-engine-of-your-own.ipynb"
@@ -41,7 +43,7 @@ def _engine() -> dict:
     for cid in ENGINE:
         source = sources[cid].replace("bl.short_tracebacks()", "")
         with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(source, f"<cell {cid}>", "exec"), space)
+            run_cell(source, space)
     return space
 
 
@@ -198,7 +200,7 @@ def test_exercise_1s_example_shapes(cells):
 
 def test_the_deep_chain_of_the_counting_check(cells):
     space = _engine()
-    root, _ = lesson20._chain(space["Tensor"], torch.Generator().manual_seed(0))
+    root, _ = counting._chain(space["Tensor"], torch.Generator().manual_seed(0))
     ops = [n for n in space["topo_order"](root) if n.rule is not None]
     assert len(ops) == 5001  # 5,000 operations and the sum
     assert "a chain 5,000 operations deep" in " ".join(cells["l20-39"].source.split())
@@ -206,7 +208,7 @@ def test_the_deep_chain_of_the_counting_check(cells):
 
 def test_the_check_knows_the_lessons_pass_and_sort(cells):
     source = cells["l20-13"].source
-    assert lesson20.LESSON_BACKWARD.strip() in source
+    assert counting.LESSON_BACKWARD.strip() in source
     assert lesson03.LESSON_SORT.strip().replace("def topo_order(root):",
                                                 "def topo_order(root):  # lesson 03's: every "
                                                 "node after its parents") in source
@@ -225,7 +227,7 @@ SOLUTIONS = {"l20-matmul": "l20-37", "l20-backward": "l20-40", "l20-amax": "l20-
 @pytest.mark.parametrize("key", sorted(SOLUTIONS))
 def test_the_checks_pass_the_solutions(cells, key):
     space = _engine()
-    exec(_solution(cells, SOLUTIONS[key]), space)
+    run_cell(_solution(cells, SOLUTIONS[key]), space)
     for seed in (0, 5, 2011):
         bl.check_exercise(key, _answers(space, key), seed=seed)
 
@@ -239,7 +241,7 @@ def test_every_kept_slip_fails_on_every_seed_with_its_name(key, k):
     source, fragment = WRONG[key][k]
     for seed in (0, 1, 2, 3):
         space = _engine()
-        exec(source, space)
+        run_cell(source, space)
         with pytest.raises(AssertionError) as info:
             bl.check_exercise(key, _answers(space, key), seed=seed)
         message = " ".join(str(info.value).split())

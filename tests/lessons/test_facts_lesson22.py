@@ -24,6 +24,7 @@ import torch
 from stored import output_text as _text
 
 from backproplab.course.exercises import lesson22 as lesson
+from backproplab.course.exercises.lesson22 import engine, graphs
 
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "22-inside-torchs-engine.ipynb"
 ACC = 2**64 - 1
@@ -237,18 +238,18 @@ def test_the_three_settings(cells):
 # --------------------------------------------------------------------------- the rule, at scale
 
 
-def _positions(graph: lesson.Graph, nodes: list) -> list[int]:
-    index = {node: i for i, node in enumerate(lesson.graph_nodes(graph.roots))}
+def _positions(graph: graphs.Graph, nodes: list) -> list[int]:
+    index = {node: i for i, node in enumerate(engine.graph_nodes(graph.roots))}
     return [index[node] for node in nodes]
 
 
 @pytest.mark.parametrize("seed", range(0, 60, 30))
 def test_the_heap_on_sequence_numbers_is_torchs_order_on_random_graphs(seed):
     for k in range(seed, seed + 30):
-        for what, maker in lesson.GRAPHS:
-            theirs, mine = lesson._build(maker, k), lesson._build(maker, k)
-            want = _positions(theirs, lesson.torch_order(theirs))
-            got = _positions(mine, lesson.execute(mine))
+        for what, maker in graphs.GRAPHS:
+            theirs, mine = graphs.build(maker, k), graphs.build(maker, k)
+            want = _positions(theirs, engine.torch_order(theirs))
+            got = _positions(mine, engine.execute(mine))
             assert got == want, f"{what}, seed {k}"
             for a, b in zip(theirs.leaves, mine.leaves, strict=True):
                 assert (a.grad is None) == (b.grad is None)
@@ -258,8 +259,8 @@ def test_the_heap_on_sequence_numbers_is_torchs_order_on_random_graphs(seed):
 @pytest.mark.parametrize("seed", range(1000, 1150, 50))
 def test_falling_numbers_and_accumulate_grad_right_after_its_last_user(seed):
     for k in range(seed, seed + 50):
-        graph = lesson._build(lesson._random, k)
-        ran = lesson.torch_order(graph)
+        graph = graphs.build(graphs._random, k)
+        ran = engine.torch_order(graph)
         numbers = [n._sequence_nr() for n in ran if n._sequence_nr() != ACC]
         assert numbers == sorted(numbers, reverse=True), k
         for step, node in enumerate(ran):
@@ -279,7 +280,7 @@ def _stacked(n_tied: int, n_waiting: int) -> list[int]:
     for w in waiting:
         total = total + w
     every = older + leaves  # asked for all: pruned nodes would never wait in the queue
-    ran = lesson.torch_order(lesson.Graph([total], [torch.tensor(1.0)], every, every))
+    ran = engine.torch_order(graphs.Graph([total], [torch.tensor(1.0)], every, every))
     return [k for node in ran for k, leaf in enumerate(leaves)
             if getattr(node, "variable", None) is leaf]
 
@@ -310,12 +311,12 @@ def test_heapq_ties_are_torchs_for_more_sizes():
 @pytest.mark.parametrize("seed", [0, 1, 2, 5, 17, 2203, 9001])
 def test_each_named_slip_differs_from_torch_on_its_graph(seed):
     """What makes every kept slip fail on every seed: its probe graph always tells it apart."""
-    probes = {"fifo": lesson._branches, "lifo": lesson._branches, "oldest": lesson._branches,
-              "arrival": lesson._ties}
+    probes = {"fifo": graphs._branches, "lifo": graphs._branches, "oldest": graphs._branches,
+              "arrival": graphs._ties}
     for queue, maker in probes.items():
-        theirs, mine = lesson._build(maker, seed), lesson._build(maker, seed)
-        assert (_positions(mine, lesson.execute(mine, queue=queue))
-                != _positions(theirs, lesson.torch_order(theirs))), (queue, seed)
-    pruned = lesson._build(lesson._pruned, seed)
-    everything = lesson.execute(pruned, prune=False)
-    assert len(everything) > len(lesson.execute(lesson._build(lesson._pruned, seed)))
+        theirs, mine = graphs.build(maker, seed), graphs.build(maker, seed)
+        assert (_positions(mine, engine.execute(mine, queue=queue))
+                != _positions(theirs, engine.torch_order(theirs))), (queue, seed)
+    pruned = graphs.build(graphs._pruned, seed)
+    everything = engine.execute(pruned, prune=False)
+    assert len(everything) > len(engine.execute(graphs.build(graphs._pruned, seed)))

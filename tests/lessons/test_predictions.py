@@ -30,10 +30,10 @@ from backproplab.exercise import _answer_of
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
-# A lesson's checks are a module, lessonNN.py, or a package, lessonNN/__init__.py.
+# A lesson's module is lessonNN.py, or a package lessonNN/ when its checks are long.
 MODULES = sorted(
     path for path in (ROOT / "backproplab" / "course" / "exercises").glob("lesson[0-9][0-9]*")
-    if path.suffix == ".py" or (path / "__init__.py").exists())
+    if path.suffix == ".py" or (path / "__init__.py").is_file())
 
 
 def _questions() -> list[tuple[str, bl.Prediction]]:

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from backproplab.course import exercises, grade, rules, sandbox, slips
-from backproplab.course.byhand import _float64, run_answer
+from backproplab.course.byhand import _float64
 from backproplab.course.grading import ByHand
 
 ROOT = Path(__file__).parents[2]
@@ -63,8 +63,17 @@ def _lesson(key: str) -> tuple[nbformat.NotebookNode, grade.Graded]:
     raise LookupError(key)
 
 
-def _agrees(exercise: ByHand, got, ref) -> bool:
-    got = slips.as_outputs(got)
+def _right(answer, exercise: ByHand, inputs: tuple, ref: tuple) -> bool:
+    """Whether ``answer`` agrees with the reference on ``inputs``, as the check judges it.
+    Run as plainly as can be (the check's watchers are slow on 90,000 calls): what they
+    refuse (autograd, an estimate's steps) is refused by the source before this, or shows
+    as a value that is not exact to round-off; an answer that builds what its exercise
+    asks to do without is named on every seed, so it is left to the check's own tests."""
+    try:
+        with torch.no_grad():
+            got = slips.as_outputs(answer(*slips.fresh(inputs)))
+    except Exception:  # a slip that raises on some input fails there
+        return False
     return len(got) == len(ref) and all(
         slips._compare("", g, r, r, None, None).ok for g, r in zip(got, ref, strict=True))
 
@@ -91,12 +100,7 @@ def test_every_kept_slip_fails_on_every_seed(key):
         if rules.read([p.tree for p in pieces], exercise.vocabulary):
             continue  # refused by its source: fails on every seed
         answer = sandbox.load_answer(files, graded.names)
-        agrees = []
-        for x, ref in zip(inputs, refs, strict=True):
-            ran = run_answer(answer, slips.fresh(x))
-            limit = max((t.numel() for t in x if isinstance(t, torch.Tensor)), default=1)
-            agrees.append(ran.failure is None and _agrees(exercise, ran.got, ref)
-                          and not (exercise.without and ran.largest > limit))
+        agrees = [_right(answer, exercise, x, ref) for x, ref in zip(inputs, refs, strict=True)]
         passed = [s for s in range(SEEDS) if all(agrees[s:s + exercise.trials])]
         if len(passed) > EXCEPTIONS.get((key, k), (0, ""))[0]:
             passing.append(f"wrong answer {k} ({fragment!r}) passes on {len(passed)} of "

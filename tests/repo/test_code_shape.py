@@ -1,6 +1,6 @@
-"""The package keeps the shape a reader can follow: the lab in one sitting per module,
-no function longer than a screen, every module saying what it offers (``__all__``),
-and the two floors apart (the lab never imports the course).
+"""The package keeps the shape a reader can follow: every module in one sitting, the
+lab's and the course's alike, no function longer than a screen, every module saying what
+it offers (``__all__``), and the two floors apart (the lab never imports the course).
 
 Lines are counted as code: blank lines, comments and docstrings left out.
 """
@@ -16,8 +16,19 @@ import pytest
 from codelines import code_lines
 
 PACKAGE = Path(__file__).parents[2] / "backproplab"
+EXERCISES = PACKAGE / "course" / "exercises"
 MAX_FUNCTION_LINES = 80
-MAX_LAB_MODULE_LINES = 450
+MAX_MODULE_LINES = 450
+
+# PENDING: the modules allowed over the limit for now, the exercise modules of lessons
+# 03, 10 and 16, whose exercises are being rewritten. The lead empties it as each
+# rewrite lands (the pending test below says when an entry is no longer needed); no other
+# module joins it.
+PENDING = {
+    "backproplab/course/exercises/lesson03.py",
+    "backproplab/course/exercises/lesson10.py",
+    "backproplab/course/exercises/lesson16.py",
+}
 
 
 def _files() -> list[Path]:
@@ -26,6 +37,16 @@ def _files() -> list[Path]:
 
 def _lab(path: Path) -> bool:
     return path.parent == PACKAGE
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(PACKAGE.parent).as_posix()
+
+
+def _lesson_checks(path: Path) -> bool:
+    """A lesson's exercise module (lessonNN.py), or a part of one that is a package
+    (lessonNN/__init__.py and the modules beside it)."""
+    return EXERCISES in path.parents and path.relative_to(EXERCISES).parts[0].startswith("lesson")
 
 
 def _module_name(path: Path) -> str:
@@ -53,14 +74,26 @@ def test_no_function_is_longer_than_a_screen():
                            + "\n".join(offenders))
 
 
-def test_every_lab_module_reads_in_one_sitting():
-    sizes = {path: len(code_lines(path.read_text(encoding="utf-8")))
-             for path in _files() if _lab(path)}
-    assert len(sizes) > 10  # the lab's modules were found
-    offenders = [f"{path.relative_to(PACKAGE.parent)}: {n} code lines"
-                 for path, n in sizes.items() if n > MAX_LAB_MODULE_LINES]
-    assert not offenders, (f"lab modules over {MAX_LAB_MODULE_LINES} code lines:\n"
-                           + "\n".join(offenders))
+def test_every_module_reads_in_one_sitting():
+    sizes = {_name(path): len(code_lines(path.read_text(encoding="utf-8"))) for path in _files()}
+    assert len([name for name in sizes if "/course/" in name]) > 30  # the course was found
+    assert len([name for name in sizes if name.count("/") == 1]) > 10  # and the lab
+    offenders = [f"{name}: {n} code lines" for name, n in sizes.items()
+                 if n > MAX_MODULE_LINES and name not in PENDING]
+    assert not offenders, (
+        f"modules over {MAX_MODULE_LINES} code lines (blank lines, comments and docstrings "
+        "not counted); split each along its seams, a part per job:\n" + "\n".join(offenders))
+
+
+def test_the_pending_allowance_names_only_modules_still_over_the_limit():
+    stale = []
+    for name in sorted(PENDING):
+        path = PACKAGE.parent / name
+        if not path.is_file():
+            stale.append(f"{name}: no longer there")
+        elif (n := len(code_lines(path.read_text(encoding="utf-8")))) <= MAX_MODULE_LINES:
+            stale.append(f"{name}: {n} code lines, within the limit")
+    assert not stale, "take these out of PENDING:\n" + "\n".join(stale)
 
 
 def test_the_lab_never_imports_the_course():
@@ -82,11 +115,10 @@ def test_the_lab_never_imports_the_course():
     assert not offenders, "the lab imports the course:\n" + "\n".join(offenders)
 
 
-# The lessons' exercise modules are data read through EXERCISES and PREDICTIONS, and
+# The lessons' exercise modules (and the parts of a lesson that is a package) are data
+# read through EXERCISES and PREDICTIONS, and
 # __main__ (one import and one call) runs the command line when imported.
-_WITH_ALL = [path for path in _files()
-             if not (path.parent.name == "exercises" and path.name.startswith("lesson"))
-             and path.name != "__main__.py"]
+_WITH_ALL = [path for path in _files() if not _lesson_checks(path) and path.name != "__main__.py"]
 
 
 @pytest.mark.parametrize("path", _WITH_ALL, ids=lambda p: str(p.relative_to(PACKAGE.parent)))

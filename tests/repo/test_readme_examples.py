@@ -6,6 +6,7 @@ fail until the README says the same again.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -59,10 +60,11 @@ def test_the_release_output_is_what_release_prints(tmp_path: Path):
 
 
 def _commands(section: str) -> list[str]:
-    """The shell commands of a README section, comments and heredoc bodies left out."""
+    """The shell commands of a README section, comments and heredoc bodies left out, a line
+    continued with a backslash joined to the next."""
     lines, heredoc = [], None
     for block in _blocks(section, "bash"):
-        for line in block.splitlines():
+        for line in block.replace("\\\n", " ").splitlines():
             if heredoc is not None:
                 heredoc = None if line.strip() == heredoc else heredoc
                 continue
@@ -81,7 +83,7 @@ def _section(title: str) -> str:
 
 @pytest.mark.slow
 def test_route_1_commands_run_as_written(tmp_path: Path):
-    """Release, the grading command (with its time limit) and the audit, verbatim."""
+    """Release, the grading command (with the instructor's secret) and the audit, verbatim."""
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
     commands = _commands(_section("Route 1: `backproplab release`"))
     install = [c for c in commands if c.startswith("pip install")]
@@ -97,16 +99,17 @@ def test_route_1_commands_run_as_written(tmp_path: Path):
     release = next(c for c in commands if c.startswith("backproplab release"))
     sh(release)
     assert (tmp_path / "student" / "02-chain-rule.ipynb").exists()
-    grade = next(c for c in commands if c.startswith("jupyter nbconvert"))
-    assert "--ExecutePreprocessor.timeout=" in grade
-    # An honest submission: lesson 2 with its solutions.
+    grade = next(c for c in commands if c.startswith("backproplab grade"))
+    # An honest submission: lesson 2 with its solutions, in a folder of its student's.
+    (tmp_path / "returned" / "alice").mkdir(parents=True)
+    shutil.copy(ROOT / "notebooks" / "02-chain-rule.ipynb",
+                tmp_path / "returned" / "alice" / "02-chain-rule.ipynb")
     shutil.copy(ROOT / "notebooks" / "02-chain-rule.ipynb", tmp_path / "submission.ipynb")
+    (tmp_path / "backproplab-secret").write_text("words only the instructor knows\n")
+    env["HOME"] = str(tmp_path)  # where the command's ~/backproplab-secret is
     sh(grade)
-    graded = nbformat.read(tmp_path / "graded.ipynb", as_version=4)
-    errors = [c.metadata.get("nbgrader", {}).get("grade_id") for c in graded.cells
-              if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
-              and any(o.output_type == "error" for o in c.outputs)]
-    assert errors == []
+    rows = list(csv.DictReader((tmp_path / "grades.csv").open()))
+    assert rows and all(r["student"] == "alice" and r["verdict"] == "pass" for r in rows), rows
     audit = _commands(_section("What the audit lists"))
     assert audit == ["backproplab audit submitted/ --against source/ps02"]
     (tmp_path / "submitted" / "alice" / "ps02").mkdir(parents=True)
@@ -125,7 +128,7 @@ def test_every_teaching_command_is_run_by_a_test():
         if words[0] == "nbgrader":
             assert f'"{words[1]}"' in tested, f"no test runs {command!r}"
         elif words[0] == "backproplab":
-            assert words[1] == "audit" and '"audit"' in tested, command
+            assert words[1] in ("audit", "grade") and f'"{words[1]}"' in tested, command
         else:
             assert words[0] in ("pip", "mkdir", "cd", "cat", "cp"), command
     validate = _commands(_section("How an exercise is written"))

@@ -172,7 +172,7 @@ WRONG = {
     "l10-dmean": [
         (_fn("dmean(ddiff)", "return -ddiff"), "the sum is missing: mean"),
         # Only keepdim=True missing.
-        (_fn("dmean(ddiff)", "return -ddiff.sum(0)"), "without keepdim=True"),
+        (_fn("dmean(ddiff)", "return -ddiff.sum(0)"), "a missing keepdim=True"),
         (_fn("dmean(ddiff)", "return ddiff.sum(0, keepdim=True)"), "the sign is lost: the mean"),
         # A mean for the sum: off by exactly 1/n.
         (_fn("dmean(ddiff)", "return -ddiff.mean(0, keepdim=True)"),

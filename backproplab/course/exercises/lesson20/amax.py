@@ -1,0 +1,100 @@
+"""Lesson 20, Exercise 3 (``l20-amax``): the largest entry along a dimension as one node
+of the learner's engine, ties split as torch's ``amax`` splits them."""
+
+from __future__ import annotations
+
+import torch
+
+from .._spec import check_by_hand, failed
+from .shared import F64, draw_size, forward_problem, shape_text, trial_kind, unpack
+
+
+def _amax_inputs(gen):
+    """Small integers (ties are common) of a new shape, a dimension, keepdim, and G."""
+    kind = trial_kind(gen, 4)
+    shape = [(draw_size(gen, 3, 6), draw_size(gen, 3, 6)),
+             (draw_size(gen, 2, 4), draw_size(gen, 3, 6), 4),
+             (draw_size(gen, 3, 6), draw_size(gen, 3, 6)),
+             (draw_size(gen, 2, 4), 5, draw_size(gen, 2, 4))][kind]
+    dim, keepdim = [(1, False), (-1, True), (0, True), (1, False)][kind]
+    X = torch.randint(0, 3, shape, generator=gen).to(F64)
+    G = torch.randn(torch.amax(X, dim, keepdim).shape, generator=gen, dtype=F64)
+    return X, dim, keepdim, G
+
+
+def _amax_reference(X, dim, keepdim, G):
+    X = X.requires_grad_()
+    (grad,) = torch.autograd.grad((torch.amax(X, dim, keepdim) * G).sum(), X)
+    return grad
+
+
+def _amax_slip(share):
+    """x.grad when the winners of each slice get ``share(winners, count, size)`` times
+    the gradient arriving there."""
+    def wrong(X, dim, keepdim, G):
+        top = torch.amax(X, dim, keepdim=True)
+        winners = (X == top).to(F64)
+        g = G if keepdim else G.unsqueeze(dim)
+        return g * share(winners, winners.sum(dim, keepdim=True), X.shape[dim])
+    return wrong
+
+
+def _one_winner(X, dim, keepdim, G):
+    """x.grad when the whole gradient goes to the first maximum of each slice."""
+    index = torch.argmax(X, dim, keepdim=True)
+    g = G if keepdim else G.unsqueeze(dim)
+    return torch.zeros_like(X).scatter_(dim, index, g)
+
+
+AMAX_SLIPS = {
+    "every tied entry got the whole gradient: torch's amax splits it evenly between the "
+    "entries that tie for the maximum":
+        _amax_slip(lambda w, n, size: w),
+    "the gradient was divided by the size of the dimension, as for a mean: only the "
+    "entries that tie for the maximum share it":
+        _amax_slip(lambda w, n, size: w / size),
+    "the gradient went to one entry per slice: that is max(dim=...)'s convention, which "
+    "returns an index; amax splits it evenly between the tied entries":
+        _one_winner,
+}
+
+AMAX_ADVICE = ("Lesson 08 part 2: a reduction becomes a broadcast (put the reduced dimension "
+               "back as size 1 when keepdim is False), and only the maxima of each slice get "
+               "gradient, tied ones an equal share.")
+
+
+def check_amax(answer, seed):
+    pieces, unpacked = unpack(answer, ("amax", "Tensor", "backward"))
+    if unpacked:
+        return unpacked
+    amax, value_class, backward = pieces
+    name = "amax"
+    if not callable(amax):
+        return failed(name, f"amax is {type(amax).__name__}, not a function of a Tensor, a "
+                            "dimension and keepdim")
+    cases, first = [], None
+    for k in range(4):
+        X, dim, keepdim, _ = _amax_inputs(torch.Generator().manual_seed(seed + k))
+        first = X if first is None else first
+        shown = f"amax(x {shape_text(X.shape)}, dim={dim}, keepdim={keepdim})"
+        cases.append((shown, lambda X=X, d=dim, kd=keepdim: amax(value_class(X), d, kd),
+                      torch.amax(X, dim, keepdim)))
+    problem = forward_problem(name, value_class, cases)
+    if problem is not None:
+        return problem
+
+    x = value_class(first)
+    parents = tuple(amax(x, 0, False).parents)
+    if len(parents) != 1 or parents[0] is not x:
+        return failed(name, f"amax(x, ...) made a node with {len(parents)} parent(s); it must be "
+                            "one node whose only parent is x, with a rule you derive (a chain "
+                            "of the engine's operations would be their rules, not yours)")
+
+    def engine_grad(X, dim, keepdim, G):
+        x = value_class(X)
+        backward((amax(x, dim, keepdim) * value_class(G)).sum())
+        return x.grad
+
+    return check_by_hand(engine_grad, _amax_reference, _amax_inputs, name="amax's x.grad",
+                         trials=4, seed=seed, mistakes=AMAX_SLIPS, advice=AMAX_ADVICE)
+

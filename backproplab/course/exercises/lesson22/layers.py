@@ -1,0 +1,197 @@
+"""Lesson 22, Exercise 2 (``l22-layers``): a report per module, as soon as the gradients
+a backward pass computes for its parameters exist."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from .._spec import Report, attempt, count_autograd, passed
+from .._spec import failed as _fail
+
+LAYERS = "watch_layers"
+
+
+def layer_model(gen: torch.Generator) -> tuple[nn.Sequential, list[torch.Tensor]]:
+    """A new small network in float64 (sizes, layers and weights from ``gen``), and three
+    input batches. The global random generator is left as it was."""
+    sizes = [int(torch.randint(2, 5, (1,), generator=gen)) for _ in range(3)]
+    with torch.random.fork_rng(devices=[]):
+        layers: list[nn.Module] = [nn.Linear(sizes[0], sizes[1]), nn.Tanh()]
+        if bool(torch.rand((), generator=gen) < 0.5):
+            layers.append(nn.LayerNorm(sizes[1]))
+        layers += [nn.Linear(sizes[1], sizes[2], bias=bool(torch.rand((), generator=gen) < 0.5)),
+                   nn.Tanh(), nn.Linear(sizes[2], 1)]
+        model = nn.Sequential(*layers).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
+    batches = [torch.randn(int(torch.randint(2, 5, (1,), generator=gen)), sizes[0],
+                           generator=gen, dtype=torch.float64) for _ in range(3)]
+    return model, batches
+
+
+class _Event(NamedTuple):
+    kind: str  # "grad" (the check's own hook saw a parameter's gradient) or "report"
+    name: str  # the parameter's full name, or the module the report named
+    value: Any  # the gradient, or the grads the report gave
+    held: frozenset[str]  # report: the keys whose value *is* that parameter's .grad
+
+
+def _own(model: nn.Module) -> dict[str, dict[str, torch.Tensor]]:
+    """Module name -> its own parameters by name, for modules that have any."""
+    return {name: dict(m.named_parameters(recurse=False)) for name, m in model.named_modules()
+            if dict(m.named_parameters(recurse=False))}
+
+
+def _pass_problem(model: nn.Module, events: list[_Event], what: str) -> str | None:
+    """What is wrong with the reports of one backward pass, or None."""
+    own = _own(model)
+    reports = [(k, e) for k, e in enumerate(events) if e.kind == "report"]
+    names = [e.name for _, e in reports]
+    if len(set(names)) == 1 and len(names) > 1 and len(own) > 1:
+        return (f"in {what}, every report named {names[0]!r}. A function made in a loop looks "
+                "its loop variables up when it runs, by then their last values: bind them when "
+                "you make it (lambda grads, name=name: ...).")
+    for name in names:
+        if name not in own:
+            return (f"in {what}, you reported {name!r}, which has no parameters of its own. "
+                    "Report each module that has (named_parameters(recurse=False)), under its "
+                    "name in model.named_modules().")
+        if names.count(name) > 1:
+            return (f"in {what}, you reported {name!r} {names.count(name)} times; once per pass "
+                    "(does a count or a record carry over from the pass before?).")
+    for module, params in own.items():
+        full = {f"{module}.{k}" if module else k: k for k in params}
+        grads = [(k, e) for k, e in enumerate(events) if e.kind == "grad" and e.name in full]
+        mine = [(k, e) for k, e in reports if e.name == module]
+        if not grads and mine:
+            return (f"in {what}, you reported {module!r}, though this pass computes none of "
+                    "its gradients.")
+        if grads and not mine:
+            return _never(module, what, len(grads), len(params))
+        if not grads:
+            continue
+        (at, report), last = mine[0], grads[-1][0]
+        if at < last:
+            done = sum(1 for k, _ in grads if k < at)
+            if done == 0:
+                return (f"in {what}, you reported {module!r} before any of the gradients this "
+                        "pass computes for it existed. A module's backward hook runs when the "
+                        "gradient reaches the module, before the engine reaches its "
+                        "parameters' AccumulateGrad nodes: hook the parameters.")
+            return (f"in {what}, you reported {module!r} after {done} of the {len(grads)} "
+                    "gradients this pass computes for it: a report waits for all of them "
+                    "(register_multi_grad_hook's mode 'any' fires at the first).")
+        if any(e.kind == "grad" for e in events[last + 1:at]):
+            return (f"in {what}, you reported {module!r} only after later gradients had come: "
+                    "report as soon as its own last gradient exists.")
+        problem = _values_problem(module, params, full, grads, report, what)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _never(module: str, what: str, computed: int, owned: int) -> str:
+    if computed < owned:
+        return (f"in {what}, which computes only {computed} of the {owned} gradients of "
+                f"{module!r}, you never reported it: wait for the gradients this pass "
+                "computes, not for all of them, and give None for the others. "
+                "register_multi_grad_hook's mode 'all' asks the engine which will come.")
+    return f"in {what}, you never reported {module!r}."
+
+
+def _values_problem(module: str, params: dict[str, torch.Tensor], full: dict[str, str],
+                    grads: list[tuple[int, _Event]], report: _Event, what: str) -> str | None:
+    given = report.value
+    if not isinstance(given, dict) or sorted(given) != sorted(params):
+        keys = sorted(given) if isinstance(given, dict) else type(given).__name__
+        return (f"in {what}, the grads you reported for {module!r} are {keys}; give a dict "
+                f"by parameter name: {sorted(params)}.")
+    if report.held:
+        return (f"in {what}, you reported {module!r} with the parameters' .grad. That is not "
+                "this pass's gradient: .grad adds up across backward passes (lesson 05), and a "
+                "tensor hook runs before the new gradient is added to it. Report the gradients "
+                "your hooks receive.")
+    computed = {full[e.name]: e.value for _, e in grads}
+    for key in params:
+        want, got = computed.get(key), given[key]
+        if want is None and got is not None:
+            return (f"in {what}, you gave {module!r}.{key} a gradient, but this pass computes "
+                    "none for it: give None.")
+        if want is not None and (not isinstance(got, torch.Tensor) or not torch.equal(got, want)):
+            return (f"in {what}, the gradient you reported for {module}.{key} is not the one "
+                    "this pass computed for it.")
+    return None
+
+
+def _passes(model: nn.Module, batches: list[torch.Tensor]) -> list[tuple[str, Callable[[], None]]]:
+    """The backward passes the check runs, each with how a message names it."""
+    own = _own(model)
+    first, last = next(iter(own.values())), list(own.values())[-1]
+    some = [next(iter(first.values())), list(last.values())[-1]]
+
+    def full(x: torch.Tensor) -> Callable[[], None]:
+        return lambda: model(x).pow(2).sum().backward()
+    return [("a first backward pass", full(batches[0])),
+            ("a second backward pass (.grad not zeroed in between)", full(batches[1])),
+            ("a pass with inputs=[first weight, last parameter]",
+             lambda: model(batches[2]).pow(2).sum().backward(inputs=some))]
+
+
+def check_layers(answer: Any, seed: int) -> Report:
+    model, batches = layer_model(torch.Generator().manual_seed(seed * 7 + 3))
+    names = {p: name for name, p in model.named_parameters()}
+    events: list[_Event] = []
+    for p, name in names.items():
+        p.register_hook(lambda grad, name=name: events.append(_Event("grad", name, grad,
+                                                                     frozenset())))
+
+    def report(name: Any, grads: Any) -> None:
+        module = dict(model.named_modules()).get(name) if isinstance(name, str) else None
+        own = dict(module.named_parameters(recurse=False)) if module is not None else {}
+        held = frozenset(k for k, v in (grads.items() if isinstance(grads, dict) else ())
+                         if k in own and v is not None and v is own[k].grad)
+        events.append(_Event("report", name if isinstance(name, str) else repr(name), grads,
+                             held))
+
+    with count_autograd() as seen:
+        handles, failure = attempt(LAYERS, answer, model, report)
+    if failure is not None:
+        return failure
+    if seen.reverse:
+        return _fail(LAYERS, f"your function ran a backward pass ({seen.calls[0]}); it only "
+                             "arranges the hooks, and the check runs the passes.", "autograd")
+    for what, run in _passes(model, batches):
+        events.clear()
+        try:
+            run()
+        except Exception as err:  # raised inside the learner's hook
+            return _fail(LAYERS, f"in {what}, your hook raised {type(err).__name__}: {err}",
+                         "error")
+        problem = _pass_problem(model, events, what)
+        if problem is not None:
+            return _fail(LAYERS, problem)
+    return _removed(model, batches, handles, events)
+
+
+def _removed(model: nn.Module, batches: list[torch.Tensor], handles: Any,
+             events: list[_Event]) -> Report:
+    found = list(handles) if isinstance(handles, (list, tuple)) else [handles] if hasattr(
+        handles, "remove") else None
+    if not found or not all(hasattr(h, "remove") for h in found):
+        return _fail(LAYERS, f"it returned {type(handles).__name__}; return the handles of the "
+                             "hooks (a list), so that they can be removed.")
+    for handle in found:
+        handle.remove()
+    events.clear()
+    model(batches[0]).pow(2).sum().backward()
+    if any(e.kind == "report" for e in events):
+        return _fail(LAYERS, "reports still came after every handle your function returned was "
+                             "removed: return the handle of each hook you registered.")
+    return passed(LAYERS, f"one report per module and pass, right after its last gradient, on a "
+                          f"new network ({', '.join(_own(model))}): full, repeated and pruned "
+                          "passes, and none once removed")
