@@ -54,23 +54,34 @@ HONEST = [
         "    return d['u'] * y, d['u'] * x, -torch.sin(u)\n")),
     # ---------------------------------------------------------------- lesson 04
     Honest("l04-grads", "sum divided by len", (
-        "def mse_grads(x, y, w, b):\n    r = w * x + b - y\n    n = len(x)\n"
-        "    return 2 * (r * x).sum() / n, 2 * r.sum() / n\n")),
+        "def nll_grads(x, y, w, b, a, c):\n    r = w * x + b - y\n    u = a * x + c\n"
+        "    n = len(x)\n    d_r = r / torch.exp(2 * u)\n    d_u = 1 - r * d_r\n"
+        "    return (d_r * x).sum() / n, d_r.sum() / n, (d_u * x).sum() / n, d_u.sum() / n\n")),
     Honest("l04-grads", "a comprehension", (
-        "def mse_grads(x, y, w, b):\n    n = len(x)\n"
-        "    dw = sum(2 * (w * xi + b - yi) * xi for xi, yi in zip(x, y)) / n\n"
-        "    db = sum(2 * (w * xi + b - yi) for xi, yi in zip(x, y)) / n\n    return dw, db\n")),
+        "def nll_grads(x, y, w, b, a, c):\n    n = len(x)\n    parts = []\n"
+        "    for xi, yi in zip(x, y):\n        r = w * xi + b - yi\n"
+        "        var = torch.exp(2 * (a * xi + c))\n"
+        "        parts.append((r / var * xi, r / var, (1 - r**2 / var) * xi, 1 - r**2 / var))\n"
+        "    return tuple(sum(p[k] for p in parts) / n for k in range(4))\n")),
     Honest("l04-grads", "dot products", (
-        "def mse_grads(x, y, w, b):\n    r = w * x + b - y\n"
-        "    return 2 * torch.dot(r, x) / x.numel(), 2 * r.mean()\n")),
+        "def nll_grads(x, y, w, b, a, c):\n    r = w * x + b - y\n"
+        "    p = torch.exp(-2 * (a * x + c))\n    n = x.numel()\n    d_u = 1 - r * r * p\n"
+        "    return torch.dot(r * p, x) / n, torch.dot(r, p) / n, torch.dot(d_u, x) / n, "
+        "d_u.mean()\n")),
     Honest("l04-grads", "einsum", (
-        "def mse_grads(x, y, w, b):\n    r = w * x + b - y\n"
-        "    return 2 * torch.einsum('i,i->', r, x) / len(x), 2 * torch.einsum('i->', r) / len(x)\n")),
+        "def nll_grads(x, y, w, b, a, c):\n    r = w * x + b - y\n"
+        "    p = (-2 * (a * x + c)).exp()\n    d_u = 1 - r.pow(2) * p\n"
+        "    return (torch.einsum('i,i,i->', r, p, x) / len(x), torch.einsum('i,i->', r, p) / len(x),\n"
+        "            torch.einsum('i,i->', d_u, x) / len(x), torch.einsum('i->', d_u) / len(x))\n")),
     Honest("l04-grads", "a dataclass", (
-        "from dataclasses import dataclass\n\n\n@dataclass\nclass Line:\n    w: torch.Tensor\n"
-        "    b: torch.Tensor\n\n    def residual(self, x, y):\n        return self.w * x + self.b - y\n\n\n"
-        "def mse_grads(x, y, w, b):\n    r = Line(w, b).residual(x, y)\n"
-        "    return (2 * r * x).mean(), (2 * r).mean()\n")),
+        "from dataclasses import dataclass\n\n\n@dataclass\nclass NoisyLine:\n    w: torch.Tensor\n"
+        "    b: torch.Tensor\n    a: torch.Tensor\n    c: torch.Tensor\n\n"
+        "    def residual(self, x, y):\n        return self.w * x + self.b - y\n\n"
+        "    def log_sd(self, x):\n        return self.a * x + self.c\n\n\n"
+        "def nll_grads(x, y, w, b, a, c):\n    line = NoisyLine(w, b, a, c)\n"
+        "    r, u = line.residual(x, y), line.log_sd(x)\n"
+        "    d_r, d_u = r * torch.exp(-2 * u), 1 - r**2 * torch.exp(-2 * u)\n"
+        "    return (d_r * x).mean(), d_r.mean(), (d_u * x).mean(), d_u.mean()\n")),
     Honest("l04-huber", "torch.where", (
         "def huber_grads(x, y, w, b, delta):\n    r = w * x + b - y\n"
         "    pull = torch.where(r.abs() <= delta, r, delta * torch.sign(r))\n"
@@ -96,12 +107,49 @@ HONEST = [
         "    h2 = torch.tanh(h1 @ W + x2)\n    d2 = 2 * (h2 - y) * (1 - h2 * h2)\n"
         "    d1 = (W @ d2) * (1 - h1 * h1)\n"
         "    return torch.einsum('i,j->ij', h1, d2) + torch.einsum('i,j->ij', h0, d1)\n")),
-    Honest("l06-never-zeroed", "a running sum in a list", (
-        "def never_zeroed(w, b, X, t, lr, steps):\n    sums = [torch.zeros_like(w), "
-        "torch.zeros_like(b)]\n    for _ in range(steps):\n"
-        "        dz = (torch.sigmoid(X @ w + b) - t) / t.numel()\n"
-        "        sums[0] = sums[0] + dz @ X\n        sums[1] = sums[1] + dz.sum()\n"
-        "        w, b = w - lr * sums[0], b - lr * sums[1]\n    return w, b\n")),
+    Honest("l06-momentum", "running sums in lists", (
+        "def forgot_with_momentum(x, y, w, b, lr, beta, steps):\n"
+        "    held, velocity = [0 * w, 0 * b], [0 * w, 0 * b]\n"
+        "    for _ in range(steps):\n        r = w * x + b - y\n"
+        "        grads = [2 * (r * x).sum() / x.numel(), 2 * r.sum() / x.numel()]\n"
+        "        held = [h + g for h, g in zip(held, grads)]\n"
+        "        velocity = [beta * v + h for v, h in zip(velocity, held)]\n"
+        "        w, b = w - lr * velocity[0], b - lr * velocity[1]\n    return w, b\n")),
+    Honest("l06-where", "weights put back and the step run again", (
+        "import copy\n\n\n"
+        "def gradient_at(model, X, y):\n    twin = copy.deepcopy(model)\n"
+        "    F.mse_loss(twin(X), y).backward()\n"
+        "    return torch.cat([p.grad.flatten() for p in twin.parameters()])\n\n\n"
+        "def where_zeroed(step, model, X, y, k):\n"
+        "    flat = lambda: torch.cat([p.detach().flatten() for p in model.parameters()])\n"
+        "    grads = lambda: [p.grad for p in model.parameters()]\n"
+        "    start, wanted = flat(), gradient_at(model, X, y)\n    step()\n"
+        "    if torch.equal(flat(), start):\n        return 'before step'\n"
+        "    if all(g is None or (g == 0).all() for g in grads()):\n        return 'end'\n"
+        "    first = torch.cat([g.flatten() for g in grads()])\n"
+        "    if not torch.allclose(first, wanted):\n        return 'each micro-batch'\n"
+        "    with torch.no_grad():\n        for p, s in zip(model.parameters(), start.split("
+        "[p.numel() for p in model.parameters()])):\n            p.copy_(s.view_as(p))\n"
+        "    step()\n    again = torch.cat([g.flatten() for g in grads()])\n"
+        "    return 'never' if torch.allclose(again, 2 * first) else 'start'\n")),
+    # ---------------------------------------------------------------- lesson 01
+    Honest("l01-formula", "a dict of templates", (
+        "TEMPLATES = {'AddBackward0': '({} + {})', 'SubBackward0': '({} - {})',\n"
+        "             'MulBackward0': '({} * {})', 'SinBackward0': 'torch.sin({})',\n"
+        "             'ExpBackward0': 'torch.exp({})'}\n\n\n"
+        "def formula(out, names):\n    by_id = {id(t): n for n, t in names.items()}\n\n"
+        "    def read(node):\n        if node.name().endswith('AccumulateGrad'):\n"
+        "            return by_id[id(node.variable)]\n"
+        "        inputs = [fn for fn, _ in node.next_functions]\n"
+        "        if node.name() == 'PowBackward0':\n"
+        "            return '({} ** {})'.format(read(inputs[0]), node._saved_exponent)\n"
+        "        parts = []\n        for position, fn in enumerate(inputs):\n"
+        "            if fn is not None:\n                parts.append(read(fn))\n"
+        "            elif position == 0:\n"
+        "                parts.append(repr(node._saved_self.item()))\n"
+        "            else:\n                parts.append(repr(node._saved_other.item()))\n"
+        "        return TEMPLATES[node.name()].format(*parts)\n\n"
+        "    return read(out.grad_fn)\n")),
     # ---------------------------------------------------------------- lesson 08
     Honest("l08-shares-vjp", "a helper", (
         "def shares_vjp(x, v):\n    total = x.sum()\n    return (v - weighted(v, x) / total) / total\n"),
@@ -144,9 +192,36 @@ HONEST = [
         "    first.backward(dhidden * (1 - hidden**2))\n"
         "    return first.dW, first.db, second.dW, second.db\n")),
     # ---------------------------------------------------------------- lesson 10
-    Honest("l10-linear", "einsum", (
-        "def linear_backward(inp, W, dout):\n    return (torch.einsum('nj,ij->ni', dout, W), "
-        "torch.einsum('ni,nj->ij', inp, dout), dout.sum(dim=0))\n")),
+    Honest("l10-pick-log", "one_hot and reciprocal", (
+        "def pick_log_backward(probs, y):\n"
+        "    picked = F.one_hot(y, probs.shape[1]).to(probs.dtype)\n"
+        "    dlogprobs = -picked / probs.shape[0]\n"
+        "    return dlogprobs, dlogprobs * probs.reciprocal()\n")),
+    Honest("l10-pick-log", "a loop over the rows", (
+        "def pick_log_backward(probs, y):\n    n = probs.shape[0]\n"
+        "    dlogprobs = probs.new_zeros(probs.shape)\n"
+        "    for i in range(n):\n        dlogprobs[i, y[i]] = -1 / n\n"
+        "    return dlogprobs, dlogprobs / probs\n")),
+    Honest("l10-normalise", "reciprocal and expand_as", (
+        "def normalise_backward(counts, counts_sum, dprobs):\n    inv = counts_sum.reciprocal()\n"
+        "    dinv = torch.sum(counts * dprobs, dim=1, keepdim=True)\n"
+        "    dsum = -dinv * inv ** 2\n"
+        "    return dinv, dsum, dprobs * inv + dsum.expand_as(counts)\n")),
+    Honest("l10-scale-normalise", "unsqueeze instead of keepdim", (
+        "def scale_normalise_backward(diff, invstd, gain, dhbn):\n"
+        "    dxhat = dhbn * gain\n"
+        "    dgain = torch.sum(dhbn * (diff * invstd), dim=0)\n"
+        "    dbias = torch.sum(dhbn, dim=0)\n"
+        "    dinvstd = torch.sum(diff * dxhat, dim=0).unsqueeze(0)\n"
+        "    return dxhat, dgain, dbias, dinvstd\n")),
+    Honest("l10-centre", "einsum and a helper", (
+        "def centre_backward(diff, var, eps, dxhat, dinvstd):\n    n = diff.shape[0]\n"
+        "    dvar = power_slope(var + eps, -0.5) * dinvstd\n"
+        "    ddiff2 = torch.ones_like(diff) * dvar / n\n"
+        "    ddiff = dxhat * power(var + eps, -0.5) + 2 * diff * ddiff2\n"
+        "    dmean = -torch.einsum('nh->h', ddiff).unsqueeze(0)\n"
+        "    return dvar, ddiff2, ddiff, dmean, ddiff + dmean / n\n"),
+        "def power(t, k):\n    return t ** k\n\n\ndef power_slope(t, k):\n    return k * t ** (k - 1)\n"),
     Honest("l10-layernorm", "var with unbiased=False", (
         "def layernorm_backward(dout, x, gain, eps):\n    n = x.shape[-1]\n"
         "    xhat = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, "
@@ -154,10 +229,23 @@ HONEST = [
         "    inv = 1 / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)\n"
         "    return inv * (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, "
         "keepdim=True))\n")),
-    Honest("l10-dlogits", "scatter instead of one_hot", (
-        "def dlogits(logits, dshifted, dlogit_maxes):\n"
+    Honest("l10-shift", "scatter instead of one_hot", (
+        "def shift_backward(logits, counts, dcounts):\n    dshifted = dcounts * counts\n"
+        "    dmax = -dshifted.sum(1, keepdim=True)\n"
         "    largest = torch.zeros_like(logits).scatter_(1, logits.argmax(1, keepdim=True), 1.0)\n"
-        "    return dshifted + largest * dlogit_maxes\n")),
+        "    return dshifted, dmax, dshifted + largest * dmax\n")),
+    Honest("l10-weighted", "softmax written out, torch.no_grad", (
+        "def weighted_dlogits(logits, y, weight):\n    with torch.no_grad():\n"
+        "        e = (logits - logits.max(1, keepdim=True).values).exp()\n"
+        "        p = e / e.sum(1, keepdim=True)\n"
+        "        p[torch.arange(len(y)), y] -= 1\n"
+        "        return p * weight[y].unsqueeze(1) / weight[y].sum()\n")),
+    Honest("l10-embedding", "a loop with +=", (
+        "def embedding_backward(dxin, tokens, num_rows):\n    n, t = tokens.shape\n"
+        "    demb = dxin[:, 2:].view(n, t, -1)\n"
+        "    dC = dxin.new_zeros(num_rows, demb.shape[2])\n"
+        "    for i in range(n):\n        for j in range(t):\n"
+        "            dC[tokens[i, j]] += demb[i, j]\n    return demb, dC\n")),
     # ---------------------------------------------------------------- lessons 13, 14, 17, 19
     Honest("l13-hvp-by-hand", "named steps", (
         "def hvp(x, W, a, V):\n    pre = x @ W\n    th = pre.tanh()\n    slope = 1 - th * th\n"

@@ -161,4 +161,19 @@ class Nudges(QuietDispatchMode):
             elif any(id(t) in self._data for t in tensors) and id(o) not in self._root:
                 self._data.add(id(o))
                 self._keep.append(o)
+        if _writes_first(func) and isinstance(first, torch.Tensor) \
+                and any(id(t) in self._data for t in tensors):
+            # An input's values written into a tensor (``out[row] += x[i]``): the tensor, and
+            # the one it is a view of, now carry them, so neither is a step later on.
+            for written in (first, first._base):
+                if written is not None and id(written) not in self._data:
+                    self._data.add(id(written))
+                    self._keep.append(written)
         return out
+
+
+def _writes_first(func: Any) -> bool:
+    """Whether the operation writes into its first argument (``add_``, ``copy_``, ...)."""
+    arguments = func._schema.arguments
+    alias = arguments[0].alias_info if arguments else None
+    return alias is not None and alias.is_write

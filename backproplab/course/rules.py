@@ -215,7 +215,9 @@ _ARITHMETIC_METHODS = {
 _CLASS_SAFE = {"__init__", "__call__", "__repr__", "__str__", "__len__", "__iter__", "__next__",
                "__getitem__", "__setitem__", "__contains__", "__eq__", "__ne__", "__hash__",
                "__bool__", "__enter__", "__exit__", "__post_init__", "__lt__", "__le__",
-               "__gt__", "__ge__", "__float__", "__int__", "__index__"}
+               "__gt__", "__ge__", "__float__", "__int__", "__index__",
+               # names and text, read to tell objects apart (``type(node).__name__``)
+               "__name__", "__qualname__", "__doc__", "__module__"}
 _CLASS_HOOKS = {"__torch_function__", "__torch_dispatch__", "__getattr__", "__getattribute__",
                 "__setattr__", "__delattr__", "__reduce__", "__reduce_ex__", "__del__",
                 "__init_subclass__", "__class_getitem__", "__set_name__", "__get__", "__set__",
@@ -517,7 +519,7 @@ class _Reader(ast.NodeVisitor):
 def _tensor_name(attr: str) -> str:
     """``Tensor.backward()`` for a tensor method, ``Tensor.grad`` for a property, ``.attr``
     for what no tensor has: what an attribute read from a value most likely is."""
-    if not hasattr(torch.Tensor, attr):
+    if not hasattr(torch.Tensor, attr) or attr.startswith("__"):
         return f".{attr}"
     value = getattr(torch.Tensor, attr)
     method = callable(value) and not isinstance(value, type)

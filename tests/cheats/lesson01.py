@@ -5,15 +5,6 @@ its hidden tests, as nbgrader grades it.
 """
 
 CHEATS = {
-    "l01-walk-leaf": [
-        # bl.describe does the walk and keeps the leaf tensors.
-        (
-            "def find_bias(loss):\n"
-            "    nodes = bl.describe(loss).nodes\n"
-            "    return [n.leaf.tensor for n in nodes if n.leaf and len(n.leaf.shape) == 1][0]\n",
-            "bl.describe",
-        ),
-    ],
     "l01-find-leaves": [
         # bl.describe under another name.
         (
@@ -28,6 +19,30 @@ CHEATS = {
             "def find_leaves(out):\n"
             "    out.backward()\n"
             "    return []\n",
+            "backward pass",
+        ),
+    ],
+    "l01-formula": [
+        # bl.describe walks the graph for it.
+        (
+            "def formula(out, names):\n"
+            "    bl.describe(out, names=names)\n"
+            "    return 'p'\n",
+            "bl.describe",
+        ),
+        # The check's own formula looked for among the objects alive in the process.
+        (
+            "import gc\n\n\n"
+            "def formula(out, names):\n"
+            "    texts = [o for o in gc.get_objects() if isinstance(o, str) and 'torch.' in o]\n"
+            "    return texts[-1]\n",
+            "gc.get_objects",
+        ),
+        # A backward pass to look at the leaves' gradients: the wrong method, named.
+        (
+            "def formula(out, names):\n"
+            "    out.backward()\n"
+            "    return ' + '.join(names)\n",
             "backward pass",
         ),
     ],

@@ -1,29 +1,33 @@
 """Shortcuts for the exercises of 04-linear-regression.ipynb: each must fail its check
 (the lesson runs with its hidden tests), naming what it did. See tests/lessons/test_exercises.py."""
 
-MSE_FD = '''def mse_grads(x, y, w, b):
-    def loss(w, b):
-        return ((w * x + b - y) ** 2).mean()
+NLL_LOSS = "(a * x + c + 0.5 * (w * x + b - y) ** 2 * torch.exp(-2 * (a * x + c))).mean()"
+NLL_FD = '''def nll_grads(x, y, w, b, a, c):
+    def loss(w, b, a, c):
+        return LOSS
     h = 1e-6
-    return ((loss(w + h, b) - loss(w - h, b)) / (2 * h),
-            (loss(w, b + h) - loss(w, b - h)) / (2 * h))
+    return ((loss(w + h, b, a, c) - loss(w - h, b, a, c)) / (2 * h),
+            (loss(w, b + h, a, c) - loss(w, b - h, a, c)) / (2 * h),
+            (loss(w, b, a + h, c) - loss(w, b, a - h, c)) / (2 * h),
+            (loss(w, b, a, c + h) - loss(w, b, a, c - h)) / (2 * h))
+'''.replace("LOSS", NLL_LOSS)
+NLL_NUMERICAL = '''def nll_grads(x, y, w, b, a, c):
+    return bl.numerical_grad(lambda w, b, a, c: LOSS, w, b, a, c)
+'''.replace("LOSS", NLL_LOSS)
+NLL_KERNEL = '''def nll_grads(x, y, w, b, a, c):
+    u = a * x + c
+    g = torch.ops.aten.mse_loss_backward(torch.ones((), dtype=x.dtype), w * x + b, y, 0)
+    d_r = g * torch.exp(-2 * u) / 2
+    d_u = 1 - (w * x + b - y) ** 2 * torch.exp(-2 * u)
+    return (d_r * x).mean(), d_r.mean(), (d_u * x).mean(), d_u.mean()
 '''
-MSE_NUMERICAL = '''def mse_grads(x, y, w, b):
-    return bl.numerical_grad(lambda w, b: ((w * x + b - y) ** 2).mean(), w, b)
-'''
-MSE_KERNEL = '''def mse_grads(x, y, w, b):
-    g = torch.ops.aten.mse_loss_backward(torch.ones((), dtype=x.dtype), w * x + b, y, 1)
-    return (g * x).sum(), g.sum()
-'''
-MSE_NODE = '''def mse_grads(x, y, w, b):
+NLL_NODE = '''def nll_grads(x, y, w, b, a, c):
     with torch.enable_grad():
-        w = w.clone().requires_grad_()
-        b = b.clone().requires_grad_()
-        loss = ((w * x + b - y) ** 2).mean()
-        return torch.autograd.grad(loss, (w, b))
-'''
+        w, b, a, c = (t.clone().requires_grad_() for t in (w, b, a, c))
+        return torch.autograd.grad(LOSS, (w, b, a, c))
+'''.replace("LOSS", NLL_LOSS)
 # A table of the visible check's inputs (seeds 0, 1, 2) and their answers.
-MSE_TABLE = '''from backproplab.lessons import find_exercise
+NLL_TABLE = '''from backproplab.lessons import find_exercise
 
 _exercise = find_exercise("l04-grads")
 _table = []
@@ -32,11 +36,11 @@ for _seed in range(3):
     _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
 
 
-def mse_grads(x, y, w, b):
+def nll_grads(x, y, w, b, a, c):
     for inputs, answer in _table:
         if inputs[0].shape == x.shape and torch.equal(inputs[0], x):
             return answer
-    return (w * 0, b * 0)
+    return (w * 0, b * 0, a * 0, c * 0)
 '''
 
 HUBER_FD = '''def huber_grads(x, y, w, b, delta):
@@ -82,11 +86,11 @@ def huber_grads(x, y, w, b, delta):
 
 CHEATS = {
     "l04-grads": [
-        (MSE_FD, "numerical estimate"),
-        (MSE_NUMERICAL, "numerical_grad"),
-        (MSE_KERNEL, "backward kernels"),
-        (MSE_NODE, "enable_grad"),
-        (MSE_TABLE, "hard-coded"),
+        (NLL_FD, "numerical estimate"),
+        (NLL_NUMERICAL, "numerical_grad"),
+        (NLL_KERNEL, "backward kernels"),
+        (NLL_NODE, "enable_grad"),
+        (NLL_TABLE, "hard-coded"),
     ],
     "l04-huber": [
         (HUBER_FD, "numerical estimate"),

@@ -5,82 +5,79 @@ its hidden tests, as nbgrader grades it.
 """
 
 CHEATS = {
-    "l06-accumulate": [
-        # Gradients by torch.autograd.grad and a hand-made update: .grad never used, so the
-        # zeroing question is dodged.
+    "l06-where": [
+        # The step's own variables read through its closure instead of watching what it does.
         (
-            "def train_accumulated(model, X, y, steps, k, lr):\n"
-            "    params = list(model.parameters())\n"
-            "    for _ in range(steps):\n"
-            "        total = [torch.zeros_like(p) for p in params]\n"
-            "        for X_part, y_part in zip(X.chunk(k), y.chunk(k), strict=True):\n"
-            "            loss = F.mse_loss(model(X_part), y_part) / k\n"
-            "            grads = torch.autograd.grad(loss, params)\n"
-            "            total = [t + g for t, g in zip(total, grads, strict=True)]\n"
-            "        with torch.no_grad():\n"
-            "            for p, g in zip(params, total, strict=True):\n"
-            "                p -= lr * g\n",
-            "torch.autograd.grad",
+            "def where_zeroed(step, model, X, y, k):\n"
+            "    zero = [c.cell_contents for c in step.__closure__][-1]\n"
+            "    return [c.cell_contents for c in zero.__closure__][0]\n",
+            "__closure__",
+        ),
+        # The same through inspect.
+        (
+            "import inspect\n\n\n"
+            "def where_zeroed(step, model, X, y, k):\n"
+            "    zero = inspect.getclosurevars(step).nonlocals['zero']\n"
+            "    return inspect.getclosurevars(zero).nonlocals['place']\n",
+            "inspect",
         ),
     ],
-    "l06-never-zeroed": [
+    "l06-momentum": [
         # Grad mode switched back on: the real loop, run under the check's nose.
         (
-            "def never_zeroed(w, b, X, t, lr, steps):\n"
+            "def forgot_with_momentum(x, y, w, b, lr, beta, steps):\n"
             "    with torch.enable_grad():\n"
             "        w, b = w.clone().requires_grad_(), b.clone().requires_grad_()\n"
-            "        opt = torch.optim.SGD([w, b], lr=lr)\n"
+            "        opt = torch.optim.SGD([w, b], lr=lr, momentum=beta)\n"
             "        for _ in range(steps):\n"
-            "            F.binary_cross_entropy_with_logits(X @ w + b, t).backward()\n"
+            "            ((w * x + b - y) ** 2).mean().backward()\n"
             "            opt.step()\n"
             "    return w.detach(), b.detach()\n",
             "enable_grad",
         ),
-        # The gradient by central differences instead of a derived formula.
+        # The gradient by central differences instead of lesson 04's formula.
         (
-            "def never_zeroed(w, b, X, t, lr, steps):\n"
+            "def forgot_with_momentum(x, y, w, b, lr, beta, steps):\n"
             "    def loss(w, b):\n"
-            "        z = X @ w + b\n"
-            "        return (torch.log1p(torch.exp(z)) - t * z).mean()\n\n"
-            "    def central(f, x, h=1e-6):\n"
-            "        out = torch.zeros_like(x).flatten()\n"
-            "        for i in range(x.numel()):\n"
-            "            step = torch.zeros_like(x).flatten()\n"
-            "            step[i] = h\n"
-            "            step = step.view_as(x)\n"
-            "            out[i] = (f(x + step) - f(x - step)) / (2 * h)\n"
-            "        return out.view_as(x)\n\n"
+            "        return ((w * x + b - y) ** 2).mean()\n\n"
+            "    h = 1e-6\n"
             "    grad_w, grad_b = torch.zeros_like(w), torch.zeros_like(b)\n"
+            "    velocity_w, velocity_b = torch.zeros_like(w), torch.zeros_like(b)\n"
             "    for _ in range(steps):\n"
-            "        grad_w = grad_w + central(lambda v: loss(v, b), w)\n"
-            "        grad_b = grad_b + central(lambda v: loss(w, v), b)\n"
-            "        w, b = w - lr * grad_w, b - lr * grad_b\n"
+            "        grad_w = grad_w + (loss(w + h, b) - loss(w - h, b)) / (2 * h)\n"
+            "        grad_b = grad_b + (loss(w, b + h) - loss(w, b - h)) / (2 * h)\n"
+            "        velocity_w = beta * velocity_w + grad_w\n"
+            "        velocity_b = beta * velocity_b + grad_b\n"
+            "        w, b = w - lr * velocity_w, b - lr * velocity_b\n"
             "    return w, b\n",
             "numerical estimate",
         ),
         # bl.numerical_grad for the gradient at every step.
         (
-            "def never_zeroed(w, b, X, t, lr, steps):\n"
+            "def forgot_with_momentum(x, y, w, b, lr, beta, steps):\n"
             "    def loss(w, b):\n"
-            "        return F.binary_cross_entropy_with_logits(X @ w + b, t)\n\n"
+            "        return ((w * x + b - y) ** 2).mean()\n\n"
             "    grad_w, grad_b = torch.zeros_like(w), torch.zeros_like(b)\n"
+            "    velocity_w, velocity_b = torch.zeros_like(w), torch.zeros_like(b)\n"
             "    for _ in range(steps):\n"
             "        gw, gb = bl.numerical_grad(loss, w, b)\n"
             "        grad_w, grad_b = grad_w + gw, grad_b + gb\n"
-            "        w, b = w - lr * grad_w, b - lr * grad_b\n"
+            "        velocity_w = beta * velocity_w + grad_w\n"
+            "        velocity_b = beta * velocity_b + grad_b\n"
+            "        w, b = w - lr * velocity_w, b - lr * velocity_b\n"
             "    return w, b\n",
             "numerical_grad",
         ),
         # A table of the visible check's answers, looked up by the inputs.
         (
             "from backproplab.lessons import find_exercise\n\n"
-            "_exercise = find_exercise('l06-never-zeroed')\n"
+            "_exercise = find_exercise('l06-momentum')\n"
             "_table = {}\n"
             "for _k in range(3):\n"
             "    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
-            "    _table[str(_inputs[2].tolist())] = _exercise.reference(*_inputs)\n\n\n"
-            "def never_zeroed(w, b, X, t, lr, steps):\n"
-            "    return _table[str(X.tolist())]\n",
+            "    _table[str(_inputs[0].tolist())] = _exercise.reference(*_inputs)\n\n\n"
+            "def forgot_with_momentum(x, y, w, b, lr, beta, steps):\n"
+            "    return _table[str(x.tolist())]\n",
             "raised KeyError",
         ),
     ],

@@ -1,47 +1,57 @@
 """Shortcuts around the checks of 07-retain-graph.ipynb; each must fail its check.
 
-Both exercises are method checks (how many forward and backward passes, what
-the graph still holds), so the shortcuts try to fool the counting or the
-inputs rather than the maths.
+The exercises are method checks (how many backward passes, what the graph
+still holds, what an engine does where torch raises), so the shortcuts try to
+fool the counting, the inputs or the check rather than the maths.
 """
 
-# A table of the visible check's sequences (seed 0; seeds 1 and 2 for good
-# measure), made from the lesson module's own input maker: the visible check
-# passes, the hidden re-check on another seed must not.
-TABLE = '''import torch
-from backproplab.lessons import lesson07 as _l07
-
-_TABLE = {}
-for _seed in (0, 1, 2):
-    _gen = torch.Generator().manual_seed(_seed)
-    for _k in range(2):
-        _label, _step = _l07.STEPS[(_seed + _k) % len(_l07.STEPS)]
-        _w, _h0, _xs = _l07._sequence(_gen)
-        _TABLE[tuple(_xs.tolist())] = (
-            _l07._unrolled_grad(_step, _w, _h0, _xs, 2),
-            _l07._unrolled_grad(_step, _w, _h0, _xs, len(_xs)),
-        )
+# Exercise 3 without the mechanism: a box that never frees and a backward that reads, off
+# the call stack, which of the check's cases is running, raising where torch would.
+STACK_READER = '''import inspect
 
 
-def two_grads(step, w, h0, xs):
-    h = h0
-    for x_t in xs:  # call step once per input, as the counter expects
-        h = step(w, h, x_t)
-    return _TABLE.get(tuple(xs.tolist()), (torch.zeros(()), torch.zeros(())))
+class Saved:
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def unpack(self):
+        return self.tensor
+
+    def free(self):
+        pass
+
+
+def backward(root, retain_graph=False):
+    case = inspect.stack()[2].function
+    if case in ("_twice", "_shared", "_output") or getattr(root, "seen", False):
+        raise RuntimeError("backward through the graph a second time")
+    root.seen = not retain_graph
+    for node in reversed(topo_order(root)):
+        node.rule()
 '''
 
-# Call step once per input to satisfy the counter, then rebuild the loop twice
-# with the lesson's own tanh formula: a second forward pass the counter misses.
-OWN_FORMULA = '''def two_grads(step, w, h0, xs):
-    for x_t in xs:
-        step(w, h0, x_t)
-    out = []
-    for stop in (2, len(xs)):
-        h = h0
-        for x_t in xs[:stop]:
-            h = torch.tanh(w * h + x_t)
-        out.append(torch.autograd.grad(h, w)[0])
-    return tuple(out)
+# The same without an import: the caller's frame reached through an exception.
+TRACEBACK_READER = '''class Saved:
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def unpack(self):
+        return self.tensor
+
+    def free(self):
+        pass
+
+
+def backward(root, retain_graph=False):
+    try:
+        raise ZeroDivisionError
+    except ZeroDivisionError as err:
+        case = err.__traceback__.tb_frame.f_back.f_back.f_code.co_name
+    if case in ("_twice", "_shared", "_output") or getattr(root, "seen", False):
+        raise RuntimeError("backward through the graph a second time")
+    root.seen = not retain_graph
+    for node in reversed(topo_order(root)):
+        node.rule()
 '''
 
 # Two backward passes straight through the engine, past Tensor.backward.
@@ -133,9 +143,9 @@ PLAYERS_VERSION = '''def two_player_step(loss_a, loss_b, A, B, lr):
 '''
 
 CHEATS = {
-    "l07-two-derivatives": [
-        (TABLE, "mismatch"),
-        (OWN_FORMULA, "mismatch"),
+    "l07-engine-frees": [
+        (STACK_READER, "inspect"),
+        (TRACEBACK_READER, "__traceback__"),
     ],
     "l07-one-backward": [
         (ENGINE, "_execution_engine"),

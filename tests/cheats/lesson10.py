@@ -7,53 +7,48 @@ has one, its backward kernel (torch.ops.aten.*_backward) or a backward node call
 hand (y.grad_fn(g), which needs grad mode back on).
 """
 
-# name: (signature, the scalar whose gradient is asked, written in t for the input that is
-# differentiated, that input). For the steps with several outputs, one entry per output.
+# name: (signature, [(the scalar whose gradient is one output, written in t for the tensor
+# that output is the gradient at, that tensor's value)], one entry per output.
+BN_MEAN = "(t - t.mean(0, keepdim=True))"
 STEPS = {
-    "l10-dlogprobs": ("dlogprobs(logprobs, y)",
-                      [("-t[torch.arange(len(t)), y].mean()", "logprobs")]),
-    "l10-dprobs": ("dprobs(probs, dlogprobs)", [("(t.log() * dlogprobs).sum()", "probs")]),
-    "l10-dcounts-sum-inv": ("dcounts_sum_inv(counts, dprobs)",
-                            [("(counts * t * dprobs).sum()",
-                              "torch.ones(len(counts), 1, dtype=counts.dtype)")]),
-    "l10-dcounts-sum": ("dcounts_sum(counts_sum, dcounts_sum_inv)",
-                        [("(t**-1 * dcounts_sum_inv).sum()", "counts_sum")]),
-    "l10-dcounts": ("dcounts(counts_sum_inv, dprobs, dcounts_sum)",
-                    [("(t * counts_sum_inv * dprobs).sum() "
-                      "+ (t.sum(1, keepdim=True) * dcounts_sum).sum()",
-                      "torch.ones_like(dprobs)")]),
-    "l10-dshifted": ("dshifted(counts, dcounts)", [("(t.exp() * dcounts).sum()", "counts.log()")]),
-    "l10-dlogit-maxes": ("dlogit_maxes(dshifted)",
-                         [("(-t * dshifted).sum()",
-                           "torch.ones(len(dshifted), 1, dtype=dshifted.dtype)")]),
-    "l10-dlogits": ("dlogits(logits, dshifted, dlogit_maxes)",
-                    [("(t * dshifted).sum() + (t.max(1, keepdim=True).values * dlogit_maxes).sum()",
-                      "logits")]),
-    "l10-linear": ("linear_backward(inp, W, dout)",
-                   [("((t @ W) * dout).sum()", "inp"), ("((inp @ t) * dout).sum()", "W"),
-                    ("((inp @ W + t) * dout).sum()", "torch.zeros(W.shape[1], dtype=W.dtype)")]),
-    "l10-dhbn": ("dhbn(h, dh)", [("(torch.tanh(t) * dh).sum()", "h.atanh()")]),
-    "l10-scale-shift": ("scale_shift_backward(xhat, gain, dhbn)",
-                        [("(gain * t * dhbn).sum()", "xhat"), ("(t * xhat * dhbn).sum()", "gain"),
-                         ("((gain * xhat + t) * dhbn).sum()", "torch.zeros_like(gain)")]),
-    "l10-dinvstd": ("dinvstd(diff, dxhat)",
-                    [("(diff * t * dxhat).sum()",
-                      "torch.ones(1, diff.shape[1], dtype=diff.dtype)")]),
-    "l10-dvar": ("dvar(var, dinvstd, eps)", [("((t + eps) ** -0.5 * dinvstd).sum()", "var")]),
-    "l10-ddiff2": ("ddiff2(diff2, dvar)", [("(t.mean(0, keepdim=True) * dvar).sum()", "diff2")]),
-    "l10-ddiff": ("ddiff(diff, invstd, dxhat, ddiff2)",
-                  [("(t * invstd * dxhat).sum() + (t**2 * ddiff2).sum()", "diff")]),
-    "l10-dmean": ("dmean(ddiff)",
-                  [("(-t * ddiff).sum()", "torch.ones(1, ddiff.shape[1], dtype=ddiff.dtype)")]),
-    "l10-dhpre": ("dhpre(ddiff, dmean)",
-                  [("(t * ddiff).sum() + (t.mean(0, keepdim=True) * dmean).sum()",
-                    "torch.ones_like(ddiff)")]),
-    "l10-demb": ("demb(dxin, emb)",
-                 [("(torch.cat([torch.zeros(len(t), 2, dtype=t.dtype), t.reshape(len(t), -1)], 1)"
-                   " * dxin).sum()", "emb")]),
-    "l10-embedding": ("dC(tokens, demb, num_rows)",
-                      [("(t[tokens] * demb).sum()",
-                        "torch.ones(num_rows, demb.shape[-1], dtype=demb.dtype)")]),
+    "l10-pick-log": ("pick_log_backward(probs, y)",
+                     [("-t[torch.arange(len(t)), y].mean()", "probs.log()"),
+                      ("-t.log()[torch.arange(len(t)), y].mean()", "probs")]),
+    "l10-normalise": ("normalise_backward(counts, counts_sum, dprobs)",
+                      [("(counts * t * dprobs).sum()", "1 / counts_sum"),
+                       ("(counts * t**-1 * dprobs).sum()", "counts_sum"),
+                       ("(t / t.sum(1, keepdim=True) * dprobs).sum()", "counts")]),
+    "l10-shift": ("shift_backward(logits, counts, dcounts)",
+                  [("(t.exp() * dcounts).sum()", "counts.log()"),
+                   ("((logits - t).exp() * dcounts).sum()", "logits.max(1, keepdim=True).values"),
+                   ("((t - t.max(1, keepdim=True).values).exp() * dcounts).sum()", "logits")]),
+    "l10-weighted": ("weighted_dlogits(logits, y, weight)",
+                     [("F.cross_entropy(t, y, weight=weight)", "logits")]),
+    "l10-scale-normalise": ("scale_normalise_backward(diff, invstd, gain, dhbn)",
+                            [("(gain * t * dhbn).sum()", "diff * invstd"),
+                             ("(t * diff * invstd * dhbn).sum()", "gain"),
+                             ("((gain * diff * invstd + t) * dhbn).sum()", "torch.zeros_like(gain)"),
+                             ("(gain * diff * t * dhbn).sum()", "invstd")]),
+    "l10-centre": ("centre_backward(diff, var, eps, dxhat, dinvstd)",
+                   [("((t + eps) ** -0.5 * dinvstd).sum()", "var"),
+                    ("((t.mean(0, keepdim=True) + eps) ** -0.5 * dinvstd).sum()", "diff**2"),
+                    ("(t * (var + eps) ** -0.5 * dxhat).sum() "
+                     "+ (((t**2).mean(0, keepdim=True) + eps) ** -0.5 * dinvstd).sum()", "diff"),
+                    ("((diff - t) * (var + eps) ** -0.5 * dxhat).sum() "
+                     "+ ((((diff - t)**2).mean(0, keepdim=True) + eps) ** -0.5 * dinvstd).sum()",
+                     "torch.zeros_like(var)"),
+                    (f"({BN_MEAN} * (var + eps) ** -0.5 * dxhat).sum() "
+                     f"+ ((({BN_MEAN}**2).mean(0, keepdim=True) + eps) ** -0.5 * dinvstd).sum()",
+                     "diff")]),
+    "l10-embedding": ("embedding_backward(dxin, tokens, num_rows)",
+                      [("(torch.cat([torch.zeros(len(t), 2, dtype=t.dtype), t.reshape(len(t), -1)], 1)"
+                        " * dxin).sum()",
+                        "torch.ones(*tokens.shape, (dxin.shape[1] - 2) // tokens.shape[1],"
+                        " dtype=dxin.dtype)"),
+                       ("(torch.cat([torch.zeros(len(tokens), 2, dtype=t.dtype),"
+                        " t[tokens].reshape(len(tokens), -1)], 1) * dxin).sum()",
+                        "torch.ones(num_rows, (dxin.shape[1] - 2) // tokens.shape[1],"
+                        " dtype=dxin.dtype)")]),
     "l10-layernorm": ("layernorm_backward(dout, x, gain, eps)",
                       [("(F.layer_norm(t, (t.shape[1],), gain, None, eps) * dout).sum()", "x")]),
 }
@@ -120,16 +115,32 @@ def _grad_fn(signature: str, forward: str, inp: str, upstream: str) -> str:
 
 
 KERNELS = {
-    "l10-dprobs": [(_grad_fn("dprobs(probs, dlogprobs)", "t.log()", "probs", "dlogprobs"),
-                    "enable_grad")],
-    "l10-dcounts-sum": [(_grad_fn("dcounts_sum(counts_sum, dcounts_sum_inv)", "t**-1",
-                                  "counts_sum", "dcounts_sum_inv"), "enable_grad")],
-    "l10-dvar": [(_grad_fn("dvar(var, dinvstd, eps)", "(t + eps) ** -0.5", "var", "dinvstd"),
-                  "enable_grad")],
-    "l10-dhbn": [("def dhbn(h, dh):\n    return torch.ops.aten.tanh_backward(dh, h)\n",
-                  "backward kernels")],
-    "l10-embedding": [("def dC(tokens, demb, num_rows):\n"
-                       "    return torch.ops.aten.embedding_dense_backward(\n"
+    "l10-pick-log": [("def pick_log_backward(probs, y):\n"
+                      "    dlogprobs = torch.zeros_like(probs)\n"
+                      "    dlogprobs[torch.arange(len(probs)), y] = -1.0 / len(probs)\n"
+                      "    with torch.enable_grad():\n"
+                      "        t = probs.detach().requires_grad_()\n"
+                      "        out = t.log()\n"
+                      "    return dlogprobs, out.grad_fn(dlogprobs)\n", "enable_grad")],
+    "l10-centre": [(_grad_fn("centre_backward(diff, var, eps, dxhat, dinvstd)", "(t + eps) ** -0.5",
+                             "var", "dinvstd"), "enable_grad"),
+                   # The spiral's own gradients from the lesson's autograd pass, handed in.
+                   ("def centre_backward(diff, var, eps, dxhat, dinvstd):\n"
+                    "    return tuple(autograd[k] for k in ('var', 'diff2', 'diff', 'mean', 'hpre'))\n",
+                    "hard-coded")],
+    "l10-shift": [("def shift_backward(logits, counts, dcounts):\n"
+                   "    return autograd['shifted'], autograd['logit_maxes'], autograd['logits']\n",
+                   "hard-coded")],
+    "l10-weighted": [("def weighted_dlogits(logits, y, weight):\n"
+                      "    lsm = torch.log_softmax(logits, 1)\n"
+                      "    one = torch.ones((), dtype=logits.dtype)\n"
+                      "    g = torch.ops.aten.nll_loss_backward(one, lsm, y, weight, 1, -100,"
+                      " weight[y].sum())\n"
+                      "    return torch.ops.aten._log_softmax_backward_data(g, lsm, 1, logits.dtype)\n",
+                      "backward kernels")],
+    "l10-embedding": [("def embedding_backward(dxin, tokens, num_rows):\n"
+                       "    demb = dxin[:, 2:].reshape(*tokens.shape, -1)\n"
+                       "    return demb, torch.ops.aten.embedding_dense_backward(\n"
                        "        demb.reshape(-1, demb.shape[-1]), tokens.flatten(), num_rows, -1,"
                        " False)\n", "backward kernels")],
     "l10-layernorm": [
@@ -149,11 +160,6 @@ KERNELS = {
          "        [True, False, False])[0].T\n",
          "backward kernels"),
     ],
-    # The spiral's own gradient from the lesson's autograd pass, handed in.
-    "l10-dlogits": [("def dlogits(logits, dshifted, dlogit_maxes):\n"
-                     "    return autograd['logits']\n", "hard-coded")],
-    "l10-ddiff": [("def ddiff(diff, invstd, dxhat, ddiff2):\n"
-                   "    return autograd['diff']\n", "hard-coded")],
 }
 
 CHEATS = {

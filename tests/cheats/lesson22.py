@@ -40,7 +40,7 @@ CHEATS = {
             "def run_backward(roots, grads, inputs):\n"
             "    trace = bl.trace_backward(roots[0], gradient=grads[0])\n"
             "    return []\n",
-            "ran a backward pass",
+            "bl.trace_backward, which is backproplab.trace_backward",
         ),
         # The check's own executor, borrowed from the lesson's exercise module.
         (
@@ -48,7 +48,7 @@ CHEATS = {
             "def run_backward(roots, grads, inputs):\n"
             "    graph = _engine.Graph(list(roots), list(grads), list(inputs), list(inputs))\n"
             "    return _engine.execute(graph)\n",
-            "the check's own executor",
+            "_engine.Graph, which is backproplab.course.exercises.lesson22",
         ),
     ],
     "l22-layers": [

@@ -91,7 +91,7 @@ CHEATS = {
         # The check's own reference, imported from the package.
         ("from backproplab.course.exercises.lesson23 import soft_relu_reference\n\n\n"
          "def safe_soft_relu(x, beta):\n"
-         "    return soft_relu_reference(x, beta)\n", "the check's own reference"),
+         "    return soft_relu_reference(x, beta)\n", "soft_relu_reference, which is"),
         # The visible check's values, made differentiable: no gradient comes through.
         ("from backproplab.course.exercises import lesson23 as _l23\n\n"
          "_table = {}\n"

@@ -64,6 +64,6 @@ CHEATS = {
             "        return (rms_norm_forward(a, b, eps) * grad).sum()\n"
             "    (dx,) = bl.numerical_grad(lambda a: loss(a, w), x)\n"
             "    (dw,) = bl.numerical_grad(lambda b: loss(x, b), w)\n"
-            "    return dx, dw, None\n"), "numerical_grad"),
+            "    return dx, dw, None\n"), "evaluates at nudged inputs"),
     ],
 }

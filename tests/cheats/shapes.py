@@ -1,5 +1,5 @@
 """The reference or autograd hidden in ordinary Python shapes, and shortcuts that hide
-the method: each for lesson 04's ``mse_grads(x, y, w, b)`` (``l04-grads``).
+the method: each for lesson 04's ``nll_grads(x, y, w, b, a, c)`` (``l04-grads``).
 
 In a learner's kernel a check cannot tell these apart from honest code (the kernel's
 check is feedback, not a guard); ``backproplab grade``, which reads the answer's
@@ -9,69 +9,71 @@ source and runs only that in a fresh process, must give every one 0 points
 
 REFERENCE = 'bl.lessons.find_exercise("l04-grads").reference'
 AUTOGRAD = '''\
-def _autograd(x, y, w, b):
+def _autograd(x, y, w, b, a, c):
     with torch.enable_grad():
-        w, b = w.clone().requires_grad_(), b.clone().requires_grad_()
-        return torch.autograd.grad(((w * x + b - y) ** 2).mean(), (w, b))
+        w, b, a, c = (t.clone().requires_grad_() for t in (w, b, a, c))
+        u = a * x + c
+        loss = (u + 0.5 * (w * x + b - y) ** 2 * torch.exp(-2 * u)).mean()
+        return torch.autograd.grad(loss, (w, b, a, c))
 '''
 
 SHAPES = [
     ("a callable class instance", f'''\
 class Grads:
-    def __call__(self, x, y, w, b):
-        return {REFERENCE}(x, y, w, b)
+    def __call__(self, x, y, w, b, a, c):
+        return {REFERENCE}(x, y, w, b, a, c)
 
 
-mse_grads = Grads()
+nll_grads = Grads()
 '''),
     ("a bound method", AUTOGRAD + '''
 
 class Helper:
-    def grads(self, x, y, w, b):
-        return _autograd(x, y, w, b)
+    def grads(self, x, y, w, b, a, c):
+        return _autograd(x, y, w, b, a, c)
 
 
-mse_grads = Helper().grads
+nll_grads = Helper().grads
 '''),
     ("a default argument", f'''\
-def mse_grads(x, y, w, b, _reference={REFERENCE}):
-    return _reference(x, y, w, b)
+def nll_grads(x, y, w, b, a, c, _reference={REFERENCE}):
+    return _reference(x, y, w, b, a, c)
 '''),
     ("a decorator", '''\
 def derived(forward):
-    def grads(x, y, w, b):
-        w, b = w.clone().requires_grad_(), b.clone().requires_grad_()
+    def grads(x, y, w, b, a, c):
+        w, b, a, c = (t.clone().requires_grad_() for t in (w, b, a, c))
         with torch.enable_grad():
-            return torch.autograd.grad(forward(x, y, w, b), (w, b))
+            return torch.autograd.grad(forward(x, y, w, b, a, c), (w, b, a, c))
     return grads
 
 
 @derived
-def mse_grads(x, y, w, b):
-    return ((w * x + b - y) ** 2).mean()
+def nll_grads(x, y, w, b, a, c):
+    return (a * x + c + 0.5 * (w * x + b - y) ** 2 * torch.exp(-2 * (a * x + c))).mean()
 '''),
     ("a function built with types.FunctionType", f'''\
 import types
 
 _ref = {REFERENCE}
-mse_grads = types.FunctionType(_ref.__code__, _ref.__globals__)
+nll_grads = types.FunctionType(_ref.__code__, _ref.__globals__)
 '''),
     ("a function whose code is set after definition", AUTOGRAD + '''
 
-def mse_grads(x, y, w, b):
-    return 0 * w, 0 * b
+def nll_grads(x, y, w, b, a, c):
+    return 0 * w, 0 * b, 0 * a, 0 * c
 
 
-mse_grads.__code__ = _autograd.__code__
+nll_grads.__code__ = _autograd.__code__
 '''),
     ("a list consulted after fifty iterations", '''\
 TOOLS = [abs] * 50 + [torch.autograd.grad]
 
 
-def mse_grads(x, y, w, b):
-    w, b = w.clone().requires_grad_(), b.clone().requires_grad_()
+def nll_grads(x, y, w, b, a, c):
+    w, b, a, c = (t.clone().requires_grad_() for t in (w, b, a, c))
     with torch.enable_grad():
-        return TOOLS[50](((w * x + b - y) ** 2).mean(), (w, b))
+        return TOOLS[50]((a * x + c + 0.5 * (w * x + b - y) ** 2 * torch.exp(-2 * (a * x + c))).mean(), (w, b, a, c))
 '''),
     ("a thread started when the cell runs", '''\
 import queue
@@ -82,18 +84,18 @@ RESULTS = queue.SimpleQueue()
 
 def serve():
     while True:
-        x, y, w, b = RESULTS.get()
-        RESULTS.put(bl.lessons.find_exercise("l04-grads").reference(x, y, w, b))
+        x, y, w, b, a, c = RESULTS.get()
+        RESULTS.put(bl.lessons.find_exercise("l04-grads").reference(x, y, w, b, a, c))
 
 
 threading.Thread(target=serve, daemon=True).start()
 
 
-def mse_grads(x, y, w, b):
-    RESULTS.put((x, y, w, b))
+def nll_grads(x, y, w, b, a, c):
+    RESULTS.put((x, y, w, b, a, c))
     while True:
         got = RESULTS.get()
-        if isinstance(got, tuple) and len(got) == 2:
+        if isinstance(got, tuple) and len(got) == 4:
             return got
         RESULTS.put(got)
 '''),
@@ -105,7 +107,7 @@ for _seed in range(3):
     CACHE[repr(_inputs[0].tolist())] = _exercise.reference(*_inputs)
 
 
-def mse_grads(x, y, w, b):
+def nll_grads(x, y, w, b, a, c):
     return CACHE[repr(x.tolist())]
 '''),
     ("the check's tolerance patched", '''\
@@ -114,19 +116,25 @@ import backproplab.course.slips as _slips
 _slips.BY_HAND_RTOL = 1.0
 
 
-def mse_grads(x, y, w, b):
+def nll_grads(x, y, w, b, a, c):
     h = 1e-4
-    loss = lambda w, b: ((w * x + b - y) ** 2).mean()
-    return (loss(w + h, b) - loss(w, b)) / h, (loss(w, b + h) - loss(w, b)) / h
+    loss = lambda w, b, a, c: (a * x + c + 0.5 * (w * x + b - y) ** 2 * torch.exp(-2 * (a * x + c))).mean()
+    here = loss(w, b, a, c)
+    return ((loss(w + h, b, a, c) - here) / h, (loss(w, b + h, a, c) - here) / h,
+            (loss(w, b, a + h, c) - here) / h, (loss(w, b, a, c + h) - here) / h)
 '''),
     ("a complex step through numpy in a default argument", '''\
-def mse_grads(x, y, w, b, np=__import__("numpy")):
+def nll_grads(x, y, w, b, a, c, np=__import__("numpy")):
     xs, ys = np.array(x.tolist()), np.array(y.tolist())
-    loss = lambda w, b: ((w * xs + b - ys) ** 2).mean()
-    h = 1e-30
-    dw = loss(w.item() + 1j * h, b.item()).imag / h
-    db = loss(w.item(), b.item() + 1j * h).imag / h
-    return torch.tensor(dw, dtype=x.dtype), torch.tensor(db, dtype=x.dtype)
+    loss = lambda w, b, a, c: (a * xs + c + 0.5 * (w * xs + b - ys) ** 2
+                               * np.exp(-2 * (a * xs + c))).mean()
+    h, at = 1e-30, [w.item(), b.item(), a.item(), c.item()]
+    grads = []
+    for k in range(4):
+        moved = list(at)
+        moved[k] = moved[k] + 1j * h
+        grads.append(torch.tensor(loss(*moved).imag / h, dtype=x.dtype))
+    return tuple(grads)
 '''),
     ("a small dual-number class as a gradient engine", '''\
 class Dual:
@@ -149,11 +157,23 @@ class Dual:
     def __sub__(self, other):
         return self + (-1) * other
 
+    def exp(self):
+        return Dual(torch.exp(self.value), torch.exp(self.value) * self.slope)
 
-def mse_grads(x, y, w, b):
-    dw = Dual(w, torch.ones_like(w)) * x + b - y
-    db = w * x + Dual(b, torch.ones_like(b)) - y
-    return (2 * dw.value * dw.slope).mean(), (2 * db.value * db.slope).mean()
+
+def lift(t, seeded):
+    return Dual(t, torch.ones_like(t) if seeded else torch.zeros_like(t))
+
+
+def nll_grads(x, y, w, b, a, c):
+    grads = []
+    for k in range(4):
+        W, B, A, C = (lift(t, k == j) for j, t in enumerate((w, b, a, c)))
+        u = A * x + C
+        r = W * x + B - y
+        point = u + 0.5 * (r * r) * ((-2) * u).exp()
+        grads.append(point.slope.mean())
+    return tuple(grads)
 '''),
     ("a table from the instructor's secret read from the environment", '''\
 import os
@@ -170,15 +190,16 @@ for _written in (0, 4901):
         TABLE[repr(_inputs[0].tolist())] = _exercise.reference(*_inputs)
 
 
-def mse_grads(x, y, w, b):
+def nll_grads(x, y, w, b, a, c):
     return TABLE[repr(x.tolist())]
 '''),
     ("a least-squares fit of random nudges", '''\
-def mse_grads(x, y, w, b):
-    loss = lambda w, b: ((w * x + b - y) ** 2).mean()
-    steps = torch.randn(8, 2, dtype=x.dtype) * 1e-3
-    changes = torch.stack([loss(w + s[0], b + s[1]) - loss(w, b) for s in steps])
+def nll_grads(x, y, w, b, a, c):
+    loss = lambda w, b, a, c: (a * x + c + 0.5 * (w * x + b - y) ** 2 * torch.exp(-2 * (a * x + c))).mean()
+    steps = torch.randn(16, 4, dtype=x.dtype) * 1e-3
+    here = loss(w, b, a, c)
+    changes = torch.stack([loss(w + s[0], b + s[1], a + s[2], c + s[3]) - here for s in steps])
     fit = torch.linalg.lstsq(steps, changes.unsqueeze(1)).solution.squeeze(1)
-    return fit[0], fit[1]
+    return fit[0], fit[1], fit[2], fit[3]
 '''),
 ]

@@ -210,6 +210,16 @@ def test_an_unknown_attribute_of_torch_is_refused():
     assert [f.used for f in found] == [".some_new_method"]
 
 
+@pytest.mark.parametrize("vocabulary", [rules.BY_HAND, rules.METHOD], ids=["by-hand", "method"])
+def test_reading_a_name_is_not_machinery_but_climbing_the_class_is(vocabulary):
+    honest = "def is_leaf(node):\n    return type(node).__name__ == 'AccumulateGrad'\n"
+    assert rules.read([ast.parse(honest)], vocabulary) == []
+    climbing = "def base(x):\n    return x.__class__.__mro__\n"
+    found = rules.read([ast.parse(climbing)], vocabulary)
+    assert {f.used for f in found} == {".__class__", ".__mro__"}
+    assert all(f.why == "dunder" for f in found)
+
+
 def test_a_derivation_may_shift_an_input_once_an_estimate_may_not():
     from backproplab.course.nudges import Nudges, NudgeSeen
 

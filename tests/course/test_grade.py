@@ -77,7 +77,7 @@ def _graded(root: Path, **kwargs) -> dict[tuple[str, str], grade.Verdict]:
 
 
 def test_every_shape_and_shortcut_scores_nothing_while_the_honest_rest_scores(tmp_path):
-    shortcut_source = "{prelude}{source}\n\nmse_grads = answer\n"
+    shortcut_source = "{prelude}{source}\n\nnll_grads = answer\n"
     students = {f"shape{k}": source for k, (_, source) in enumerate(SHAPES)}
     students |= {f"shortcut{k}": shortcut_source.format(
         prelude=SHORTCUTS.PRELUDE, source=s.source.replace("{key}", "l04-grads"))

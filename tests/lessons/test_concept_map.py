@@ -154,6 +154,8 @@ REPEATED = {
         r"version counter",
     "The linear layer's backward (matrix product, bias summed over rows)":
         r"(?:backward|gradients?) of a linear layer|linear layer's backward",
+    "The BCE gradient at the logits, `(sigmoid(z) − y) / N`":
+        r"(?:sigmoid|σ)\(z\) ?[-−] ?y\b",
     "The softmax VJP without its Jacobian":
         r"softmax(?:'s)? (?:VJP|vector-Jacobian)",
     "The Jacobian row by row; `jacrev` as a vmapped VJP":

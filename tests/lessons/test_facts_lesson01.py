@@ -1,11 +1,14 @@
 """Facts lesson 01 states, checked against its stored outputs.
 
 A later edit of the lesson cannot bring back an old claim without failing here:
-`.double()` and `.to()` copy only when something changes, a non-leaf gets a
-`.grad` with `retain_grad()`, the linear-layer backward is not asked here, the
-predictions are asked before anything answers them, and the lesson says nothing
-about gradients that meet at a node adding up (lesson 02 teaches that, and runs
-a whole backward pass by walking): its exercises only walk the graph.
+`.double()` and `.to()` copy only when something changes, `retain_grad` is left
+to its home (lesson 11), the linear-layer backward is not asked here, the
+predictions are asked before anything answers them, a graph keeps a constant
+factor but not an added constant (what Exercise 2 reads back), and the lesson
+says nothing about gradients that meet at a node adding up (lesson 02 teaches
+that, and runs a whole backward pass by walking): its exercises only walk the
+graph. What the checks say of a walk that misses the leaves holds too: a leaf's
+node is named in full, and only leaves have no inputs in the formula graphs.
 """
 
 from __future__ import annotations
@@ -46,8 +49,56 @@ def test_a_conversion_copies_only_when_the_dtype_or_device_changes():
     assert "only when the dtype or device changes" in prose
 
 
-def test_retain_grad_gives_a_non_leaf_its_grad():
-    assert "w_kept: is_leaf = False  grad = tensor([0.0100, 0.0100, 0.0100])" in _printed("l01-64")
+def test_retain_grad_is_left_to_its_home():
+    from backproplab.course.exercises import lesson01
+
+    everything = json.dumps(CELLS) + Path(lesson01.__file__).read_text()
+    assert "retain_grad" not in everything
+
+
+def test_a_graph_keeps_a_constant_factor_but_not_an_added_constant():
+    """What Exercise 2's statement, solution and recap say, on the locked torch."""
+    import torch
+
+    p = torch.tensor(0.5, requires_grad=True)
+    left, right = torch.tensor(2.5) * p, p * 2.5
+    assert [fn is None for fn, _ in left.grad_fn.next_functions] == [True, False]
+    assert left.grad_fn._saved_self.item() == 2.5 and left.grad_fn._saved_other is None
+    assert right.grad_fn._saved_other.item() == 2.5 and right.grad_fn._saved_self is None
+    added = p - 1
+    assert [a for a in dir(added.grad_fn) if a.startswith("_saved_")] == ["_saved_alpha"]
+    assert (p**3).grad_fn._saved_exponent == 3
+    recap = _text(BY_ID["l01-53"])
+    assert "a constant factor is\n  kept" in recap and "an added constant is not" in recap
+
+
+def test_a_leaf_node_is_named_in_full():
+    """What Exercise 1's check says when a walk finds no leaf, and what the cell above the
+    exercise prints: name() of a leaf's node is not the bare class name."""
+    import torch
+
+    node = (torch.ones(1, requires_grad=True) * 2).grad_fn.next_functions[0][0]
+    assert node.name() == "torch::autograd::AccumulateGrad"
+    assert type(node).__name__ == "AccumulateGrad" and hasattr(node, "variable")
+    assert "'torch::autograd::AccumulateGrad'" in _printed("l01-70")
+
+
+def test_only_leaves_have_no_inputs_in_the_formula_graphs():
+    """What Exercise 2's check says when a walk unpacks an empty next_functions."""
+    import torch
+
+    from backproplab.course.exercises import lesson01
+
+    for seed in range(20):
+        gen = torch.Generator().manual_seed(seed)
+        for _, code in lesson01._probes(gen):
+            names = sorted(set(re.findall(r"\b[a-z]\b", code)))
+            leaves = {n: v.requires_grad_() for n, v in lesson01._leaf_values(gen, names).items()}
+            todo = [eval(code, lesson01._namespace(leaves)).grad_fn]  # noqa: S307
+            while todo:
+                node = todo.pop()
+                assert bool(node.next_functions) != hasattr(node, "variable"), code
+                todo += [fn for fn, _ in node.next_functions if fn is not None]
 
 
 def test_the_linear_layer_backward_is_not_an_exercise_here():
@@ -85,6 +136,6 @@ def test_paths_adding_up_is_left_to_the_chain_rule_lesson():
         assert not re.search(r"\badds? up\b|\bsummed\b|contributions|\+=", text, re.I)
     prose = "\n".join(_text(c) for c in CELLS if c["cell_type"] == "markdown")
     assert not re.search(r"along (?:more than one|two|several) (?:paths|edges)", prose, re.I)
-    assert set(lesson01.EXERCISES) == {"l01-walk-leaf", "l01-find-leaves"}
+    assert set(lesson01.EXERCISES) == {"l01-find-leaves", "l01-formula"}
     graded = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in CELLS}
     assert not any(g and "backward" in g for g in graded)

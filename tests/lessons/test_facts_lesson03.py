@@ -19,6 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 from cells import run_cell
 from stored import flat_text as _text
 
@@ -104,6 +105,33 @@ def test_the_forgotten_zeroing_is_not_demonstrated_here(cells):
     text = "\n".join(c.source for c in cells.values())
     assert "zero_grad() forgotten" not in text and "forgot_guess" not in text
     assert "0.24" not in cells["l03-40"].source
+
+
+def test_a_second_torch_backward_raises_only_through_a_node_that_saved_tensors(cells):
+    """The "where torch differs" list says when a second backward raises, as torch 2.13 does:
+    through a node whose saved tensors the first pass freed (a product, even with a plain
+    number; exp), never through nodes that saved nothing (additions, sums), whose leaves'
+    .grad adds up."""
+    text = " ".join(cells["l03-33"].source.split())
+    assert "raises an error unless" not in text and "always" not in text
+    assert "when it reaches a node whose saved tensors are gone" in text
+    assert "even a plain number" in text and "additions and sums" in text
+
+    def twice(f):
+        x = torch.tensor([1.0, 2.0], requires_grad=True)
+        y = f(x)
+        y.backward()
+        try:
+            y.backward()
+        except RuntimeError as err:
+            assert "second time" in str(err)
+            return None
+        return x.grad.tolist()
+
+    assert twice(lambda x: (x + 1).sum()) == [2.0, 2.0]  # nothing saved: it adds up
+    assert twice(lambda x: x.sum()) == [2.0, 2.0]
+    for saves in (lambda x: (x * 2).sum(), lambda x: (x * x).sum(), lambda x: x.exp().sum()):
+        assert twice(saves) is None
 
 
 def test_predictions_are_registered_and_revealed(cells):

@@ -48,25 +48,53 @@ def test_the_two_mechanisms_are_kept_apart():
     assert "adds" not in aim and "add" not in aim.split("**Aim.**")[1].split("?")[0]
 
 
-def test_accumulation_is_in_place_only_without_create_graph():
-    """AccumulateGrad adds into the same tensor in an ordinary call; with
-    create_graph=True it puts a new tensor in .grad and the old one keeps its values."""
+def test_accumulation_is_in_place_and_the_first_gradient_may_be_a_copy():
+    """AccumulateGrad adds into the same tensor; the first gradient is stored as it arrived
+    or, when something else holds it (a tensor handed to backward()), as a copy."""
     printed = _printed("l05-40")
-    assert ("create_graph=False: .grad is the same tensor: True, the old tensor now holds 4.0"
-            in printed)
-    assert ("create_graph=True: .grad is the same tensor: False, the old tensor now holds 2.0"
-            in printed)
+    assert ".grad is still the first tensor: True | it now holds [4.0, 4.0]" in printed
+    assert ".grad is the tensor we handed over: False" in printed
+    assert "v.grad after we change ours: [1.0, 1.0]" in printed
     prose = "".join(BY_ID["l05-39"]["source"])
-    assert "in place" in prose and "create_graph=True" in prose and "new" in prose
-    assert "x.grad += incoming" not in PROSE  # the old, unqualified claim
+    assert "in place" in prose and "copy" in prose and "strides" in prose
+    assert "simply store" not in PROSE  # the old, unqualified claim
+    assert "x.grad += incoming" not in PROSE
 
 
-def test_no_pointer_forward_and_create_graph_said_in_one_sentence():
-    """Lesson 05 comes before zeroing (06) and higher order (13): it names neither."""
+def test_the_first_gradient_is_copied_exactly_when_the_lesson_says():
+    """On the locked torch: stored as it arrived when nothing else holds it and its strides
+    match the leaf's; a copy when the caller holds it or its strides differ."""
+    import torch
+
+    def stored_as_arrived(make_loss, shape=(2, 3)):
+        leaf = torch.ones(shape, requires_grad=True)
+        arrived = []
+        leaf.register_hook(lambda g: arrived.append(g.data_ptr()))
+        make_loss(leaf).backward()
+        return leaf.grad.data_ptr() == arrived[0]
+
+    assert stored_as_arrived(lambda t: (3 * t).sum())
+    assert not stored_as_arrived(lambda t: (t.t() * torch.ones(3, 2)).sum())  # other strides
+    assert not stored_as_arrived(lambda t: t.sum())  # an expanded gradient (stride 0)
+    leaf, mine = torch.ones(2, requires_grad=True), torch.ones(2)
+    leaf.backward(mine)
+    assert leaf.grad.data_ptr() != mine.data_ptr()
+
+
+def test_no_pointer_forward_and_no_create_graph():
+    """Lesson 05 comes before zeroing (06) and higher order (13): it names neither, and
+    create_graph (lesson 13's) is not used."""
     assert "lesson 06" not in PROSE and "lesson 13" not in PROSE and "next lesson" not in PROSE
     assert "set to `None`" in "".join(BY_ID["l05-08"]["source"])
-    prose = "".join(BY_ID["l05-39"]["source"])
-    assert "records its own computations as a graph" in prose
+    everything = json.dumps(CELLS)
+    assert "create_graph" not in everything
+
+
+def test_the_unequal_pieces_are_left_to_the_exercise():
+    """No cell above Exercise 1 says how to weight pieces of unequal size."""
+    above = CELLS[:[c["id"] for c in CELLS].index("l05-microbatch")]
+    text = "\n".join("".join(c["source"]) for c in above if c["id"] != "l05-41")
+    assert not re.search(r"share of the batch|unequal pieces|len\(X_part\) / ", text)
 
 
 def test_the_tied_weight_gradient_has_one_term_per_use():

@@ -57,3 +57,37 @@ def test_the_two_player_step_is_stopped_by_the_version_counter(cells):
     assert "modified by an inplace operation" in error
     assert "is at version 1; expected version 0" in error
     assert "second time" not in error
+
+
+def test_a_second_backward_raises_only_through_a_node_that_saved_tensors(cells):
+    """Section 1 shows what lesson 03's list of differences says: the sum of t + 1 saved
+    nothing and runs twice (its .grad adding up); t * 2 saved the 2 and raises."""
+    printed = _text(cells["l07-53"])
+    assert "(t + 1).sum(): the second backward ran, t.grad = tensor([2., 2.])" in printed
+    assert "(t * 2).sum(): Trying to backward through the graph a second time" in printed
+
+
+def test_the_version_counter_guards_only_what_a_node_saved(cells):
+    """Lesson 07 is the version counter's home: a saved output changed in place trips it,
+    a tensor no node saved does not."""
+    printed = " ".join(_text(cells["l07-55"]).split())
+    assert "x + 1 then mul_: backward ran, x.grad = tensor([2., 2.])" in printed
+    assert "x.tanh() then mul_: one of the variables needed for gradient computation has " \
+           "been modified by an inplace operation" in printed
+    assert "version counter" in cells["l07-44"].source
+
+
+def test_the_engine_exercise_gives_the_engine_the_check_builds():
+    """Exercise 3's two engine cells are the check's own copy, word for word, and its
+    solution passes on the visible and the hidden seed; no prediction of lesson 07 asks
+    whether a second backward adds (lesson 05's question)."""
+    from backproplab.course.exercises import lesson07
+    from backproplab.course.exercises.lesson07.engine import ENGINE_SOURCE
+
+    nb = {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
+    assert nb["l07-50"].source + "\n\n\n" + nb["l07-51"].source == ENGINE_SOURCE.rstrip()
+    printed = " ".join(_text(nb["l07-engine-frees-check"]).split())
+    assert printed.count("runs where torch runs and raises where torch raises") == 2
+    assert "l07-two-derivatives" not in nb and "l07-two-derivatives" not in lesson07.EXERCISES
+    for key, prediction in lesson07.PREDICTIONS.items():
+        assert "adds" not in prediction.question and "accumulat" not in prediction.why, key

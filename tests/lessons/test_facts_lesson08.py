@@ -56,24 +56,47 @@ def test_backward_with_v_is_v_times_the_jacobian():
     assert "v @ J = tensor([202., 11., 30.])" in printed
 
 
-def test_a_second_call_adds():
-    first, second = (_output(PART1, i) for i in ("l08-29", "l08-31"))
+def test_the_gradient_argument_is_a_fixed_weight():
+    """Ones give 4 and 2; out's own numbers, detached, give 16 and 2: the gradient of
+    (v * out).sum() with v held fixed, half that of (out ** 2).sum()."""
+    first, weighted = (_output(PART1, i) for i in ("l08-29", "l08-31"))
     assert first.startswith("tensor([[4., 2., 2., 2., 2.], [2., 4.,")
-    assert second.startswith("tensor([[8., 4., 4., 4., 4.], [4., 8.,")
-    assert "the answer is (8.0, 4.0)" in _output(PART1, "l08-predict-second-call-reveal")
-    # Accumulation and zeroing are lessons 05 and 06: here a pointer back, no second demo.
+    assert weighted.startswith("tensor([[16., 2., 2., 2., 2.], [ 2., 16.,")
+    assert "inp.grad = None" in _source(next(c for c in _cells(PART1) if c.get("id") == "l08-31"))
+    assert "the answer is (16.0, 2.0)" in _output(PART1, "l08-predict-weights-reveal")
+    assert "exact match" in _output(PART1, "l08-33")
+    # A second backward adding up is lesson 05's prediction: here neither asked nor shown.
     ids = [c.get("id") for c in _cells(PART1)]
-    assert "l08-35" not in ids and not any("zero_()" in _source(c) for c in _cells(PART1)
-                                           if c["cell_type"] == "code"
-                                           and "BEGIN SOLUTION" not in _source(c))
+    assert "l08-predict-second-call" not in ids and "l08-35" not in ids
+    assert not any("zero_()" in _source(c) for c in _cells(PART1)
+                   if c["cell_type"] == "code" and "BEGIN SOLUTION" not in _source(c))
+    assert "a second call adds up to 8 and 4" not in _markdown(PART1)
 
 
 def test_the_prediction_question_gives_nothing_away():
     question = _source(next(c for c in _cells(PART1) if c.get("id") == "l08-30"))
-    assert "8" not in question and "4 + 4" not in question
+    assert "16" not in question and "(v * out)" not in question
     check = _source(next(c for c in _cells(PART1)
-                         if c.get("id") == "l08-predict-second-call-check"))
-    assert check == 'bl.check_prediction("l08-predict-second-call", second_call_guess)'
+                         if c.get("id") == "l08-predict-weights-check"))
+    assert check == 'bl.check_prediction("l08-predict-weights", weights_guess)'
+
+
+def test_the_banded_jacobian_is_three_wide_and_built_in_three_passes():
+    """The exercise's function: every output reads its two neighbours and itself, so its
+    Jacobian has three diagonals; the check counts three backward calls."""
+    import torch
+
+    cell = next(c for c in _cells(PART1) if c.get("id") == "l08-45")
+    space: dict = {"torch": torch}
+    source = _source(cell).split("\n\n\nx_line")[0]
+    exec(source, space)  # the ripple function alone
+    for n in (4, 8, 11):
+        x = torch.linspace(-1.0, 1.0, n)
+        J = torch.autograd.functional.jacobian(space["ripple"], x)
+        offsets = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()
+        assert (J[offsets > 1] == 0).all() and (J[offsets <= 1] != 0).all()
+    assert "three backward calls, and the right Jacobian" in _output(
+        PART1, "l08-band-jacobian-check")
 
 
 # ------------------------------------------------------------------ 08-tensor-op-vjps

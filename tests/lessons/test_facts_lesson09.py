@@ -107,14 +107,25 @@ def test_one_linear_layer_exercise_and_the_bce_gradient_is_derived(cells):
     assert "torch.sigmoid(z) - ys" not in worked  # Part 2 no longer hands out dL/dz
 
 
-def test_the_xor_backward_is_the_learners_to_write(cells):
+def test_the_networks_backward_is_the_learners_to_write(cells):
     """Part 2 shows the forward pass and the loss only; the backward is Exercise 3 (no worked
-    cell computes a weight gradient by hand), and XOR and tanh' point back to their homes."""
+    cell computes a weight gradient by hand), and the linear layer's rule and tanh' point back
+    to their homes."""
     assert cells["l09-mlp"].metadata["nbgrader"]["solution"]
     worked = " ".join(c.source for c in cells.values()
                       if c.cell_type == "code" and "nbgrader" not in c.metadata)
     assert ".T @" not in worked and "autograd.grad(loss, z" not in worked
-    assert "lesson 03" in cells["l09-14"].source.lower()
     assert "lesson 02" in cells["l09-20"].source and "lesson 08" in cells["l09-20"].source
-    assert "loss before training: 0.6455" in _text(cells["l09-19"])
-    assert "loss after 300 steps: 0.0150" in _text(cells["l09-26"])
+    assert "loss before training: 0.7310" in _text(cells["l09-19"])
+    assert "loss after 500 steps: 0.0879" in _text(cells["l09-26"])
+    assert "points on the right side: 200 of 200" in _text(cells["l09-27"])
+
+
+def test_part_2_trains_on_its_own_data_not_on_xor(cells):
+    """XOR lives in lesson 03: lesson 09 points back to it in one line and trains on a disc of
+    200 points it makes itself."""
+    data = cells["l09-15"].source
+    assert "xor_data" not in data and "torch.rand(200, 2" in data and "< 0.75" in data
+    assert "inside the circle: 92" in _text(cells["l09-15"])
+    text = " ".join(c.source for c in cells.values())
+    assert text.count("XOR") == 1 and "Lesson 03's engine" in cells["l09-14"].source

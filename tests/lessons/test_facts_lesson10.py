@@ -1,10 +1,11 @@
 """Lesson 10's facts, read from the stored outputs, so that an edit cannot bring back an old
 claim or drop a shown one: the gradient through logit_maxes is 0 up to round-off, every row
 of dlogits sums to 0 (and is probs - one_hot over N), the fused and compact forms equal the
-learner's steps, the embedding's scatter-add happens inside one backward pass, a bias before
-batch norm gets no gradient, and the learner's functions train the model as autograd does.
-The lesson's exercises are steps of the backward pass, at least 15 of them, each with named
-wrong answers."""
+learner's steps, a bias before batch norm gets no gradient, and the learner's functions train
+the model as autograd does. The lesson's exercises take a few forward lines each and return the
+gradient at every tensor of them: cross-entropy's and batch norm's steps are all the learner's,
+in at most ten exercises, each with named wrong answers; the linear layers, tanh and the
+scatter-add are rules of earlier lessons, pointed back to and not asked again."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 import torch
 from stored import output_text as _text
 
+import backproplab as bl
 from backproplab.lessons import lesson10
 
 ROOT = Path(__file__).parents[2]
@@ -54,6 +56,12 @@ def test_the_gradient_through_logit_maxes_is_zero_next_to_dlogits(nb):
     largest = float(re.search(r"largest \|dlogits\|:\s+([\d.]+)", out).group(1))
     assert largest > 1e-3  # twelve orders of magnitude above
     assert "the answer is 0.0" in _output_of(nb, 'bl.reveal("l10-predict-maxes")')
+    # Shown under the reveal's fold, where the answer may be read.
+    cells = nb.cells
+    at = next(i for i, c in enumerate(cells) if "largest |dlogit_maxes|" in c.source)
+    fold = next(i for i, c in enumerate(cells) if c.id == "l10-predict-maxes-after")
+    assert fold < at and not any(c.source.lstrip().startswith("#")
+                                 for c in cells[fold + 1:at])
 
 
 def test_shifting_a_row_of_logits_leaves_its_softmax_unchanged(nb):
@@ -97,18 +105,16 @@ def test_a_bias_before_batch_norm_gets_no_gradient(nb):
     assert "the answer is 0.0" in _output_of(nb, 'bl.reveal("l10-predict-db1")')
 
 
-def test_the_scatter_add_happens_inside_one_backward_pass(nb):
-    out = _output_of(nb, "small_table.register_hook")
-    assert "the lookup's backward node: IndexBackward0" in out
-    assert "gradients that reached the table: 1" in out
-    (table,) = _tensors(out)
-    assert table[3].tolist() == [101.0, 202.0] and table[2].tolist() == [0.0, 0.0]
-    assert "✓ index_add_: exact match" in out
-    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    assert "inside one backward pass" in prose
-    # The old sentence tied the scatter-add to lesson 05's separate backward() calls.
-    assert "exactly as two `backward()` calls" not in prose
-    assert "one lookup's gradient only: True" in _output_of(nb, "assigned[ids] += dlookup")
+def test_the_scatter_add_is_lesson_08s_and_not_shown_again(nb):
+    """Indexing's backward and the slip of assigning instead of adding live in lesson 08 (part
+    2); here the embedding's exercise transfers it, and no worked cell shows index_add_."""
+    worked = " ".join(c.source for c in nb.cells if c.cell_type == "code"
+                      and "nbgrader" not in c.metadata)
+    assert "index_add_" not in worked and "register_hook" not in worked
+    section = next(c.source for c in nb.cells if c.source.startswith("## 6."))
+    assert "lesson 08 (part 2)" in section and "indexing" in section
+    ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
+    assert "l10-predict-rows" not in ids and "l10-embedding" in ids
 
 
 def test_batch_norm_trains_with_the_biased_variance(nb):
@@ -136,8 +142,12 @@ def test_the_lessons_forward_is_the_packages(nb):
     cell = next(c for c in nb.cells if c.cell_type == "code" and "def forward(" in c.source)
     package = inspect.getsource(lesson10.forward).replace('"""', "'''")
     assert cell.source.strip() == package.strip()
-    assert f"loss = {lesson10._spiral_pass()[1]['loss'].item():.4f}" in _output_of(
-        nb, 'f["loss"].backward()')
+    x, y = bl.data.spiral_data()
+    x = x.double()
+    loss = lesson10.forward(lesson10.spiral_model(), x, lesson10.spiral_tokens(x), y)["loss"]
+    run = next(c for c in nb.cells if c.cell_type == "code" and "autograd.grad(" in c.source)
+    assert "retain_grad" not in run.source  # lesson 11's tool, not needed here
+    assert f"loss = {loss.item():.4f}" in _text(run)
 
 
 def test_the_spiral_legend_is_outside_the_axes(nb):
@@ -145,11 +155,22 @@ def test_the_spiral_legend_is_outside_the_axes(nb):
     assert "bbox_to_anchor=(1.02, 1)" in cell.source
 
 
-def test_the_backward_steps_are_exercises_with_named_wrong_answers(nb):
+def test_the_steps_are_merged_into_fewer_larger_exercises(nb):
+    """Cross-entropy's eight steps and batch norm's nine gradients are all the learner's, in
+    three and two exercises; the lesson keeps to 90 cells and at most ten exercises, each
+    with at least two named wrong answers."""
+    assert len(nb.cells) <= 90
     by_hand = [k for k, v in lesson10.EXERCISES.items() if type(v).__name__ == "ByHand"]
-    assert len(by_hand) >= 15
+    assert 6 <= len(by_hand) <= 10
     checked = " ".join(c.source for c in nb.cells if c.cell_type == "code")
     assert all(f'bl.check_exercise("{k}"' in checked for k in by_hand)
+    asked = [n for k in ("l10-pick-log", "l10-normalise", "l10-shift")
+             for n in lesson10.EXERCISES[k].outputs]
+    assert asked == ["dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts",
+                     "dshifted", "dlogit_maxes", "dlogits"]
+    asked = [n for k in ("l10-scale-normalise", "l10-centre") for n in lesson10.EXERCISES[k].outputs]
+    assert sorted(asked) == sorted(["dxhat", "dgain", "dbias", "dinvstd", "dvar", "ddiff2",
+                                    "ddiff", "dmean", "dhpre"])
     spec = importlib.util.spec_from_file_location(
         "wrong13", ROOT / "tests" / "wrong_answers" / "lesson10.py")
     wrong = importlib.util.module_from_spec(spec)
@@ -159,13 +180,23 @@ def test_the_backward_steps_are_exercises_with_named_wrong_answers(nb):
         assert len(lesson10.EXERCISES[key].mistakes) >= 2, key
 
 
-def test_rules_taught_earlier_are_pointed_back_to(nb):
-    """The linear layer's rule and the softmax VJP live in lesson 08 (part 2), tanh' in lesson
-    02, the batch coupling of batch norm in lesson 05: this lesson points back to each where it
-    uses it, and names no later lesson for retain_grad."""
+def test_the_linear_layers_are_lesson_08s_rule_written_out(nb):
+    """No exercise asks for a linear layer's backward again: both layers are worked, with the
+    pointer back; the class-weighted cross-entropy is the exercise in its place."""
+    ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
+    assert "l10-linear" not in ids and "l10-weighted" in ids
     cells = {c.id: c.source for c in nb.cells}
-    assert "lesson 08" in cells["l10-56"] and "lesson 08" in cells["l10-53"]
-    assert "lesson 02" in cells["l10-59"]
+    assert "lesson 08's rule (part 2)" in cells["l10-55"] and "lesson 02" in cells["l10-55"]
+    assert '"W2": v["h"].T @ d["logits"]' in cells["l10-63"]
+    assert '"W1": v["xin"].T @ d["hpre"]' in cells["l10-116"]
+
+
+def test_rules_taught_earlier_are_pointed_back_to(nb):
+    """The softmax VJP lives in lesson 08 (part 2), the BCE gradient at the logits in lesson
+    09, the batch coupling of batch norm in lesson 05: this lesson points back to each where
+    it uses it, and names no later lesson."""
+    cells = {c.id: c.source for c in nb.cells}
+    assert "lesson 08" in cells["l10-53"] and "lesson 09" in cells["l10-53"]
     assert "couples the examples" in cells["l10-64"] and "lesson 05" in cells["l10-64"]
-    assert "lesson\n11" not in cells["l10-09"] and "lesson 11" not in cells["l10-09"]
+    assert "lesson 11" not in cells["l10-09"]
     assert "rule of lesson\n  08, part 2" in cells["l10-132"]

@@ -4,7 +4,6 @@ Each entry replaces a whole solution cell; the check cell after it must raise
 AssertionError whose message contains the fragment (see tests/lessons/test_exercises.py).
 """
 
-FIND_BIAS = "def find_bias(loss):\n    return {}\n"
 WALK = (
     "def find_leaves(out):\n"
     "    leaves, seen, todo = [], set(), [out.grad_fn]\n"
@@ -16,6 +15,44 @@ WALK = (
     "        todo.extend(fn for fn, _ in node.next_functions)\n"
     "    return leaves\n"
 )
+# Exercise 2's solution; the tests replace one of its lines with a slip.
+FORMULA = (
+    "def formula(out, names):\n"
+    "    calls = {'SinBackward0': 'torch.sin', 'ExpBackward0': 'torch.exp'}\n"
+    "    signs = {'AddBackward0': '+', 'SubBackward0': '-', 'MulBackward0': '*'}\n"
+    "    seen = set()\n"
+    "\n"
+    "    def name_of(leaf):\n"
+    "        return next(name for name, tensor in names.items() if tensor is leaf)\n"
+    "\n"
+    "    def text(node):\n"
+    "        if hasattr(node, 'variable'):\n"
+    "            return name_of(node.variable)\n"
+    "        first, *rest = [fn for fn, _ in node.next_functions]\n"
+    "        kind = node.name()\n"
+    "        if kind in calls:\n"
+    "            return f'{calls[kind]}({text(first)})'\n"
+    "        if kind == 'PowBackward0':\n"
+    "            return f'({text(first)} ** {node._saved_exponent})'\n"
+    "        second = rest[0]\n"
+    "        if first is None:\n"
+    "            return f'({node._saved_self.item()} * {text(second)})'\n"
+    "        if second is None:\n"
+    "            return f'({text(first)} * {node._saved_other.item()})'\n"
+    "        return f'({text(first)} {signs[kind]} {text(second)})'\n"
+    "\n"
+    "    return text(out.grad_fn)\n"
+)
+BOTH = "        return f'({text(first)} {signs[kind]} {text(second)})'\n"
+SELF = "            return f'({node._saved_self.item()} * {text(second)})'\n"
+OTHER = "            return f'({text(first)} * {node._saved_other.item()})'\n"
+
+
+def slip(old: str, new: str) -> str:
+    assert FORMULA.count(old) == 1, old
+    return FORMULA.replace(old, new)
+
+
 SKIP_NONE_AND_SEEN = (
     "        if node is None or node in seen:\n"
     "            continue\n"
@@ -55,17 +92,6 @@ WRONG = {
             "not quite",
         ),
     ],
-    "l01-walk-leaf": [
-        # Walks into the matrix product and comes back with the weight instead.
-        (FIND_BIAS.format(
-            "loss.grad_fn.next_functions[0][0].next_functions[0][0].next_functions[1][0].variable"),
-         "returned the weight W"),
-        # Returns this notebook's bias instead of walking the graph it is given.
-        (FIND_BIAS.format("bias_ex"), "not in the graph"),
-        # Stops at the node instead of taking its leaf.
-        (FIND_BIAS.format("loss.grad_fn.next_functions[0][0].next_functions[1][0]"),
-         "backward node"),
-    ],
     "l01-find-leaves": [
         # Forgets the (None, 0) entries of inputs that need no gradient.
         (WALK.format("        if node in seen:\n            continue\n        seen.add(node)\n",
@@ -84,5 +110,41 @@ WRONG = {
         ),
         # Returns the AccumulateGrad nodes instead of their tensors.
         (WALK.format(SKIP_NONE_AND_SEEN, "node"), "backward nodes"),
+        # Looks for a node named "AccumulateGrad": name() gives the full
+        # "torch::autograd::AccumulateGrad", so no leaf is ever found.
+        (WALK.format(SKIP_NONE_AND_SEEN, "node.variable").replace(
+            "hasattr(node, 'variable')", "node.name() == 'AccumulateGrad'"),
+         "torch::autograd::AccumulateGrad"),
+    ],
+    "l01-formula": [
+        # The two sides of every operation swapped (the inputs walked from the last).
+        (slip(BOTH, "        return f'({text(second)} {signs[kind]} {text(first)})'\n"),
+         "came out swapped"),
+        # No brackets: (a + b) * c read as a + b * c.
+        (slip(BOTH, "        return f'{text(first)} {signs[kind]} {text(second)}'\n"),
+         "lost its brackets"),
+        # A constant factor skipped as an input that needs no gradient.
+        (slip(SELF, "            return text(second)\n").replace(
+            OTHER, "            return text(first)\n"), "constant factor is missing"),
+        # Every constant read from _saved_other, whichever side it was on.
+        (slip(SELF, SELF.replace("_saved_self", "_saved_other")), "_saved_self"),
+        # The constant written as the tensor it is saved as (str() of a tensor).
+        (slip(SELF, "            return '(' + str(node._saved_self) + ' * ' + text(second) + ')'\n"
+              ).replace(OTHER, "            return '(' + text(first) + ' * ' + str(node._saved_other)"
+                               " + ')'\n"), ".item()"),
+        # Every power taken as a square.
+        (slip("{node._saved_exponent}", "2"), "exponent is written in"),
+        # find_leaves' memory of visited nodes: a leaf used twice is written once.
+        (slip("        if hasattr(node, 'variable'):\n",
+              "        if node in seen:\n            return ''\n        seen.add(node)\n"
+              "        if hasattr(node, 'variable'):\n"), "used twice"),
+        # A leaf's node looked for by the bare name "AccumulateGrad" (name() gives the full
+        # "torch::autograd::AccumulateGrad"): the walk unpacks a leaf's empty next_functions.
+        (slip("        if hasattr(node, 'variable'):\n",
+              "        if node.name() == 'AccumulateGrad':\n"), "past a leaf"),
+        # The value of out instead of its formula.
+        ("def formula(out, names):\n    return str(out.item())\n", "at new values"),
+        # The graph's nodes, not a formula.
+        ("def formula(out, names):\n    return out.grad_fn\n", "expected a string"),
     ],
 }

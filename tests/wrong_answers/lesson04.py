@@ -1,6 +1,22 @@
 """Plausible wrong answers for the exercises of 04-linear-regression.ipynb."""
 
-MSE = "def mse_grads(x, y, w, b):\n    residual = w * x + b - y\n    return {}\n"
+NLL = (
+    "def nll_grads(x, y, w, b, a, c):\n"
+    "    r = {r}\n"
+    "    u = a * x + c\n"
+    "    precision = torch.exp(-2 * u)\n"
+    "    d_r = {d_r}\n"
+    "    d_u = {d_u}\n"
+    "    return {out}\n"
+)
+RIGHT = dict(r="w * x + b - y", d_r="r * precision", d_u="1 - r**2 * precision",
+             out="(d_r * x).mean(), d_r.mean(), (d_u * x).mean(), d_u.mean()")
+
+
+def nll(**slip: str) -> str:
+    return NLL.format(**(RIGHT | slip))
+
+
 HUBER = "def huber_grads(x, y, w, b, delta):\n    r = w * x + b - y\n    pull = {}\n    return {}\n"
 CLIPPED = "r.clamp(-delta, delta)"
 TO_W_B = "(pull * x).mean(), pull.mean()"
@@ -10,24 +26,33 @@ WRONG = {
         # The gradient added instead of subtracted.
         ("step_guess = (-1.5, -0.23)\n", "not quite"),
     ],
-    "l04-predict-lr": [
-        ("lr_003_diverges = False\n", "not quite"),
-    ],
     "l04-grads": [
-        (MSE.format("(residual * x).mean(), residual.mean()"), "factor 2 from the derivative"),
-        (MSE.format("(2 * residual * x).sum(), (2 * residual).sum()"), "mean was taken as a sum"),
-        (MSE.format("(2 * residual).mean(), (2 * residual * x).mean()"), "swapped"),
-        (MSE.format("(2 * residual).mean(), (2 * residual).mean()"), "lacks the factor x"),
-        (MSE.format("(2 * (y - w * x - b) * x).mean(), (2 * (y - w * x - b)).mean()"),
-         "sign is flipped"),
-        # The lesson's first gradients, hard-coded.
-        ("def mse_grads(x, y, w, b):\n    return torch.tensor(-149.8011), torch.tensor(-22.6109)\n",
-         "hard-coded"),
+        # The squared error's habit: the residual alone, no weight by the precision.
+        (nll(d_r="r"), "lack the factor e^(-2u)"),
+        # The square's 2 kept although the ½ cancels it.
+        (nll(d_r="2 * r * precision"), "factor 2 too many"),
+        # The chain rule through e^(-2u) stops at the exponential.
+        (nll(d_u="1 - 0.5 * r**2 * precision"), "missing its factor -2"),
+        # The derivative of the term u forgotten.
+        (nll(d_u="-r**2 * precision"), "lacks the 1"),
+        # The exponential's derivative taken as +2 e^(-2u).
+        (nll(d_u="1 + r**2 * precision"), "wrong sign on its second term"),
+        # The residual the other way round.
+        (nll(r="y - w * x - b"), "sign of dL/dw and dL/db is flipped"),
+        (nll(out="(d_r * x).sum(), d_r.sum(), (d_u * x).sum(), d_u.sum()"),
+         "mean was taken as a sum"),
+        (nll(out="(d_r * x).mean(), d_r.mean(), d_u.mean(), d_u.mean()"),
+         "dL/da lacks the factor x"),
+        (nll(out="d_r.mean(), (d_r * x).mean(), (d_u * x).mean(), d_u.mean()"), "swapped"),
+        # The lesson's squared-error gradients for the line, and nothing for a and c.
+        (nll(out="(2 * r * x).mean(), (2 * r).mean(), 0 * a, 0 * c"), "mismatch"),
         (
-            "def mse_grads(x, y, w, b):\n"
-            "    w, b = w.requires_grad_(), b.requires_grad_()\n"
-            "    ((w * x + b - y) ** 2).mean().backward()\n"
-            "    return w.grad, b.grad\n",
+            "def nll_grads(x, y, w, b, a, c):\n"
+            "    params = [t.requires_grad_() for t in (w, b, a, c)]\n"
+            "    u = a * x + c\n"
+            "    loss = (u + 0.5 * (w * x + b - y) ** 2 * torch.exp(-2 * u)).mean()\n"
+            "    loss.backward()\n"
+            "    return tuple(t.grad for t in params)\n",
             "by hand",
         ),
     ],
@@ -44,7 +69,7 @@ WRONG = {
         (HUBER.format("(y - w * x - b).clamp(-delta, delta)", TO_W_B), "sign is flipped"),
         (HUBER.format(CLIPPED, "pull.mean(), pull.mean()"), "lacks the factor x"),
         # Exercise 1's answer, the MSE gradient, handed in again.
-        (HUBER.format("2 * r", TO_W_B), "squared error's gradient (Exercise 1's)"),
+        (HUBER.format("2 * r", TO_W_B), "squared error's gradient (the lesson's worked one)"),
         ("def huber_grads(x, y, w, b, delta):\n    return torch.tensor(-0.3), torch.tensor(0.1)\n",
          "hard-coded"),
         (

@@ -1,25 +1,55 @@
 """Plausible wrong answers for the exercises of 06-zeroing-gradients.ipynb."""
 
-TRAIN = (
-    "def train_accumulated(model, X, y, steps, k, lr):\n"
-    "    opt = torch.optim.SGD(model.parameters(), lr=lr)\n"
-    "    for _ in range(steps):\n{}"
+# Exercise 1: a detector with its parts to fill in. It looks at what one step leaves in the
+# weights and in .grad, against the full batch's gradient worked out on a copy of the model.
+WHERE = (
+    "import copy\n\n\n"
+    "def where_zeroed(step, model, X, y, k):\n"
+    "    def full_gradient():\n"
+    "        twin = copy.deepcopy(model)\n"
+    "        F.mse_loss(twin(X), y).backward()\n"
+    "        return [p.grad for p in twin.parameters()]\n\n"
+    "    def same(a, b):\n"
+    "        return all(torch.allclose(u, v) for u, v in zip(a, b))\n\n"
+    "    before = [p.detach().clone() for p in model.parameters()]\n"
+    "    g0 = full_gradient()\n"
+    "    step()\n"
+    "    moved = not same([p.detach() for p in model.parameters()], before)\n"
+    "    held = [p.grad for p in model.parameters()]\n"
+    "    cleared = all(g is None or not g.any() for g in held)\n"
+    "{}"
 )
-PIECES = "        for X_part, y_part in zip(X.chunk(k), y.chunk(k), strict=True):\n"
-PIECE_BACKWARD = "            (F.mse_loss(model(X_part), y_part) / k).backward()\n"
-NEVER = (
-    "def never_zeroed(w, b, X, t, lr, steps):\n"
+# Both right places, and a step that never moves, told apart as the solution does.
+RIGHT_START = (
+    "    if not moved:\n"
+    "        return 'before step'\n"
+    "    if cleared:\n"
+    "        return 'end'\n"
+)
+SECOND_STEP = (
+    "    held = [g.clone() for g in held]\n"
+    "    g1 = full_gradient()\n"
+    "    step()\n"
+    "    summed = [a + b for a, b in zip(held, g1)]\n"
+    "    return 'never' if same([p.grad for p in model.parameters()], summed) else 'start'\n"
+)
+
+# Exercise 2's loop by hand, with the body of its loop to fill in.
+MOMENTUM = (
+    "def forgot_with_momentum(x, y, w, b, lr, beta, steps):\n"
     "    grad_w, grad_b = torch.zeros_like(w), torch.zeros_like(b)\n"
+    "    velocity_w, velocity_b = torch.zeros_like(w), torch.zeros_like(b)\n"
     "{}"
     "    return w, b\n"
 )
-RIGHT_GRAD = "        dz = (torch.sigmoid(X @ w + b) - t) / len(t)\n"
-SUM_AND_STEP = (
-    "        grad_w = grad_w + X.T @ dz\n"
-    "        grad_b = grad_b + dz.sum()\n"
-    "        w = w - lr * grad_w\n"
-    "        b = b - lr * grad_b\n"
-)
+GRAD = "        r = w * x + b - y\n"
+SUM = ("        grad_w = grad_w + (2 * r * x).mean()\n"
+       "        grad_b = grad_b + (2 * r).mean()\n")
+VELOCITY = ("        velocity_w = beta * velocity_w + grad_w\n"
+            "        velocity_b = beta * velocity_b + grad_b\n")
+STEP = ("        w = w - lr * velocity_w\n"
+        "        b = b - lr * velocity_b\n")
+LOOP = "    for _ in range({}):\n"
 
 WRONG = {
     "l06-predict-zero-grad": [
@@ -30,91 +60,55 @@ WRONG = {
         # Expects the summed gradients to be just a slower descent.
         ('settles_guess = "yes"\n', "not quite"),
     ],
-    "l06-accumulate": [
-        # Zeroed before every micro-batch: only the last one's share is stepped on.
-        (TRAIN.format(PIECES + "            opt.zero_grad()\n" + PIECE_BACKWARD
-                      + "        opt.step()\n"),
-         "before every micro-batch"),
-        # Never zeroed.
-        (TRAIN.format(PIECES + PIECE_BACKWARD + "        opt.step()\n"), "never cleared"),
-        # Zeroed between the last backward and step(): the gradient thrown away.
-        (TRAIN.format(PIECES + PIECE_BACKWARD + "        opt.zero_grad()\n"
-                      "        opt.step()\n"),
-         "did not move"),
-        # The / k left out.
-        (TRAIN.format("        opt.zero_grad()\n" + PIECES
-                      + "            F.mse_loss(model(X_part), y_part).backward()\n"
-                      "        opt.step()\n"),
-         "divide each micro-batch's loss by k"),
-        # A step after every micro-batch.
-        (TRAIN.format("        opt.zero_grad()\n" + PIECES + PIECE_BACKWARD
-                      + "            opt.step()\n"),
-         "optimizer steps; expected"),
-        # The whole batch at once: no micro-batches.
-        (TRAIN.format("        opt.zero_grad()\n"
-                      "        F.mse_loss(model(X), y).backward()\n"
-                      "        opt.step()\n"),
-         "one per micro-batch"),
-        # Zeroing the data instead of the parameters: the gradients pile up.
-        (TRAIN.format("        X.grad = None\n" + PIECES + PIECE_BACKWARD
-                      + "        opt.step()\n"),
-         "never cleared"),
+    "l06-where": [
+        # One step only: a loop that never zeroes looks like a right one after its first step.
+        (WHERE.format(RIGHT_START + "    return 'start' if same(held, g0) else "
+                      "'each micro-batch'\n"), "after a second step"),
+        # A cleared .grad read as a gradient thrown away, whether or not the weights moved.
+        (WHERE.format("    if cleared:\n        return 'before step'\n"
+                      "    if not same(held, g0):\n        return 'each micro-batch'\n"
+                      + SECOND_STEP), "right after opt.step()"),
+        # No comparison with the full batch's gradient: the micro-batch kind goes unseen.
+        (WHERE.format(RIGHT_START + SECOND_STEP), "only the last micro-batch's part"),
+        # Labels of its own.
+        (WHERE.format(RIGHT_START + "    return 'fine' if same(held, g0) else 'partial'\n"),
+         "expected one of"),
+        # The same answer for every step.
+        ("def where_zeroed(step, model, X, y, k):\n    step()\n    return 'start'\n",
+         "Your function said 'start'"),
     ],
-    "l06-never-zeroed": [
-        # The loop that zeroes: each step uses only its own gradient.
-        (
-            NEVER.format(
-                "    for _ in range(steps):\n" + RIGHT_GRAD
-                + "        w = w - lr * X.T @ dz\n"
-                "        b = b - lr * dz.sum()\n"
-            ),
-            "loop that zeroes",
-        ),
-        # One step too few.
-        (NEVER.format("    for _ in range(steps - 1):\n" + RIGHT_GRAD + SUM_AND_STEP),
+    "l06-momentum": [
+        # The loop that zeroes: the buffer adds each step's own gradient.
+        (MOMENTUM.format(LOOP.format("steps") + GRAD
+                         + "        velocity_w = beta * velocity_w + (2 * r * x).mean()\n"
+                         "        velocity_b = beta * velocity_b + (2 * r).mean()\n" + STEP),
+         "loop that zeroes"),
+        # Momentum left out: lesson 06's loop that forgets, without its optimizer's buffer.
+        (MOMENTUM.format(LOOP.format("steps") + GRAD + SUM
+                         + "        w = w - lr * grad_w\n        b = b - lr * grad_b\n"),
+         "momentum is left out"),
+        # The buffer damped by (1 - beta), as some momentum formulas write it.
+        (MOMENTUM.format(LOOP.format("steps") + GRAD + SUM
+                         + "        velocity_w = beta * velocity_w + (1 - beta) * grad_w\n"
+                         "        velocity_b = beta * velocity_b + (1 - beta) * grad_b\n" + STEP),
+         "dampening"),
+        (MOMENTUM.format(LOOP.format("steps - 1") + GRAD + SUM + VELOCITY + STEP),
          "one step too few"),
-        # One step too many.
-        (NEVER.format("    for _ in range(steps + 1):\n" + RIGHT_GRAD + SUM_AND_STEP),
+        (MOMENTUM.format(LOOP.format("steps + 1") + GRAD + SUM + VELOCITY + STEP),
          "one step too many"),
-        # The updates summed: the running sum of the gradients summed once more.
-        (
-            NEVER.format(
-                "    moved_w, moved_b = torch.zeros_like(w), torch.zeros_like(b)\n"
-                "    for _ in range(steps):\n" + RIGHT_GRAD
-                + "        grad_w = grad_w + X.T @ dz\n"
-                "        grad_b = grad_b + dz.sum()\n"
-                "        moved_w = moved_w + lr * grad_w\n"
-                "        moved_b = moved_b + lr * grad_b\n"
-                "        w = w - moved_w\n"
-                "        b = b - moved_b\n"
-            ),
-            "summed the updates instead of the gradients",
-        ),
-        # The gradient taken once, at the starting weights, and counted `steps` times.
-        (
-            NEVER.format(
-                "    dz = (torch.sigmoid(X @ w + b) - t) / len(t)\n"
-                "    for _ in range(steps):\n" + SUM_AND_STEP
-            ),
-            "starting weights",
-        ),
-        # A sum over the examples, not the mean.
-        (NEVER.format("    for _ in range(steps):\n"
-                      "        dz = torch.sigmoid(X @ w + b) - t\n" + SUM_AND_STEP),
-         "1/n of the mean"),
-        # t - sigmoid(z): the sign of the gradient flipped.
-        (NEVER.format("    for _ in range(steps):\n"
-                      "        dz = (t - torch.sigmoid(X @ w + b)) / len(t)\n" + SUM_AND_STEP),
-         "sign"),
+        # The gradient taken once, at the starting weights.
+        (MOMENTUM.format("    r = w * x + b - y\n" + LOOP.format("steps") + SUM + VELOCITY + STEP),
+         "starting weights"),
         # The starting weights handed back.
-        ("def never_zeroed(w, b, X, t, lr, steps):\n    return w, b\n", "mismatch"),
+        ("def forgot_with_momentum(x, y, w, b, lr, beta, steps):\n    return w, b\n",
+         "mismatch"),
         # The real loop, run inside the check: autograd is switched off there.
         (
-            "def never_zeroed(w, b, X, t, lr, steps):\n"
+            "def forgot_with_momentum(x, y, w, b, lr, beta, steps):\n"
             "    w, b = w.clone().requires_grad_(), b.clone().requires_grad_()\n"
-            "    opt = torch.optim.SGD([w, b], lr=lr)\n"
+            "    opt = torch.optim.SGD([w, b], lr=lr, momentum=beta)\n"
             "    for _ in range(steps):\n"
-            "        F.binary_cross_entropy_with_logits(X @ w + b, t).backward()\n"
+            "        ((w * x + b - y) ** 2).mean().backward()\n"
             "        opt.step()\n"
             "    return w.detach(), b.detach()\n",
             "Tensor.backward()",

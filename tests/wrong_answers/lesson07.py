@@ -1,6 +1,5 @@
 """Plausible wrong answers for the exercises of 07-retain-graph.ipynb."""
 
-TWO = "def two_grads(step, w, h0, xs):\n{}"
 ONE = "def one_backward(main, aux):\n    {}\n"
 PLAYERS = "def two_player_step(loss_a, loss_b, A, B, lr):\n    {}\n"
 STEPS = ("grads_a = torch.autograd.grad({a}, A, retain_graph=True)\n"
@@ -8,6 +7,36 @@ STEPS = ("grads_a = torch.autograd.grad({a}, A, retain_graph=True)\n"
          "    with torch.no_grad():\n"
          "        for p, g in zip(A + B, grads_a + grads_b, strict=True):\n"
          "            {update}")
+
+# Exercise 3: the solution's pieces, each slip replacing one of them.
+INIT = "        self.tensor = tensor\n        self.version = tensor._version\n"
+FREED = ('        if self.tensor is None:\n'
+         '            raise RuntimeError("this box was freed by an earlier backward")\n')
+CHANGED = ("        if self.tensor._version != self.version:\n"
+           '            raise RuntimeError(f"changed in place: version {self.tensor._version}, "\n'
+           '                               f"saved at version {self.version}")\n')
+UNPACK = FREED + CHANGED + "        return self.tensor\n"
+FREE = "        self.tensor = None\n"
+RESET = ("    for node in order:\n"
+         "        if node.parents:\n"
+         "            node.grad = torch.zeros_like(node.data)\n")
+RUN = ("    for node in reversed(order):\n"
+       "        node.rule()\n"
+       "        if not retain_graph:\n"
+       "            for box in node.saved:\n"
+       "                box.free()\n")
+
+
+def engine(init=INIT, unpack=UNPACK, free=FREE, reset=RESET, run=RUN, start=""):
+    """The exercise's solution cell with one piece replaced."""
+    return ("class Saved:\n"
+            "    def __init__(self, tensor):\n" + init + "\n"
+            "    def unpack(self):\n" + unpack + "\n"
+            "    def free(self):\n" + free + "\n\n"
+            "def backward(root, retain_graph=False):\n" + start +
+            "    order = topo_order(root)\n" + reset +
+            "    root.grad = root.grad + 1\n" + run)
+
 
 WRONG = {
     "l07-predict-again": [
@@ -21,73 +50,46 @@ WRONG = {
     "l07-predict-second": [
         ("z_works_after_y = True\n", "not quite"),
     ],
-    "l07-two-derivatives": [
-        # No retain_graph on the first call.
-        (
-            TWO.format(
-                "    h, states = h0, []\n"
-                "    for x_t in xs:\n"
-                "        h = step(w, h, x_t)\n"
-                "        states.append(h)\n"
-                "    (a,) = torch.autograd.grad(states[1], w)\n"
-                "    (b,) = torch.autograd.grad(states[-1], w)\n"
-                "    return a, b\n"
-            ),
-            "retain_graph=True",
-        ),
-        # The easy way out: build the graph twice.
-        (
-            TWO.format(
-                "    out = []\n"
-                "    for stop in (2, len(xs)):\n"
-                "        h = h0\n"
-                "        for x_t in xs[:stop]:\n"
-                "            h = step(w, h, x_t)\n"
-                "        out.append(torch.autograd.grad(h, w)[0])\n"
-                "    return tuple(out)\n"
-            ),
-            "run the loop once",
-        ),
-        # backward twice into .grad: the second result holds the sum of both.
-        (
-            TWO.format(
-                "    h, states = h0, []\n"
-                "    for x_t in xs:\n"
-                "        h = step(w, h, x_t)\n"
-                "        states.append(h)\n"
-                "    states[1].backward(retain_graph=True)\n"
-                "    first = w.grad.clone()\n"
-                "    states[-1].backward()\n"
-                "    return first, w.grad\n"
-            ),
-            "added together",
-        ),
-        # Off by one: the state after one step taken for h_2.
-        (
-            TWO.format(
-                "    h, states = h0, []\n"
-                "    for x_t in xs:\n"
-                "        h = step(w, h, x_t)\n"
-                "        states.append(h)\n"
-                "    (a,) = torch.autograd.grad(states[0], w, retain_graph=True)\n"
-                "    (b,) = torch.autograd.grad(states[-1], w)\n"
-                "    return a, b\n"
-            ),
-            "after ONE step",
-        ),
-        # The two results in the wrong order.
-        (
-            TWO.format(
-                "    h, states = h0, []\n"
-                "    for x_t in xs:\n"
-                "        h = step(w, h, x_t)\n"
-                "        states.append(h)\n"
-                "    (a,) = torch.autograd.grad(states[1], w, retain_graph=True)\n"
-                "    (b,) = torch.autograd.grad(states[-1], w)\n"
-                "    return b, a\n"
-            ),
-            "swapped",
-        ),
+    "l07-engine-frees": [
+        # backward never frees anything: the boxes keep their tensors after the pass.
+        (engine(run="    for node in reversed(order):\n        node.rule()\n"), "still hold"),
+        # free() that does nothing.
+        (engine(free="        pass\n"), "still hold"),
+        # A flag instead of letting go: the box still holds the tensor.
+        (engine(init=INIT + "        self.freed = False\n",
+                unpack=UNPACK.replace("self.tensor is None", "self.freed"),
+                free="        self.freed = True\n"), "free() must let go of the tensor"),
+        # Freed, but unpack() does not look: it hands back None.
+        (engine(unpack="        return self.tensor\n"), "freed box unpacks without an error"),
+        # retain_graph ignored: every pass frees.
+        (engine(run=RUN.replace("        if not retain_graph:\n            for box",
+                                "        if True:\n            for box")),
+         "a pass asked to keep them frees nothing"),
+        # No version check: a leaf changed between passes goes unnoticed.
+        (engine(unpack=FREED + "        return self.tensor\n"), "note tensor._version"),
+        # The version compared with 0 rather than with the version at saving.
+        (engine(unpack=UNPACK.replace("!= self.version", "!= 0")), "not with 0"),
+        # A copy saved: the version counter of the copy never moves.
+        (engine(init=INIT.replace("= tensor\n", "= tensor.clone()\n", 1)), "keeps a copy"),
+        # Every second backward refused, whatever the graph saved.
+        (engine(start="    if getattr(root, 'used', False) and not retain_graph:\n"
+                      "        raise RuntimeError('backward through the graph a second time')\n"
+                      "    root.used = not retain_graph\n"),
+         "A sum saved nothing"),
+        # The non-leaves' grads are not reset: a second pass through sums adds too much.
+        (engine(reset=""), "starts every non-leaf's grad from zeros"),
+        # The boxes freed before the rule reads them.
+        (engine(run=RUN.replace("        node.rule()\n", "").replace(
+            "                box.free()\n", "                box.free()\n        node.rule()\n")),
+         "A first pass must run"),
+        # One message for both protections.
+        (engine(unpack=UNPACK.replace('f"changed in place: version {self.tensor._version}, "',
+                                      '"this box was freed by an earlier backward"').replace(
+                                      'f"saved at version {self.version}"', '""')),
+         "your two errors read the same"),
+        # The version slip raised as another kind of error.
+        (engine(unpack=UNPACK.replace("raise RuntimeError(f", "raise ValueError(f")),
+         "raises RuntimeError; so must your engine"),
     ],
     "l07-one-backward": [
         # The restructure done, but retain_graph=True left in.

@@ -2,15 +2,26 @@
 08-tensor-op-vjps.ipynb (see tests/lessons/test_exercises.py): each must fail its check with a
 message naming the mistake."""
 
-ROWS = '''def jacobian_by_rows(g, x):
-    x = x.detach().clone().requires_grad_()
-    rows = []
-    m = g(x).numel()
-    for i in range(m):
-{reset}        g(x).backward(gradient=torch.eye(m)[i])
-        rows.append({row})
-    return torch.stack(rows)
+BAND = '''def band_jacobian(g, x):
+    n = x.numel()
+    rows = torch.arange(n)
+    in_band = (rows[:, None] - rows[None, :]).abs() <= 1
+    J = torch.zeros(n, n, dtype=x.dtype)
+{prepare}    for c in range({colours}):
+{leaf}        g(xc).backward(gradient=(rows % {colours} == c).to(x.dtype))
+        {place}
+    return J{end}
 '''
+FRESH = "        xc = x.detach().clone().requires_grad_()\n"
+ON_BAND = "J += (in_band & (rows[:, None] % {} == c)) * {}"
+
+
+def band(prepare="", colours=3, leaf=FRESH, place=None, end=""):
+    return BAND.format(prepare=prepare, colours=colours, leaf=leaf, end=end,
+                       place=place or ON_BAND.format(colours, "xc.grad"))
+
+
+SHARED = "    xc = x.detach().clone().requires_grad_()\n"
 
 LAST_ROW = "def last_row_mean_vector(y):\n    v = torch.zeros_like(y)\n    {}\n    return v\n"
 SHARES = "def shares_vjp(x, v):\n    return {}\n"
@@ -21,41 +32,50 @@ GATHER = "def gather_grad(x, dim, index, g):\n    {}\n"
 
 WRONG = {
     # ------------------------------------------------------------ 08-non-scalar-backward
-    "l08-predict-second-call": [
-        # Expects the second call to overwrite .grad.
-        ("second_call_guess = (4.0, 2.0)\n", "not quite"),
+    "l08-predict-weights": [
+        # The weights ignored: backward with ones.
+        ("weights_guess = (4.0, 2.0)\n", "not quite"),
+        # The weights differentiated too: the gradient of (out * out).sum().
+        ("weights_guess = (32.0, 4.0)\n", "not quite"),
     ],
-    "l08-jacobian-rows": [
-        # The zero_() trap: every stored row is the same tensor, emptied and refilled.
-        (ROWS.format(reset="        if x.grad is not None:\n            x.grad.zero_()\n",
-                     row="x.grad"),
-         "zero_() empties"),
-        # No reset at all: each row holds the running sum.
-        (ROWS.format(reset="", row="x.grad.clone()"), "accumulated across the backward calls"),
-        # The shortcut the exercise rules out.
-        ("def jacobian_by_rows(g, x):\n    return torch.func.jacrev(g)(x)\n",
-         "one backward call per output row"),
+    "l08-band-jacobian": [
+        # One backward call per row: section 2's loop, correct but not what is asked.
+        ("def band_jacobian(g, x):\n"
+         "    rows = []\n"
+         "    n = x.numel()\n"
+         "    for i in range(n):\n"
+         "        xi = x.detach().clone().requires_grad_()\n"
+         "        g(xi).backward(gradient=torch.eye(n)[i])\n"
+         "        rows.append(xi.grad)\n"
+         "    return torch.stack(rows)\n", "one per output"),
+        # One leaf for the three passes, .grad never reset: each pass holds the earlier ones.
+        (band(prepare=SHARED, leaf="", place=ON_BAND.format(3, "xc.grad.clone()")),
+         "accumulated across your backward calls"),
+        # The zero_() trap: the three passes are one tensor, emptied and refilled.
+        ("def band_jacobian(g, x):\n"
+         "    n = x.numel()\n"
+         "    rows = torch.arange(n)\n"
+         "    in_band = (rows[:, None] - rows[None, :]).abs() <= 1\n"
+         "    xc = x.detach().clone().requires_grad_()\n"
+         "    passes = []\n"
+         "    for c in range(3):\n"
+         "        if xc.grad is not None:\n"
+         "            xc.grad.zero_()\n"
+         "        g(xc).backward(gradient=(rows % 3 == c).to(x.dtype))\n"
+         "        passes.append(xc.grad)\n"
+         "    J = torch.zeros(n, n, dtype=x.dtype)\n"
+         "    for c, found in enumerate(passes):\n"
+         "        J += (in_band & (rows[:, None] % 3 == c)) * found\n"
+         "    return J\n", "zero_() empties"),
+        # Each row gets its whole pass, the other rows' numbers included.
+        (band(place="J[rows % 3 == c] = xc.grad"), "the other rows of the pass"),
+        # Two passes, rows two apart: they share a column.
+        (band(colours=2), "column i + 1, which both of them read"),
         # Rows stacked as columns.
-        (
-            "def jacobian_by_rows(g, x):\n"
-            "    rows = []\n"
-            "    m = g(x).numel()\n"
-            "    for i in range(m):\n"
-            "        xi = x.detach().clone().requires_grad_()\n"
-            "        g(xi).backward(gradient=torch.eye(m)[i])\n"
-            "        rows.append(xi.grad)\n"
-            "    return torch.stack(rows, dim=1)\n",
-            "transposed",
-        ),
-        # One VJP per row, but through torch.autograd.grad rather than backward.
-        (
-            "def jacobian_by_rows(g, x):\n"
-            "    x = x.detach().clone().requires_grad_()\n"
-            "    y = g(x)\n"
-            "    return torch.stack([torch.autograd.grad(y, x, e, retain_graph=True)[0]\n"
-            "                        for e in torch.eye(y.numel())])\n",
-            "backward calls only",
-        ),
+        (band(end=".T"), "transposed"),
+        # The shortcut the exercise rules out.
+        ("def band_jacobian(g, x):\n    return torch.func.jacrev(g)(x)\n",
+         "backward calls only"),
     ],
     "l08-mean-gradient": [
         # Ones in the last row: the gradient of the row's sum, not its mean.

@@ -2,7 +2,10 @@
 
 Each fragment is part of the message only the right diagnosis gives: a slip must be
 named as the slip it is (a correct sum is never told it forgot to sum, a `+=` through
-advanced indexing is told why it keeps one lookup, a forgotten gain is named).
+advanced indexing is told why it keeps one lookup, a forgotten gain is named). An
+exercise returns the gradient at every tensor of its lines, so a slip early in them
+carries into the later gradients: each answer below makes one slip and derives the rest
+right from it, as a learner would.
 """
 
 
@@ -11,17 +14,73 @@ def _fn(signature: str, body: str) -> str:
     return f"def {signature}:\n" + "".join(f"    {line}\n" for line in body.strip("\n").split("\n"))
 
 
-DLOGPROBS = "dlogprobs(logprobs, y)"
-PICK = "n = len(logprobs)\ngrad = torch.zeros_like(logprobs)\ngrad[torch.arange(n), y] = {}\nreturn grad"
-LINEAR = "linear_backward(inp, W, dout)"
-SCALE_SHIFT = "scale_shift_backward(xhat, gain, dhbn)"
-KEPT = "return gain * dhbn, (xhat * dhbn).sum(0, keepdim=True), dhbn.sum(0)"
-DGAIN_UNSUMMED = "return gain * dhbn, xhat * dhbn, dhbn.sum(0)"
-DBIAS_UNSUMMED = "return gain * dhbn, (xhat * dhbn).sum(0), dhbn"
-EMBEDDING = "dC(tokens, demb, num_rows)"
-TABLE = ("dim = demb.shape[-1]\n"
-         "table = torch.zeros(num_rows, dim, dtype=demb.dtype)\n"
-         "flat_ids, flat_grads = tokens.flatten(), demb.reshape(-1, dim)\n")
+PICK_LOG = "pick_log_backward(probs, y)"
+PICK = ("n = len(probs)\ndlogprobs = torch.zeros_like(probs)\n"
+        "dlogprobs[torch.arange(n), y] = {value}\nreturn dlogprobs, {dprobs}")
+
+
+def _pick(value="-1.0 / n", dprobs="dlogprobs / probs"):
+    return _fn(PICK_LOG, PICK.format(value=value, dprobs=dprobs))
+
+
+NORMALISE = "normalise_backward(counts, counts_sum, dprobs)"
+
+
+def _normalise(dinv="(dprobs * counts).sum(1, keepdim=True)", dsum="-dinv / counts_sum**2",
+               dcounts="dprobs / counts_sum + dsum"):
+    return _fn(NORMALISE, f"dinv = {dinv}\ndsum = {dsum}\nreturn dinv, dsum, {dcounts}")
+
+
+SHIFT = "shift_backward(logits, counts, dcounts)"
+
+
+def _shift(dshifted="dcounts * counts", dmaxes="-dshifted.sum(1, keepdim=True)",
+           dlogits="dshifted + largest * dmaxes"):
+    return _fn(SHIFT, f"dshifted = {dshifted}\ndmaxes = {dmaxes}\n"
+                      "largest = F.one_hot(logits.argmax(1), num_classes=logits.shape[1])\n"
+                      f"return dshifted, dmaxes, {dlogits}")
+
+
+WEIGHTED = "weighted_dlogits(logits, y, weight)"
+
+
+def _weighted(scale="w[:, None]", total="w.sum()"):
+    return _fn(WEIGHTED, "w = weight[y]\nprobs = torch.softmax(logits, dim=1)\n"
+                         "target = F.one_hot(y, num_classes=logits.shape[1])\n"
+                         f"return {scale} * (probs - target) / {total}")
+
+
+SCALE = "scale_normalise_backward(diff, invstd, gain, dhbn)"
+
+
+def _scale(dxhat="gain * dhbn", dgain="(dhbn * xhat).sum(0)", dbias="dhbn.sum(0)",
+           dinvstd="(dxhat * diff).sum(0, keepdim=True)", order="dxhat, dgain, dbias, dinvstd"):
+    return _fn(SCALE, f"xhat = diff * invstd\ndxhat = {dxhat}\ndgain = {dgain}\n"
+                      f"dbias = {dbias}\ndinvstd = {dinvstd}\nreturn {order}")
+
+
+CENTRE = "centre_backward(diff, var, eps, dxhat, dinvstd)"
+
+
+def _centre(dvar="-0.5 * dinvstd * (var + eps) ** -1.5", ddiff2="dvar.expand_as(diff) / n",
+            ddiff="dxhat * (var + eps) ** -0.5 + 2 * diff * ddiff2",
+            dmean="-ddiff.sum(0, keepdim=True)", dhpre="ddiff + dmean.expand_as(ddiff) / n"):
+    return _fn(CENTRE, f"n = diff.shape[0]\ndvar = {dvar}\nddiff2 = {ddiff2}\nddiff = {ddiff}\n"
+                       f"dmean = {dmean}\ndhpre = {dhpre}\n"
+                       "return dvar, ddiff2, ddiff, dmean, dhpre")
+
+
+EMBEDDING = "embedding_backward(dxin, tokens, num_rows)"
+
+
+def _embedding(demb="dxin[:, 2:].reshape(n, per_point, -1)",
+               add="dC.index_add_(0, tokens.flatten(), demb.reshape(-1, dim))", back="demb"):
+    return _fn(EMBEDDING, f"n, per_point = tokens.shape\ndemb = {demb}\n"
+                          "dim = (dxin.shape[1] - 2) // per_point\n"
+                          "dC = torch.zeros(num_rows, dim, dtype=dxin.dtype)\n"
+                          f"{add}\nreturn {back}, dC")
+
+
 LAYERNORM = "layernorm_backward(dout, x, gain, eps)"
 NORM = ("features = x.shape[{dim}]\n"
         "centred = x - x.mean({dim}, keepdim=True)\n"
@@ -37,183 +96,113 @@ def _norm(dim=1, count="features", g="dout * gain", terms=ALL_TERMS):
 
 
 WRONG = {
-    "l10-dlogprobs": [
-        (_fn(DLOGPROBS, PICK.format("-1.0")), "1/n is missing"),
-        (_fn(DLOGPROBS, PICK.format("1.0 / n")), "the sign is flipped"),
-        (_fn(DLOGPROBS, "return torch.full_like(logprobs, -1.0 / len(logprobs))"),
-         "only the picked entry of each row"),
+    "l10-pick-log": [
+        (_pick(value="-1.0"), "1/n is missing"),
+        (_pick(value="1.0 / n"), "the sign is flipped"),
+        (_fn(PICK_LOG, "dlogprobs = torch.full_like(probs, -1.0 / len(probs))\n"
+                       "return dlogprobs, dlogprobs / probs"), "only the picked entry of each row"),
+        (_pick(dprobs="dlogprobs * probs"), "the derivative of log(p) is 1/p"),
         # The spiral's N = 300 hard-wired.
-        (_fn(DLOGPROBS, PICK.format("-1.0 / 300")), "mismatch"),
+        (_pick(value="-1.0 / 300"), "mismatch"),
     ],
-    "l10-dprobs": [
-        (_fn("dprobs(probs, dlogprobs)", "return dlogprobs * probs"), "derivative of log(p) is 1/p"),
-        (_fn("dprobs(probs, dlogprobs)", "return 1 / probs"), "arriving from above is missing"),
-    ],
-    "l10-dcounts-sum-inv": [
-        (_fn("dcounts_sum_inv(counts, dprobs)", "return dprobs * counts"),
+    "l10-normalise": [
+        (_normalise(dinv="dprobs * counts"),
          "the sum is missing: counts_sum_inv has one number per row"),
-        (_fn("dcounts_sum_inv(counts, dprobs)", "return (dprobs * counts).sum(0, keepdim=True)"),
-         "summed over the batch (dim 0)"),
-        (_fn("dcounts_sum_inv(counts, dprobs)", "return (dprobs * counts).sum(1)"),
-         "without keepdim=True"),
-    ],
-    "l10-dcounts-sum": [
-        (_fn("dcounts_sum(counts_sum, dcounts_sum_inv)", "return dcounts_sum_inv / counts_sum**2"),
-         "the sign is lost"),
-        (_fn("dcounts_sum(counts_sum, dcounts_sum_inv)", "return -dcounts_sum_inv / counts_sum"),
-         "the power rule gives -s**-2"),
-    ],
-    "l10-dcounts": [
+        (_normalise(dinv="(dprobs * counts).sum(0, keepdim=True)"), "summed over the batch (dim 0)"),
+        (_normalise(dsum="dinv / counts_sum**2"), "the sign is lost"),
+        (_normalise(dsum="-dinv / counts_sum"), "the power rule gives -s**-2"),
         # = where += was meant: the path through counts_sum is dropped.
-        (_fn("dcounts(counts_sum_inv, dprobs, dcounts_sum)", "return dprobs * counts_sum_inv"),
-         "only the path through probs"),
+        (_normalise(dcounts="dprobs / counts_sum"), "only the path through probs"),
         # = where += was meant, the other way round: the second write replaces the first.
-        (_fn("dcounts(counts_sum_inv, dprobs, dcounts_sum)",
-             "grad = torch.zeros_like(dprobs)\n"
-             "grad[:] = dprobs * counts_sum_inv\n"
-             "grad[:] = dcounts_sum\n"
-             "return grad"),
-         "only the path through counts_sum"),
-    ],
-    "l10-dshifted": [
-        (_fn("dshifted(counts, dcounts)", "return dcounts"), "exp's local derivative is missing"),
-        (_fn("dshifted(counts, dcounts)", "return counts"), "arriving from above is missing"),
+        (_fn(NORMALISE, "dinv = (dprobs * counts).sum(1, keepdim=True)\n"
+                        "dsum = -dinv / counts_sum**2\n"
+                        "dcounts = torch.zeros_like(counts)\n"
+                        "dcounts[:] = dprobs / counts_sum\n"
+                        "dcounts[:] = dsum\n"
+                        "return dinv, dsum, dcounts"), "only the path through counts_sum"),
     ],
     "l10-predict-maxes": [
         # The scale the question gives, taken for the answer.
         ("maxes_guess = 0.003\n", "not quite"),
         ("maxes_guess = ...\n", "no prediction yet"),
     ],
-    "l10-dlogit-maxes": [
-        (_fn("dlogit_maxes(dshifted)", "return -dshifted"), "the sum is missing: logit_maxes"),
-        (_fn("dlogit_maxes(dshifted)", "return dshifted.sum(1, keepdim=True)"),
-         "the sign is lost: logit_maxes is subtracted"),
+    "l10-shift": [
+        (_shift(dshifted="dcounts"), "exp's local derivative is missing"),
+        (_shift(dmaxes="-dshifted"), "the sum is missing: logit_maxes"),
+        (_shift(dmaxes="dshifted.sum(1, keepdim=True)"), "logit_maxes is subtracted"),
         # The spiral's ~0 taken for the rule: zeros whatever arrives.
-        (_fn("dlogit_maxes(dshifted)", "return torch.zeros(len(dshifted), 1, dtype=dshifted.dtype)"),
-         "hard-coded"),
-    ],
-    "l10-dlogits": [
+        (_shift(dmaxes="torch.zeros(len(dshifted), 1, dtype=dshifted.dtype)"),
+         "dlogit_maxes was set to 0"),
         # The max path dropped because its gradient is ~0 on the spiral.
-        (_fn("dlogits(logits, dshifted, dlogit_maxes)", "return dshifted"),
-         "only the direct path is there"),
+        (_shift(dlogits="dshifted"), "dlogits has only the direct path"),
         # The max's gradient broadcast over the row, as if every entry had been the max.
-        (_fn("dlogits(logits, dshifted, dlogit_maxes)", "return dshifted + dlogit_maxes"),
-         "went to every entry of the row"),
+        (_shift(dlogits="dshifted + dmaxes"), "went to every entry of the row"),
     ],
-    "l10-linear": [
-        (_fn(LINEAR, "return dout @ W.T, dout.T @ inp, dout.sum(0)"), "dW came out transposed"),
-        (_fn(LINEAR, "return dout @ W.T, inp.T @ dout, dout"), "db is not summed over the batch"),
-        (_fn(LINEAR, "n = len(inp)\nreturn dout @ W.T, inp.T @ dout / n, dout.sum(0) / n"),
-         "divided by the batch size"),
-        # db right, dW alone off: the message is about dW, never about a sum.
-        (_fn(LINEAR, "return dout @ W.T, 2 * inp.T @ dout, dout.sum(0)"), "dW: on new inputs"),
-        (_fn(LINEAR, "return W @ dout.T, inp.T @ dout, dout.sum(0)"), "dinp came out transposed"),
-        # The sum is there; keepdim=True left (1, m): named as the shape, not as a missing sum.
-        (_fn(LINEAR, "dinp = dout @ W.T\ndW = inp.T @ dout\ndb = dout.sum(0, keepdim=True)\n"
-                     "return dinp, dW, db"),
-         "the sum is there, but keepdim=True (or an unsqueeze) left a size-1 dimension"),
+    "l10-weighted": [
+        (_weighted(total="len(y)"), "not by the number of rows n"),
+        (_weighted(total="weight.sum()"), "divided by the sum of every class's weight"),
+        (_weighted(scale="weight[None, :]"), "weighted by its own column's class"),
+        (_weighted(scale="1"), "the weights are missing from the rows"),
+        # The fused form of section 3 as it stands.
+        (_weighted(scale="1", total="len(y)"), "the class weights are left out"),
     ],
-    "l10-dhbn": [
-        (_fn("dhbn(h, dh)", "return dh * (1 - torch.tanh(h) ** 2)"), "tanh was applied to h again"),
-        (_fn("dhbn(h, dh)", "return dh * (1 - h)"), "the square is missing"),
-        (_fn("dhbn(h, dh)", "return 1 - h**2"), "arriving from above is missing"),
-    ],
-    "l10-scale-shift": [
-        (_fn(SCALE_SHIFT, "return dhbn, (xhat * dhbn).sum(0), dhbn.sum(0)"),
-         "the gain is missing from dxhat"),
+    "l10-scale-normalise": [
+        (_scale(dxhat="dhbn"), "the gain is missing from dxhat"),
         # dgain and dbias returned in each other's places.
-        (_fn(SCALE_SHIFT, "return gain * dhbn, dhbn.sum(0), (xhat * dhbn).sum(0)"),
-         "dgain and dbias are swapped"),
-        (_fn(SCALE_SHIFT, "return gain * dhbn, xhat * dhbn, dhbn"),
-         "dgain and dbias are not summed over the batch"),
-        (_fn(SCALE_SHIFT, "return gain * dhbn, (gain * dhbn).sum(0), dhbn.sum(0)"),
-         "dgain used the gain instead of xhat"),
+        (_scale(order="dxhat, dbias, dgain, dinvstd"), "dgain and dbias are swapped"),
+        (_scale(dgain="dhbn * xhat", dbias="dhbn"), "dgain and dbias are not summed over the batch"),
+        (_scale(dgain="(dhbn * gain).sum(0)"), "dgain used the gain instead of xhat"),
         # The sum is there; keepdim=True left (1, H): named as the shape, for dgain.
-        (_fn(SCALE_SHIFT, KEPT), "dgain: on new inputs"),
-        (_fn(SCALE_SHIFT, KEPT), "the sum is there, but keepdim=True (or an unsqueeze) left"),
-        # Only dgain unsummed: the message is about dgain alone (dbias is right), and
-        # the dgain-and-dbias slip is not named.
-        (_fn(SCALE_SHIFT, DGAIN_UNSUMMED), "dgain: on new inputs"),
-        (_fn(SCALE_SHIFT, DGAIN_UNSUMMED),
+        (_scale(dgain="(dhbn * xhat).sum(0, keepdim=True)"),
+         "the sum is there, but keepdim=True (or an unsqueeze) left"),
+        # Only dgain unsummed: the message is about dgain alone (dbias is right), and the
+        # dgain-and-dbias slip is not named.
+        (_scale(dgain="dhbn * xhat"), "dgain: on new inputs"),
+        (_scale(dgain="dhbn * xhat"),
          "you forgot to sum over dimension 0 (the broadcast batch dimension)"),
-        # Only dbias unsummed: the message is about dbias alone (dgain passed before it).
-        (_fn(SCALE_SHIFT, DBIAS_UNSUMMED), "dbias: on new inputs"),
-        (_fn(SCALE_SHIFT, DBIAS_UNSUMMED),
-         "you forgot to sum over dimension 0 (the broadcast batch dimension)"),
-    ],
-    "l10-dinvstd": [
-        (_fn("dinvstd(diff, dxhat)", "return dxhat * diff"), "the sum is missing: invstd"),
-        (_fn("dinvstd(diff, dxhat)", "return (dxhat * diff).sum(0)"), "without keepdim=True"),
+        (_scale(dinvstd="dxhat * diff"), "the sum for dinvstd is missing"),
+        (_scale(dinvstd="(dxhat * diff).sum(0)"), "a missing keepdim=True"),
         # A mean for the sum: off by exactly 1/n.
-        (_fn("dinvstd(diff, dxhat)", "return (dxhat * diff).mean(0, keepdim=True)"),
+        (_scale(dinvstd="(dxhat * diff).mean(0, keepdim=True)"),
          "(the size of dimension 0 of diff): a mean where the gradient needs a sum"),
+        (_scale(dinvstd="(dxhat * xhat).sum(0, keepdim=True)"), "the factor beside invstd is diff"),
+        (_scale(dinvstd="(dhbn * diff).sum(0, keepdim=True)"), "dinvstd was made from dhbn"),
     ],
-    "l10-dvar": [
-        (_fn("dvar(var, dinvstd, eps)", "return -0.5 * dinvstd * (var + eps) ** -0.5"),
-         "lowers the exponent by one"),
-        (_fn("dvar(var, dinvstd, eps)", "return 0.5 * dinvstd * (var + eps) ** -1.5"),
-         "the sign is lost"),
-        (_fn("dvar(var, dinvstd, eps)", "return -0.5 * dinvstd * var**-1.5"), "eps is missing"),
-    ],
-    "l10-ddiff2": [
-        (_fn("ddiff2(diff2, dvar)", "n = diff2.shape[0]\nreturn dvar.expand_as(diff2) / (n - 1)"),
-         "Bessel's correction"),
-        (_fn("ddiff2(diff2, dvar)", "return dvar.expand_as(diff2).clone()"), "1/n is missing"),
-        (_fn("ddiff2(diff2, dvar)", "return dvar / diff2.shape[0]"), "not spread over the batch"),
-    ],
-    "l10-ddiff": [
-        (_fn("ddiff(diff, invstd, dxhat, ddiff2)", "return dxhat * invstd"),
-         "only the path through xhat"),
-        (_fn("ddiff(diff, invstd, dxhat, ddiff2)", "return 2 * diff * ddiff2"),
-         "only the path through diff2"),
-        (_fn("ddiff(diff, invstd, dxhat, ddiff2)", "return dxhat * invstd + diff * ddiff2"),
-         "factor 2 is missing"),
-    ],
-    "l10-dmean": [
-        (_fn("dmean(ddiff)", "return -ddiff"), "the sum is missing: mean"),
-        # Only keepdim=True missing.
-        (_fn("dmean(ddiff)", "return -ddiff.sum(0)"), "a missing keepdim=True"),
-        (_fn("dmean(ddiff)", "return ddiff.sum(0, keepdim=True)"), "the sign is lost: the mean"),
+    "l10-centre": [
+        (_centre(dvar="-0.5 * dinvstd * (var + eps) ** -0.5"), "lowers the exponent by one"),
+        (_centre(dvar="0.5 * dinvstd * (var + eps) ** -1.5"), "the sign of dvar is lost"),
+        (_centre(dvar="-0.5 * dinvstd * var**-1.5"), "eps is missing"),
+        (_centre(ddiff2="dvar.expand_as(diff) / (n - 1)"), "Bessel's correction"),
+        (_centre(ddiff2="dvar.expand_as(diff).clone()"), "1/n is missing from ddiff2"),
+        (_centre(ddiff2="dvar / n"), "ddiff2 is not spread over the batch"),
+        (_centre(ddiff="dxhat * (var + eps) ** -0.5"), "only the path through xhat"),
+        (_centre(ddiff="2 * diff * ddiff2"), "only the path through diff2"),
+        (_centre(ddiff="dxhat * (var + eps) ** -0.5 + diff * ddiff2"), "factor 2 is missing"),
+        (_centre(dmean="-ddiff"), "the sum for dmean is missing"),
+        # Only keepdim=True missing: dhpre broadcasts it right, dmean is told its shape.
+        (_centre(dmean="-ddiff.sum(0)"), "a missing keepdim=True"),
+        (_centre(dmean="ddiff.sum(0, keepdim=True)"), "the sign of dmean is lost"),
         # A mean for the sum: off by exactly 1/n.
-        (_fn("dmean(ddiff)", "return -ddiff.mean(0, keepdim=True)"),
-         "(the size of dimension 0 of ddiff): a mean where the gradient needs a sum"),
-    ],
-    "l10-dhpre": [
-        (_fn("dhpre(ddiff, dmean)", "return ddiff"), "only the direct path is there: hpre"),
-        (_fn("dhpre(ddiff, dmean)", "return ddiff + dmean"), "1/n is missing on the path"),
-        (_fn("dhpre(ddiff, dmean)", "return ddiff + dmean / (len(ddiff) - 1)"),
-         "Bessel's correction"),
-    ],
-    "l10-demb": [
-        (_fn("demb(dxin, emb)", "return dxin[:, :-2].reshape(emb.shape)"),
-         "the first columns were taken"),
-        (_fn("demb(dxin, emb)",
-             "n, tokens, dim = emb.shape\n"
-             "return dxin[:, 2:].reshape(n, dim, tokens).transpose(1, 2)"),
-         "went back in the wrong order"),
-        # The concatenation undone, the view not: named as a view, not as keepdim.
-        (_fn("demb(dxin, emb)", "return dxin[:, 2:]"),
-         "(a view not undone: the gradient of x.view(...)"),
-    ],
-    "l10-predict-rows": [
-        # Every row, as if the gradient were spread over the table.
-        ("nonzero_rows_guess = (0, 1, 2, 3, 4)\n", "not quite"),
-        # Only the row looked up twice.
-        ("nonzero_rows_guess = (3,)\n", "not quite"),
-        # One row too many, as a set.
-        ("nonzero_rows_guess = {0, 1, 2, 3}\n", "not quite"),
+        (_centre(dmean="-ddiff.mean(0, keepdim=True)"),
+         "(the size of dimension 0 of diff): a mean where the gradient needs a sum"),
+        (_centre(dhpre="ddiff"), "dhpre has only the direct path"),
+        (_centre(dhpre="ddiff + dmean"), "1/n is missing on dhpre's path"),
+        (_centre(dhpre="ddiff + dmean / (n - 1)"), "Bessel's correction"),
     ],
     "l10-embedding": [
-        (_fn(EMBEDDING, TABLE + "table[flat_ids] = flat_grads\nreturn table"),
+        (_embedding(add="dC[tokens.flatten()] = demb.reshape(-1, dim)"),
          "keeps only one lookup's gradient"),
         # += through advanced indexing: told why it keeps one lookup, not that it assigned.
-        (_fn(EMBEDDING, TABLE + "table[tokens] += demb\nreturn table"),
-         "which is the same write with advanced indexing"),
-        (_fn(EMBEDDING, TABLE + "return table.index_add_(0, tokens[:, 0], demb[:, 0])"),
-         "only each point's first token"),
-        (_fn(EMBEDDING, TABLE + "for i, row in enumerate(flat_ids.tolist()):\n"
-                                "    table[row] = flat_grads[i]\nreturn table"),
+        (_embedding(add="dC[tokens] += demb"), "which is the same write with advanced indexing"),
+        (_embedding(add="dC.index_add_(0, tokens[:, 0], demb[:, 0])"), "only each point's first token"),
+        (_embedding(add="for i, row in enumerate(tokens.flatten().tolist()):\n"
+                        "    dC[row] = demb.reshape(-1, dim)[i]"),
          "keeps only one lookup's gradient"),
+        (_embedding(demb="dxin[:, :-2].reshape(n, per_point, -1)"), "the first columns were taken"),
+        (_embedding(demb="dxin[:, 2:].reshape(n, -1, per_point).transpose(1, 2)"),
+         "went back in the wrong order"),
+        # The concatenation undone, the view not: named as a view, not as keepdim.
+        (_embedding(back="dxin[:, 2:]"), "(a view not undone: the gradient of x.view(...)"),
     ],
     "l10-predict-db1": [
         # The size of dW1's entries, as if a bias learned like a weight.

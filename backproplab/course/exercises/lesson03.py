@@ -389,8 +389,6 @@ class _Node:
         self.data = float(data)
         self.grad = 0.0
         self.parents = parents
-        self.op = "+" if parents else ""
-        self.name = ""
 
     def __repr__(self):
         return f"Value({self.data:.4g})"
@@ -482,13 +480,9 @@ class CallWatch:
 
 def _lesson_sorts(namespace):
     """The lesson's sorts as the notebook defined them: code object -> name."""
-    found = {}
-    for name in ("topo_order", "topo_recursive"):
-        fn = namespace.get(name)
-        code = getattr(fn, "__code__", None)
-        if code is not None:
-            found[code] = name
-    return found
+    codes = {name: getattr(namespace.get(name), "__code__", None)
+             for name in ("topo_order", "topo_recursive")}
+    return {code: name for name, code in codes.items() if code is not None}
 
 
 def _order_problem(order, root):

@@ -1,11 +1,14 @@
 """Lesson 04, linear regression: its exercises and its predictions.
 
-Exercise 1 asks for the gradients of the mean squared error of a straight
-line, Exercise 2 for the gradients of the same line under a Huber loss, whose
-derivative has two pieces (a transfer: no cell of the lesson differentiates
-it). Both stay with the two numbers w and b. Each reference uses autograd;
-each slip below is a wrong answer a learner is likely to write, and the check
-names it when the learner's result equals it on every trial.
+The lesson works out the gradients of the mean squared error of a straight
+line; its exercises transfer that to losses no cell differentiates. Exercise 1
+asks for the gradients of a Gaussian negative log-likelihood whose line also
+predicts the log of the noise's standard deviation, u = a·x + c (two
+quantities per point, r and u, and the chain rule through exp(-2u));
+Exercise 2 for the gradients of the line under a Huber loss, whose derivative
+has two pieces. Both stay with scalar parameters. Each reference uses
+autograd; each slip below is a wrong answer a learner is likely to write, and
+the check names it when the learner's result equals it on every trial.
 """
 
 from __future__ import annotations
@@ -14,15 +17,9 @@ import torch
 from torch import nn
 
 from ... import data
-from ...widgets import train_linear
 from ._spec import ByHand, Prediction
 
 # --------------------------------------------------------------------------- Exercise 1
-
-
-def _mse_reference(x, y, w, b):
-    w, b = w.requires_grad_(), b.requires_grad_()
-    return torch.autograd.grad(((w * x + b - y) ** 2).mean(), (w, b))
 
 
 def _new_data(gen):
@@ -38,20 +35,67 @@ def _residual(x, y, w, b):
     return w * x + b - y
 
 
-MSE_SLIPS = {
+def _nll(x, y, w, b, a, c):
+    """The mean Gaussian negative log-likelihood (without its constant): u + ½ r² e^(-2u)."""
+    u = a * x + c
+    return (u + 0.5 * _residual(x, y, w, b) ** 2 * torch.exp(-2 * u)).mean()
+
+
+def _nll_reference(x, y, w, b, a, c):
+    params = [t.requires_grad_() for t in (w, b, a, c)]
+    return torch.autograd.grad(_nll(x, y, *params), params)
+
+
+def _new_noisy_data(gen):
+    """A line whose noise grows with x (its log-sd a0·x + c0), on x in [0, 5], with the
+    four parameters anywhere near it."""
+    n = int(torch.randint(5, 30, (1,), generator=gen))
+    slope, intercept = (torch.randn(2, generator=gen) * 3).tolist()
+    a0 = 0.3 * float(torch.rand((), generator=gen))
+    c0 = -float(torch.rand((), generator=gen))
+    xs = torch.rand(n, generator=gen) * 5
+    ys = slope * xs + intercept + torch.exp(a0 * xs + c0) * torch.randn(n, generator=gen)
+    w, b = torch.randn(2, generator=gen)
+    a, c = torch.randn(2, generator=gen) * torch.tensor([0.2, 0.5])
+    return xs, ys, w, b, a, c
+
+
+def _nll_slip(x, y, w, b, a, c, *, d_r=None, d_u=None, mean=True, sign=1.0):
+    """The four gradients from dℓ/dr and dℓ/du per point, each given as a function of
+    (r, precision) to put a slip in; the defaults are right."""
+    r = sign * _residual(x, y, w, b)
+    precision = torch.exp(-2 * (a * x + c))
+    g_r = (d_r or (lambda r, p: r * p))(r, precision)
+    g_u = (d_u or (lambda r, p: 1 - r**2 * p))(r, precision)
+    reduce = (lambda t: t.mean()) if mean else (lambda t: t.sum())
+    return reduce(g_r * x), reduce(g_r), reduce(g_u * x), reduce(g_u)
+
+
+NLL_SLIPS = {
+    "the line's gradients lack the factor e^(-2u), one over the variance: a point's residual "
+    "counts in proportion to how precise the point is":
+        lambda *args: _nll_slip(*args, d_r=lambda r, p: r),
+    "the line's gradients carry a factor 2 too many: the ½ in ½·r²·e^(-2u) cancels the 2 "
+    "from the square":
+        lambda *args: _nll_slip(*args, d_r=lambda r, p: 2 * r * p),
+    "the chain rule through e^(-2u) is missing its factor -2: d/du (½·r²·e^(-2u)) = "
+    "-r²·e^(-2u), so dℓ/du = 1 - r²·e^(-2u)":
+        lambda *args: _nll_slip(*args, d_u=lambda r, p: 1 - 0.5 * r**2 * p),
+    "dℓ/du lacks the 1 that the term u itself contributes: dℓ/du = 1 - r²·e^(-2u)":
+        lambda *args: _nll_slip(*args, d_u=lambda r, p: -(r**2) * p),
+    "dℓ/du has the wrong sign on its second term: e^(-2u) falls as u grows, so d/du "
+    "(½·r²·e^(-2u)) = -r²·e^(-2u)":
+        lambda *args: _nll_slip(*args, d_u=lambda r, p: 1 + r**2 * p),
+    "the sign of dL/dw and dL/db is flipped: the residual is w·x + b − y, and its "
+    "derivative with respect to w is +x":
+        lambda *args: _nll_slip(*args, sign=-1.0),
     "the mean was taken as a sum (a factor of N too large): the loss averages over the "
     "points, so each point's share carries 1/N":
-        lambda x, y, w, b: ((2 * _residual(x, y, w, b) * x).sum(),
-                            (2 * _residual(x, y, w, b)).sum()),
-    "the factor 2 from the derivative of the square is missing: d(r²)/dr = 2r":
-        lambda x, y, w, b: ((_residual(x, y, w, b) * x).mean(), _residual(x, y, w, b).mean()),
-    "the sign is flipped: the residual inside the square is w·x + b − y, and its derivative "
-    "with respect to w is +x":
-        lambda x, y, w, b: ((-2 * _residual(x, y, w, b) * x).mean(),
-                            (-2 * _residual(x, y, w, b)).mean()),
-    "dL/dw lacks the factor x (or the two gradients are swapped): w multiplies x, so the "
-    "gradient with x in it belongs to w":
-        lambda x, y, w, b: ((2 * _residual(x, y, w, b)).mean(), (2 * _residual(x, y, w, b)).mean()),
+        lambda *args: _nll_slip(*args, mean=False),
+    "dL/da lacks the factor x (or dL/da and dL/dc are swapped): a multiplies x in u = a·x + c":
+        lambda *args: (lambda g: (g[0], g[1], g[3], g[3]))(_nll_slip(*args)),
+    "dL/dw lacks the factor x (or dL/dw and dL/db are swapped): w multiplies x in the "
+    "residual": lambda *args: (lambda g: (g[1], g[1], g[2], g[3]))(_nll_slip(*args)),
 }
 
 # --------------------------------------------------------------------------- Exercise 2
@@ -108,7 +152,8 @@ HUBER_SLIPS = {
     "every point was treated as inside the threshold (the squared error's gradient): beyond "
     "delta the loss grows linearly, so a far-off point pulls with delta·sign(r), not r":
         lambda x, y, w, b, d: _to_w_b(_residual(x, y, w, b), x),
-    "this is the squared error's gradient (Exercise 1's), 2r at every point: the Huber loss "
+    "this is the squared error's gradient (the lesson's worked one), 2r at every point: the "
+    "Huber loss "
     "is ½r² inside delta, whose derivative is r, and linear beyond it, with slope "
     "delta·sign(r)":
         lambda x, y, w, b, d: _to_w_b(2 * _residual(x, y, w, b), x),
@@ -127,13 +172,14 @@ HUBER_SLIPS = {
 
 EXERCISES = {
     "l04-grads": ByHand(
-        name="MSE gradients",
-        reference=_mse_reference,
-        make_inputs=_new_data,
-        outputs=["dL/dw", "dL/db"],
-        mistakes=MSE_SLIPS,
-        advice="Write the loss for two points on paper, differentiate each squared residual "
-               "with respect to w and to b, and average.",
+        name="Gaussian NLL gradients",
+        reference=_nll_reference,
+        make_inputs=_new_noisy_data,
+        outputs=["dL/dw", "dL/db", "dL/da", "dL/dc"],
+        mistakes=NLL_SLIPS,
+        advice="Write one point's loss, u + ½·r²·e^(-2u), and find its derivatives with "
+               "respect to r and to u on paper; then follow r to w and b, and u to a and c, "
+               "and average.",
     ),
     "l04-huber": ByHand(
         name="Huber gradients",
@@ -142,8 +188,8 @@ EXERCISES = {
         outputs=["dL/dw", "dL/db"],
         mistakes=HUBER_SLIPS,
         advice="First write dL/dr for one point in each of the two pieces (sketch them: where "
-               "do they meet, and with what slope?), then follow r to w and to b as in "
-               "Exercise 1, and average.",
+               "do they meet, and with what slope?), then follow r to w and to b as the "
+               "lesson's squared error does, and average.",
     ),
 }
 
@@ -167,13 +213,6 @@ def _one_step_answer():
     return round(w.item(), 2), round(b.item(), 2)
 
 
-def _lr_answer():
-    """Whether 50 steps at lr = 0.03 end with a loss above the starting loss."""
-    x, y = _lesson_data()
-    losses, _, _ = train_linear(x, y, lr=0.03, epochs=50)
-    return losses[-1] > losses[0]
-
-
 PREDICTIONS = {
     "l04-predict-step": Prediction(
         question="(w, b) after one step with lr = 0.01, to two decimals",
@@ -182,16 +221,5 @@ PREDICTIONS = {
              "negative: what does subtracting a negative number do? Start from w = b = 0.",
         why="w − lr·dL/dw = 0 − 0.01 · (−149.80) = 1.498 and b = 0 − 0.01 · (−22.61) = 0.226, "
             "so {answer} to two decimals: one step moves both up, w far more than b",
-    ),
-    "l04-predict-lr": Prediction(
-        question="does lr = 0.03 make the loss end above where it started?",
-        answer=_lr_answer,
-        hint="a step is stable only while it does not jump past the minimum by more than it "
-             "started from; the steepest direction here is the slope's, and x runs up to 10. "
-             "The section below computes the largest stable rate.",
-        why="0.03 is past the largest stable rate for this data (about 0.028, computed below): "
-            "along the steep direction every step lands farther from the minimum than it "
-            "started, so the error grows by a constant factor per step",
-        choices=(True, False),
     ),
 }

@@ -1,236 +1,200 @@
 """Lesson 06, zeroing gradients: its exercises and its predictions.
 
-``l06-accumulate`` is checked by method, on new models and new data for every
-seed: the learner builds zeroing into a loop that accumulates k micro-batches
-per step; the check counts the backward passes and the optimizer steps and
-compares the weights with full-batch training, naming gradients cleared
-before every micro-batch, never, or between the last ``backward()`` and
-``step()``, and a missing ``/ k``. ``l06-never-zeroed`` is by hand: the learner
-writes, without backward, the weights a logistic regression reaches when its
-loop never zeroes (each step uses the sum of all gradients so far), checked
+``l06-where`` is checked by method: the learner writes a detector that tells,
+from the outside, where a training step it cannot read zeroes its gradients
+(at the start, right after ``step()``, between the last ``backward()`` and
+``step()``, before every micro-batch, or never). The check builds steps of every
+kind on new models and data for every seed, ``set_to_none`` either way, and
+names what the step the learner misread leaves in the weights and in ``.grad``.
+``l06-momentum`` is by hand: the weights that lesson 04's line reaches when its
+loop never zeroes and its optimizer has momentum (two accumulators stacked:
+``.grad`` sums the gradients, the momentum buffer sums ``.grad``), checked
 against a real torch loop on new problems, with the slips named (the zeroed
-loop, a step too few or too many, the updates summed instead of the
-gradients, every gradient taken at the starting weights, the mean's 1/n).
+loop, momentum left out, dampening, a step too few or too many, every gradient
+taken at the starting weights).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from ... import data
-from ._spec import ByHand, Method, Prediction, Report, attempt, compare, count_autograd, passed
+from ._spec import ByHand, Method, Prediction, Report, attempt, passed
 from ._spec import failed as _fail
 
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
-
-
-def _call(name: str, answer: Any, *args: Any) -> tuple[Any, Any, Report | None]:
-    """(result, the count of backward passes, None) or (None, None, a failed Report)."""
-    with count_autograd() as seen:
-        result, failure = attempt(name, answer, *args)
-    if failure is not None:
-        return None, None, failure
-    others = [c for c in seen.calls if c != "Tensor.backward()"]
-    if others:
-        return None, None, _fail(name, f"your code called {others[0]}, which hands gradients back "
-                                       "without touching .grad. This exercise is about .grad in "
-                                       "a loop that calls backward(): use backward().")
-    return result, seen, None
-
-
 # --------------------------------------------------------------------------
-# l06-accumulate: zero once per step in a loop of k micro-batches
+# l06-where: where does a step the learner cannot read zero its gradients?
 # --------------------------------------------------------------------------
 
+PLACES = ("start", "end", "before step", "each micro-batch", "never")
 
-def _accumulation_problem(gen: torch.Generator) -> tuple:
-    """(start weights, X, y, steps, k, lr): a float64 Linear(d, 1) and a batch of k * m rows."""
-    d, k, m = (int(torch.randint(lo, hi, (1,), generator=gen)) for lo, hi in ((2, 5), (2, 5),
-                                                                             (2, 5)))
-    X = torch.randn(k * m, d, generator=gen, dtype=torch.float64)
-    y = X @ torch.randn(d, 1, generator=gen, dtype=torch.float64) + 0.3 * torch.randn(
-        k * m, 1, generator=gen, dtype=torch.float64)
-    start = {"weight": torch.randn(1, d, generator=gen, dtype=torch.float64),
-             "bias": torch.randn(1, generator=gen, dtype=torch.float64)}
-    steps = int(torch.randint(3, 7, (1,), generator=gen))
-    lr = round(0.05 + 0.15 * float(torch.rand((), generator=gen)), 3)
-    return start, X, y, steps, k, lr
-
-
-def _model(start: dict) -> torch.nn.Linear:
-    model = torch.nn.Linear(start["weight"].shape[1], 1).double()
-    model.load_state_dict(start)
-    return model
-
-
-def _accumulation_loop(start: dict, X: torch.Tensor, y: torch.Tensor, steps: int, k: int,
-                       lr: float, slip: str | None = None) -> torch.nn.Linear:
-    """The right loop (slip=None), or the loop with one named slip."""
-    model = _model(start)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    for _ in range(steps):
-        if slip != "never":
-            opt.zero_grad()
-        for X_part, y_part in zip(X.chunk(k), y.chunk(k), strict=True):
-            if slip == "every":
-                opt.zero_grad()
-            loss = F.mse_loss(model(X_part), y_part)
-            (loss if slip == "no k" else loss / k).backward()
-        opt.step()
-    return model
-
-
-def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    return all(torch.allclose(p, q, rtol=1e-10, atol=1e-12)
-               for p, q in zip(a.parameters(), b.parameters(), strict=True))
-
-
-ACCUMULATION_SLIPS = {
-    "every": "the gradients were cleared before every micro-batch, so step() saw only the "
-             "last micro-batch's share. Clear them once per step, before the first "
-             "micro-batch, and let the k backward calls add up",
-    "never": "the gradients were never cleared: each step used the sum of every "
-             "micro-batch since the start. Clear them once per step",
-    "no k": "each step moved k times too far: the k micro-batch means add up to k times the "
-            "full-batch mean. Divide each micro-batch's loss by k (lesson 05)",
+WHAT_IT_DOES = {
+    "start": "zeroes at the start of each step, before the first micro-batch: after a step, "
+             ".grad holds that step's full-batch gradient (taken at the weights the step "
+             "started from), and the next step replaces it",
+    "end": "zeroes right after opt.step(): the weights move by the full-batch gradient, and "
+           "afterwards .grad is None (or zeros, with set_to_none=False), which is as right as "
+           "zeroing at the start",
+    "before step": "zeroes between the last backward and opt.step(): step() finds no gradient "
+                   "(a None .grad is skipped, zeros move nothing), so the weights never move",
+    "each micro-batch": "zeroes before every micro-batch's backward: after a step, .grad holds "
+                        "only the last micro-batch's part (its mean's gradient divided by k), "
+                        "not the full batch's gradient, and the weights moved by that part",
+    "never": "never zeroes: its first step looks like a right one, but after a second step "
+             ".grad holds the sum of both steps' gradients",
 }
 
 
-def _check_accumulate(answer: Any, seed: int) -> Report:
-    name = "train_accumulated"
-    for trial in range(3):
-        start, X, y, steps, k, lr = _accumulation_problem(
-            torch.Generator().manual_seed(seed + trial))
-        learner = _model(start)
-        made: list[int] = []
-        handle = register_optimizer_step_post_hook(
-            lambda opt, args, kwargs, made=made: made.append(1))
-        try:
-            _, seen, failure = _call(name, answer, learner, X, y, steps, k, lr)
-        finally:
-            handle.remove()
-        if failure is not None:
-            return failure
-        where = f"training {steps} steps of {k} micro-batches on new data"
-        if seen.reverse != steps * k:
-            return _fail(name, f"{where}, your loop ran {_plural(seen.reverse, 'backward pass')};"
-                               f" expected {steps * k}, one per micro-batch.")
-        if len(made) != steps:
-            return _fail(name, f"{where}, your loop made {_plural(len(made), 'optimizer step')}; "
-                               f"expected {steps}, one after each group of {k} micro-batches "
-                               "(torch.optim.SGD's step()).")
-        moved = any(not torch.equal(p.detach(), start[n]) for n, p in learner.named_parameters())
-        if not moved:
-            return _fail(name, f"{where}, the weights did not move: step() ran on gradients that "
-                               "were already cleared. Zero them before the first backward of a "
-                               "step or after step(), never between the last backward and "
-                               "step().")
-        if _same_weights(learner, _accumulation_loop(start, X, y, steps, k, lr)):
-            continue
-        for slip, words in ACCUMULATION_SLIPS.items():
-            if _same_weights(learner, _accumulation_loop(start, X, y, steps, k, lr, slip)):
-                return _fail(name, f"{where}, {words}.")
-        ref = _accumulation_loop(start, X, y, steps, k, lr)
-        verdict = compare("trained weight", learner.weight, ref.weight)[0]
-        return _fail(name, f"{where}, the trained weights differ from those of full-batch "
-                           f"training: {verdict.message}")
-    return passed(name, "trains like full-batch SGD on 3 new problems: one backward per "
-                        "micro-batch, one step per group of k")
+def _make_step(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, k: int, lr: float,
+               place: str, set_to_none: bool):
+    """One SGD step on k micro-batches with zero_grad() at ``place`` (a PLACES label)."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+
+    def zero(here: str) -> None:
+        if here == place:
+            opt.zero_grad(set_to_none=set_to_none)
+
+    def step() -> None:
+        zero("start")
+        for X_part, y_part in zip(X.chunk(k), y.chunk(k), strict=True):
+            zero("each micro-batch")
+            (F.mse_loss(model(X_part), y_part) / k).backward()
+        zero("before step")
+        opt.step()
+        zero("end")
+
+    return step
+
+
+def _where_problem(gen: torch.Generator) -> tuple:
+    """(a model maker, X, y, k, lr): a float64 Linear(d, 1), or a small tanh MLP, and a
+    batch of k * m rows."""
+    d, k, m = (int(torch.randint(lo, hi, (1,), generator=gen)) for lo, hi in ((1, 4), (2, 5),
+                                                                             (2, 4)))
+    hidden = int(torch.randint(0, 4, (1,), generator=gen))  # 0: a straight line
+    X = torch.randn(k * m, d, generator=gen, dtype=torch.float64)
+    y = torch.randn(k * m, 1, generator=gen, dtype=torch.float64)
+    layers = ([torch.nn.Linear(d, 1)] if hidden == 0 else
+              [torch.nn.Linear(d, hidden + 1), torch.nn.Tanh(), torch.nn.Linear(hidden + 1, 1)])
+    start = torch.nn.Sequential(*layers).double()
+    with torch.no_grad():
+        for p in start.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
+    lr = round(0.05 + 0.15 * float(torch.rand((), generator=gen)), 3)
+    return (lambda: copy.deepcopy(start)), X, y, k, lr
+
+
+def _check_where(answer: Any, seed: int) -> Report:
+    name = "where_zeroed"
+    for trial in range(2):
+        gen = torch.Generator().manual_seed(seed + trial)
+        make_model, X, y, k, lr = _where_problem(gen)
+        order = [PLACES[int(i)] for i in torch.randperm(len(PLACES), generator=gen)]
+        for place in order:
+            set_to_none = bool(torch.randint(0, 2, (1,), generator=gen))
+            model = make_model()
+            step = _make_step(model, X, y, k, lr, place, set_to_none)
+            said, failure = attempt(name, answer, step, model, X.clone(), y.clone(), k)
+            if failure is not None:
+                return failure
+            where = (f"on a new model ({sum(p.numel() for p in model.parameters())} "
+                     f"parameters) with k = {k} micro-batches")
+            if not isinstance(said, str) or said.strip().lower() not in PLACES:
+                return _fail(name, f"{where}, your function returned {said!r}; expected one of "
+                                   f"{', '.join(repr(p) for p in PLACES)}.")
+            if said.strip().lower() != place:
+                return _fail(name, f"{where}: the step {WHAT_IT_DOES[place]}. Your function "
+                                   f"said {said!r}.")
+    return passed(name, f"tells apart the {len(PLACES)} places on 2 new problems "
+                        f"({2 * len(PLACES)} steps it could not read)")
 
 
 # --------------------------------------------------------------------------
-# l06-never-zeroed: what a loop that never zeroes applies, by hand
+# l06-momentum: a loop that never zeroes, with momentum, by hand
 # --------------------------------------------------------------------------
 
 
-def _logistic_problem(gen: torch.Generator) -> tuple:
-    """(w, b, X, t, lr, steps): a logistic regression, new sizes and numbers each trial."""
-    n = int(torch.randint(5, 13, (1,), generator=gen))
-    features = int(torch.randint(2, 5, (1,), generator=gen))
-    X = torch.randn(n, features, generator=gen, dtype=torch.float64)
-    t = torch.randint(0, 2, (n,), generator=gen).to(torch.float64)
-    w = torch.randn(features, generator=gen, dtype=torch.float64) * 0.5
-    b = torch.randn((), generator=gen, dtype=torch.float64) * 0.5
-    lr = round(0.05 + 0.25 * float(torch.rand((), generator=gen)), 3)
-    steps = int(torch.randint(3, 9, (1,), generator=gen))
-    return w, b, X, t, lr, steps
+def _momentum_problem(gen: torch.Generator) -> tuple:
+    """(x, y, w, b, lr, beta, steps): lesson 04's kind of line, new numbers each trial."""
+    n = int(torch.randint(5, 20, (1,), generator=gen))
+    x = torch.rand(n, generator=gen, dtype=torch.float64) * 3
+    slope, intercept = (torch.randn(2, generator=gen, dtype=torch.float64) * 2).tolist()
+    y = slope * x + intercept + 0.5 * torch.randn(n, generator=gen, dtype=torch.float64)
+    w, b = torch.randn(2, generator=gen, dtype=torch.float64)
+    lr = round(0.002 + 0.018 * float(torch.rand((), generator=gen)), 4)
+    beta = round(0.3 + 0.6 * float(torch.rand((), generator=gen)), 2)
+    steps = int(torch.randint(3, 8, (1,), generator=gen))
+    return x, y, w, b, lr, beta, steps
 
 
-def _never_zeroed_ref(w, b, X, t, lr, steps):
-    """The real loop: backward() and SGD's step, .grad never cleared."""
+def _momentum_ref(x, y, w, b, lr, beta, steps):
+    """The real loop: backward() and SGD's step with momentum, .grad never cleared."""
     w = w.clone().requires_grad_()
     b = b.clone().requires_grad_()
-    opt = torch.optim.SGD([w, b], lr=lr)
+    opt = torch.optim.SGD([w, b], lr=lr, momentum=beta)
     for _ in range(steps):
-        F.binary_cross_entropy_with_logits(X @ w + b, t).backward()
+        ((w * x + b - y) ** 2).mean().backward()
         opt.step()
     return w.detach(), b.detach()
 
 
-def _grads(w, b, X, t, mean=True, sign=1.0):
-    """The gradient of the mean logistic loss at (w, b) (or a slip of it)."""
-    dz = sign * (torch.sigmoid(X @ w + b) - t) / (len(t) if mean else 1)
-    return X.T @ dz, dz.sum()
+def _run(x, y, w, b, lr, beta, steps, *, summed=True, momentum=True, dampening=False,
+         frozen=False):
+    """The loop by hand with one slip switched on (the defaults give the right answer)."""
+    def grads(w, b):
+        r = w * x + b - y
+        return (2 * r * x).mean(), (2 * r).mean()
 
-
-def _run(w, b, X, t, lr, steps, *, summed=True, twice=False, frozen=False, mean=True,
-         sign=1.0):
-    """The update rule with one slip switched on (the defaults give the right answer)."""
-    Gw, Gb = torch.zeros_like(w), torch.zeros_like(b)
-    Uw, Ub = torch.zeros_like(w), torch.zeros_like(b)
-    first = _grads(w, b, X, t, mean, sign)
+    held = [torch.zeros_like(w), torch.zeros_like(b)]  # what .grad holds
+    velocity = [torch.zeros_like(w), torch.zeros_like(b)]  # the momentum buffer
+    share = (1 - beta) if dampening else 1.0
+    first = grads(w, b)
     for _ in range(steps):
-        gw, gb = first if frozen else _grads(w, b, X, t, mean, sign)
-        Gw, Gb = (Gw + gw, Gb + gb) if summed else (gw, gb)
-        if twice:  # the updates summed again
-            Uw, Ub = Uw + lr * Gw, Ub + lr * Gb
-            w, b = w - Uw, b - Ub
-        else:
-            w, b = w - lr * Gw, b - lr * Gb
+        g = first if frozen else grads(w, b)
+        held = [h + gi for h, gi in zip(held, g, strict=True)] if summed else list(g)
+        velocity = [beta * v + share * h for v, h in zip(velocity, held, strict=True)] \
+            if momentum else held
+        w, b = w - lr * velocity[0], b - lr * velocity[1]
     return w, b
 
 
-NEVER_ZEROED = ByHand(
-    name="never_zeroed",
-    reference=_never_zeroed_ref,
-    make_inputs=_logistic_problem,
+FORGOT_WITH_MOMENTUM = ByHand(
+    name="forgot_with_momentum",
+    reference=_momentum_ref,
+    make_inputs=_momentum_problem,
     outputs=("w after the steps", "b after the steps"),
     mistakes={
-        "these are the weights of the loop that zeroes: each step used only its own "
-        "gradient, but with no zeroing .grad after step s holds g1 + ... + gs, and the step "
-        "is lr times that sum": lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps,
-                                                                   summed=False),
+        "these are the weights of the loop that zeroes: the buffer added each step's own "
+        "gradient, but with no zeroing .grad at step t holds g1 + ... + gt, and that sum is "
+        "what the buffer adds": lambda *a: _run(*a, summed=False),
+        "momentum is left out: each step subtracts lr times the momentum buffer "
+        "(beta times the old buffer plus .grad), not lr times .grad":
+            lambda *a: _run(*a, momentum=False),
+        "the buffer took (1 - beta) of .grad: SGD's dampening is 0 by default, so the buffer "
+        "adds .grad in full (at the first step the buffer is .grad itself)":
+            lambda *a: _run(*a, dampening=True),
         "one step too few: the loop runs backward() and step() `steps` times, and the "
-        "last step counts too": lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps - 1),
+        "last step counts too": lambda x, y, w, b, lr, beta, steps: _run(
+            x, y, w, b, lr, beta, steps - 1),
         "one step too many: the loop runs backward() and step() exactly `steps` times":
-            lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps + 1),
-        "you summed the updates instead of the gradients: .grad holds the sum of the "
-        "gradients, and each step subtracts lr times that sum, once, not the sum of all "
-        "the steps so far": lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps,
-                                                                twice=True),
-        "every gradient in your sum was taken at the starting weights: each backward() "
-        "computes the gradient at the weights of its own step, after the updates so far":
-            lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps, frozen=True),
-        "the 1/n of the mean is missing: the loss averages over the n examples":
-            lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps, mean=False),
-        "the sign of the gradient is flipped: dL/dz_i = (sigmoid(z_i) - t_i) / n":
-            lambda w, b, X, t, lr, steps: _run(w, b, X, t, lr, steps, sign=-1.0),
+            lambda x, y, w, b, lr, beta, steps: _run(x, y, w, b, lr, beta, steps + 1),
+        "every gradient was taken at the starting weights: each backward() computes the "
+        "gradient at the weights of its own step, after the updates so far":
+            lambda *a: _run(*a, frozen=True),
     },
-    advice="Write the gradient of the mean loss at the current (w, b) first; then keep a "
-           "running sum of the gradients, as .grad does, and subtract lr times that sum at "
-           "every step.",
+    advice="Keep two running quantities per parameter, as the loop does: what .grad holds "
+           "(nothing clears it) and the momentum buffer (beta times itself plus .grad), and "
+           "take each step's gradient at that step's weights.",
 )
 
 
 EXERCISES = {
-    "l06-accumulate": Method(check=_check_accumulate),
-    "l06-never-zeroed": NEVER_ZEROED,
+    "l06-where": Method(check=_check_where),
+    "l06-momentum": FORGOT_WITH_MOMENTUM,
 }
 
 

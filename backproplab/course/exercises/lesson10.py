@@ -1,16 +1,20 @@
 """Lesson 10, backprop through a classifier: its exercises and its predictions.
 
 The lesson writes a small classifier's forward pass in named steps (`forward`
-below is the same code) and asks for the backward of every step, one small
-function each. A check makes a fresh random model and batch (other sizes than
-the lesson's spiral), runs `forward` in float64, and hands the learner's
-function the arguments its exercise names: forward values of that batch, and
-random numbers standing for the gradient arriving from above. The reference is
-autograd's gradient through that one step, given the same numbers (`_vjp`).
+below is the same code) and asks for the backward of its cross-entropy and its
+batch norm a few lines at a time: each exercise takes the forward values of its
+lines and the gradient arriving at the last of them, and returns the gradient at
+every intermediate of those lines. A check makes a fresh random model and batch
+(other sizes than the lesson's spiral), runs `forward` in float64, and hands the
+learner's function that batch's forward values and, for the gradient arriving
+from above, random numbers of the right shape. The reference is autograd's
+gradient at each of those intermediates, given the same numbers (`_grads_at`).
 
-The slips listed with each exercise are the ones the lesson warns about: a
-missing sum where the forward pass broadcast, 1/N, Bessel's N - 1, a path left
-out (``=`` where two paths must add up), the wrong axis.
+A slip early in an exercise's lines carries into the gradients after it, so each
+slip below is written as the whole chain with the slip in it (`_pick_log`,
+`_normalise`, `_shift`, `_scale`, `_centre`, `_lookup`): a learner who makes one
+slip and derives the rest right is told the slip. Two transfers follow the same
+rules: class weights in cross-entropy's fused form, and layer norm.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import torch
 import torch.nn.functional as F
 
 from ._spec import ByHand, Prediction
-from ._spec import vjp as _vjp
 
 EPS = 1e-5
 
@@ -83,22 +86,20 @@ def spiral_model(hidden=16, dim=3, seed=13):
     }
 
 
-def _spiral_pass():
-    """The lesson's first forward and backward pass: (params, intermediates)."""
+def spiral_grads():
+    """autograd's gradient at every parameter and intermediate of the lesson's first pass."""
     from ... import data
 
     x32, y = data.spiral_data()
     x = x32.double()
     p = {name: t.requires_grad_() for name, t in spiral_model().items()}
-    f = forward(p, x, spiral_tokens(x), y)
-    for t in f.values():
-        t.retain_grad()
-    f["loss"].backward()
-    return p, f
+    named = {**p, **forward(p, x, spiral_tokens(x), y)}
+    return dict(zip(named, torch.autograd.grad(named["loss"], list(named.values())),
+                    strict=True))
 
 
 # --------------------------------------------------------------------------
-# Fresh batches for the checks
+# Fresh batches for the checks, and the reference
 # --------------------------------------------------------------------------
 
 
@@ -150,118 +151,168 @@ def _inputs(*names):
     return make
 
 
+def _grads_at(names, build, *leaves):
+    """autograd's gradients at the tensors ``names`` of the graph that ``build`` makes from
+    ``leaves``: ``build`` returns (its tensors by name, its outputs, the gradients arriving
+    at those outputs)."""
+    leaves = [t.detach().clone().requires_grad_() for t in leaves]
+    made, outs, arriving = build(*leaves)
+    return torch.autograd.grad(outs, [made[name] for name in names], arriving)
+
+
 def _rows(t):
     return torch.arange(len(t))
 
 
 # --------------------------------------------------------------------------
-# Cross-entropy, step by step
+# Cross-entropy: the pick and the log; the normalisation; exp and the max
 # --------------------------------------------------------------------------
 
 
-def _dlogprobs_ref(logprobs, y):
-    return _vjp(lambda lp: -lp[_rows(lp), y].mean(), [logprobs], torch.tensor(1.0).double())
+def _pick_log_ref(probs, y):
+    def build(pr):
+        lp = pr.log()
+        return {"logprobs": lp, "probs": pr}, -lp[_rows(lp), y].mean(), torch.ones((), dtype=pr.dtype)
+    return _grads_at(["logprobs", "probs"], build, probs)
 
 
-def _picked_only(logprobs, y, value):
-    out = torch.zeros_like(logprobs)
-    out[_rows(logprobs), y] = value
-    return out
+def _pick_log(probs, y, sign=-1, mean=True, everywhere=False, times_probs=False):
+    """(dlogprobs, dprobs) with a slip: the ``sign`` flipped, the ``mean``'s 1/n left out,
+    the value put on every entry, or log's derivative multiplied instead of divided."""
+    value = sign / (len(probs) if mean else 1)
+    dlogprobs = torch.full_like(probs, value) if everywhere else torch.zeros_like(probs)
+    dlogprobs[_rows(probs), y] = value
+    return dlogprobs, dlogprobs * probs if times_probs else dlogprobs / probs
 
 
-def _dprobs_ref(probs, dlogprobs):
-    return _vjp(torch.log, [probs], dlogprobs)
+def _normalise_ref(counts, counts_sum, dprobs):
+    def build(c):
+        s = c.sum(1, keepdim=True)
+        inv = s**-1
+        return {"inv": inv, "sum": s, "counts": c}, c * inv, dprobs
+    return _grads_at(["inv", "sum", "counts"], build, counts)
 
 
-def _dcounts_sum_inv_ref(counts, dprobs):
-    # probs = counts * counts_sum_inv; the gradient at counts_sum_inv does not
-    # depend on its own value, so any stand-in of its shape will do.
-    return _vjp(lambda inv: counts * inv, [counts.new_ones(len(counts), 1)], dprobs)
+def _normalise(counts, counts_sum, dprobs, inv_sum=(1,), power=-2, sign=-1, paths="both"):
+    """(dcounts_sum_inv, dcounts_sum, dcounts) with a slip: the sum for counts_sum_inv over
+    ``inv_sum`` (() for none), another ``power`` or ``sign`` in the power rule, or one path
+    of counts only."""
+    dinv = dprobs * counts
+    if inv_sum:
+        dinv = dinv.sum(inv_sum, keepdim=True)
+    dsum = sign * dinv * counts_sum ** power
+    through_probs, through_sum = dprobs / counts_sum, dsum.expand_as(counts)
+    dcounts = {"both": through_probs + through_sum, "probs": through_probs,
+               "sum": through_sum.clone()}[paths]
+    return dinv, dsum, dcounts
 
 
-def _dcounts_sum_ref(counts_sum, dcounts_sum_inv):
-    return _vjp(lambda s: s**-1, [counts_sum], dcounts_sum_inv)
+def _shift_ref(logits, counts, dcounts):
+    def build(z):
+        m = z.max(1, keepdim=True).values
+        s = z - m
+        return {"shifted": s, "maxes": m, "logits": z}, s.exp(), dcounts
+    return _grads_at(["shifted", "maxes", "logits"], build, logits)
 
 
-def _dcounts_ref(counts_sum_inv, dprobs, dcounts_sum):
-    # counts is used twice: in probs and in counts_sum (its value does not matter).
-    return _vjp(lambda c: (c * counts_sum_inv, c.sum(1, keepdim=True)),
-                [torch.zeros_like(dprobs)], dprobs, dcounts_sum)
-
-
-def _dshifted_ref(counts, dcounts):
-    return _vjp(torch.exp, [counts.log()], dcounts)
-
-
-def _dlogit_maxes_ref(dshifted):
-    logits = torch.zeros_like(dshifted)
-    return _vjp(lambda m: logits - m, [dshifted.new_zeros(len(dshifted), 1)], dshifted)
-
-
-def _dlogits_ref(logits, dshifted, dlogit_maxes):
-    return _vjp(lambda z: (z * 1, z.max(1, keepdim=True).values), [logits],
-                dshifted, dlogit_maxes)
-
-
-def _at_the_max(logits, dlogit_maxes):
-    return F.one_hot(logits.argmax(1), logits.shape[1]) * dlogit_maxes
-
-
-# --------------------------------------------------------------------------
-# The output layer and tanh
-# --------------------------------------------------------------------------
-
-
-def _linear_inputs(gen):
-    """Either layer of a fresh batch: the second (h, W2) or the first (xin, W1)."""
-    batch = fresh_batch(gen)
-    if _randint(0, 2, gen):
-        return batch["h"], batch["W2"], batch["dlogits"]
-    return batch["xin"], batch["W1"], batch["dhpre"]
-
-
-def _linear_ref(inp, W, dout):
-    return _vjp(lambda i, w, b: i @ w + b, [inp, W, W.new_zeros(W.shape[1])], dout)
-
-
-def _dhbn_ref(h, dh):
-    return _vjp(torch.tanh, [h.atanh()], dh)
+def _shift(logits, counts, dcounts, exp_slope=True, max_sum=True, max_sign=-1, max_path="max",
+           zero_maxes=False):
+    """(dshifted, dlogit_maxes, dlogits) with a slip: exp's derivative left out, the sum
+    for logit_maxes left out or its sign lost, its gradient set to 0, or sent back to
+    ``max_path`` "none" (dropped) or "row" (every entry of the row)."""
+    dshifted = dcounts * counts if exp_slope else dcounts.clone()
+    dmaxes = max_sign * (dshifted.sum(1, keepdim=True) if max_sum else dshifted)
+    if zero_maxes:
+        dmaxes = torch.zeros_like(dmaxes)
+    largest = F.one_hot(logits.argmax(1), logits.shape[1]).to(logits.dtype)
+    back = {"max": largest * dmaxes, "row": dmaxes.expand_as(logits), "none": 0}[max_path]
+    return dshifted, dmaxes, dshifted + back
 
 
 # --------------------------------------------------------------------------
-# Batch norm, step by step
+# Transfer: class weights in the fused form
 # --------------------------------------------------------------------------
 
 
-def _scale_shift_ref(xhat, gain, dhbn):
-    return _vjp(lambda xh, g, b: g * xh + b, [xhat, gain, torch.zeros_like(gain)], dhbn)
+def _weighted_inputs(gen):
+    n, classes = _randint(6, 13, gen), _randint(3, 6, gen)
+    logits = torch.randn(n, classes, generator=gen, dtype=torch.float64) * 2
+    y = torch.randint(0, classes, (n,), generator=gen)
+    weight = torch.rand(classes, generator=gen, dtype=torch.float64) * 2.5 + 0.25
+    return logits, y, weight
 
 
-def _dinvstd_ref(diff, dxhat):
-    return _vjp(lambda s: diff * s, [diff.new_ones(1, diff.shape[1])], dxhat)
+def _weighted_ref(logits, y, weight):
+    def build(z):
+        return {"z": z}, F.cross_entropy(z, y, weight=weight), torch.ones((), dtype=z.dtype)
+    return _grads_at(["z"], build, logits)[0]
 
 
-def _dvar_ref(var, dinvstd, eps):
-    return _vjp(lambda v: (v + eps) ** -0.5, [var], dinvstd)
+def _weighted(logits, y, weight, per_row=True, divide="picked"):
+    """The fused gradient with a slip: each row's weight ``per_row`` "column" (every entry
+    weighted by its own column's class) or False (no weight), the mean divided by
+    ``divide`` "n", "all" (every class's weight) or "picked" (the picked weights)."""
+    rows = weight[y][:, None]
+    scale = {True: rows, "column": weight[None, :], False: 1.0}[per_row]
+    total = {"picked": weight[y].sum(), "n": len(y), "all": weight.sum()}[divide]
+    return scale * (torch.softmax(logits, 1) - F.one_hot(y, logits.shape[1])) / total
 
 
-def _ddiff2_ref(diff2, dvar):
-    return _vjp(lambda d2: d2.mean(0, keepdim=True), [diff2], dvar)
+# --------------------------------------------------------------------------
+# Batch norm: scale, shift and normalise; the variance and the centring
+# --------------------------------------------------------------------------
 
 
-def _ddiff_ref(diff, invstd, dxhat, ddiff2):
-    return _vjp(lambda d: (d * invstd, d**2), [diff], dxhat, ddiff2)
+def _scale_ref(diff, invstd, gain, dhbn):
+    def build(d, s, g, b):
+        xhat = d * s
+        return {"xhat": xhat, "gain": g, "bias": b, "invstd": s}, g * xhat + b, dhbn
+    return _grads_at(["xhat", "gain", "bias", "invstd"], build, diff, invstd, gain,
+                     torch.zeros_like(gain))
 
 
-def _dmean_ref(ddiff):
-    hpre = torch.zeros_like(ddiff)
-    return _vjp(lambda m: hpre - m, [ddiff.new_zeros(1, ddiff.shape[1])], ddiff)
+def _scale(diff, invstd, gain, dhbn, use_gain=True, sums=True, dgain_with="xhat",
+           invstd_sum=True, invstd_keepdim=True, invstd_with="diff", invstd_from="dxhat"):
+    """(dxhat, dgain, dbias, dinvstd) with a slip: the gain left out of dxhat; dgain and
+    dbias not summed; dgain with another factor; dinvstd unsummed, without keepdim, with
+    another factor or from dhbn."""
+    xhat = diff * invstd
+    dxhat = gain * dhbn if use_gain else dhbn.clone()
+    factor = {"xhat": xhat, "gain": gain.expand_as(dhbn)}[dgain_with]
+    dgain, dbias = ((dhbn * factor).sum(0), dhbn.sum(0)) if sums else (dhbn * factor, dhbn)
+    product = {"dxhat": dxhat, "dhbn": dhbn}[invstd_from] * {"diff": diff, "xhat": xhat}[invstd_with]
+    dinvstd = product.sum(0, keepdim=invstd_keepdim) if invstd_sum else product
+    return dxhat, dgain, dbias, dinvstd
 
 
-def _dhpre_ref(ddiff, dmean):
-    # hpre is used twice: in diff = hpre - mean, and in mean itself.
-    return _vjp(lambda hp: (hp * 1, hp.mean(0, keepdim=True)), [torch.zeros_like(ddiff)],
-                ddiff, dmean)
+def _centre_ref(diff, var, eps, dxhat, dinvstd):
+    def build(hpre):
+        mean = hpre.mean(0, keepdim=True)
+        d = hpre - mean
+        d2 = d**2
+        v = d2.mean(0, keepdim=True)
+        s = (v + eps) ** -0.5
+        made = {"var": v, "diff2": d2, "diff": d, "mean": mean, "hpre": hpre}
+        return made, (d * s.detach(), s), (dxhat, dinvstd)  # xhat's path to diff; invstd
+    return _grads_at(["var", "diff2", "diff", "mean", "hpre"], build, diff)
+
+
+def _centre(diff, var, eps, dxhat, dinvstd, power=-1.5, var_sign=-1, with_eps=True,
+            correction=0, spread=True, paths="both", two=2, mean_sum=True, mean_sign=-1,
+            hpre_paths="both", hpre_divide=True):
+    """(dvar, ddiff2, ddiff, dmean, dhpre) with a slip at one step, carried down."""
+    n = len(diff)
+    invstd = (var + eps) ** -0.5
+    dvar = var_sign * 0.5 * dinvstd * ((var + eps) if with_eps else var) ** power
+    ddiff2 = dvar / (n - correction) if correction is not None else dvar.clone()
+    if spread:
+        ddiff2 = ddiff2.expand_as(diff)
+    direct, square = dxhat * invstd, two * diff * ddiff2
+    ddiff = {"both": direct + square, "xhat": direct, "diff2": square}[paths]
+    dmean = mean_sign * (ddiff.sum(0, keepdim=True) if mean_sum else ddiff)
+    through_mean = dmean.expand_as(diff) / (n - (hpre_divide == "bessel") if hpre_divide else 1)
+    dhpre = {"both": ddiff + through_mean, "diff": ddiff.clone()}[hpre_paths]
+    return dvar, ddiff2, ddiff, dmean, dhpre
 
 
 # --------------------------------------------------------------------------
@@ -269,24 +320,33 @@ def _dhpre_ref(ddiff, dmean):
 # --------------------------------------------------------------------------
 
 
-def _demb_ref(dxin, emb):
-    n, width = len(emb), dxin.shape[1] - emb[0].numel()
-    return _vjp(lambda e: torch.cat([e.new_zeros(n, width), e.view(n, -1)], dim=1), [emb], dxin)
+def _lookup_ref(dxin, tokens, num_rows):
+    n, per_point = tokens.shape
+    dim = (dxin.shape[1] - 2) // per_point
+
+    def build(table, x):
+        emb = table[tokens]
+        return {"emb": emb, "C": table}, torch.cat([x, emb.view(n, -1)], dim=1), dxin
+    return _grads_at(["emb", "C"], build, dxin.new_zeros(num_rows, dim), dxin.new_zeros(n, 2))
 
 
-def _dC_ref(tokens, demb, num_rows):
-    return _vjp(lambda table: table[tokens], [demb.new_zeros(num_rows, demb.shape[-1])], demb)
-
-
-def _assigned(tokens, demb, num_rows):
-    dC = demb.new_zeros(num_rows, demb.shape[-1])
-    dC[tokens.reshape(-1)] = demb.reshape(-1, demb.shape[-1])  # repeated rows: one write wins
-    return dC
-
-
-def _first_token_only(tokens, demb, num_rows):
-    dC = demb.new_zeros(num_rows, demb.shape[-1])
-    return dC.index_add_(0, tokens[:, 0], demb[:, 0])
+def _lookup(dxin, tokens, num_rows, columns="last", order="tokens", write="add", first=False):
+    """(demb, dC) with a slip: the first columns of dxin taken, the view undone in the
+    wrong ``order``, the repeated rows written once instead of added, or each point's
+    first token only."""
+    n, per_point = tokens.shape
+    dim = (dxin.shape[1] - 2) // per_point
+    cols = dxin[:, 2:] if columns == "last" else dxin[:, :per_point * dim]
+    demb = (cols.reshape(n, per_point, dim) if order == "tokens"
+            else cols.reshape(n, dim, per_point).transpose(1, 2))
+    ids, grads = (tokens[:, 0], demb[:, 0]) if first else (tokens.reshape(-1),
+                                                            demb.reshape(-1, dim))
+    dC = dxin.new_zeros(num_rows, dim)
+    if write == "add":
+        dC.index_add_(0, ids, grads)
+    else:
+        dC[ids] = grads  # repeated rows: one write wins
+    return demb, dC
 
 
 # --------------------------------------------------------------------------
@@ -295,9 +355,7 @@ def _first_token_only(tokens, demb, num_rows):
 
 
 def _layernorm_inputs(gen):
-    n, features = _randint(4, 9, gen), _randint(5, 11, gen)
-    while features == n:
-        features = _randint(5, 11, gen)
+    n, features = _randint(4, 9, gen), _randint(9, 14, gen)  # never square
     x = torch.randn(n, features, generator=gen, dtype=torch.float64) * 2 + 0.5
     dout = torch.randn(n, features, generator=gen, dtype=torch.float64)
     gain = torch.rand(features, generator=gen, dtype=torch.float64) + 0.5
@@ -305,7 +363,9 @@ def _layernorm_inputs(gen):
 
 
 def _layernorm_ref(dout, x, gain, eps):
-    return _vjp(lambda t: F.layer_norm(t, (t.shape[1],), gain, None, eps), [x], dout)
+    def build(t):
+        return {"x": t}, F.layer_norm(t, (t.shape[1],), gain, None, eps), dout
+    return _grads_at(["x"], build, x)[0]
 
 
 def _norm_backward(dout, x, gain, eps, dim, correction=0, mean_term=True, var_term=True,
@@ -316,289 +376,185 @@ def _norm_backward(dout, x, gain, eps, dim, correction=0, mean_term=True, var_te
     invstd = ((centred**2).sum(dim, keepdim=True) / (d - correction) + eps) ** -0.5
     xhat = centred * invstd
     g = dout * gain if use_gain else dout
-    out = d * g
-    if mean_term:
-        out = out - g.sum(dim, keepdim=True)
-    if var_term:
-        out = out - xhat * (g * xhat).sum(dim, keepdim=True)
-    return invstd / d * out
+    out = d * g - mean_term * g.sum(dim, keepdim=True)
+    return invstd / d * (out - var_term * xhat * (g * xhat).sum(dim, keepdim=True))
 
+
+def _slips(chain, table):
+    """{message: the chain with that slip}, from {message: the slip's switches}."""
+    return {message: (lambda *a, _k=switches: chain(*a, **_k)) for message, switches in table.items()}
+
+
+SUM_ADDS = "and the gradients of the two uses add up (+=, not =)"
 
 EXERCISES = {
     # ---- cross-entropy ------------------------------------------------------
-    "l10-dlogprobs": ByHand(
-        name="dlogprobs",
-        reference=_dlogprobs_ref,
-        make_inputs=_inputs("logprobs", "y"),
-        mistakes={
+    "l10-pick-log": ByHand(
+        name="the pick and the log",
+        reference=_pick_log_ref,
+        make_inputs=_inputs("probs", "y"),
+        outputs=["dlogprobs", "dprobs"],
+        mistakes=_slips(_pick_log, {
             "the mean's 1/n is missing: loss = -picked.mean(), so each picked entry gets "
-            "-1/n, not -1": lambda lp, y: _picked_only(lp, y, -1.0),
+            "-1/n, not -1": {"mean": False},
             "the sign is flipped: loss is minus the mean of the picked log-probabilities":
-                lambda lp, y: _picked_only(lp, y, 1.0 / len(lp)),
-            "every entry got -1/n, but only the picked entry of each row (column y) is "
-            "used by the loss; the others get 0": lambda lp, y: torch.full_like(lp, -1.0 / len(lp)),
-        },
-        advice="Only one entry per row reaches the loss: the one in column y. Work out what "
-               "a mean of n numbers gives each of them.",
+                {"sign": 1},
+            "every entry got -1/n, but only the picked entry of each row (column y) is used "
+            "by the loss; the others get 0": {"everywhere": True},
+            "dprobs multiplied by probs: the derivative of log(p) is 1/p, so divide":
+                {"times_probs": True},
+        }),
+        advice="Only one entry per row reaches the loss: the one in column y. Work out what a "
+               "mean of n numbers gives each of them, then multiply by log's derivative.",
     ),
-    "l10-dprobs": ByHand(
-        name="dprobs",
-        reference=_dprobs_ref,
-        make_inputs=_inputs("probs", "dlogprobs"),
-        mistakes={
-            "multiplied by probs: the derivative of log(p) is 1/p, so divide":
-                lambda probs, d: d * probs,
-            "the gradient arriving from above is missing: the chain rule multiplies "
-            "log's local derivative 1/probs by dlogprobs": lambda probs, d: 1 / probs,
-        },
-        advice="logprobs = probs.log(), entry by entry: multiply dlogprobs by log's "
-               "derivative at each entry.",
-    ),
-    "l10-dcounts-sum-inv": ByHand(
-        name="dcounts_sum_inv",
-        reference=_dcounts_sum_inv_ref,
-        make_inputs=_inputs("counts", "dprobs"),
-        mistakes={
+    "l10-normalise": ByHand(
+        name="the normalisation",
+        reference=_normalise_ref,
+        make_inputs=_inputs("counts", "counts_sum", "dprobs"),
+        outputs=["dcounts_sum_inv", "dcounts_sum", "dcounts"],
+        mistakes=_slips(_normalise, {
             "the sum is missing: counts_sum_inv has one number per row, shape (n, 1), "
             "broadcast over the classes, so its gradient sums over dim 1 (keepdim=True)":
-                lambda counts, d: counts * d,
-            "summed over the batch (dim 0); counts_sum_inv was broadcast over the classes, "
-            "so sum over dim 1": lambda counts, d: (counts * d).sum(0, keepdim=True),
-            "summed over dim 1 without keepdim=True: counts_sum_inv has shape (n, 1), and "
-            "so must its gradient": lambda counts, d: (counts * d).sum(1),
-        },
-        advice="probs = counts * counts_sum_inv: counts_sum_inv is (n, 1), used once per "
-               "class. Multiply, then add up the uses.",
+                {"inv_sum": ()},
+            "dcounts_sum_inv summed over the batch (dim 0); counts_sum_inv was broadcast over "
+            "the classes, so sum over dim 1": {"inv_sum": (0,)},
+            "the sign is lost: the derivative of s**-1 is -s**-2": {"sign": 1},
+            "the power rule gives -s**-2 for s**-1, not -s**-1": {"power": -1},
+            "dcounts has only the path through probs: counts also feeds counts_sum, "
+            + SUM_ADDS: {"paths": "probs"},
+            "dcounts has only the path through counts_sum: counts is also multiplied into "
+            "probs, " + SUM_ADDS: {"paths": "sum"},
+        }),
+        advice="counts_sum_inv is (n, 1), used once per class; counts_sum_inv = "
+               "counts_sum**-1 is the power rule; counts is used twice, one term per use.",
     ),
-    "l10-dcounts-sum": ByHand(
-        name="dcounts_sum",
-        reference=_dcounts_sum_ref,
-        make_inputs=_inputs("counts_sum", "dcounts_sum_inv"),
-        mistakes={
-            "the sign is lost: the derivative of s**-1 is -s**-2":
-                lambda s, d: s**-2 * d,
-            "the power rule gives -s**-2 for s**-1, not -s**-1":
-                lambda s, d: -(s**-1) * d,
-        },
-        advice="counts_sum_inv = counts_sum**-1: the power rule, times the gradient from above.",
+    "l10-shift": ByHand(
+        name="exp and the max",
+        reference=_shift_ref,
+        make_inputs=_inputs("logits", "counts", "dcounts"),
+        outputs=["dshifted", "dlogit_maxes", "dlogits"],
+        mistakes=_slips(_shift, {
+            "exp's local derivative is missing: d/dz exp(z) = exp(z), which the forward pass "
+            "already holds as counts; multiply by it": {"exp_slope": False},
+            "the sum is missing: logit_maxes has one number per row, shape (n, 1), subtracted "
+            "from every class, so its gradient sums over dim 1 (keepdim=True)":
+                {"max_sum": False},
+            "the sign of dlogit_maxes is lost: logit_maxes is subtracted": {"max_sign": 1},
+            "dlogit_maxes was set to 0: what it comes to depends on the gradient that arrives; "
+            "the check sends other numbers than the spiral's, so write the step's rule":
+                {"zero_maxes": True},
+            "dlogits has only the direct path: logits also feeds logit_maxes, and that path's "
+            "gradient adds up with it (+=, not =), whatever arrives along it":
+                {"max_path": "none"},
+            "dlogit_maxes went to every entry of the row, as if the max were made of all of "
+            "them; the max is one entry, so its gradient goes to the largest logit only":
+                {"max_path": "row"},
+        }),
+        advice="Three lines, bottom up: exp entry by entry; logit_maxes is (n, 1), subtracted "
+               "once per class; logits reaches the loss along two paths (a max picks one "
+               "entry per row).",
     ),
-    "l10-dcounts": ByHand(
-        name="dcounts",
-        reference=_dcounts_ref,
-        make_inputs=_inputs("counts_sum_inv", "dprobs", "dcounts_sum"),
-        mistakes={
-            "only the path through probs is there: counts also feeds counts_sum, and the "
-            "gradients of the two uses add up (+=, not =)": lambda inv, dp, ds: inv * dp,
-            "only the path through counts_sum is there: counts is also multiplied into "
-            "probs, and the gradients of the two uses add up (+=, not =)":
-                lambda inv, dp, ds: ds.expand_as(dp).clone(),
-        },
-        advice="counts is used twice, in probs = counts * counts_sum_inv and in counts_sum "
-               "= counts.sum(1): one term per use, added.",
-    ),
-    "l10-dshifted": ByHand(
-        name="dshifted",
-        reference=_dshifted_ref,
-        make_inputs=_inputs("counts", "dcounts"),
-        mistakes={
-            "exp's local derivative is missing: d/dz exp(z) = exp(z), which the forward "
-            "pass already holds as counts; multiply by it": lambda counts, d: d,
-            "the gradient arriving from above is missing: exp's derivative (counts) "
-            "multiplies dcounts": lambda counts, d: counts,
-        },
-        advice="counts = shifted.exp(), entry by entry: exp's derivative is exp itself.",
-    ),
-    "l10-dlogit-maxes": ByHand(
-        name="dlogit_maxes",
-        reference=_dlogit_maxes_ref,
-        make_inputs=_inputs("dshifted"),
-        mistakes={
-            "the sum is missing: logit_maxes has one number per row, shape (n, 1), "
-            "subtracted from every class, so its gradient sums over dim 1 (keepdim=True)":
-                lambda d: -d,
-            "the sign is lost: logit_maxes is subtracted": lambda d: d.sum(1, keepdim=True),
-        },
-        advice="shifted = logits - logit_maxes: logit_maxes is (n, 1), subtracted once per "
-               "class.",
-    ),
-    "l10-dlogits": ByHand(
-        name="dlogits",
-        reference=_dlogits_ref,
-        make_inputs=_inputs("logits", "dshifted", "dlogit_maxes"),
-        mistakes={
-            "only the direct path is there: logits also feeds logit_maxes, and that path's "
-            "gradient adds up with it (+=, not =), even though on the spiral it is about 0":
-                lambda z, ds, dm: ds,
-            "dlogit_maxes went to every entry of the row, as if the max were made of all "
-            "of them; the max is one entry, so its gradient goes to the largest logit only":
-                lambda z, ds, dm: ds + dm,
-        },
-        advice="logits reaches the loss along two paths: directly into shifted, and through "
-               "logit_maxes (a max picks one entry per row).",
-    ),
-    # ---- output layer, tanh ---------------------------------------------------
-    "l10-linear": ByHand(
-        name="linear layer",
-        reference=_linear_ref,
-        make_inputs=_linear_inputs,
-        outputs=["dinp", "dW", "db"],
-        mistakes={
-            "dinp came out transposed: it must have inp's shape (n, k), which is dout @ W.T":
-                lambda i, w, d: (w @ d.T, i.T @ d, d.sum(0)),
-            "dW came out transposed: it must have W's shape (k, m), which is inp.T @ dout":
-                lambda i, w, d: (d @ w.T, d.T @ i, d.sum(0)),
-            "db is not summed over the batch: b (m,) was added to every row, so its "
-            "gradient is dout.sum(0)": lambda i, w, d: (d @ w.T, i.T @ d, d),
-            "divided by the batch size: dout already carries the loss's 1/n, so the sums "
-            "need no second one": lambda i, w, d: (d @ w.T, i.T @ d / len(i), d.mean(0)),
-        },
-        advice="Let the shapes decide: each gradient has the shape of its tensor, and lesson "
-               "08's matmul rule (part 2) gives the products.",
-    ),
-    "l10-dhbn": ByHand(
-        name="dhbn",
-        reference=_dhbn_ref,
-        make_inputs=_inputs("h", "dh"),
-        mistakes={
-            "tanh was applied to h again: h is already tanh(hbn), so tanh's derivative is "
-            "1 - h**2": lambda h, d: (1 - torch.tanh(h) ** 2) * d,
-            "the square is missing: tanh's derivative is 1 - tanh**2 = 1 - h**2":
-                lambda h, d: (1 - h) * d,
-            "the gradient arriving from above is missing: multiply tanh's derivative by dh":
-                lambda h, d: 1 - h**2,
-        },
-        advice="h = tanh(hbn), entry by entry; write tanh's derivative with the output h.",
+    "l10-weighted": ByHand(
+        name="dlogits with class weights",
+        reference=_weighted_ref,
+        make_inputs=_weighted_inputs,
+        mistakes=_slips(_weighted, {
+            "the weighted mean divides by the sum of the picked weights, w[y].sum(), not by "
+            "the number of rows n": {"divide": "n"},
+            "divided by the sum of every class's weight; the mean's denominator sums the "
+            "weight of each row's own class, w[y].sum()": {"divide": "all"},
+            "each entry was weighted by its own column's class; a row's loss is w[y_i] times "
+            "its -log p, so the whole row carries w[y_i]": {"per_row": "column"},
+            "the weights are missing from the rows: each row's loss is w[y_i] times its "
+            "-log p, so its gradient carries w[y_i] too": {"per_row": False},
+            "the class weights are left out: this is the unweighted (softmax - one_hot) / n":
+                {"per_row": False, "divide": "n"},
+        }),
+        advice="Write the loss of one row with its weight, and the denominator: which of it "
+               "depends on the logits? Then reuse the fused form for one row.",
     ),
     # ---- batch norm -----------------------------------------------------------
-    "l10-scale-shift": ByHand(
-        name="scale and shift",
-        reference=_scale_shift_ref,
-        make_inputs=_inputs("xhat", "gain", "dhbn"),
-        outputs=["dxhat", "dgain", "dbias"],
-        mistakes={
+    "l10-scale-normalise": ByHand(
+        name="scale, shift and normalise",
+        reference=_scale_ref,
+        make_inputs=_inputs("diff", "invstd", "gain", "dhbn"),
+        outputs=["dxhat", "dgain", "dbias", "dinvstd"],
+        mistakes=_slips(_scale, {
             "the gain is missing from dxhat: hbn = gain * xhat + bias, so dxhat = gain * dhbn":
-                lambda xh, g, d: (d, (d * xh).sum(0), d.sum(0)),
+                {"use_gain": False},
             "dgain and dbias are not summed over the batch: gain and bias (one number per "
-            "feature) were broadcast over every row":
-                lambda xh, g, d: (g * d, d * xh, d),
+            "feature) were broadcast over every row": {"sums": False},
             "dgain used the gain instead of xhat: hbn = gain * xhat, so dgain sums dhbn * xhat":
-                lambda xh, g, d: (g * d, (d * g).sum(0), d.sum(0)),
-        },
-        advice="hbn = gain * xhat + bias: gain and bias are (H,), broadcast over the n rows.",
+                {"dgain_with": "gain"},
+            "the sum for dinvstd is missing: invstd has one number per feature, shape (1, H), "
+            "broadcast over the batch, so its gradient sums over dim 0 (keepdim=True)":
+                {"invstd_sum": False},
+            "dinvstd was multiplied by xhat; in xhat = diff * invstd the factor beside invstd "
+            "is diff": {"invstd_with": "xhat"},
+            "dinvstd was made from dhbn; invstd reaches the loss through xhat, so it takes "
+            "dxhat (= gain * dhbn)": {"invstd_from": "dhbn"},
+        }),
+        advice="hbn = gain * xhat + bias with gain and bias (H,) broadcast over the n rows; "
+               "xhat = diff * invstd with invstd (1, H).",
     ),
-    "l10-dinvstd": ByHand(
-        name="dinvstd",
-        reference=_dinvstd_ref,
-        make_inputs=_inputs("diff", "dxhat"),
-        mistakes={
-            "the sum is missing: invstd has one number per feature, shape (1, H), broadcast "
-            "over the batch, so its gradient sums over dim 0 (keepdim=True)":
-                lambda diff, d: diff * d,
-            "summed without keepdim=True: invstd has shape (1, H), and so must its gradient":
-                lambda diff, d: (diff * d).sum(0),
-        },
-        advice="xhat = diff * invstd, with invstd (1, H) used once per row.",
-    ),
-    "l10-dvar": ByHand(
-        name="dvar",
-        reference=_dvar_ref,
-        make_inputs=_inputs("var", "dinvstd", "eps"),
-        mistakes={
-            "the power rule lowers the exponent by one: the derivative of v**-0.5 is "
-            "-0.5 * v**-1.5": lambda v, d, eps: -0.5 * (v + eps) ** -0.5 * d,
-            "the sign is lost: the derivative of v**-0.5 is -0.5 * v**-1.5":
-                lambda v, d, eps: 0.5 * (v + eps) ** -1.5 * d,
-            "eps is missing: invstd = (var + eps)**-0.5, so the derivative is taken at var "
-            "+ eps": lambda v, d, eps: -0.5 * v**-1.5 * d,
-        },
-        advice="invstd = (var + eps) ** -0.5: the power rule, at var + eps.",
-    ),
-    "l10-ddiff2": ByHand(
-        name="ddiff2",
-        reference=_ddiff2_ref,
-        make_inputs=_inputs("diff2", "dvar"),
-        mistakes={
-            "divided by n - 1 (Bessel's correction), but this var divides by n, as batch "
-            "norm does in training": lambda d2, dv: torch.ones_like(d2) * dv / (len(d2) - 1),
-            "the mean's 1/n is missing: var = diff2.mean(0) gives each row 1/n of dvar":
-                lambda d2, dv: torch.ones_like(d2) * dv,
-            "not spread over the batch: diff2 has shape (n, H), and so must its gradient "
-            "(every row gets dvar / n)": lambda d2, dv: dv / len(d2),
-        },
-        advice="var = diff2.mean(0, keepdim=True): a mean of n rows. Each row gets its share "
-               "of dvar, and the result has diff2's shape.",
-    ),
-    "l10-ddiff": ByHand(
-        name="ddiff",
-        reference=_ddiff_ref,
-        make_inputs=_inputs("diff", "invstd", "dxhat", "ddiff2"),
-        mistakes={
-            "only the path through xhat is there: diff also feeds diff2, and the gradients "
-            "of the two uses add up (+=, not =)": lambda d, s, dx, d2: dx * s,
-            "only the path through diff2 is there: diff is also multiplied into xhat, and "
-            "the gradients of the two uses add up (+=, not =)": lambda d, s, dx, d2: 2 * d * d2,
+    "l10-centre": ByHand(
+        name="the variance and the centring",
+        reference=_centre_ref,
+        make_inputs=_inputs("diff", "var", "eps", "dxhat", "dinvstd"),
+        outputs=["dvar", "ddiff2", "ddiff", "dmean", "dhpre"],
+        mistakes=_slips(_centre, {
+            "dvar: the power rule lowers the exponent by one: the derivative of v**-0.5 is "
+            "-0.5 * v**-1.5": {"power": -0.5},
+            "the sign of dvar is lost: the derivative of v**-0.5 is -0.5 * v**-1.5":
+                {"var_sign": 1},
+            "eps is missing: invstd = (var + eps)**-0.5, so dvar is taken at var + eps":
+                {"with_eps": False},
+            "ddiff2 divided by n - 1 (Bessel's correction), but this var divides by n, as "
+            "batch norm does in training": {"correction": 1},
+            "the mean's 1/n is missing from ddiff2: var = diff2.mean(0) gives each row 1/n "
+            "of dvar": {"correction": None},
+            "ddiff2 is not spread over the batch: diff2 has shape (n, H), and so must its "
+            "gradient (every row gets dvar / n)": {"spread": False},
+            "ddiff has only the path through xhat: diff also feeds diff2, " + SUM_ADDS:
+                {"paths": "xhat"},
+            "ddiff has only the path through diff2: diff is also multiplied into xhat, "
+            + SUM_ADDS: {"paths": "diff2"},
             "the square's factor 2 is missing: the derivative of diff**2 is 2 * diff":
-                lambda d, s, dx, d2: dx * s + d * d2,
-        },
-        advice="diff is used twice, in xhat = diff * invstd and in diff2 = diff**2: one "
-               "term per use, added.",
-    ),
-    "l10-dmean": ByHand(
-        name="dmean",
-        reference=_dmean_ref,
-        make_inputs=_inputs("ddiff"),
-        mistakes={
-            "the sum is missing: mean has one number per feature, shape (1, H), subtracted "
-            "from every row, so its gradient sums over dim 0 (keepdim=True)": lambda d: -d,
-            "the sign is lost: the mean is subtracted": lambda d: d.sum(0, keepdim=True),
-        },
-        advice="diff = hpre - mean: mean is (1, H), subtracted once per row.",
-    ),
-    "l10-dhpre": ByHand(
-        name="dhpre",
-        reference=_dhpre_ref,
-        make_inputs=_inputs("ddiff", "dmean"),
-        mistakes={
-            "only the direct path is there: hpre also feeds the mean, and the gradients of "
-            "the two uses add up (+=, not =)": lambda d, dm: d,
-            "the mean's 1/n is missing on the path through the mean":
-                lambda d, dm: d + dm,
-            "divided by n - 1 (Bessel's correction), but the mean of n rows divides by n":
-                lambda d, dm: d + dm / (len(d) - 1),
-        },
-        advice="hpre is used twice: in diff = hpre - mean, and in mean = hpre.mean(0).",
+                {"two": 1},
+            "the sum for dmean is missing: mean has one number per feature, shape (1, H), "
+            "subtracted from every row, so its gradient sums over dim 0 (keepdim=True)":
+                {"mean_sum": False},
+            "the sign of dmean is lost: the mean is subtracted": {"mean_sign": 1},
+            "dhpre has only the direct path: hpre also feeds the mean, " + SUM_ADDS:
+                {"hpre_paths": "diff"},
+            "the mean's 1/n is missing on dhpre's path through the mean":
+                {"hpre_divide": False},
+            "dhpre divided by n - 1 (Bessel's correction), but the mean of n rows divides "
+            "by n": {"hpre_divide": "bessel"},
+        }),
+        advice="Bottom up, one line at a time: the power rule at var + eps; a mean of n rows "
+               "gives each row 1/n; diff and hpre are each used twice, one term per use.",
     ),
     # ---- the input: concat, view, lookup -------------------------------------
-    "l10-demb": ByHand(
-        name="demb",
-        reference=_demb_ref,
-        make_inputs=_inputs("dxin", "emb"),
-        mistakes={
-            "the first columns were taken: torch.cat put the point's 2 coordinates first, "
-            "so embcat's gradient is the columns after them":
-                lambda dxin, emb: dxin[:, :emb[0].numel()].reshape(emb.shape),
-            "the columns went back in the wrong order: view(n, -1) laid each point's T rows "
-            "of E numbers side by side, so undo it with view(n, T, E)":
-                lambda dxin, emb: dxin[:, 2:].reshape(len(emb), emb.shape[2], emb.shape[1])
-                .transpose(1, 2),
-        },
-        advice="Undo the forward steps in reverse: first the concatenation (which columns "
-               "were embcat's?), then the view.",
-    ),
     "l10-embedding": ByHand(
-        name="dC",
-        reference=_dC_ref,
-        make_inputs=_inputs("tokens", "demb", "num_rows"),
-        mistakes={
-            "a row looked up several times keeps only one lookup's gradient: writing "
-            "dC[ids] = ... (or dC[ids] += ..., which is the same write with advanced "
-            "indexing) stores each repeated row once. Add every lookup with index_add_, or "
-            "loop over the lookups with +=": _assigned,
-            "only each point's first token was sent back: the lookup used all T tokens of "
-            "a point; flatten tokens to (n*T,) and demb to (n*T, E)": _first_token_only,
-        },
-        advice="Every lookup sends its row of demb back to the table row it read; a row read "
-               "several times collects the sum.",
+        name="back to the table",
+        reference=_lookup_ref,
+        make_inputs=_inputs("dxin", "tokens", "num_rows"),
+        outputs=["demb", "dC"],
+        mistakes=_slips(_lookup, {
+            "the first columns were taken: torch.cat put the point's 2 coordinates first, so "
+            "embcat's gradient is the columns after them": {"columns": "first"},
+            "the columns went back in the wrong order: view(n, -1) laid each point's T rows of "
+            "E numbers side by side, so undo it with view(n, T, E)": {"order": "features"},
+            "a row looked up several times keeps only one lookup's gradient: writing dC[ids] "
+            "= ... (or dC[ids] += ..., which is the same write with advanced indexing) stores "
+            "each repeated row once. Add every lookup with index_add_, or loop over the "
+            "lookups with +=": {"write": "assign"},
+            "only each point's first token was sent back: the lookup used all T tokens of a "
+            "point; flatten tokens to (n*T,) and demb to (n*T, E)": {"first": True},
+        }),
+        advice="Undo the forward steps in reverse: the concatenation (which columns were "
+               "embcat's?), the view, then the lookup (lesson 08, part 2: indexing).",
     ),
     # ---- transfer ---------------------------------------------------------------
     "l10-layernorm": ByHand(
@@ -632,22 +588,11 @@ EXERCISES = {
 
 
 def _largest_dlogit_max():
-    _, f = _spiral_pass()
-    return round(float(f["logit_maxes"].grad.abs().max()), 12)
+    return round(float(spiral_grads()["logit_maxes"].abs().max()), 12)
 
 
 def _largest_db1():
-    p, _ = _spiral_pass()
-    return round(float(p["b1"].grad.abs().max()), 12)
-
-
-def _nonzero_rows():
-    table = torch.zeros(5, 2, dtype=torch.float64, requires_grad=True)
-    ids = torch.tensor([3, 0, 3, 1])
-    grads = torch.tensor([[1.0, 2.0], [10.0, 20.0], [100.0, 200.0], [1000.0, 2000.0]],
-                         dtype=torch.float64)
-    table[ids].backward(grads)
-    return tuple(table.grad.abs().sum(1).nonzero().flatten().tolist())
+    return round(float(spiral_grads()["b1"].abs().max()), 12)
 
 
 PREDICTIONS = {
@@ -669,14 +614,5 @@ PREDICTIONS = {
         why="adding a number to every row of hpre moves the batch mean by the same number, "
             "so diff = hpre - mean, and everything after it, stays as it was: the loss does "
             "not depend on b1, and its gradient vanishes (what is left is round-off)",
-    ),
-    "l10-predict-rows": Prediction(
-        question="the non-zero rows of the table's gradient",
-        answer=_nonzero_rows,
-        hint="which rows did the lookup read? A row that was never read cannot have "
-             "affected the output.",
-        why="ids [3, 0, 3, 1] read rows {answer}; rows 2 and 4 were never read, so the "
-            "output does not depend on them",
-        unordered=True,
     ),
 }

@@ -1,10 +1,7 @@
 """Lesson 07, backward twice (``retain_graph``): its exercises and its predictions.
 
-Both exercises are about the method, so their checks are `Method` checks:
+All three exercises are about the method, so their checks are `Method` checks:
 
-- ``l07-two-derivatives``: two gradients from one unrolled loop. The check
-  counts the calls of ``step`` (one forward pass only) and compares both
-  gradients with autograd's, on new sequences and new step functions.
 - ``l07-one-backward``: a training step that takes two backward passes (main's
   gradient rescaled by main's value in between, then aux's added) rebuilt as
   one pass. The check counts the passes with `count_autograd`, looks at the
@@ -16,6 +13,8 @@ Both exercises are about the method, so their checks are `Method` checks:
   step on new problems and names the slips by rerunning them (the losses
   summed, the counter dodged with ``.data``, the gradients swapped, a step
   uphill, a step that rebinds a name).
+- ``l07-engine-frees``: the learner's ``Saved`` box and ``backward`` for a small
+  tensor engine, checked in :mod:`.engine` against torch, case by case.
 
 Each message names the slip it found, and only when that slip explains the
 numbers.
@@ -25,112 +24,15 @@ from __future__ import annotations
 
 import torch
 
-from ...graph import describe
-from ._spec import Method, Prediction, Report, attempt, compare, count_autograd, failed, passed
-from ._spec import failed as _fail
-from ._spec import first_line as _first_line
-
-
-def _close(a, b) -> bool:
-    """Whether two float64 answers agree (loosely enough for float32 work too)."""
-    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-            and a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=1e-5,
-                                                      atol=1e-7))
-
+from ....graph import describe
+from .._spec import Method, Prediction, Report, attempt, compare, count_autograd, failed, passed
+from .._spec import failed as _fail
+from .._spec import first_line as _first_line
+from .engine import check_engine
+from .engine import close as _close
 
 # --------------------------------------------------------------------------
-# Exercise 1: two gradients from one unrolled loop
-# --------------------------------------------------------------------------
-
-# The step functions the check tries: the lesson's tanh cell first, then others,
-# so that an answer which rebuilds the loop with its own formula fails.
-STEPS = (
-    ("tanh(w*h + x)", lambda w, h, x: torch.tanh(w * h + x)),
-    ("sin(w*h) + x", lambda w, h, x: torch.sin(w * h) + x),
-    ("w*h*tanh(x) + 0.5", lambda w, h, x: w * h * torch.tanh(x) + 0.5),
-)
-
-
-def _sequence(gen: torch.Generator):
-    """A new sequence: (w, h0, xs), float64, of length 3 to 7."""
-    length = int(torch.randint(3, 8, (1,), generator=gen))
-    xs = torch.randn(length, generator=gen, dtype=torch.float64)
-    w = torch.rand((), generator=gen, dtype=torch.float64) + 0.3
-    h0 = torch.randn((), generator=gen, dtype=torch.float64) * 0.5
-    return w, h0, xs
-
-
-def _unrolled_grad(step, w, h0, xs, stop: int) -> torch.Tensor:
-    """d h_stop / dw, with a graph of its own (the reference)."""
-    w = w.detach().clone().requires_grad_()
-    h = h0
-    for x_t in xs[:stop]:
-        h = step(w, h, x_t)
-    return torch.autograd.grad(h, w)[0]
-
-
-def _two_grads_error(err: Exception, where: str) -> str:
-    if isinstance(err, RuntimeError) and "second time" in str(err):
-        return ("the second gradient found the shared graph freed: the first call must keep it "
-                f"with retain_graph=True ({_first_line(err).split('(')[0].strip()}).")
-    return f"raised {type(err).__name__} {where}: {_first_line(err)}"
-
-
-def _check_two_grads(two_grads, seed: int) -> Report:
-    name = "two_grads"
-    if not callable(two_grads):
-        return _fail(name, f"expected a function two_grads(step, w, h0, xs), got "
-                           f"{type(two_grads).__name__}")
-    gen = torch.Generator().manual_seed(seed)
-    for k in range(2):
-        label, step = STEPS[(seed + k) % len(STEPS)]
-        w0, h0, xs = _sequence(gen)
-        length = len(xs)
-        calls = []
-
-        def counted_step(w, h, x_t, _step=step, _calls=calls):
-            _calls.append(1)
-            return _step(w, h, x_t)
-
-        w = w0.clone().requires_grad_()
-        where = f"(step h = {label}, {length} inputs)"
-        got, failure = attempt(name, two_grads, counted_step, w, h0, xs,
-                               raised=lambda err, where=where: _two_grads_error(err, where))
-        if failure is not None:
-            return failure
-        if len(calls) != length:
-            return _fail(name, f"step was called {len(calls)} times for {length} inputs {where}: "
-                               "run the loop once and take both gradients from that one graph.")
-        if not (isinstance(got, (tuple, list)) and len(got) == 2):
-            size = f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""
-            return _fail(name, "expected a pair (d h_2 / dw, d h_final / dw), got "
-                               f"{type(got).__name__}{size}")
-        at_two = _unrolled_grad(step, w0, h0, xs, 2)
-        at_end = _unrolled_grad(step, w0, h0, xs, length)
-        first, last = got
-        if _close(first, at_two) and _close(last, at_two + at_end):
-            return _fail("d h_final / dw", f"{where}: it holds the two gradients added together "
-                         "(d h_2/dw + d h_final/dw). Two backward calls add into w.grad: take "
-                         "each gradient with torch.autograd.grad, which returns it instead.",
-                         "mismatch")
-        if _close(first, at_end) and _close(last, at_two):
-            return _fail(name, f"{where}: the two gradients are swapped: first d h_2 / dw, then "
-                               "d h_final / dw.", "mismatch")
-        if _close(first, _unrolled_grad(step, w0, h0, xs, 1)):
-            return _fail("d h_2 / dw", f"{where}: it is the gradient of the state after ONE step. "
-                         "h_2 is the state after two steps (states[1] if you collect them in a "
-                         "list from the first step on).", "mismatch")
-        for label_out, mine, ref in (("d h_2 / dw", first, at_two), ("d h_final / dw", last,
-                                                                        at_end)):
-            report = compare(label_out, mine, ref, rtol=1e-5, atol=1e-7)
-            if not report.ok:
-                return failed(label_out, f"{where}: {report[0].message}", report[0].verdict)
-    return passed(name, "one forward pass (step called once per input) and both "
-                                  "gradients match autograd on 2 new sequences")
-
-
-# --------------------------------------------------------------------------
-# Exercise 2: a two-pass step rebuilt as one backward pass
+# Exercise 1: a two-pass step rebuilt as one backward pass
 # --------------------------------------------------------------------------
 
 # The auxiliary losses the check tries; each reads the shared hidden layer h.
@@ -241,7 +143,7 @@ def _check_one_backward(one_backward, seed: int) -> Report:
 
 
 # --------------------------------------------------------------------------
-# Exercise 3: two players, one forward pass, and the version counter
+# Exercise 2: two players, one forward pass, and the version counter
 # --------------------------------------------------------------------------
 
 
@@ -386,9 +288,9 @@ def _check_players(two_player_step, seed: int) -> Report:
 
 
 EXERCISES = {
-    "l07-two-derivatives": Method(check=_check_two_grads),
     "l07-one-backward": Method(check=_check_one_backward),
     "l07-two-players": Method(check=_check_players),
+    "l07-engine-frees": Method(check=check_engine),
 }
 
 
