@@ -262,10 +262,42 @@ HONEST = [
         "    large = max(dW.abs().max().item(), db.abs().max().item())\n"
         "    return (torch.tensor(2.0 ** math.ceil(math.log2(tiny / small)), dtype=x.dtype),\n"
         "            torch.tensor(2.0 ** math.floor(math.log2(big / large)), dtype=x.dtype))\n")),
-    Honest("l19-attend", "matmul with transposes", (
-        "def attend_backward(P, V, dO):\n    return torch.matmul(dO, V.transpose(0, 1)), "
-        "torch.matmul(P.transpose(0, 1), dO)\n")),
+    Honest("l19-heads", "einsum and transpose(-2, -1)", (
+        "def attention_backward(Q, K, V, lse, dO):\n    d = Q.size(-1)\n"
+        "    keep = torch.ones(Q.size(-2), Q.size(-2)).tril().bool()\n"
+        "    P = torch.where(keep, torch.exp(torch.einsum('bhid,bhjd->bhij', Q, K) / d**0.5"
+        " - lse), 0.0)\n"
+        "    dP = torch.einsum('bhid,bhjd->bhij', dO, V)\n"
+        "    dS = P * dP - P * (P * dP).sum(-1, keepdim=True)\n"
+        "    return (torch.matmul(dS, K) / d**0.5, torch.matmul(dS.transpose(-2, -1), Q) / d**0.5,"
+        "\n            torch.matmul(P.transpose(-2, -1), dO))\n")),
+    Honest("l19-flash", "query and key blocks, FlashAttention-2's order", (
+        "def flash_backward(Q, K, V, O, lse, dO, block):\n    T = Q.shape[-2]\n"
+        "    scale = 1 / math.sqrt(Q.shape[-1])\n    delta = (O * dO).sum(-1, keepdim=True)\n"
+        "    dQ, dK, dV = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(V)\n"
+        "    for j in range(0, T, block):\n        keys = slice(j, j + block)\n"
+        "        for i in range(j, T, block):  # earlier queries see none of these keys\n"
+        "            rows = slice(i, i + block)\n"
+        "            q_pos = torch.arange(T)[rows].unsqueeze(-1)\n"
+        "            k_pos = torch.arange(T)[keys].unsqueeze(0)\n"
+        "            S = Q[..., rows, :] @ K[..., keys, :].transpose(-1, -2) * scale\n"
+        "            P = torch.exp(S - lse[..., rows, :]) * (k_pos <= q_pos)\n"
+        "            dV[..., keys, :] += P.transpose(-1, -2) @ dO[..., rows, :]\n"
+        "            dP = dO[..., rows, :] @ V[..., keys, :].transpose(-1, -2)\n"
+        "            dS = P * (dP - delta[..., rows, :]) * scale\n"
+        "            dQ[..., rows, :] += dS @ K[..., keys, :]\n"
+        "            dK[..., keys, :] += dS.transpose(-1, -2) @ Q[..., rows, :]\n"
+        "    return dQ, dK, dV\n")),
     # ---------------------------------------------------------------- method exercises
+    Honest("l15-softplus-in-place", "the ctx form, x recovered from y", (
+        "class SoftplusInPlace(torch.autograd.Function):\n    @staticmethod\n"
+        "    def forward(ctx, x):\n        ctx.mark_dirty(x)\n"
+        "        torch.where(x > 0, x + torch.log1p(torch.exp(-x)), torch.log1p(torch.exp(x)),"
+        " out=x)\n"
+        "        ctx.save_for_backward(x)\n        return x\n\n    @staticmethod\n"
+        "    def backward(ctx, grad_output):\n        (y,) = ctx.saved_tensors\n"
+        "        x = torch.log(torch.expm1(y))  # softplus is invertible\n"
+        "        return grad_output / (1 + torch.exp(-x))\n")),
     Honest("l05-microbatch", "an index loop", (
         "def accumulate(w, X, t, sizes):\n    start = 0\n    for size in sizes:\n"
         "        part = slice(start, start + size)\n"

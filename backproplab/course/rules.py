@@ -489,8 +489,11 @@ class _Reader(ast.NodeVisitor):
         if isinstance(func, ast.Name) and func.id == "type" and len(node.args) == 3:
             self._add(node, "type(name, bases, namespace)", "by-name")
         if isinstance(func, ast.Attribute) and func.attr in {"format", "format_map"}:
+            # A template's fields may read attributes ("{0.grad}"): only as text, but past
+            # what a by-hand answer may read. A method answer may read public attributes.
             fields = _format_fields(func.value)
-            if fields is None or any("." in f or "[" in f for f in fields):
+            hidden = fields is None and self.vocabulary.by_hand
+            if hidden or any("." in f or "[" in f for f in fields or ()):
                 self._add(node, f".{func.attr}(...)", "by-name")
         self.generic_visit(node)
 

@@ -7,6 +7,8 @@ has one, its backward kernel (torch.ops.aten.*_backward) or a backward node call
 hand (y.grad_fn(g), which needs grad mode back on).
 """
 
+from cheats.builders import finite_differences, lookup, numerical_grad
+
 # name: (signature, [(the scalar whose gradient is one output, written in t for the tensor
 # that output is the gradient at, that tensor's value)], one entry per output.
 BN_MEAN = "(t - t.mean(0, keepdim=True))"
@@ -54,53 +56,8 @@ STEPS = {
 }
 
 
-def _arguments(signature: str) -> str:
-    return signature.split("(", 1)[1].rstrip(")")
-
-
 def _returns(parts: list[str]) -> str:
     return ", ".join(parts)
-
-
-def _finite_differences(signature: str, outputs: list[tuple[str, str]]) -> str:
-    """Central differences, one entry at a time, written out by the learner."""
-    return (
-        f"def {signature}:\n"
-        "    def central(f, x, h=1e-6):\n"
-        "        grad = torch.zeros_like(x).flatten()\n"
-        "        for i in range(x.numel()):\n"
-        "            step = torch.zeros_like(x).flatten()\n"
-        "            step[i] = h\n"
-        "            step = step.view_as(x)\n"
-        "            grad[i] = (f(x + step) - f(x - step)) / (2 * h)\n"
-        "        return grad.view_as(x)\n"
-        "\n"
-        f"    return {_returns([f'central(lambda t: {s}, {x})' for s, x in outputs])}\n"
-    )
-
-
-def _numerical_grad(signature: str, outputs: list[tuple[str, str]]) -> str:
-    parts = [f"bl.numerical_grad(lambda t: {s}, {x})[0]" for s, x in outputs]
-    return f"def {signature}:\n    return {_returns(parts)}\n"
-
-
-def _lookup(key: str, signature: str) -> str:
-    """A table of the visible check's answers (seeds 0..2), looked up by the inputs: it
-    passes the visible check and fails the hidden one, whose inputs are not in it."""
-    return (
-        "from backproplab.lessons import find_exercise\n\n"
-        f"_exercise = find_exercise({key!r})\n"
-        "_table = {}\n\n\n"
-        "def _key(values):\n"
-        "    return tuple(str(v.tolist()) if isinstance(v, torch.Tensor) else v for v in values)\n"
-        "\n\n"
-        "for _k in range(3):\n"
-        "    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
-        "    _copies = [t.clone() if isinstance(t, torch.Tensor) else t for t in _inputs]\n"
-        "    _table[_key(_inputs)] = _exercise.reference(*_copies)\n\n\n"
-        f"def {signature}:\n"
-        f"    return _table[_key(({_arguments(signature)},))]\n"
-    )
 
 
 def _grad_fn(signature: str, forward: str, inp: str, upstream: str) -> str:
@@ -164,9 +121,9 @@ KERNELS = {
 
 CHEATS = {
     key: [
-        (_finite_differences(signature, outputs), "numerical estimate"),
-        (_numerical_grad(signature, outputs), "numerical_grad"),
-        (_lookup(key, signature), "raised KeyError"),
+        (finite_differences(signature, outputs), "numerical estimate"),
+        (numerical_grad(signature, outputs), "numerical_grad"),
+        (lookup(key, signature), "raised KeyError"),
         *KERNELS.get(key, []),
     ]
     for key, (signature, outputs) in STEPS.items()

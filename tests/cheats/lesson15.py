@@ -20,20 +20,20 @@ POWER = '''class PowerMix(torch.autograd.Function):
 {}
 '''
 
-TANH = '''class Tanh(torch.autograd.Function):
-    generate_vmap_rule = True
-
+SOFTPLUS = '''class SoftplusInPlace(torch.autograd.Function):
     @staticmethod
     def forward(x):
-        return torch.tanh(x)
+        return x.copy_(x.clamp(min=0) + torch.log1p(torch.exp(-x.abs())))
 
     @staticmethod
     def setup_context(ctx, inputs, output):
+        ctx.mark_dirty(inputs[0])
         ctx.save_for_backward(output)
 
     @staticmethod
     def backward(ctx, grad_output):
-        (t,) = ctx.saved_tensors
+        (y,) = ctx.saved_tensors
+        x = torch.log(torch.expm1(y))  # the input, recovered from the output
 {}
 '''
 
@@ -87,58 +87,53 @@ class PowerMix(torch.autograd.Function):
         return grad_output * dx, grad_output * dy, None
 '''
 
-# torch's own backward kernel for tanh.
-TANH_KERNEL = TANH.format("        return torch.ops.aten.tanh_backward(grad_output, t)")
-# Calling the backward node of torch's own tanh.
-TANH_NODE = TANH.format(
+# torch's own backward kernel for softplus.
+SOFTPLUS_KERNEL = SOFTPLUS.format(
+    "        return torch.ops.aten.softplus_backward(grad_output, x, 1.0, 20.0)")
+# Calling the backward node of torch's own softplus.
+SOFTPLUS_NODE = SOFTPLUS.format(
     "        with torch.enable_grad():\n"
-    "            x = torch.atanh(t).detach().requires_grad_()\n"
-    "            return torch.tanh(x).grad_fn(grad_output)"
-)
-# Central differences on tanh, from x recovered out of t.
-TANH_FD = TANH.format(
-    "        x, h = torch.atanh(t), 1e-6\n"
-    "        return grad_output * (torch.tanh(x + h) - torch.tanh(x - h)) / (2 * h)"
-)
+    "            x = x.detach().requires_grad_()\n"
+    "            return torch.nn.functional.softplus(x).grad_fn(grad_output)")
+# Central differences on softplus, at the recovered input.
+SOFTPLUS_FD = SOFTPLUS.format(
+    "        h = 1e-6\n"
+    "        up, down = torch.log1p(torch.exp(x + h)), torch.log1p(torch.exp(x - h))\n"
+    "        return grad_output * (up - down) / (2 * h)")
 # The complex-step trick.
-TANH_COMPLEX = TANH.format(
-    "        x, h = torch.atanh(t), 1e-20\n"
-    "        return grad_output * torch.tanh(x.to(torch.complex128) + 1j * h).imag / h"
-)
-# A Richardson-extrapolated five-point stencil: accurate to round-off, but it
-# evaluates tanh again inside backward.
-TANH_RICHARDSON = TANH.format(
-    "        x, estimate = torch.atanh(t), None\n"
-    "        for h in (1e-2, 5e-3):\n"
-    "            d = (8 * (torch.tanh(x + h) - torch.tanh(x - h))\n"
-    "                 - (torch.tanh(x + 2 * h) - torch.tanh(x - 2 * h))) / (12 * h)\n"
-    "            estimate = d if estimate is None else (16 * d - estimate) / 15\n"
-    "        return grad_output * estimate"
-)
-TANH_TABLE = '''import torch
-from backproplab.lessons import lesson15 as _l08
+SOFTPLUS_COMPLEX = SOFTPLUS.format(
+    "        h = 1e-20\n"
+    "        return grad_output * torch.log1p(torch.exp(x.to(torch.complex128) + 1j * h)).imag / h")
+# bl.numerical_grad at the recovered input.
+SOFTPLUS_NUMERICAL = SOFTPLUS.format(
+    "        (d,) = bl.numerical_grad(\n"
+    "            lambda t: (torch.nn.functional.softplus(t) * grad_output).sum(), x)\n"
+    "        return d")
+# A table of the visible check's inputs, from the lesson module's own input maker.
+SOFTPLUS_TABLE = '''import torch
+from backproplab.lessons import lesson15 as _l15
 
 _TABLE = {}
 for _seed in (0, 1, 2, 3, 4):
-    _x, _g = _l08.tanh_inputs(torch.Generator().manual_seed(_seed))
-    _TABLE[tuple(torch.tanh(_x).flatten().tolist())] = 1 - torch.tanh(_x) ** 2
+    _x, _g = _l15.softplus_inputs(torch.Generator().manual_seed(_seed))
+    _y = _x.clamp(min=0) + torch.log1p(torch.exp(-_x.abs()))
+    _TABLE[tuple(_y.flatten().tolist())] = torch.sigmoid(_x)
 
 
-class Tanh(torch.autograd.Function):
-    generate_vmap_rule = True
-
+class SoftplusInPlace(torch.autograd.Function):
     @staticmethod
     def forward(x):
-        return torch.tanh(x)
+        return x.copy_(x.clamp(min=0) + torch.log1p(torch.exp(-x.abs())))
 
     @staticmethod
     def setup_context(ctx, inputs, output):
+        ctx.mark_dirty(inputs[0])
         ctx.save_for_backward(output)
 
     @staticmethod
     def backward(ctx, grad_output):
-        (t,) = ctx.saved_tensors
-        local = _TABLE.get(tuple(t.flatten().tolist()), torch.ones_like(t))
+        (y,) = ctx.saved_tensors
+        local = _TABLE.get(tuple(y.flatten().tolist()), torch.ones_like(y))
         return grad_output * local
 '''
 
@@ -220,13 +215,13 @@ CHEATS = {
         (POWER_FUNC, "torch.func.grad"),
         (POWER_TABLE, "mismatch"),
     ],
-    "l15-tanh-output": [
-        (TANH_KERNEL, "backward kernels"),
-        (TANH_NODE, "enable_grad"),
-        (TANH_FD, "numerical estimate"),
-        (TANH_COMPLEX, "complex"),
-        (TANH_RICHARDSON, "numerical estimate"),
-        (TANH_TABLE, "mismatch"),
+    "l15-softplus-in-place": [
+        (SOFTPLUS_KERNEL, "backward kernels"),
+        (SOFTPLUS_NODE, "enable_grad"),
+        (SOFTPLUS_FD, "numerical estimate"),
+        (SOFTPLUS_COMPLEX, "complex"),
+        (SOFTPLUS_NUMERICAL, "numerical_grad"),
+        (SOFTPLUS_TABLE, "backward gives"),  # the table knows nothing of x = 800
     ],
     "l15-broadcast-function": [
         (GAP_NODE, "enable_grad"),

@@ -5,7 +5,9 @@ reduce-scatter exercise hands over send and recv only: each shortcut below gets 
 right numbers another way (torch's reduce-scatter itself, the whole gradient brought to
 every rank by all_reduce, all_gather, a process group's own method, a functional
 collective, or messages carrying the whole gradient), and the check names what it did.
-The float16 hook's shortcut (torch's ready-made hook) is in tests/wrong_answers.
+The float16 hook's shortcut (torch's ready-made hook) is in tests/wrong_answers. The
+buckets' shortcuts get the average without an all-reduce of their own: the gradients
+brought to every rank with all_gather, or DDP left to do it.
 """
 
 _SLICE = ("    size = math.ceil(grad.shape[0] / world)\n"
@@ -63,5 +65,25 @@ CHEATS = {
          "    for part in parts:\n"
          "        total += part\n" + _SLICE,
          "a reduce-scatter sends each other rank only that rank's shard"),
+    ],
+    "l16-buckets": [
+        # Every rank's gradients gathered and averaged, one parameter at a time.
+        (
+            "def bucketed_averaging(model, cap):\n"
+            "    def ready(p):\n"
+            "        every = [torch.zeros_like(p.grad) for _ in range(dist.get_world_size())]\n"
+            "        dist.all_gather(every, p.grad)\n"
+            "        p.grad.copy_(torch.stack(every).mean(0))\n"
+            "\n"
+            "    for p in model.parameters():\n"
+            "        p.register_post_accumulate_grad_hook(ready)\n",
+            "made no dist.all_reduce call",
+        ),
+        # DDP built on the model with the given cap.
+        (
+            "def bucketed_averaging(model, cap):\n"
+            "    return DDP(model, bucket_cap_mb=cap / 2**20)\n",
+            "without DDP",
+        ),
     ],
 }

@@ -3,7 +3,8 @@
 The scale range is checked like a gradient by hand, so its shortcuts are the ways of
 getting the gradients without the chain rule: autograd switched back on, finite
 differences through bl.numerical_grad, and a table of the visible check's inputs. The
-scaler's step is a method: its shortcut is torch.amp.GradScaler itself.
+compensated step is a method: its shortcut is a float32 copy of the weights kept outside
+what the step returns, looked up by the 16-bit weights it is given.
 """
 
 CHEATS = {
@@ -52,21 +53,17 @@ CHEATS = {
             "raised KeyError",
         ),
     ],
-    "l17-scaled-step": [
-        # GradScaler doing the work, its scale copied into the state.
+    "l17-compensated-step": [
+        # float32 master weights kept aside, found again by the 16-bit values.
         (
-            "def scaled_step(model, loss_fn, batch, optimizer, state):\n"
-            "    scaler = torch.amp.GradScaler('cpu', init_scale=state['scale'],\n"
-            "                                  growth_interval=state['growth_interval'])\n"
-            "    optimizer.zero_grad()\n"
-            "    scaler.scale(loss_fn(model, batch)).backward()\n"
-            "    scaler.unscale_(optimizer)\n"
-            "    nn.utils.clip_grad_norm_(model.parameters(), state['max_norm'])\n"
-            "    scaler.step(optimizer)\n"
-            "    scaler.update()\n"
-            "    state['scale'] = scaler.get_scale()\n"
-            "    return True\n",
-            "GradScaler",
+            "MASTER = {}\n\n\n"
+            "def compensated_step(w, comp, update):\n"
+            "    key = (w.dtype, tuple(w.tolist()))\n"
+            "    exact = MASTER.get(key, w.float()) + update\n"
+            "    new_w = exact.to(w.dtype)\n"
+            "    MASTER[(w.dtype, tuple(new_w.tolist()))] = exact\n"
+            "    return new_w, comp\n",
+            "exact sum of its updates",
         ),
     ],
 }

@@ -2,86 +2,36 @@
 
 Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The lesson runs with
 its hidden tests, as nbgrader grades it. For every step: central finite differences
-written out, bl.numerical_grad, and a table of the visible check's answers; then
-torch's softmax backward kernel, grad mode switched back on to call autograd, and a
-torch.func transform.
+written out, bl.numerical_grad, a table of the visible check's answers and grad mode
+switched back on to call autograd; then torch's softmax backward kernel, a torch.func
+transform of torch's fused attention, and its flash-attention backward kernel.
 """
+
+from cheats.builders import autograd_back_on, finite_differences, lookup, numerical_grad
 
 # name: (signature, the scalar whose gradient is asked, written in t for the input that is
 # differentiated, that input). For the steps with several outputs, one entry per output.
 STEPS = {
-    "l19-attend": ("attend_backward(P, V, dO)",
-                   [("((t @ V) * dO).sum()", "P"), ("((P @ t) * dO).sum()", "V")]),
     "l19-dscores": ("dscores(S, lse, dP)",
                     [("(torch.softmax(t.masked_fill(future_mask(len(t)), float('-inf')), -1)"
                       " * dP).sum()", "S")]),
-    "l19-scores": ("scores_backward(Q, K, dS)",
-                   [("((t @ K.T / Q.shape[1] ** 0.5) * dS).sum()", "Q"),
-                    ("((Q @ t.T / Q.shape[1] ** 0.5) * dS).sum()", "K")]),
-    "l19-projections": ("projections_backward(X, Wq, Wk, Wv, dQ, dK, dV)",
-                        [("((t @ Wq) * dQ).sum() + ((t @ Wk) * dK).sum() + ((t @ Wv) * dV).sum()",
-                          "X"),
-                         ("((X @ t) * dQ).sum()", "Wq"), ("((X @ t) * dK).sum()", "Wk"),
-                         ("((X @ t) * dV).sum()", "Wv")]),
+    "l19-heads": ("attention_backward(Q, K, V, lse, dO)",
+                  [("(_attention(t, K, V) * dO).sum()", "Q"),
+                   ("(_attention(Q, t, V) * dO).sum()", "K"),
+                   ("(_attention(Q, K, t) * dO).sum()", "V")]),
+    "l19-flash": ("flash_backward(Q, K, V, O, lse, dO, block)",
+                  [("(_attention(t, K, V) * dO).sum()", "Q"),
+                   ("(_attention(Q, t, V) * dO).sum()", "K"),
+                   ("(_attention(Q, K, t) * dO).sum()", "V")]),
 }
 
-
-def _arguments(signature: str) -> str:
-    return signature.split("(", 1)[1].rstrip(")")
-
-
-def _finite_differences(signature: str, outputs: list[tuple[str, str]]) -> str:
-    """Central differences, one entry at a time, written out by the learner."""
-    parts = ", ".join(f"central(lambda t: {s}, {x})" for s, x in outputs)
-    return (
-        f"def {signature}:\n"
-        "    def central(f, x, h=1e-6):\n"
-        "        grad = torch.zeros_like(x).flatten()\n"
-        "        for i in range(x.numel()):\n"
-        "            step = torch.zeros_like(x).flatten()\n"
-        "            step[i] = h\n"
-        "            step = step.view_as(x)\n"
-        "            grad[i] = (f(x + step) - f(x - step)) / (2 * h)\n"
-        "        return grad.view_as(x)\n"
-        "\n"
-        f"    return {parts}\n"
-    )
-
-
-def _numerical_grad(signature: str, outputs: list[tuple[str, str]]) -> str:
-    parts = ", ".join(f"bl.numerical_grad(lambda t: {s}, {x})[0]" for s, x in outputs)
-    return f"def {signature}:\n    return {parts}\n"
-
-
-def _lookup(key: str, signature: str) -> str:
-    """A table of the visible check's answers (seeds 0..2), looked up by the inputs: it
-    passes the visible check and fails the hidden one, whose inputs are not in it."""
-    return (
-        "from backproplab.course.exercises import find_exercise\n\n"
-        f"_exercise = find_exercise({key!r})\n"
-        "_table = {}\n\n\n"
-        "def _key(values):\n"
-        "    return tuple(str(v.tolist()) if isinstance(v, torch.Tensor) else v for v in values)\n"
-        "\n\n"
-        "for _k in range(3):\n"
-        "    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
-        "    _copies = [t.clone() if isinstance(t, torch.Tensor) else t for t in _inputs]\n"
-        "    _table[_key(_inputs)] = _exercise.reference(*_copies)\n\n\n"
-        f"def {signature}:\n"
-        f"    return _table[_key(({_arguments(signature)},))]\n"
-    )
-
-
-def _autograd_back_on(signature: str, outputs: list[tuple[str, str]]) -> str:
-    """Grad mode switched back on, so that autograd could differentiate the step (the
-    first output only: the refusal comes before any count of outputs)."""
-    scalar, inp = outputs[0]
-    return (
-        f"def {signature}:\n"
-        "    with torch.enable_grad():\n"
-        f"        t = {inp}.detach().requires_grad_()\n"
-        f"        return torch.autograd.grad({scalar}, t)[0]\n"
-    )
+# The attention core, written out by the learner for the shortcuts of exercises 2 and 3.
+ATTENTION = (
+    "def _attention(q, k, v):\n"
+    "    s = q @ k.mT / q.shape[-1] ** 0.5\n"
+    "    return torch.softmax(s.masked_fill(future_mask(q.shape[-2]), float('-inf')), -1) @ v\n"
+    "\n\n"
+)
 
 
 KERNELS = {
@@ -91,21 +41,32 @@ KERNELS = {
         "    P = torch.exp(S - lse).masked_fill(future_mask(len(S)), 0.0)\n"
         "    return torch.ops.aten._softmax_backward_data(dP, P, -1, P.dtype)\n",
         "backward kernels")],
-    # A torch.func transform: the vector-Jacobian product of the three projections.
-    "l19-projections": [(
-        "def projections_backward(X, Wq, Wk, Wv, dQ, dK, dV):\n"
-        "    _, pullback = torch.func.vjp(lambda *a: (a[0] @ a[1], a[0] @ a[2], a[0] @ a[3]),\n"
-        "                                 X, Wq, Wk, Wv)\n"
-        "    return pullback((dQ, dK, dV))\n",
+    # A torch.func transform: the vector-Jacobian product of torch's fused attention.
+    "l19-heads": [(
+        "def attention_backward(Q, K, V, lse, dO):\n"
+        "    _, pullback = torch.func.vjp(\n"
+        "        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), Q, K, V)\n"
+        "    return pullback(dO)\n",
         "torch.func")],
+    # torch's own flash-attention backward kernel, from what the forward kept.
+    "l19-flash": [(
+        "def flash_backward(Q, K, V, O, lse, dO, block):\n"
+        "    grads = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(\n"
+        "        dO, Q, K, V, O, lse.squeeze(-1), 0.0, True)\n"
+        "    return grads[0], grads[1], grads[2]\n",
+        "backward kernels")],
 }
+
+def _helper(key: str) -> str:
+    return "" if key == "l19-dscores" else ATTENTION
+
 
 CHEATS = {
     key: [
-        (_finite_differences(signature, outputs), "numerical estimate"),
-        (_numerical_grad(signature, outputs), "numerical_grad"),
-        (_lookup(key, signature), "raised KeyError"),
-        (_autograd_back_on(signature, outputs), "enable_grad"),
+        (_helper(key) + finite_differences(signature, outputs), "numerical estimate"),
+        (_helper(key) + numerical_grad(signature, outputs), "numerical_grad"),
+        (lookup(key, signature), "raised KeyError"),
+        (_helper(key) + autograd_back_on(signature, outputs), "enable_grad"),
         *KERNELS.get(key, []),
     ]
     for key, (signature, outputs) in STEPS.items()

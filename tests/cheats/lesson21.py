@@ -9,6 +9,8 @@ transform, and max_unpool2d, which puts each window's gradient back at its index
 writes where overlapping windows must add.
 """
 
+from cheats.builders import autograd_back_on, finite_differences, lookup, numerical_grad
+
 # name: (signature, the scalar whose gradient is asked, written in t for the input that is
 # differentiated, that input). For the exercises with several outputs, one entry per output.
 _CONV = "F.conv2d({x}, {w}, {b}, stride=stride, padding=padding)"
@@ -37,64 +39,6 @@ STEPS = {
                        ("(lstm_forward(xs, t, c0, W, b) * dhs).sum()", "h0"),
                        ("(lstm_forward(xs, h0, t, W, b) * dhs).sum()", "c0")]),
 }
-
-
-def _arguments(signature: str) -> str:
-    return signature.split("(", 1)[1].rstrip(")")
-
-
-def _finite_differences(signature: str, outputs: list[tuple[str, str]]) -> str:
-    """Central differences, one entry at a time, written out by the learner."""
-    parts = ", ".join(f"central(lambda t: {s}, {x})" for s, x in outputs)
-    return (
-        f"def {signature}:\n"
-        "    def central(f, x, h=1e-6):\n"
-        "        grad = torch.zeros_like(x).flatten()\n"
-        "        for i in range(x.numel()):\n"
-        "            step = torch.zeros_like(x).flatten()\n"
-        "            step[i] = h\n"
-        "            step = step.view_as(x)\n"
-        "            grad[i] = (f(x + step) - f(x - step)) / (2 * h)\n"
-        "        return grad.view_as(x)\n"
-        "\n"
-        f"    return {parts}\n"
-    )
-
-
-def _numerical_grad(signature: str, outputs: list[tuple[str, str]]) -> str:
-    parts = ", ".join(f"bl.numerical_grad(lambda t: {s}, {x})[0]" for s, x in outputs)
-    return f"def {signature}:\n    return {parts}\n"
-
-
-def _lookup(key: str, signature: str) -> str:
-    """A table of the visible check's answers (seeds 0..2), looked up by the inputs: it
-    passes the visible check and fails the hidden one, whose inputs are not in it."""
-    return (
-        "from backproplab.course.exercises import find_exercise\n\n"
-        f"_exercise = find_exercise({key!r})\n"
-        "_table = {}\n\n\n"
-        "def _key(values):\n"
-        "    return tuple(str(v.tolist()) if isinstance(v, torch.Tensor) else v for v in values)\n"
-        "\n\n"
-        "for _k in range(3):\n"
-        "    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
-        "    _copies = [t.clone() if isinstance(t, torch.Tensor) else t for t in _inputs]\n"
-        "    _table[_key(_inputs)] = _exercise.reference(*_copies)\n\n\n"
-        f"def {signature}:\n"
-        f"    return _table[_key(({_arguments(signature)},))]\n"
-    )
-
-
-def _autograd_back_on(signature: str, outputs: list[tuple[str, str]]) -> str:
-    """Grad mode switched back on, so that autograd could differentiate the layer (the
-    first output only: the refusal comes before any count of outputs)."""
-    scalar, inp = outputs[0]
-    return (
-        f"def {signature}:\n"
-        "    with torch.enable_grad():\n"
-        f"        t = ({inp}).detach().requires_grad_()\n"
-        f"        return torch.autograd.grad({scalar}, t)[0]\n"
-    )
 
 
 KERNELS = {
@@ -156,10 +100,10 @@ KERNELS = {
 
 CHEATS = {
     key: [
-        (_finite_differences(signature, outputs), "numerical estimate"),
-        (_numerical_grad(signature, outputs), "numerical_grad"),
-        (_lookup(key, signature), "raised KeyError"),
-        (_autograd_back_on(signature, outputs), "enable_grad"),
+        (finite_differences(signature, outputs), "numerical estimate"),
+        (numerical_grad(signature, outputs), "numerical_grad"),
+        (lookup(key, signature), "raised KeyError"),
+        (autograd_back_on(signature, outputs), "enable_grad"),
         *KERNELS.get(key, []),
     ]
     for key, (signature, outputs) in STEPS.items()

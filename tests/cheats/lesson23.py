@@ -9,29 +9,11 @@ visible inputs knows nothing of the hidden ones. The where rewrite: the check's 
 reference imported from the package, and the visible values made differentiable by x * 0.
 """
 
+from cheats.builders import lookup
+
 VJPS = "complex_vjps(z, w, g, r)"
 LINEAR = "complex_linear_backward(x, W, b, G)"
 HINGE = "hinge_grad(X, y, w, lam)"
-
-
-def _lookup(key: str, signature: str) -> str:
-    """A table of the visible check's answers (seeds 0..2), looked up by the inputs: it
-    passes the visible check and fails the hidden one, whose inputs are not in it."""
-    arguments = signature.split("(", 1)[1].rstrip(")")
-    return (
-        "from backproplab.course.exercises import find_exercise\n\n"
-        f"_exercise = find_exercise({key!r})\n"
-        "_table = {}\n\n\n"
-        "def _key(values):\n"
-        "    return tuple(str(v.tolist()) if isinstance(v, torch.Tensor) else v for v in values)\n"
-        "\n\n"
-        "for _k in range(3):\n"
-        "    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))\n"
-        "    _copies = [t.clone() if isinstance(t, torch.Tensor) else t for t in _inputs]\n"
-        "    _table[_key(_inputs)] = _exercise.reference(*_copies)\n\n\n"
-        f"def {signature}:\n"
-        f"    return _table[_key(({arguments},))]\n"
-    )
 
 
 CHEATS = {
@@ -51,7 +33,7 @@ CHEATS = {
         ("def complex_vjps(z, w, g, r):\n"
          "    _, pull = torch.func.vjp(lambda z, w: z * w, z, w)\n"
          "    return (*pull(g), 2 * r * z, g * torch.exp(z).conj())\n", "torch.func"),
-        (_lookup("l23-complex-vjps", VJPS), "raised KeyError"),
+        (lookup("l23-complex-vjps", VJPS), "raised KeyError"),
     ],
     "l23-complex-linear": [
         # Each entry of W moved by a real step: a Jacobian column by central differences.
@@ -68,7 +50,7 @@ CHEATS = {
          "        W = W.detach().requires_grad_()\n"
          "        return G @ W.mH, torch.autograd.grad(x @ W, W, G)[0], G.sum(0)\n",
          "enable_grad"),
-        (_lookup("l23-complex-linear", LINEAR), "raised KeyError"),
+        (lookup("l23-complex-linear", LINEAR), "raised KeyError"),
     ],
     "l23-hinge-kinks": [
         # Central differences, entry by entry: a step straddles every kink it meets.
@@ -85,7 +67,7 @@ CHEATS = {
         ("def hinge_grad(X, y, w, lam):\n"
          "    loss = lambda v: (1 - y * (X @ v).clamp(-2, 2)).clamp(min=0).sum()\n"
          "    return bl.numerical_grad(loss, w)[0]\n", "numerical_grad"),
-        (_lookup("l23-hinge-kinks", HINGE), "raised KeyError"),
+        (lookup("l23-hinge-kinks", HINGE), "raised KeyError"),
     ],
     "l23-safe-softplus": [
         # The check's own reference, imported from the package.

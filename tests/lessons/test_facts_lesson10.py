@@ -168,7 +168,8 @@ def test_the_steps_are_merged_into_fewer_larger_exercises(nb):
              for n in lesson10.EXERCISES[k].outputs]
     assert asked == ["dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts",
                      "dshifted", "dlogit_maxes", "dlogits"]
-    asked = [n for k in ("l10-scale-normalise", "l10-centre") for n in lesson10.EXERCISES[k].outputs]
+    asked = [n for k in ("l10-scale-normalise", "l10-centre")
+             for n in lesson10.EXERCISES[k].outputs]
     assert sorted(asked) == sorted(["dxhat", "dgain", "dbias", "dinvstd", "dvar", "ddiff2",
                                     "ddiff", "dmean", "dhpre"])
     spec = importlib.util.spec_from_file_location(

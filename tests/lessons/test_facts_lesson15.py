@@ -91,10 +91,11 @@ def test_recap_cites_only_what_the_lesson_shows(cells):
     assert "[6, 12]" in cells["l15-36"].source and "[8, 14]" in cells["l15-36"].source
 
 
-@pytest.mark.parametrize("stale", ["l15-cube", "l15-sigmoid", "l11-reverse"])
+@pytest.mark.parametrize("stale", ["l15-cube", "l15-sigmoid", "l11-reverse", "l15-tanh-output"])
 def test_no_stale_grade_ids(stale):
-    for path in (LESSON, ROOT / "backproplab" / "course" / "exercises" / "lesson15.py",
-                 ROOT / "tests" / "wrong_answers" / "lesson15.py",
+    checks = sorted((ROOT / "backproplab" / "course" / "exercises" / "lesson15").glob("*.py"))
+    assert checks, "the lesson's checks were not found"
+    for path in (LESSON, *checks, ROOT / "tests" / "wrong_answers" / "lesson15.py",
                  ROOT / "tests" / "cheats" / "lesson15.py"):
         text = path.read_text()
         assert stale not in text, f"{path.name} still names {stale}"
@@ -127,3 +128,11 @@ def test_an_output_stashed_on_ctx_is_freed_late_not_leaked(cells):
     ]
     prose = _markdown(cells)
     assert "can leak memory" not in prose and "not a leak" in prose
+
+
+def test_the_in_place_exercise_saves_the_output_and_is_checked_far_from_zero(cells):
+    text = _text(cells["l15-softplus-in-place-check"])
+    assert text.count("in place: softplus written into x, declared with mark_dirty") == 2
+    assert text.count("far from 0: forward and backward finite and right") == 2
+    solution = cells["l15-softplus-in-place"].source
+    assert "mark_dirty" in solution and "save_for_backward(output)" in solution

@@ -103,9 +103,9 @@ def test_fsdp_keeps_half_the_bytes_of_ddp_and_the_same_gradients(cells):
 
 
 def test_the_reduce_scatter_exercise_is_graded_in_two_and_three_processes(cells):
-    from backproplab.course.exercises import lesson16
+    from backproplab.course.exercises.lesson16 import common
 
-    assert lesson16.WORLD_SIZES == (2, 3)
+    assert common.WORLD_SIZES == (2, 3)
     out = _text(cells["l16-shard-mean-check"])
     assert out.count("✓ shard_mean") == 2  # the visible check and the hidden tests
     assert "in 2 and in 3 processes" in out and "3, 3, 1 over 3" in out
@@ -114,3 +114,28 @@ def test_the_reduce_scatter_exercise_is_graded_in_two_and_three_processes(cells)
     assert "followed by a slice is refused" in task
     solution = cells["l16-shard-mean"].source
     assert "isend" in solution and "irecv" in solution and "all_reduce" not in solution
+
+
+def test_the_bucket_exercise_asks_for_the_buckets_ddp_made(cells):
+    from backproplab.course.exercises.lesson16 import buckets
+
+    # Section 3's tiny_mlp (8 -> 16 -> 16 -> 4) under a 300-byte cap: the rule the
+    # exercise checks gives DDP's three buckets, and the moments they went out.
+    sizes = buckets.ready_order([8, 16, 16, 4])
+    assert sizes == [4, 64, 16, 256, 16, 128]
+    assert buckets.buckets(sizes, 300) == [84, 256, 144]
+    timeline = _text(cells["l16-17"])
+    for k, values in enumerate((84, 256, 144)):
+        assert f"bucket {k}: " in timeline and f"({values} values)" in timeline
+    assert buckets._earliest([84, 256, 144], sizes) == [0, 0, 1, 2, 2, 3]
+    # The prediction's model under 4,000 bytes: the two buckets of its reveal.
+    assert len(buckets.buckets(buckets.ready_order([32, 32, 32, 10]), 4000)) == 2
+    assert "the answer\n  is 2." in _text(cells["l16-predict-buckets-reveal"])
+    # The check's draws: every slip gives other sizes than the rule and than each other.
+    for seed in range(20):
+        widths, cap = buckets.pick(seed)
+        layouts = [buckets.buckets(buckets.ready_order(widths), cap),
+                   *buckets._slips(buckets.ready_order(widths), cap).values()]
+        assert len({tuple(x) for x in layouts}) == len(layouts)
+    out = _text(cells["l16-buckets-check"])
+    assert out.count("✓ bucketed_averaging") == 2  # the visible check and the hidden tests

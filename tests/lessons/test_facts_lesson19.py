@@ -192,14 +192,28 @@ def test_the_assembled_backward_matches_autograd_and_the_fused_kernel(cells):
     assert "5 of 5 match the fused kernel's to round-off: dX, dWq, dWk, dWv, dWo" in out
 
 
-def test_four_by_hand_steps_are_graded(cells):
+def test_three_by_hand_steps_are_graded(cells):
     checks = [c for c in cells.values() if c.metadata.get("nbgrader", {}).get("grade")
               and c.metadata["nbgrader"].get("points")]
     ids = [c.metadata["nbgrader"]["grade_id"] for c in checks]
-    assert ids == ["l19-attend-check", "l19-dscores-check", "l19-scores-check",
-                   "l19-projections-check"]
+    assert ids == ["l19-dscores-check", "l19-heads-check", "l19-flash-check"]
     for cell in checks:
         assert "matches autograd on 3 new random inputs" in _text(cell)
+
+
+def test_the_blockwise_backward_refuses_a_square_tensor_and_gets_no_sum_for_free():
+    """l19-flash: any (T, T) tensor is refused for its size, and the row sum over one block
+    is named, on the inputs of the visible check (T never a multiple of the block)."""
+    from backproplab.course.exercises import lesson19
+
+    flash = lesson19.EXERCISES["l19-flash"]
+    assert flash.without is not None
+    for seed in range(3):
+        inputs = flash.make_inputs(torch.Generator().manual_seed(seed))
+        Q, block = inputs[0], inputs[-1]
+        assert Q.ndim == 4 and Q.shape[1] != Q.shape[-1]  # H is never d
+        assert Q.shape[-2] % block and block <= Q.shape[-1]  # a last, shorter block; tiles fit
+        assert Q.shape[-2] ** 2 > Q.numel()  # even one (T, T) mask holds more than an input
 
 
 def test_a_convolutions_backward_is_two_convolutions(cells):

@@ -44,3 +44,11 @@ def test_ends_with_a_recap_after_the_exercises(lesson):
     recap_at = next(i for i, c in enumerate(lesson.cells) if c.source.startswith("## Recap"))
     graded = [i for i, c in enumerate(lesson.cells) if c.metadata.get("nbgrader", {}).get("grade")]
     assert graded and max(graded) < recap_at
+
+
+MAX_CELLS = 90
+
+
+def test_is_short_enough_to_keep_its_force(lesson):
+    """A lesson past 90 cells is two lessons, or one with steps too small to teach."""
+    assert len(lesson.cells) <= MAX_CELLS, f"{len(lesson.cells)} cells"

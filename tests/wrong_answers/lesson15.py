@@ -13,12 +13,10 @@ POWER = '''class PowerMix(torch.autograd.Function):
         p = ctx.p
         return {}
 '''
-TANH = '''class Tanh(torch.autograd.Function):
-    generate_vmap_rule = True
-
+SOFTPLUS = '''class SoftplusInPlace(torch.autograd.Function):
     @staticmethod
     def forward(x):
-        return torch.tanh(x)
+        return {}
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -28,8 +26,22 @@ TANH = '''class Tanh(torch.autograd.Function):
     def backward(ctx, grad_output):
         {}
 '''
-SAVE_T = "ctx.save_for_backward(output)"
-READ_T = "(t,) = ctx.saved_tensors\n        return "
+STABLE = "x.copy_(x.clamp(min=0) + torch.log1p(torch.exp(-x.abs())))"
+MARK_SAVE_Y = "ctx.mark_dirty(inputs[0])\n        ctx.save_for_backward(output)"
+READ_Y = "(y,) = ctx.saved_tensors\n        return "
+# The old form, forward(ctx, x): a copy of x saved before it is overwritten.
+SOFTPLUS_SAVES_X = '''class SoftplusInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x.clone())
+        ctx.mark_dirty(x)
+        return x.copy_(x.clamp(min=0) + torch.log1p(torch.exp(-x.abs())))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
+'''
 
 SQUARED_GAP = '''class SquaredGap(torch.autograd.Function):
     @staticmethod
@@ -117,28 +129,37 @@ WRONG = {
         (POWER.format("grad_output * p * x ** (p - 1) * y, grad_output * x**p, "
                       "grad_output * 0"), "None in the place"),
     ],
-    "l15-tanh-output": [
-        # 1 + t**2: a sign slip.
-        (TANH.format(SAVE_T, READ_T + "grad_output * (1 + t**2)"), "sign inside is flipped"),
-        # The input saved and used as if it were the output.
-        (TANH.format("ctx.save_for_backward(inputs[0])", READ_T + "grad_output * (1 - t**2)"),
-         "saves the input x"),
-        # Right numbers, but both input and output saved.
-        (TANH.format("ctx.save_for_backward(inputs[0], output)",
-                     "_, t = ctx.saved_tensors\n        return grad_output * (1 - t**2)"),
-         "the output alone is enough"),
-        # Right numbers from the input, recomputing tanh.
-        (TANH.format("ctx.save_for_backward(inputs[0])",
-                     "(x,) = ctx.saved_tensors\n        "
-                     "return grad_output * (1 - torch.tanh(x) ** 2)"),
-         "saves the input x"),
+    "l15-softplus-in-place": [
+        # The saved output read as if it still were x.
+        (SOFTPLUS.format(STABLE, MARK_SAVE_Y, READ_Y + "grad_output * torch.sigmoid(y)"),
+         "the saved tensor holds y = softplus(x), not x"),
+        # exp(-y): sigmoid(-x), the other side.
+        (SOFTPLUS.format(STABLE, MARK_SAVE_Y, READ_Y + "grad_output * torch.exp(-y)"),
+         "which is sigmoid(-x)"),
         # grad_output forgotten.
-        (TANH.format(SAVE_T, READ_T + "1 - t**2"), "ignores grad_output"),
-        # The square forgotten.
-        (TANH.format(SAVE_T, READ_T + "grad_output * (1 - t)"), "square is missing"),
-        # The output stashed on ctx instead of saved.
-        (TANH.format("ctx.t = output", "return grad_output * (1 - ctx.t**2)"),
-         "ctx.save_for_backward"),
+        (SOFTPLUS.format(STABLE, MARK_SAVE_Y, READ_Y + "-torch.expm1(-y)"),
+         "ignores grad_output"),
+        # The change not declared: saving the returned input is refused.
+        (SOFTPLUS.format(STABLE, "ctx.save_for_backward(output)",
+                         READ_Y + "grad_output * -torch.expm1(-y)"), "ctx.mark_dirty"),
+        # The change not declared, the output kept on ctx: the graph lies about x.
+        (SOFTPLUS.format(STABLE, "ctx.y = output",
+                         "return grad_output * -torch.expm1(-ctx.y)"), "its grad_fn is still"),
+        # Not in place: a new tensor returned.
+        (SOFTPLUS.format("x.clamp(min=0) + torch.log1p(torch.exp(-x.abs()))",
+                         "ctx.save_for_backward(output)",
+                         READ_Y + "grad_output * -torch.expm1(-y)"), "returned a new tensor"),
+        # Declared in place, but a new tensor returned.
+        (SOFTPLUS.format("x.clamp(min=0) + torch.log1p(torch.exp(-x.abs()))", MARK_SAVE_Y,
+                         READ_Y + "grad_output * -torch.expm1(-y)"), "marked dirty"),
+        # A copy of x kept: the memory working in place was to spare.
+        (SOFTPLUS_SAVES_X, "a copy of the input x is saved"),
+        # The output kept on ctx, declared in place.
+        (SOFTPLUS.format(STABLE, "ctx.mark_dirty(inputs[0])\n        ctx.y = output",
+                         "return grad_output * -torch.expm1(-ctx.y)"), "ctx.save_for_backward"),
+        # Section 6's naive formula: inf at x = 800.
+        (SOFTPLUS.format("x.copy_(torch.log(1 + torch.exp(x)))", MARK_SAVE_Y,
+                         READ_Y + "grad_output * -torch.expm1(-y)"), "stable formula"),
     ],
     "l15-broadcast-function": [
         # No sum: the output's shape (the engine would hide this one).

@@ -1,7 +1,133 @@
 """Plausible wrong answers for the exercises of 16-backward-across-processes.ipynb."""
 
 HOOK = "def fp16_average(state, bucket):\n{}"
-OWN = "def average_with_hooks(model):\n{}"
+BUCKETS = """def bucketed_averaging(model, cap):
+    world = {world}
+    count = len(list(model.parameters()))
+    bucket, ready_so_far = [], []
+
+    def send():
+        flat = torch.cat([p.grad.flatten() for p in bucket])
+        dist.all_reduce(flat)
+{divide}
+        start = 0
+        for p in bucket:
+{write}
+            start += p.numel()
+        bucket.clear()
+
+    def ready(p):
+        bucket.append(p)
+        ready_so_far.append(p)
+        full = {full}
+        if {send_when}:
+            send()
+{reset}
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(ready)
+"""
+RIGHT = {
+    "world": "dist.get_world_size()",
+    "divide": "        flat /= world",
+    "write": "            p.grad.copy_(flat[start:start + p.numel()].view_as(p.grad))",
+    "full": "sum(q.numel() * q.element_size() for q in bucket) >= cap",
+    "send_when": "full or len(ready_so_far) == count",
+    "reset": "        if len(ready_so_far) == count:\n            ready_so_far.clear()\n",
+}
+
+
+def _buckets(**slip):
+    return BUCKETS.format(**(RIGHT | slip))
+
+
+# The buckets planned from model.parameters(), each sent once all of it is ready.
+FORWARD_PLAN = """def bucketed_averaging(model, cap):
+    world = dist.get_world_size()
+    plan, current, size = [], [], 0
+    for p in model.parameters():
+        current.append(p)
+        size += p.numel() * 4
+        if size >= cap:
+            plan.append(current)
+            current, size = [], 0
+    if current:
+        plan.append(current)
+    ready_so_far = set()
+
+    def ready(p):
+        ready_so_far.add(id(p))
+        for bucket in plan:
+            ids = [id(q) for q in bucket]
+            if id(p) in ids and all(i in ready_so_far for i in ids):
+                flat = torch.cat([q.grad.flatten() for q in bucket])
+                dist.all_reduce(flat)
+                flat /= world
+                start = 0
+                for q in bucket:
+                    q.grad.copy_(flat[start:start + q.numel()].view_as(q.grad))
+                    start += q.numel()
+        if len(ready_so_far) == sum(len(b) for b in plan):
+            ready_so_far.clear()
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(ready)
+"""
+# The right buckets, all sent from the last gradient's hook.
+AT_THE_END = """def bucketed_averaging(model, cap):
+    world = dist.get_world_size()
+    params = list(model.parameters())
+    order = []
+
+    def ready(p):
+        order.append(p)
+        if len(order) < len(params):
+            return
+        bucket = []
+        for k, q in enumerate(order):
+            bucket.append(q)
+            if sum(r.numel() * 4 for r in bucket) >= cap or k == len(order) - 1:
+                flat = torch.cat([r.grad.flatten() for r in bucket])
+                dist.all_reduce(flat)
+                flat /= world
+                start = 0
+                for r in bucket:
+                    r.grad.copy_(flat[start:start + r.numel()].view_as(r.grad))
+                    start += r.numel()
+                bucket = []
+        order.clear()
+
+    for p in params:
+        p.register_post_accumulate_grad_hook(ready)
+"""
+# A bucket closed before the gradient that would pass the cap.
+BEFORE_PASSING = """def bucketed_averaging(model, cap):
+    world = dist.get_world_size()
+    count = len(list(model.parameters()))
+    bucket, ready_so_far = [], []
+
+    def send():
+        flat = torch.cat([p.grad.flatten() for p in bucket])
+        dist.all_reduce(flat)
+        flat /= world
+        start = 0
+        for p in bucket:
+            p.grad.copy_(flat[start:start + p.numel()].view_as(p.grad))
+            start += p.numel()
+        bucket.clear()
+
+    def ready(p):
+        if bucket and sum(q.numel() * 4 for q in bucket) + p.numel() * 4 > cap:
+            send()
+        bucket.append(p)
+        ready_so_far.append(p)
+        if len(ready_so_far) == count:
+            send()
+            ready_so_far.clear()
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(ready)
+"""
+
 
 WRONG = {
     "l16-predict-buckets": [
@@ -101,73 +227,26 @@ WRONG = {
             "ready-made fp16_compress_hook",
         ),
     ],
-    "l16-own-averaging": [
-        # The sum, never divided.
-        (
-            OWN.format(
-                "    for p in model.parameters():\n"
-                "        p.register_post_accumulate_grad_hook(lambda p: dist.all_reduce(p.grad))\n"
-            ),
-            "the sum over the 2 processes, not the average",
-        ),
-        # Two processes written in.
-        (
-            OWN.format(
-                "    def average(p):\n"
-                "        dist.all_reduce(p.grad)\n"
-                "        p.grad /= 2\n"
-                "\n"
-                "    for p in model.parameters():\n"
-                "        p.register_post_accumulate_grad_hook(average)\n"
-            ),
-            "divided by 2 while 3 processes were running",
-        ),
-        # The all-reduce right away, before backward has made any gradient.
-        (
-            OWN.format(
-                "    for p in model.parameters():\n"
-                "        dist.all_reduce(p.grad)\n"
-                "        p.grad /= dist.get_world_size()\n"
-            ),
-            "a .grad is None until backward has reached its parameter",
-        ),
-        # The parameters averaged instead of the gradients.
-        (
-            OWN.format(
-                "    for p in model.parameters():\n"
-                "        dist.all_reduce(p.data)\n"
-                "        p.data /= dist.get_world_size()\n"
-            ),
-            "all ran before backward",
-        ),
-        # A copy all-reduced: the .grad that backward leaves is untouched.
-        (
-            OWN.format(
-                "    def average(p):\n"
-                "        total = p.grad.clone()\n"
-                "        dist.all_reduce(total)\n"
-                "        total /= dist.get_world_size()\n"
-                "\n"
-                "    for p in model.parameters():\n"
-                "        p.register_post_accumulate_grad_hook(average)\n"
-            ),
-            "each rank kept its own gradient",
-        ),
+    "l16-buckets": [
+        (_buckets(full="sum(q.numel() for q in bucket) >= cap"), "counted in values"),
+        (_buckets(send_when="full"), "the last bucket was never sent"),
+        (_buckets(reset=""), "start every backward with an empty bucket"),
+        (_buckets(divide=""), "the sum over the 2 processes, not the average"),
+        (_buckets(world="2"), "divided by 2 while 3 processes were running"),
+        (_buckets(full="False"), "everything went in one all-reduce"),
+        (_buckets(full="True"), "one all-reduce per parameter"),
+        # The average computed into a copy: the .grad backward left is unchanged.
+        (_buckets(write="            p.grad.clone().copy_(flat[start:start + p.numel()]"
+                        ".view_as(p.grad))"), "each rank kept its own gradient"),
+        (BEFORE_PASSING, "closed before the gradient that would pass the cap"),
+        (FORWARD_PLAN, "the forward order"),
+        (AT_THE_END, "later than the hook of its last gradient"),
         # DDP itself.
-        (OWN.format("    DDP(model)\n"), "without DDP"),
+        ("def bucketed_averaging(model, cap):\n"
+         "    DDP(model, bucket_cap_mb=cap / 2**20)\n", "without DDP"),
         # A name from the notebook, which the worker processes do not have.
-        (
-            "WORLD = 2\n\n\n"
-            + OWN.format(
-                "    def average(p):\n"
-                "        dist.all_reduce(p.grad)\n"
-                "        p.grad /= WORLD\n"
-                "\n"
-                "    for p in model.parameters():\n"
-                "        p.register_post_accumulate_grad_hook(average)\n"
-            ),
-            "not the rest of this notebook",
-        ),
+        ("CAP_VALUES = 75\n\n\n" + _buckets(full="sum(q.numel() for q in bucket) >= CAP_VALUES"),
+         "not the rest of this notebook"),
     ],
 }
 

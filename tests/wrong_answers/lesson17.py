@@ -21,46 +21,16 @@ def _range(dy=RIGHT_DY, pick="min", big=("dW", "db"), up="torch.ceil", floor="f1
 
 
 STEP = (
-    "def scaled_step(model, loss_fn, batch, optimizer, state):\n"
-    "{zero_first}"
-    "    (loss_fn(model, batch) * state['scale']).backward()\n"
-    "{zero_mid}"
-    "    params = [p for p in model.parameters() if p.grad is not None]\n"
-    "{clip_early}"
-    "    for p in params:\n"
-    "        p.grad /= state['scale']\n"
-    "{again}"
-    "    ok = all(bool(torch.isfinite(p.grad).all()) for p in params)\n"
-    "    if ok{or_always}:\n"
-    "{clip_late}"
-    "        optimizer.step()\n"
-    "{zero_late}"
-    "    if ok:\n"
-    "        state['clean_steps'] += 1\n"
-    "        if {grow_when}:\n"
-    "            state['scale'] *= state['growth_factor']\n"
-    "            state['clean_steps'] = 0\n"
-    "    else:\n"
-    "{backoff}"
-    "{reset}"
-    "    return ok\n"
+    "def compensated_step(w, comp, update):\n"
+    "    target = w.float() + ({carried}update)\n"
+    "    new_w = target.to(w.dtype)\n"
+    "    return new_w, {comp}\n"
 )
-PARTS = {
-    "zero_first": "    optimizer.zero_grad()\n",
-    "zero_mid": "",
-    "clip_early": "",
-    "again": "",
-    "or_always": "",
-    "clip_late": "        nn.utils.clip_grad_norm_(params, state['max_norm'])\n",
-    "zero_late": "",
-    "grow_when": "state['clean_steps'] == state['growth_interval']",
-    "backoff": "        state['scale'] *= state['backoff_factor']\n",
-    "reset": "        state['clean_steps'] = 0\n",
-}
+KEPT = "(target - new_w.float()).to(w.dtype)"
 
 
-def _step(**changes):
-    return STEP.format(**{**PARTS, **changes})
+def _step(carried="comp.float() + ", comp=KEPT):
+    return STEP.format(carried=carried, comp=comp)
 
 
 WRONG = {
@@ -93,47 +63,22 @@ WRONG = {
             "by hand",
         ),
     ],
-    "l17-scaled-step": [
-        (_step(clip_early="    nn.utils.clip_grad_norm_(params, state['max_norm'])\n",
-               clip_late=""), "clipped the scaled gradients"),
-        (_step(again="    for p in params:\n        p.grad /= state['scale']\n"),
-         "divided by the scale twice"),
-        (_step(or_always=" or True"), "parameters are now NaN"),
-        (_step(grow_when="True"), "grew after every clean step"),
-        (_step(reset=""), "starts the count again"),
-        (_step(backoff=""), "scale stayed the same"),
-        (_step(zero_mid="    optimizer.zero_grad()\n"), "zeroed after backward"),
-        (_step(zero_first="", zero_late="        optimizer.zero_grad()\n"),
-         "zeroed only after a step that was taken"),
-        (_step(zero_first=""), "never zeroed"),
-        # Two backward passes: one to look for overflow unscaled, one scaled.
+    "l17-compensated-step": [
+        # Section 4's plain 16-bit step: comp handed back untouched.
+        (_step(carried="", comp="comp"), "comp came back as it went in"),
+        (_step(carried="", comp="torch.zeros_like(comp)"), "comp came back as zeros"),
+        # What rounding dropped is kept, but never added to the next step's sum.
+        (_step(carried=""), "never adds it back"),
+        (_step(comp="(new_w.float() - target).to(w.dtype)"), "wrong sign"),
+        # The old comp kept as well as this step's error, which already holds it.
+        (_step(comp="(comp.float() + target - new_w.float()).to(w.dtype)"), "counts twice"),
+        # comp kept in float32: the master copy back under another name.
+        (_step(comp="target - new_w.float()"), "16 bits a number"),
+        # Only the weight returned.
         (
-            "def scaled_step(model, loss_fn, batch, optimizer, state):\n"
-            "    optimizer.zero_grad()\n"
-            "    loss_fn(model, batch).backward()\n"
-            "    optimizer.zero_grad()\n"
-            "    (loss_fn(model, batch) * state['scale']).backward()\n"
-            "    return True\n",
-            "One backward per step",
-        ),
-        # Nothing returned.
-        (_step().replace("    return ok\n", ""), "return True when the step was taken"),
-        # The worked loop of section 5 as a function: its own factor 2 and interval 4, no clip.
-        (
-            "def scaled_step(model, loss_fn, batch, optimizer, state):\n"
-            "    optimizer.zero_grad()\n"
-            "    (loss_fn(model, batch) * state['scale']).backward()\n"
-            "    for p in model.parameters():\n"
-            "        p.grad /= state['scale']\n"
-            "    if all(torch.isfinite(p.grad).all() for p in model.parameters()):\n"
-            "        optimizer.step()\n"
-            "        state['clean_steps'] += 1\n"
-            "        if state['clean_steps'] == 4:\n"
-            "            state['scale'], state['clean_steps'] = state['scale'] * 2, 0\n"
-            "        return True\n"
-            "    state['scale'], state['clean_steps'] = state['scale'] / 2, 0\n"
-            "    return False\n",
-            "at step",
+            "def compensated_step(w, comp, update):\n"
+            "    return (w.float() + comp.float() + update).to(w.dtype)\n",
+            "return two tensors",
         ),
     ],
 }

@@ -1,9 +1,11 @@
 """Plausible wrong answers for the exercises of 19-attention-by-hand.ipynb.
 
-Each fragment is part of the message only the right diagnosis gives: a transposed
-factor is named as the factor it is, a mask forgotten in backward is told why it
-matters once P is rebuilt, a softmax VJP without its row sum is named, a missing
-1/sqrt(d) and each missing path into X are named apart.
+Each fragment is part of the message only the right diagnosis gives: a mask forgotten
+in backward is told why it matters once P is rebuilt, a softmax VJP without its row
+sum is named, the head width read from the heads' dimension, a missing 1/sqrt(d) and a
+transpose over the last two dimensions are named apart; in the blockwise backward, a
+row sum over one block, a block's mask counted from 0, a forgotten last block and a dQ
+overwritten are named, and the full (T, T) answer is refused for its size.
 """
 
 
@@ -12,29 +14,57 @@ def _fn(signature: str, body: str) -> str:
     return f"def {signature}:\n" + "".join(f"    {line}\n" for line in body.strip("\n").split("\n"))
 
 
-ATTEND = "attend_backward(P, V, dO)"
 DSCORES = "dscores(S, lse, dP)"
-SCORES = "scores_backward(Q, K, dS)"
-PROJECTIONS = "projections_backward(X, Wq, Wk, Wv, dQ, dK, dV)"
+HEADS = "attention_backward(Q, K, V, lse, dO)"
+FLASH = "flash_backward(Q, K, V, O, lse, dO, block)"
 
 # P rebuilt with the mask, then a softmax VJP written in {vjp}.
 MASKED_P = ("P = torch.exp(S - lse).masked_fill(future_mask(len(S)), 0.0)\n"
             "return {vjp}")
 ROW_SUM = "P * (dP - (dP * P).sum({how}))"
-WEIGHTS = "X.T @ dQ, X.T @ dK, X.T @ dV"
+
+# The attention core for (B, H, T, d), with {width}, {mask}, {dS}, {dQ}, {dK}, {dV} as a slip
+# writes them.
+CORE = """d = {width}
+P = torch.exp(Q @ K.mT / math.sqrt(d) - lse){mask}
+dP = dO @ V.mT
+dS = {dS}
+return {dQ}, {dK}, {dV}"""
+RIGHT = {"width": "Q.shape[-1]", "mask": ".masked_fill(future_mask(Q.shape[-2]), 0.0)",
+         "dS": "P * (dP - (dP * P).sum(-1, keepdim=True))", "dQ": "dS @ K / math.sqrt(d)",
+         "dK": "dS.mT @ Q / math.sqrt(d)", "dV": "P.mT @ dO"}
+
+
+def _core(**slip: str) -> str:
+    return _fn(HEADS, CORE.format(**(RIGHT | slip)))
+
+
+# The blockwise backward, with {row}, {mask}, {blocks}, {dQ} as a slip writes them.
+BLOCKS = """T, scale = Q.shape[-2], Q.shape[-1] ** -0.5
+row = (dO * O).sum(-1, keepdim=True)
+dQ, dK, dV = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(V)
+for start in {blocks}:
+    stop = min(start + block, T)
+    P = torch.exp(Q @ K[..., start:stop, :].mT * scale - lse)
+    P = P.masked_fill({mask}, 0.0)
+    dP = dO @ V[..., start:stop, :].mT
+    dS = P * (dP - {row})
+    {dQ}
+    dK[..., start:stop, :] = dS.mT @ Q * scale
+    dV[..., start:stop, :] = P.mT @ dO
+return dQ, dK, dV"""
+BLOCK_RIGHT = {"row": "row", "mask": "torch.arange(start, stop) > torch.arange(T)[:, None]",
+               "blocks": "range(0, T, block)", "dQ": "dQ += dS @ K[..., start:stop, :] * scale"}
+
+
+def _blocks(**slip: str) -> str:
+    return _fn(FLASH, BLOCKS.format(**(BLOCK_RIGHT | slip)))
+
 
 WRONG = {
     "l19-predict-growth": [
         ('growth_guess = "x2"\n', "not quite"),
         ("growth_guess = 4\n", "is not one of the choices"),
-    ],
-    "l19-attend": [
-        (_fn(ATTEND, "return V @ dO.T, P.T @ dO"), "dP came out transposed"),
-        (_fn(ATTEND, "return dO @ V.T, P @ dO"), "dV is missing P's transpose"),
-        (_fn(ATTEND, "return (dO @ V.T).tril(), P.T @ dO"), "dP was masked"),
-        # Section 2's autograd gradients of the 5-token head, handed in.
-        (_fn(ATTEND, 'return autograd["P"], autograd["V"]'), "hard-coded"),
-        (_fn(ATTEND, "return torch.zeros_like(P), torch.zeros_like(V)"), "hard-coded"),
     ],
     "l19-dscores": [
         (_fn(DSCORES, "P = torch.exp(S - lse)\n"
@@ -53,37 +83,31 @@ WRONG = {
                       "return P * (dP - (dP * P).sum(-1, keepdim=True))"), "without lse"),
         (_fn(DSCORES, 'return autograd["S"]'), "hard-coded"),
     ],
-    "l19-scores": [
-        (_fn(SCORES, "return dS @ K, dS.T @ Q"), "the 1/sqrt(d) is missing"),
-        (_fn(SCORES, "d = Q.shape[1]\nreturn dS @ K / d, dS.T @ Q / d"),
-         "divided by d instead of sqrt(d)"),
-        (_fn(SCORES, "r = Q.shape[1] ** 0.5\nreturn dS @ K * r, dS.T @ Q * r"),
-         "multiplied by sqrt(d) instead of dividing"),
-        (_fn(SCORES, "r = Q.shape[1] ** 0.5\nreturn dS @ K / r, dS @ Q / r"),
-         "dK is missing dS's transpose"),
-        (_fn(SCORES, "r = Q.shape[1] ** 0.5\nreturn dS.T @ K / r, dS.T @ Q / r"),
-         "dQ used dS's transpose"),
-        # The lesson's head width D = 4 hard-wired: right only where the new head has d = 4.
-        (_fn(SCORES, "return dS @ K / 2.0, dS.T @ Q / 2.0"), "it matches on"),
+    "l19-heads": [
+        (_core(width="Q.shape[1]"), "the number of heads"),
+        (_core(dQ="dS @ K", dK="dS.mT @ Q"), "the 1/sqrt(d) is missing"),
+        (_core(mask=""), "the mask is missing in backward"),
+        (_core(dS="P * dP"), "the softmax's row sum is missing"),
+        (_core(dK="dS @ Q / math.sqrt(d)"), "dK is missing dS's transpose"),
+        (_core(dV="P @ dO"), "dV is missing P's transpose"),
+        (_fn(HEADS, "return torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(V)"),
+         "hard-coded"),
     ],
-    "l19-projections": [
-        (_fn(PROJECTIONS, f"return dQ @ Wq.T, {WEIGHTS}"), "only the path through Q"),
-        # = where += was meant: each write replaces the one before.
-        (_fn(PROJECTIONS, "dX = dQ @ Wq.T\ndX = dK @ Wk.T\ndX = dV @ Wv.T\n"
-                          f"return dX, {WEIGHTS}"), "only the path through V"),
-        (_fn(PROJECTIONS, f"return dQ @ Wq.T + dV @ Wv.T, {WEIGHTS}"),
-         "the path through K is missing"),
-        (_fn(PROJECTIONS, f"return dQ @ Wq.T + dK @ Wk.T, {WEIGHTS}"),
-         "the path through V is missing"),
-        (_fn(PROJECTIONS, f"return dK @ Wk.T + dV @ Wv.T, {WEIGHTS}"),
-         "the path through Q is missing"),
-        (_fn(PROJECTIONS, "dX = dQ @ Wq.T + dK @ Wk.T + dV @ Wv.T\n"
-                          "return dX, X.T @ dV, X.T @ dK, X.T @ dQ"), "mixed up"),
-        (_fn(PROJECTIONS, "dX = dQ @ Wq.T + dK @ Wk.T + dV @ Wv.T\n"
-                          "return dX, dQ.T @ X, dK.T @ X, dV.T @ X"), "transpose"),
-        # The three paths averaged instead of added (the check computes its reference
-        # itself, so nothing is said about .grad accumulating).
-        (_fn(PROJECTIONS, "dX = (dQ @ Wq.T + dK @ Wk.T + dV @ Wv.T) / 3\n"
-                          f"return dX, {WEIGHTS}"), "exactly 1/3"),
+    "l19-flash": [
+        (_blocks(row="(dP * P).sum(-1, keepdim=True)"), "taken over one block of keys"),
+        (_blocks(mask="torch.zeros(T, stop - start, dtype=torch.bool)"),
+         "the causal mask is missing in the blocks"),
+        (_blocks(mask="torch.arange(stop - start) > torch.arange(T)[:, None]"),
+         "counted its keys from 0"),
+        (_blocks(blocks="range(0, T - T % block, block)"), "the last, shorter block"),
+        (_blocks(dQ="dQ = dS @ K[..., start:stop, :] * scale"), "dQ holds the last block's"),
+        # The block's mask cut from the (T, T) one: refused for its size.
+        (_blocks(mask="future_mask(T)[:, start:stop]"), "which this exercise asks you to do"),
+        # Exercise 2's answer, whole rows at once: refused for its size.
+        (_fn(FLASH, "S = Q @ K.mT / math.sqrt(Q.shape[-1])\n"
+                    "P = torch.exp(S - lse).masked_fill(future_mask(Q.shape[-2]), 0.0)\n"
+                    "dP = dO @ V.mT\n"
+                    "dS = P * (dP - (dP * P).sum(-1, keepdim=True)) / math.sqrt(Q.shape[-1])\n"
+                    "return dS @ K, dS.mT @ Q, P.mT @ dO"), "a tensor of (T, T) entries"),
     ],
 }

@@ -172,7 +172,8 @@ def _rows(t):
 def _pick_log_ref(probs, y):
     def build(pr):
         lp = pr.log()
-        return {"logprobs": lp, "probs": pr}, -lp[_rows(lp), y].mean(), torch.ones((), dtype=pr.dtype)
+        loss = -lp[_rows(lp), y].mean()
+        return {"logprobs": lp, "probs": pr}, loss, torch.ones((), dtype=pr.dtype)
     return _grads_at(["logprobs", "probs"], build, probs)
 
 
@@ -280,7 +281,8 @@ def _scale(diff, invstd, gain, dhbn, use_gain=True, sums=True, dgain_with="xhat"
     dxhat = gain * dhbn if use_gain else dhbn.clone()
     factor = {"xhat": xhat, "gain": gain.expand_as(dhbn)}[dgain_with]
     dgain, dbias = ((dhbn * factor).sum(0), dhbn.sum(0)) if sums else (dhbn * factor, dhbn)
-    product = {"dxhat": dxhat, "dhbn": dhbn}[invstd_from] * {"diff": diff, "xhat": xhat}[invstd_with]
+    left = {"dxhat": dxhat, "dhbn": dhbn}[invstd_from]
+    product = left * {"diff": diff, "xhat": xhat}[invstd_with]
     dinvstd = product.sum(0, keepdim=invstd_keepdim) if invstd_sum else product
     return dxhat, dgain, dbias, dinvstd
 
@@ -382,7 +384,8 @@ def _norm_backward(dout, x, gain, eps, dim, correction=0, mean_term=True, var_te
 
 def _slips(chain, table):
     """{message: the chain with that slip}, from {message: the slip's switches}."""
-    return {message: (lambda *a, _k=switches: chain(*a, **_k)) for message, switches in table.items()}
+    return {message: (lambda *a, _k=switches: chain(*a, **_k))
+            for message, switches in table.items()}
 
 
 SUM_ADDS = "and the gradients of the two uses add up (+=, not =)"

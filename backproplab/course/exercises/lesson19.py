@@ -1,19 +1,24 @@
 """Lesson 19, attention backward by hand: its exercises and its prediction.
 
 The lesson writes one causal self-attention head in named steps (`head_forward`
-below is the same code) and asks for the backward of four of them, one small
-function each. A check makes a fresh random head (a new sequence length T, model
-width and head width d), runs `head_forward` in float64, and hands the learner's
-function the forward values its exercise names and random numbers standing for
-the gradient arriving from above. The reference is autograd's gradient through
-that one step, given the same numbers (`_vjp`), as lesson 10's checks do.
+below is the same code). Its exercises run the attention's backward the way a fused
+kernel does, from what FlashAttention keeps: the queries, keys and values, the
+output and each row's log-sum-exp of the masked scores, never the (T, T) weights.
+A check makes fresh random inputs (new sizes each time) and holds the learner's
+function against autograd through the same step, given the same numbers (`_vjp`).
 
-- ``l19-attend``: O = P V, back to P and V (which factor is transposed).
-- ``l19-dscores``: the softmax and the causal mask, as FlashAttention's backward
-  runs them: P is not kept but rebuilt from the scores and each row's
-  log-sum-exp, so a mask forgotten in backward lets gradient into the future.
-- ``l19-scores``: S = Q K^T / sqrt(d), back to Q and K (the 1/sqrt(d), K^T).
-- ``l19-projections``: Q, K and V are all made from X: three paths that add up.
+- ``l19-dscores``: the softmax and the causal mask, for one head: P is not kept
+  but rebuilt from the scores and each row's log-sum-exp, so a mask forgotten in
+  backward lets gradient into the future.
+- ``l19-heads``: the whole attention core, O = softmax(mask(Q K^T / sqrt(d))) V,
+  back to Q, K and V for a batch of several heads, (B, H, T, d): the transposes of
+  the last two dimensions, the head width read from the last dimension (H differs
+  from d on every input, so Q.shape[1] fails), the mask broadcast over (B, H).
+- ``l19-flash``: the same gradients one block of keys at a time, with no tensor
+  larger than the inputs (``without``: no (T, T) scores, weights or mask): the
+  softmax's row sum comes from O and dO, whole, before the loop; each block builds
+  its own piece of the mask; dQ adds up over the blocks. T is never a multiple of
+  the block, so a forgotten last block fails on every input.
 - ``l19-predict-growth``: how the bytes kept for backward grow when T doubles.
 """
 
@@ -52,7 +57,7 @@ def head_forward(X, Wq, Wk, Wv, Wo):
 
 
 # --------------------------------------------------------------------------
-# Fresh heads for the checks
+# Fresh inputs for the checks
 # --------------------------------------------------------------------------
 
 
@@ -60,20 +65,18 @@ def _randint(low: int, high: int, gen: torch.Generator) -> int:
     return int(torch.randint(low, high, (1,), generator=gen))
 
 
-def fresh_head(gen: torch.Generator) -> dict:
-    """A random head and sequence, new sizes each time, run forward in float64.
+def _head_width(gen: torch.Generator) -> int:
+    """d takes 2, 3 and 4 in turn with the seed, so the three trials of a check (seeds s,
+    s + 1, s + 2) see all three: an answer with a width written in fails on two of them."""
+    return 2 + gen.initial_seed() % 3
 
-    Returns the forward values by name, ``lse`` (each row's log-sum-exp of the
-    masked scores), the inputs and weights, and random gradients arriving from
-    above: ``dO``, ``dP`` (full), ``dS`` (zero above the diagonal, as it arrives
-    from the softmax step), ``dQ``, ``dK``, ``dV``. The head width d is at least 2
-    (so 1/sqrt(d) shows) and below the model width (so a transposed weight
-    gradient has the wrong shape), and takes 2, 3 and 4 in turn with the seed.
-    """
-    T, width = _randint(3, 10, gen), _randint(5, 10, gen)
-    # d takes 2, 3 and 4 in turn with the seed, so the three trials of a check (seeds s,
-    # s + 1, s + 2) see all three: an answer with a width written in fails on two of them.
-    d = 2 + gen.initial_seed() % 3
+
+def fresh_head(gen: torch.Generator) -> dict:
+    """One random head and sequence (T from 3 to 9 tokens, a new model width and head
+    width d), run forward in float64: the forward values by name, ``lse`` (each row's
+    log-sum-exp of the masked scores) and ``dP``, random numbers standing for the
+    gradient arriving at P."""
+    T, width, d = _randint(3, 10, gen), _randint(5, 10, gen), _head_width(gen)
 
     def randn(*shape, scale=1.0):
         return torch.randn(*shape, generator=gen, dtype=torch.float64) * scale
@@ -84,49 +87,54 @@ def fresh_head(gen: torch.Generator) -> dict:
     with torch.no_grad():
         head = head_forward(X, Wq, Wk, Wv, Wo)
         head["lse"] = torch.logsumexp(head["Sm"], dim=-1, keepdim=True)
-    head.update({"X": X, "Wq": Wq, "Wk": Wk, "Wv": Wv, "Wo": Wo})
-    head.update({f"d{name}": randn(*head[name].shape) for name in ("O", "P", "Q", "K", "V")})
-    head["dS"] = randn(T, T).tril()
+    head["dP"] = randn(T, T)
     return head
 
 
-def _inputs(*names):
-    """make_inputs for an exercise whose arguments are these values of a fresh head."""
-    def make(gen):
-        head = fresh_head(gen)
-        return tuple(head[name] for name in names)
-    return make
+def attention(Q, K, V):
+    """softmax(mask(Q K^T / sqrt(d))) V over the last two dimensions, any batch in front."""
+    S = Q @ K.mT / math.sqrt(Q.shape[-1])
+    return torch.softmax(S.masked_fill(future_mask(Q.shape[-2]), float("-inf")), dim=-1) @ V
+
+
+def fresh_heads(gen: torch.Generator) -> dict:
+    """A batch of heads, (B, H, T, d) each, with what a fused kernel keeps from forward
+    (Q, K, V, the output O and ``lse``) and ``dO``, the gradient arriving at O.
+
+    d cycles with the seed (`_head_width`); H is 2 or 3 and never equal to d, so the
+    2-D habit of reading the width as ``Q.shape[1]`` fails on every input. ``block``, the
+    number of keys per block, is at most d (a (T, block) tile is no larger than an input).
+    T is more than B * H * d, so that even one (T, T) mask holds more entries than an
+    input, and never a multiple of ``block``: whole blocks and a shorter last one.
+    """
+    d = _head_width(gen)
+    heads = 3 if d != 3 else 2
+    batch = _randint(1, 3, gen)
+    block = 2 if d == 2 else _randint(2, 4, gen)
+    whole = batch * heads * d // block + _randint(1, 3, gen)  # whole blocks: past B * H * d
+    T = block * whole + _randint(1, block, gen)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+    Q, K, V, dO = (randn(batch, heads, T, d) for _ in range(4))
+    with torch.no_grad():
+        S = Q @ K.mT / math.sqrt(d)
+        lse = torch.logsumexp(S.masked_fill(future_mask(T), float("-inf")), -1, keepdim=True)
+        O = attention(Q, K, V)  # noqa: E741 (O, as papers name it)
+    return {"Q": Q, "K": K, "V": V, "O": O, "lse": lse, "dO": dO, "block": block}
+
+
+def _inputs(make, *names):
+    """make_inputs for an exercise whose arguments are these values of ``make(gen)``."""
+    def inputs(gen):
+        found = make(gen)
+        return tuple(found[name] for name in names)
+    return inputs
 
 
 # --------------------------------------------------------------------------
-# Exercise 1: O = P V
-# --------------------------------------------------------------------------
-
-
-def _attend_ref(P, V, dO):
-    return _vjp(lambda P, V: P @ V, [P, V], dO)
-
-
-ATTEND = ByHand(
-    name="attend_backward",
-    reference=_attend_ref,
-    make_inputs=_inputs("P", "V", "dO"),
-    outputs=["dP", "dV"],
-    mistakes={
-        "dP came out transposed: V @ dO.T is dP's transpose. O = P @ V, so dP = dO @ V.T":
-            lambda P, V, dO: (V @ dO.T, P.T @ dO),
-        "dV is missing P's transpose: P @ dO mixes the rows the wrong way round; V is the "
-        "right factor of P @ V, so dV = P.T @ dO": lambda P, V, dO: (dO @ V.T, P @ dO),
-        "dP was masked: this step is a plain matrix product and its gradient is full; the "
-        "future entries die one step further back, in the softmax":
-            lambda P, V, dO: ((dO @ V.T).tril(), P.T @ dO),
-    },
-    advice="Lesson 08's matmul rule: for O = P @ V, each factor's gradient is dO times the "
-           "other factor transposed, on the side that makes the shapes fit.",
-)
-
-# --------------------------------------------------------------------------
-# Exercise 2: the mask and the softmax, with P rebuilt from the row log-sum-exp
+# Exercise 1: the mask and the softmax, with P rebuilt from the row log-sum-exp
 # --------------------------------------------------------------------------
 
 
@@ -148,7 +156,7 @@ def _rebuilt(S, lse, mask=True):
 DSCORES = ByHand(
     name="dscores",
     reference=_dscores_ref,
-    make_inputs=_inputs("S", "lse", "dP"),
+    make_inputs=_inputs(fresh_head, "S", "lse", "dP"),
     mistakes={
         "the mask is missing in backward: exp(S - lse) is not 0 above the diagonal, because "
         "the future scores in S are finite numbers, so gradient leaks into scores the forward "
@@ -177,87 +185,133 @@ DSCORES = ByHand(
 )
 
 # --------------------------------------------------------------------------
-# Exercise 3: S = Q K^T / sqrt(d)
+# Exercise 2: the attention core for a batch of heads, (B, H, T, d)
 # --------------------------------------------------------------------------
 
 
-def _scores_ref(Q, K, dS):
-    scale = math.sqrt(Q.shape[1])
-    return _vjp(lambda Q, K: Q @ K.T / scale, [Q, K], dS)
+def _heads_ref(Q, K, V, lse, dO):
+    return _vjp(attention, [Q, K, V], dO)
 
 
-def _root(Q):
-    return math.sqrt(Q.shape[1])
+def _core(Q, K, V, lse, dO, *, width=None, mask=True, row_sum=True):
+    """The attention core's backward up to dS, with the pieces a slip changes: the head
+    width it reads (everywhere), the mask, the row sum. Returns dS, P and 1/sqrt(width)."""
+    scale = (Q.shape[-1] if width is None else width) ** -0.5
+    P = torch.exp(Q @ K.mT * scale - lse)
+    if mask:
+        P = P.masked_fill(future_mask(Q.shape[-2]), 0.0)
+    dP = dO @ V.mT
+    dS = P * (dP - (dP * P).sum(-1, keepdim=True)) if row_sum else P * dP
+    return dS, P, scale
 
 
-SCORES = ByHand(
-    name="scores_backward",
-    reference=_scores_ref,
-    make_inputs=_inputs("Q", "K", "dS"),
-    outputs=["dQ", "dK"],
+def _heads(Q, K, V, lse, dO, *, dK="dS.mT @ Q", dV="P.mT @ dO", unscaled=False, **core):
+    """The core's gradients, each computed as a slip computes it."""
+    dS, P, scale = _core(Q, K, V, lse, dO, **core)
+    scale = 1.0 if unscaled else scale
+    return (dS @ K * scale, (dS.mT if dK == "dS.mT @ Q" else dS) @ Q * scale,
+            (P.mT if dV == "P.mT @ dO" else P) @ dO)
+
+
+HEADS = ByHand(
+    name="attention_backward",
+    reference=_heads_ref,
+    make_inputs=_inputs(fresh_heads, "Q", "K", "V", "lse", "dO"),
+    outputs=["dQ", "dK", "dV"],
     mistakes={
-        "the 1/sqrt(d) is missing: the scores were divided by sqrt(d), so their gradients "
-        "are too": lambda Q, K, dS: (dS @ K, dS.T @ Q),
-        "divided by d instead of sqrt(d): the forward pass divided by sqrt(d) (the square "
-        "root of the head width, Q.shape[1])": lambda Q, K, dS: (dS @ K / Q.shape[1],
-                                                                 dS.T @ Q / Q.shape[1]),
-        "multiplied by sqrt(d) instead of dividing: the scores were divided by it":
-            lambda Q, K, dS: (dS @ K * _root(Q), dS.T @ Q * _root(Q)),
-        "dK is missing dS's transpose: K enters as K.T, so the gradient at K is the "
-        "transpose of the one at K.T: dK = dS.T @ Q / sqrt(d)":
-            lambda Q, K, dS: (dS @ K / _root(Q), dS @ Q / _root(Q)),
-        "dQ used dS's transpose: Q is the left factor of Q @ K.T, so dQ = dS @ K / sqrt(d)":
-            lambda Q, K, dS: (dS.T @ K / _root(Q), dS.T @ Q / _root(Q)),
+        "the head width was read as Q.shape[1], which in (B, H, T, d) is the number of heads "
+        "H: d is the last dimension, Q.shape[-1], in the scores and in their gradients":
+            lambda Q, K, V, lse, dO: _heads(Q, K, V, lse, dO, width=Q.shape[1]),
+        "the 1/sqrt(d) is missing from dQ and dK: the scores were divided by sqrt(d), so "
+        "their gradients are too": lambda Q, K, V, lse, dO: _heads(Q, K, V, lse, dO, unscaled=True),
+        "the mask is missing in backward: exp(S - lse) is not 0 above the diagonal, because "
+        "the future scores are finite numbers, so gradient leaks into keys the forward pass "
+        "never used. Mask the rebuilt P (exercise 1)":
+            lambda Q, K, V, lse, dO: _heads(Q, K, V, lse, dO, mask=False),
+        "the softmax's row sum is missing: dS = P * (dP - (dP * P).sum(-1, keepdim=True)), "
+        "not P * dP (exercise 1)":
+            lambda Q, K, V, lse, dO: _heads(Q, K, V, lse, dO, row_sum=False),
+        "dK is missing dS's transpose: K enters the scores as K.mT, so the gradient at K is "
+        "the transpose of the one at K.mT, over the last two dimensions: dS.mT @ Q / sqrt(d)":
+            lambda Q, K, V, lse, dO: _heads(Q, K, V, lse, dO, dK="dS @ Q"),
+        "dV is missing P's transpose: V is the right factor of P @ V, so dV = P.mT @ dO, "
+        "the transpose over the last two dimensions":
+            lambda Q, K, V, lse, dO: _heads(Q, K, V, lse, dO, dV="P @ dO"),
     },
-    advice="Treat K.T as a matrix of its own: lesson 08's matmul rule gives the gradients at "
-           "Q and at K.T, and a transpose undoes itself.",
+    advice="Write the forward for one head as four steps (scores, mask, softmax, weighted "
+           "sum) and take dO back through each: lesson 08 part 2's matmul rule for the two "
+           "products, exercise 1 for the softmax. Every step acts on the last two dimensions; "
+           "B and H only ride along.",
 )
 
 # --------------------------------------------------------------------------
-# Exercise 4: Q, K, V from X
+# Exercise 3: the same, one block of keys at a time (FlashAttention's backward)
 # --------------------------------------------------------------------------
 
 
-def _projections_ref(X, Wq, Wk, Wv, dQ, dK, dV):
-    return _vjp(lambda X, Wq, Wk, Wv: (X @ Wq, X @ Wk, X @ Wv), [X, Wq, Wk, Wv], dQ, dK, dV)
+def _flash_ref(Q, K, V, O, lse, dO, block):
+    return _vjp(attention, [Q, K, V], dO)
 
 
-def _weights(X, dQ, dK, dV):
-    return X.T @ dQ, X.T @ dK, X.T @ dV
+def _blocks(Q, K, V, O, lse, dO, block, *, row_sum="whole", mask="global", last=True,
+            add=True):
+    """The blockwise backward with one thing changed, as each slip below has it."""
+    T, scale = Q.shape[-2], Q.shape[-1] ** -0.5
+    whole = (dO * O).sum(-1, keepdim=True)
+    dQ, dK, dV = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(V)
+    rows = torch.arange(T)[:, None]
+    stop = T if last else T - T % block
+    for start in range(0, stop, block):
+        keys = slice(start, min(start + block, T))
+        cols = torch.arange(keys.start, keys.stop)
+        P = torch.exp(Q @ K[..., keys, :].mT * scale - lse)
+        if mask == "global":
+            P = P.masked_fill(cols > rows, 0.0)
+        elif mask == "local":  # the block's own column numbers, from 0
+            P = P.masked_fill(cols - start > rows, 0.0)
+        dP = dO @ V[..., keys, :].mT
+        D = whole if row_sum == "whole" else (dP * P).sum(-1, keepdim=True)
+        dS = P * (dP - D)
+        dQ = dQ + dS @ K[..., keys, :] * scale if add else dS @ K[..., keys, :] * scale
+        dK[..., keys, :] = dS.mT @ Q * scale
+        dV[..., keys, :] = P.mT @ dO
+    return dQ, dK, dV
 
 
-PROJECTIONS = ByHand(
-    name="projections_backward",
-    reference=_projections_ref,
-    make_inputs=_inputs("X", "Wq", "Wk", "Wv", "dQ", "dK", "dV"),
-    outputs=["dX", "dWq", "dWk", "dWv"],
+FLASH = ByHand(
+    name="flash_backward",
+    reference=_flash_ref,
+    make_inputs=_inputs(fresh_heads, "Q", "K", "V", "O", "lse", "dO", "block"),
+    outputs=["dQ", "dK", "dV"],
+    without="a tensor of (T, T) entries per head (the scores, P or the mask of every key at "
+            "once)",
     mistakes={
-        "only the path through Q reached X: X also makes K and V, and the gradients of the "
-        "three uses add up (+=, not =)":
-            lambda X, q, k, v, dQ, dK, dV: (dQ @ q.T, *_weights(X, dQ, dK, dV)),
-        "only the path through V reached X (= where += was meant: the last write won): X also "
-        "makes Q and K, and the gradients of the three uses add up":
-            lambda X, q, k, v, dQ, dK, dV: (dV @ v.T, *_weights(X, dQ, dK, dV)),
-        "the path through K is missing: X makes Q, K and V, three terms in dX":
-            lambda X, q, k, v, dQ, dK, dV: (dQ @ q.T + dV @ v.T, *_weights(X, dQ, dK, dV)),
-        "the path through V is missing: X makes Q, K and V, three terms in dX":
-            lambda X, q, k, v, dQ, dK, dV: (dQ @ q.T + dK @ k.T, *_weights(X, dQ, dK, dV)),
-        "the path through Q is missing: X makes Q, K and V, three terms in dX":
-            lambda X, q, k, v, dQ, dK, dV: (dK @ k.T + dV @ v.T, *_weights(X, dQ, dK, dV)),
-        "the weights' gradients were mixed up: each weight makes one of Q, K, V, so dWq comes "
-        "from dQ, dWk from dK and dWv from dV":
-            lambda X, q, k, v, dQ, dK, dV: (dQ @ q.T + dK @ k.T + dV @ v.T,
-                                            *_weights(X, dV, dK, dQ)),
+        "the softmax's row sum was taken over one block of keys: (dP * P).sum(-1) runs over "
+        "the whole row, which no block holds. Write dP with dO and V, and the sum becomes "
+        "one you can compute from tensors you have whole, before the loop":
+            lambda *a: _blocks(*a, row_sum="block"),
+        "the causal mask is missing in the blocks: a key after the query gets "
+        "exp(S - lse), not 0, because its score is a finite number. Zero P where the key's "
+        "position is past the query's":
+            lambda *a: _blocks(*a, mask=None),
+        "the block's mask counted its keys from 0: key j of the block starting at s is key "
+        "s + j of the sequence, and the mask compares that with the query's position":
+            lambda *a: _blocks(*a, mask="local"),
+        "the last, shorter block of keys was left out: T is not a multiple of block here, "
+        "so the last keys get no dK or dV and give dQ nothing. Let the last block end at T":
+            lambda *a: _blocks(*a, last=False),
+        "dQ holds the last block's part only: every block of keys adds its part to dQ "
+        "(+=, not =)": lambda *a: _blocks(*a, add=False),
     },
-    advice="Three products share X: each gives X one term (lesson 08's matmul rule) and its "
-           "own weight one gradient.",
+    advice="For one block of keys, everything the full backward does to those columns can be "
+           "done with the block alone, once each row's softmax sum is known. dK and dV of "
+           "the block's keys are finished in the block; dQ gathers a part from every block.",
 )
 
 EXERCISES = {
-    "l19-attend": ATTEND,
     "l19-dscores": DSCORES,
-    "l19-scores": SCORES,
-    "l19-projections": PROJECTIONS,
+    "l19-heads": HEADS,
+    "l19-flash": FLASH,
 }
 
 # --------------------------------------------------------------------------
