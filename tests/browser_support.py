@@ -965,6 +965,19 @@ def open_notebook(page: Any, server: LabServer, path: str, *, kernel: bool = Tru
     )
 
 
+def open_folds(page: Any) -> None:
+    """Click every "N cells hidden" button of the notebook (an "After the reveal" fold)."""
+    buttons = page.locator(".jp-Notebook .jp-showHiddenCellsButton")
+    for _ in range(buttons.count()):
+        before = buttons.count()
+        if not before:
+            return
+        buttons.first.click()
+        page.wait_for_function(
+            "(n) => document.querySelectorAll('.jp-Notebook .jp-showHiddenCellsButton').length < n",
+            arg=before, timeout=10_000 * _SCALE)
+
+
 def run_all_cells(page: Any) -> None:
     """Run > Run All Cells, through the menu as a learner would."""
     page.locator("#jp-MainMenu .lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
@@ -1006,6 +1019,8 @@ def _run_and_inspect(
         if plan.may_raise and plan.runs and cell["count"] is not None and not errors:
             report.notes.append(f"{label} is tagged raises-exception but raised nothing")
 
+    # Past every reveal, as a learner goes on: what the folds hold must render too.
+    open_folds(page)
     for plan in plans:
         if plan.expects_graph_image:
             _check_graph_cell(page, path, plan, report)

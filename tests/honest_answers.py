@@ -322,7 +322,8 @@ HONEST = [
         "    def keep(self, t):\n        self.tensors.append(t)\n        return t\n\n\n"
         "def checkpoint_by_hooks(block, x):\n    again = Recompute(block, x)\n"
         "    with saved_tensors_hooks(again.pack, again.unpack):\n"
-        "        out = block(x)\n    return out\n")),
+        "        out = block(x)\n    return out\n"),
+    "from torch.autograd.graph import saved_tensors_hooks\n"),
     Honest("l12-checkpoint-by-hooks", "a dict of slots filled by position", (
         "def checkpoint_by_hooks(block, x):\n    seed_state = torch.get_rng_state()\n"
         "    slots = {}\n\n    def pack(t):\n        key = len(slots)\n"
@@ -334,7 +335,8 @@ HONEST = [
         "                        lambda t: order.append(t) or t, lambda t: t):\n"
         "                    block(x.detach().requires_grad_(x.requires_grad))\n"
         "            slots.update(enumerate(order))\n        return slots[key]\n\n"
-        "    with saved_tensors_hooks(pack, unpack):\n        return block(x)\n")),
+        "    with saved_tensors_hooks(pack, unpack):\n        return block(x)\n"),
+    "from torch.autograd.graph import saved_tensors_hooks\n"),
     Honest("l11-windows", "each window recomputed from its entering state", (
         "def tbptt_gradients(W, xs, k1, k2):\n    with torch.no_grad():\n"
         "        states = [torch.zeros(len(W), dtype=W.dtype)]\n        for x in xs:\n"

@@ -309,7 +309,7 @@ def _attribute_reason(attr: str, vocabulary: Vocabulary, own: frozenset[str]) ->
         return "engine" if attr in _ARITHMETIC_METHODS else "dunder"
     if attr in _INTROSPECTION:
         return "introspection"
-    if attr in _ESTIMATES:
+    if attr in _ESTIMATES and attr not in own:  # a tensor has no such method: a class's own
         return "estimate"
     if not vocabulary.by_hand:
         return None
