@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import concurrent.futures
 import csv
+import threading
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,15 +152,22 @@ def answer_source(nb: nbformat.NotebookNode, graded: Graded
     return pieces, _files(pieces, indices), indices
 
 
+# CPython 3.11 before 3.11.8 can raise a spurious SystemError ("AST constructor recursion
+# depth mismatch") when two threads build syntax trees at once (python/cpython#106905), so
+# grade's threads read answers one at a time; only the sandboxed runs overlap.
+_READING = threading.Lock()
+
+
 def grade_one(nb: nbformat.NotebookNode, graded: Graded, *, secret: str | None = None,
               timeout: float = 300.0, memory: int = 4 << 30) -> tuple[float, str, str]:
     """(points, verdict, reason) for one exercise of one submitted notebook."""
     exercise = find_exercise(graded.key)
-    source = answer_source(nb, graded)
-    if isinstance(source, str):
-        return 0.0, "missing", source
-    pieces, files, indices = source
-    found = rules.read([p.tree for p in pieces], exercise.vocabulary)
+    with _READING:
+        source = answer_source(nb, graded)
+        if isinstance(source, str):
+            return 0.0, "missing", source
+        pieces, files, indices = source
+        found = rules.read([p.tree for p in pieces], exercise.vocabulary)
     if found:
         where = ", ".join(dict.fromkeys(f"cell {indices[pieces[f.tree].cell]} line {f.line}"
                                         for f in found[:4]))

@@ -128,6 +128,35 @@ def test_every_honest_variant_passes_the_kernels_feedback(honest):
     bl.check_exercise(honest.key, answer[0] if len(answer) == 1 else answer)
 
 
+def test_grades_threads_read_answers_one_at_a_time(tmp_path, monkeypatch):
+    """Syntax trees built in two threads at once can fail on CPython 3.11 (a spurious
+    SystemError): the reading is serialised, only the sandboxed runs overlap."""
+    import threading
+    import time
+
+    inside, most = [0], [0]
+    lock = threading.Lock()
+    read = grade.answer_source
+
+    def counting(*args, **kwargs):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.05)  # long enough for a second thread to arrive if it may
+        try:
+            return read(*args, **kwargs)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(grade, "answer_source", counting)
+    for student in ("alice", "bob", "carol"):
+        _write(tmp_path, student, "l02-", nbformat.read(_lesson("l02-"), as_version=4))
+    got = _graded(tmp_path)
+    assert len(got) == 12 and all(v.verdict == "pass" for v in got.values())
+    assert most[0] == 1
+
+
 def test_the_solutions_score_everything_and_the_blank_version_nothing(tmp_path):
     blank = bl.course.student_version(nbformat.read(_lesson("l02-"), as_version=4))[0]
     _write(tmp_path, "alice", "l02-", nbformat.read(_lesson("l02-"), as_version=4))
