@@ -190,10 +190,7 @@ def _run(box: Sandbox, exercise: Any, graded: Graded, seed: int,
          params: Sequence[str]) -> list[tuple[str, bool, str, str]]:
     if not isinstance(exercise, ByHand):
         return box.method(graded.key, seed)
-    report = judge_by_hand(box.call, exercise.reference, exercise.make_inputs,
-                           name=exercise.name, outputs=exercise.outputs,
-                           trials=exercise.trials, seed=seed, mistakes=exercise.mistakes,
-                           advice=exercise.advice, params=params, without=exercise.without)
+    report = judge_by_hand(exercise, box.call, seed=seed, params=params)
     return [(c.name, c.ok, c.verdict, c.message) for c in report.checks]
 
 

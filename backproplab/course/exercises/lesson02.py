@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ._spec import ByHand, Method, Prediction, Report, compare, passed
+from ._spec import ByHand, Method, Prediction, Report, close, passed
 from ._spec import failed as _fail
 from ._walk import run_walk
 
@@ -352,10 +352,6 @@ def _as_grads(name: str, got: Any, leaves: list[torch.Tensor], where: str) -> Re
     return None
 
 
-def _close(got: Any, want: torch.Tensor) -> bool:
-    return compare("", got, want, rtol=1e-10, atol=1e-12).ok
-
-
 def _run_walk(name: str, answer: Any, out: torch.Tensor, leaves: list[torch.Tensor]
               ) -> tuple[Any, Report | None]:
     """The learner's answer on one graph, with backward passes and node calls refused."""
@@ -405,10 +401,10 @@ def _check_backward(answer: Any, seed: int) -> Report:
         if bad is not None:
             return bad
         want = _walk(out, leaves)
-        if all(_close(g, w) for g, w in zip(got, want, strict=True)):
+        if all(close(g, w) for g, w in zip(got, want, strict=True)):
             continue
         for slip, wrong in _probe_slips(op, out, leaves).items():
-            if all(_close(g, w) for g, w in zip(got, wrong, strict=True)):
+            if all(close(g, w) for g, w in zip(got, wrong, strict=True)):
                 return _fail(name, f"{where}: {slip}.")
         node = "MulBackward0" if op.startswith("x *") else op
         return _fail(name, f"{where}: the gradients are wrong ({_differ(got, want)}). Work "
@@ -451,7 +447,7 @@ def _check_backward(answer: Any, seed: int) -> Report:
         want = _walk(out, leaves)
         if _all_close(got, want):
             continue
-        wrong = [k for k, (g, w) in enumerate(zip(got, want, strict=True)) if not _close(g, w)]
+        wrong = [k for k, (g, w) in enumerate(zip(got, want, strict=True)) if not close(g, w)]
         return _fail(name, f"on a new graph with {len(leaves)} leaves: every node you ran alone "
                            f"is right, but the leaves {wrong} (counted from 0) get wrong "
                            f"gradients ({_differ(got, want)}). Where gradients meet, they add "
@@ -464,20 +460,20 @@ def _one_part_only(out: torch.Tensor, leaves: list[torch.Tensor], got: list[Any]
     """True when exactly the leaves reached along several edges are wrong, each holding
     the part of one of those edges: the slip of ``=`` for ``+=`` at a leaf."""
     want = _walk(out, leaves)
-    wrong = [k for k, (g, w) in enumerate(zip(got, want, strict=True)) if not _close(g, w)]
+    wrong = [k for k, (g, w) in enumerate(zip(got, want, strict=True)) if not close(g, w)]
     parts = {k: _edge_grads(out, leaves[k]) for k in range(len(leaves))}
     shared = [k for k in range(len(leaves)) if len(parts[k]) > 1]
     return bool(wrong) and wrong == shared and all(
-        any(_close(got[k], part) for part in parts[k]) for k in wrong)
+        any(close(got[k], part) for part in parts[k]) for k in wrong)
 
 
 def _all_close(got: list[Any], want: list[torch.Tensor]) -> bool:
-    return all(_close(g, w) for g, w in zip(got, want, strict=True))
+    return all(close(g, w) for g, w in zip(got, want, strict=True))
 
 
 def _differ(got: list[Any], want: list[torch.Tensor]) -> str:
     """Where the first wrong gradient is furthest from autograd's, in a few words."""
-    k = next(k for k, (g, w) in enumerate(zip(got, want, strict=True)) if not _close(g, w))
+    k = next(k for k, (g, w) in enumerate(zip(got, want, strict=True)) if not close(g, w))
     diff = (got[k].double() - want[k]).abs().flatten()
     i = int(diff.argmax())
     return (f"leaf {k}, entry {i}: yours {float(got[k].flatten()[i]):.4g}, autograd's "

@@ -27,6 +27,7 @@ from ._spec import (
     Prediction,
     Report,
     attempt,
+    close,
     compare,
     count_autograd,
     failed,
@@ -81,10 +82,6 @@ _MICRO_SLIPS: dict[str, Callable[[list[torch.Tensor], list[int]], torch.Tensor]]
 }
 
 
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and bool(torch.allclose(a, b, rtol=1e-10, atol=1e-12))
-
-
 def _check_microbatch(answer: Any, seed: int) -> Report:
     name = "accumulate"
     if not callable(answer):
@@ -125,7 +122,7 @@ def _check_microbatch(answer: Any, seed: int) -> Report:
         verdict = compare(name, got, want, rtol=1e-10, atol=1e-12)[0]
         if verdict.ok:
             shares = [g * s / sum(sizes) for g, s in zip(parts, sizes, strict=True)]
-            if not all(any(_close(a, share) for a in arrived) for share in shares):
+            if not all(any(close(a, share) for a in arrived) for share in shares):
                 return failed(name, f"for pieces of sizes {sizes}, w.grad "
                                      "ends right, but the backward passes did not each carry one "
                                      "piece: what reached w in each pass was not one piece's "
