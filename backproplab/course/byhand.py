@@ -11,8 +11,9 @@ numerical estimate fails because it moves its inputs by a step
 named by `backproplab.course.slips`.
 
 Where the answer runs is the caller's choice: in the learner's kernel
-(feedback, `check_by_hand`), or in a fresh process that has only the answer's
-source (the grade, `backproplab grade`, through `judge_by_hand`).
+(`feedback` on a `ByHand` exercise, or `check_by_hand`, which makes one), or in a
+fresh process that has only the answer's source (the grade, `backproplab grade`,
+through `judge_by_hand`, which takes the exercise and a way to call the answer).
 
 >>> import torch
 >>> print(check_by_hand(

@@ -251,14 +251,14 @@ def _sizes(run: Trial) -> set[int]:
 
 # What each kind of diagnosis states, field by field: two trials name the same mistake
 # when these agree. The rest (the shapes, where the first NaN is, the size of a dimension
-# summed over) is where the mistake showed on that trial.
+# summed over, which size-1 dimensions a kept sum left) is where the mistake showed on
+# that trial.
 _CLAIM = {
     "nonfinite": ("found",),
     "permuted": ("permutation",),
     "missing-sum": ("dims", "kept"),
     "missing-mean": ("dims", "kept"),
     "summed-away": ("dims",),
-    "size-one-left": ("dims",),
     "rows": ("rows",),
     "sign-in-rows": ("rows",),
 }
