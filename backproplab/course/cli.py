@@ -119,6 +119,8 @@ def _checking(commands: Any) -> None:
                           "or a database URL) as the score of the exercise's check cell")
     grd.add_argument("--course-id", metavar="ID", default="default_course",
                      help="the nbgrader course id (default: nbgrader's default_course)")
+    grd.add_argument("--exercise", metavar="ID", action="append", dest="exercises",
+                     help="grade only this exercise (e.g. l02-cubic); repeat for more")
     grd.add_argument("--no-isolation", action="store_true",
                      help="run the answers without bubblewrap, as you: they can then read your "
                           "files, use the network and leave processes behind. Every CSV row "
@@ -245,7 +247,8 @@ def _grade(args: Any) -> int:
               "row of the CSV is marked isolation=none.", file=sys.stderr)
     verdicts = grade.grade(args.submitted, args.against, secret=text, jobs=args.jobs,
                            timeout=args.timeout, memory=args.memory << 20,
-                           isolation=not args.no_isolation, progress=shown)
+                           isolation=not args.no_isolation, progress=shown,
+                           only=set(args.exercises) if args.exercises else None)
     grade.write_csv(verdicts, args.csv)
     students = sorted({v.student for v in verdicts})
     for student in students:

@@ -119,8 +119,8 @@ class _Serve:
 
         try:
             wire.write_frame(self.outbox, {"kind": kind, "payload": payload,
-                                           "refused": list(self.found)})
-        except wire.WireError as err:  # an observation that is not plain data
+                                           "refused": list(self.found)}, limit=wire.LIMIT)
+        except wire.WireError as err:  # too much, or an observation that is not plain data
             wire.write_frame(self.outbox, {"kind": "error", "payload": f"it sent back {err}",
                                            "refused": list(self.found)})
 

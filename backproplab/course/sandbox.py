@@ -155,7 +155,8 @@ def _environment(uid: int | None, processes: int) -> dict[str, str]:
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
            "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONPATH": str(Path(backproplab.__file__).resolve().parent.parent),
-           "BACKPROPLAB_NPROC": str(processes)}
+           "BACKPROPLAB_NPROC": str(processes),
+           "BACKPROPLAB_GRADER": str(os.getpid())}  # whose sandbox it is (tests look for it)
     if uid is not None:
         env["BACKPROPLAB_UID"] = str(uid)
     return env

@@ -46,8 +46,9 @@ class FrameTooLarge(WireError):
         self.size = size
 
 
-def _header(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
-    """``value`` as JSON-ready data; tensors' bytes go to ``blobs``."""
+def _header(value: Any, blobs: list[bytes], depth: int = 0, limit: int | None = None) -> Any:
+    """``value`` as JSON-ready data; tensors' bytes go to ``blobs`` (`FrameTooLarge` as soon
+    as they pass ``limit``, before the bytes are copied)."""
     if depth > 32:
         raise WireError("nested more than 32 levels deep")
     if value is None or isinstance(value, (bool, str)):
@@ -60,12 +61,15 @@ def _header(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
         return {"c": [repr(value.real), repr(value.imag)]}
     if isinstance(value, (list, tuple)):
         return {"l" if isinstance(value, list) else "t":
-                [_header(v, blobs, depth + 1) for v in value]}
+                [_header(v, blobs, depth + 1, limit) for v in value]}
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):
             raise WireError("a dict whose keys are not all strings")
-        return {"d": {k: _header(v, blobs, depth + 1) for k, v in value.items()}}
+        return {"d": {k: _header(v, blobs, depth + 1, limit) for k, v in value.items()}}
     if isinstance(value, torch.Tensor):
+        size = sum(map(len, blobs)) + value.numel() * value.element_size()
+        if limit is not None and size > limit:
+            raise FrameTooLarge(size, limit)
         t = value.detach().to("cpu", copy=False).contiguous()
         dtype = str(t.dtype).removeprefix("torch.")
         if dtype not in DTYPES or t.layout != torch.strided:
@@ -75,10 +79,13 @@ def _header(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
     raise WireError(f"a {type(value).__name__}, which is not plain data")
 
 
-def encode(value: Any) -> bytes:
-    """``value`` as one frame's body (see the module's documentation)."""
+def encode(value: Any, limit: int | None = None) -> bytes:
+    """``value`` as one frame's body (see the module's documentation); with ``limit``,
+    `FrameTooLarge` rather than a body of more bytes."""
     blobs: list[bytes] = []
-    head = json.dumps(_header(value, blobs), allow_nan=False).encode()
+    head = json.dumps(_header(value, blobs, 0, limit), allow_nan=False).encode()
+    if limit is not None and len(head) + sum(map(len, blobs)) > limit:
+        raise FrameTooLarge(len(head) + sum(map(len, blobs)), limit)
     sizes = [len(b) for b in blobs]
     return _LENGTH.pack(len(head)) + head + json.dumps(sizes).encode() + b"\n" + b"".join(blobs)
 
@@ -143,9 +150,9 @@ def decode(body: bytes) -> Any:
     return _value(head, blobs)
 
 
-def write_frame(stream: BinaryIO, value: Any) -> None:
-    """Send ``value`` as one frame: its length, then its body."""
-    body = encode(value)
+def write_frame(stream: BinaryIO, value: Any, limit: int | None = None) -> None:
+    """Send ``value`` as one frame: its length, then its body (at most ``limit`` bytes)."""
+    body = encode(value, limit)
     stream.write(_LENGTH.pack(len(body)) + body)
     stream.flush()
 
