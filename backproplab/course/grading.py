@@ -116,9 +116,6 @@ class ByHand:
                 isinstance(e, str) for e in self.entries)):
             raise TypeError(f"entries: expected a sequence of names such as ('x.grad', "
                             f"'w.grad'), got {self.entries!r:.60}")
-        if not isinstance(self.vocabulary, rules.Vocabulary):
-            raise TypeError(f"vocabulary: expected a rules.Vocabulary such as "
-                            f"rules.BY_HAND, got {type(self.vocabulary).__name__}")
 
     def check(self, answer: Any, seed: int = 0) -> Report:
         """Feedback on a live answer: its source read, then run here."""
