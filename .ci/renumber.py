@@ -96,8 +96,11 @@ def _tracked() -> list[Path]:
 
 def _moved_path(path: Path, stems: dict[str, str]) -> Path:
     rel = path.relative_to(ROOT).as_posix()
-    rel = re.sub(r"(^|/)(\d\d)-([a-z0-9-]+)\.ipynb$",
-                 lambda m: f"{m.group(1)}{stems.get(f'{m.group(2)}-{m.group(3)}', m.group(2) + '-' + m.group(3))}.ipynb", rel)
+    def notebook(m: re.Match) -> str:
+        stem = f"{m.group(2)}-{m.group(3)}"
+        return f"{m.group(1)}{stems.get(stem, stem)}.ipynb"
+
+    rel = re.sub(r"(^|/)(\d\d)-([a-z0-9-]+)\.ipynb$", notebook, rel)
     rel = re.sub(r"lesson(\d\d)(?=\.py$|/)", lambda m: f"lesson{new(int(m.group(1))):02d}", rel)
     return ROOT / rel
 

@@ -304,7 +304,9 @@ def grade(submitted: str | Path, against: str | Path, *, secret: str | None = No
         return [row for rows in pool.map(one_student, list(students)) for row in rows]
 
 
-_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|.)|[\x00-\x1f\x7f-\x9f]")
+# A terminal's escape sequences (CSI, OSC, and two-byte ones), and every control character.
+_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|.)"
+                      r"|[\x00-\x1f\x7f-\x9f]")
 
 
 def plain_text(text: str) -> str:

@@ -51,11 +51,16 @@ __all__ = [
     "check_exercise",
     "check_prediction",
     "count_autograd",
+    "failure",
     "find_exercise",
     "find_prediction",
     "forbid_autograd",
+    "is_failure",
+    "judge_method",
+    "lesson_module",
     "prediction_report",
     "reveal",
+    "same",
     "source_refusal",
 ]
 

@@ -46,7 +46,8 @@ EVENTS = {
     "ctypes": ("ctypes.",),
 }
 # Modules an answer's code may meet lazily while it runs: loaded before the hook is on.
-PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile", "torch.func", "torch.nn.functional", "torch.autograd.graph", "torch.autograd.forward_ad",
+PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile", "torch.func", "torch.nn.functional",
+           "torch.autograd.graph", "torch.autograd.forward_ad",
            "torch.autograd.functional", "torch.utils.checkpoint", "torch.utils.hooks",
            "torch.nn.utils", "torch.optim", "torch.testing", "torch.overrides",
            "torch.utils._python_dispatch", "math", "collections", "itertools", "functools",
