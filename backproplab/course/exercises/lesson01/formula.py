@@ -228,18 +228,19 @@ def _explain(inputs: dict[str, Any], got: list[Any], want: list[dict[str, Any]])
     if not isinstance(said, str):
         return (f"expected a string of Python code such as 'torch.sin(p) * q', got "
                 f"{said['returned']}.")
+    quoted = repr(said) if len(said) <= 300 else f"{said[:300]!r} (cut at 300 characters)"
     for values, right in zip(probe["at"], want[at]["gives"], strict=True):
         try:
             mine = value(said, values)
         except Exception as err:  # noqa: BLE001 - the learner's formula, told as it failed
             hint = (" Write a constant as the number it holds (.item() of the saved tensor)."
                     if "'tensor'" in str(err) else "")
-            return (f"on the graph of {shown}, your formula {said!r} could not be evaluated "
+            return (f"on the graph of {shown}, your formula {quoted} could not be evaluated "
                     f"({type(err).__name__}: {err}). Use the leaves' names, numbers, + - * ** "
                     f"and torch.sin, torch.exp.{hint}")
         if not _close(mine, right):
             where = ", ".join(f"{n} = {v:.3g}" for n, v in values.items())
-            return (f"on the graph of {shown}, your formula {said!r} gives {mine:.6g} at new "
+            return (f"on the graph of {shown}, your formula {quoted} gives {mine:.6g} at new "
                     f"values of the leaves ({where}), where {shown} gives {right:.6g}.")
     raise AssertionError("the trial agreed")  # never: `at` is a graph that disagrees
 
