@@ -140,7 +140,8 @@ class Method:
     process: ``agree(got, want)`` on every trial passes. A slip of ``mistakes`` (its words
     -> the observation it gives, from the inputs) is named only when the answer shows
     exactly that on every trial; otherwise ``explain(inputs, got, want)`` says what the
-    first trial that disagrees shows. ``allows`` names the sandbox's refused families the
+    first trial that disagrees shows (a `failure`, to give it a verdict of its own, such
+    as ``estimate``). ``allows`` names the sandbox's refused families the
     observation needs (`backproplab.course.runner.EVENTS`), ``vocabulary`` what the
     answer's source may use.
 
@@ -245,7 +246,9 @@ def judge_method(exercise: Method, observe: Callable[[Any], Any], *, seed: int =
         if all(agree(got, slip(inputs)) for inputs, got, _ in trials):
             return fail(exercise.name, words)
     inputs, got, want = next(t for t in trials if not agree(t[1], t[2]))
-    return fail(exercise.name, exercise.explain(inputs, got, want))
+    told = exercise.explain(inputs, got, want)  # words, or a failure with its own verdict
+    return fail(exercise.name, *((told["detail"], told["failed"]) if is_failure(told)
+                                 else (told,)))
 
 
 @dataclass(frozen=True)
