@@ -82,7 +82,7 @@ def central_differences(
             raise TypeError(f"inputs[{i}]: expected a floating-point tensor or number, got {what}")
     originals = [x.clone() for x in xs]
     with torch.no_grad():
-        raw = f(*xs)
+        raw = _first_call(f, xs, inputs)
     if any(not _same_values(x, x0) for x, x0 in zip(xs, originals, strict=True)):
         raise ValueError(
             "f: it changed its input in place (e.g. with add_ or +=), so every nudge would "
@@ -103,7 +103,7 @@ def central_differences(
                 f"v: f returns a tensor of shape {shape_text(y0.shape)}, not a scalar, so v "
                 "(the vector in vᵀJ, shaped like the output) is required"
             )
-        w = torch.ones(1, dtype=torch.float64)
+        w = torch.ones(1, dtype=torch.float64, device=y0.device)
     else:
         w = as_value(v, "v").tensor.to(torch.float64)
         if w.numel() != y0.numel():
@@ -111,8 +111,29 @@ def central_differences(
                 f"v: expected shape {shape_text(y0.shape)} (the output's), "
                 f"got {shape_text(w.shape)}"
             )
-        w = w.reshape(-1)
+        w = w.reshape(-1).to(y0.device)
     return tuple(_fd_one(f, xs, i, w, float(eps)) for i in range(len(xs)))
+
+
+def _first_call(f: Callable[..., Any], xs: list[torch.Tensor], inputs: Sequence[Any]) -> Any:
+    """``f`` at the float64 copies; when only the inputs' own dtype or device works, an error
+    that says why (``f`` uses a tensor of its own, from a closure or a global)."""
+    try:
+        return f(*xs)
+    except Exception:
+        own = [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        try:
+            f(*own)
+        except Exception:
+            raise  # f fails whatever it is given: its own error says why
+        dtypes = ", ".join(sorted({str(x.dtype).removeprefix("torch.") for x in own
+                                   if isinstance(x, torch.Tensor)}))
+        raise ValueError(
+            f"f: it runs on the inputs as given ({dtypes}) but not on the float64 copies "
+            "numerical_grad nudges (float64 is what makes a nudge of 1e-6 measurable): it "
+            "probably uses a tensor of its own, from a closure or a global, in another dtype "
+            "or on another device. Make those float64 on the inputs' device (w.double()), or "
+            "pass them to f as inputs too") from None
 
 
 def _fd_one(
@@ -151,9 +172,9 @@ def _fd_rows_vmap(
         parts = []
         with torch.no_grad():
             for start in range(0, n, chunk):
-                k = torch.arange(start, min(n, start + chunk))
-                bump = torch.zeros(len(k), n, dtype=torch.float64)
-                bump[torch.arange(len(k)), k] = eps
+                k = torch.arange(start, min(n, start + chunk), device=x.device)
+                bump = torch.zeros(len(k), n, dtype=torch.float64, device=x.device)
+                bump[torch.arange(len(k), device=x.device), k] = eps
                 bump = bump.reshape(len(k), *x.shape)
                 plus = batched(x + bump)
                 minus = batched(x - bump)

@@ -92,8 +92,10 @@ def _checking(commands: Any) -> None:
         description=(
             "Grade every submitted notebook: each graded exercise's answer is taken from its "
             "source (the definitions above the check cell), read against the exercise's "
-            "vocabulary and run in a fresh process with only that source, on inputs made "
-            "from the instructor's secret. Writes one CSV row per exercise."
+            "vocabulary and run in the student's bubblewrap sandbox (no network, none of "
+            "your files, nothing left running after the student's turn), on inputs made "
+            "from the instructor's secret; every verdict is made here from what comes back. "
+            "Writes one CSV row per exercise."
         ),
     )
     grd.add_argument("submitted", metavar="SUBMITTED",
@@ -107,9 +109,9 @@ def _checking(commands: Any) -> None:
                      help="a file holding the instructor's secret (else BACKPROPLAB_SECRET or "
                           "BACKPROPLAB_SECRET_FILE); hidden tests' inputs derive from it")
     grd.add_argument("-j", "--jobs", metavar="N", type=int, default=1,
-                     help="answers graded at once, each in a process of its own (default 1)")
+                     help="students graded at once, each in a sandbox of their own (default 1)")
     grd.add_argument("--timeout", metavar="S", type=float, default=300.0,
-                     help="seconds an answer may run per request (default 300)")
+                     help="seconds an answer may run, all its checks together (default 300)")
     grd.add_argument("--memory", metavar="MB", type=int, default=4096,
                      help="memory an answer's process may add, in MB (default 4096)")
     grd.add_argument("--nbgrader", metavar="GRADEBOOK",
@@ -117,6 +119,12 @@ def _checking(commands: Any) -> None:
                           "or a database URL) as the score of the exercise's check cell")
     grd.add_argument("--course-id", metavar="ID", default="default_course",
                      help="the nbgrader course id (default: nbgrader's default_course)")
+    grd.add_argument("--exercise", metavar="ID", action="append", dest="exercises",
+                     help="grade only this exercise (e.g. l02-cubic); repeat for more")
+    grd.add_argument("--no-isolation", action="store_true",
+                     help="run the answers without bubblewrap, as you: they can then read your "
+                          "files, use the network and leave processes behind. Every CSV row "
+                          "says isolation=none")
 
     aud = commands.add_parser(
         "audit",
@@ -228,17 +236,24 @@ def _grade(args: Any) -> int:
 
     def shown(v: Any) -> None:
         mark = "✓" if v.points else "✗"
-        print(f"{mark} {v.student or '-'} {v.notebook} {v.exercise}: {v.points:g}/"
-              f"{v.max_points:g} {v.verdict}" + (f" ({v.reason[:100]})" if v.reason else ""),
-              flush=True)
+        print(f"{mark} {grade.plain_text(v.student) or '-'} {v.notebook} {v.exercise}: "
+              f"{v.points:g}/{v.max_points:g} {v.verdict}"
+              + (f" ({v.reason[:100]})" if v.reason else ""), flush=True)
 
+    if args.no_isolation:
+        print("backproplab grade: --no-isolation: the answers run as you, without a sandbox: "
+              "they can read and write your files (the secret, the lessons, the other "
+              "submissions, this CSV), reach the network and leave processes behind. Every "
+              "row of the CSV is marked isolation=none.", file=sys.stderr)
     verdicts = grade.grade(args.submitted, args.against, secret=text, jobs=args.jobs,
-                           timeout=args.timeout, memory=args.memory << 20, progress=shown)
+                           timeout=args.timeout, memory=args.memory << 20,
+                           isolation=not args.no_isolation, progress=shown,
+                           only=set(args.exercises) if args.exercises else None)
     grade.write_csv(verdicts, args.csv)
     students = sorted({v.student for v in verdicts})
     for student in students:
         mine = [v for v in verdicts if v.student == student]
-        print(f"{student or '-'}: {sum(v.points for v in mine):g} of "
+        print(f"{grade.plain_text(student) or '-'}: {sum(v.points for v in mine):g} of "
               f"{sum(v.max_points for v in mine):g} points")
     if args.nbgrader:
         written = grade.write_gradebook(verdicts, args.nbgrader, args.course_id)

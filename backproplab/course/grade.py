@@ -8,22 +8,33 @@ instructor's version, never from the submission):
    the definitions of the names the check cell hands over, and those they need,
    from the cells above the check; nothing that is not a definition;
 2. that source is read against the exercise's vocabulary
-   (`backproplab.course.rules`); anything outside it scores 0, with its name;
-3. the source runs in a fresh process (`backproplab.course.sandbox`) that has
-   nothing else: a by-hand answer is called there on inputs the grader makes
-   from the instructor's secret and is judged here (`judge_by_hand`); a method
-   exercise's check runs there on the answer. Every seed the instructor's check
-   cell names must pass, hidden ones included, for the exercise's points.
+   (`backproplab.course.rules`); anything outside it scores 0, with its name.
+   The reading teaches what "by hand" means; it is not what protects the grade;
+3. the source runs in the student's sandbox (`backproplab.course.sandbox`:
+   bubblewrap, nothing of the instructor's in reach), in a child process of its
+   own: a by-hand answer is called there on inputs made here from the
+   instructor's secret, a method exercise's answer is observed there, and what
+   comes back is plain data. Every verdict is made here, by one judge per kind
+   (`judge_by_hand`, `judge_method`), never by the answer's process. Every seed
+   the instructor's check cell names must pass, hidden ones included.
 
-The verdicts go to a CSV (`write_csv`) and, for nbgrader, into its gradebook as
-the score of each exercise's check cell (`write_gradebook`).
+The grader outlives whatever an answer does: a child that dies, hangs, sends
+too much or garbage costs that answer its points. The verdicts go to a CSV
+(`write_csv`, written whole and renamed into place) and, for nbgrader, into its
+gradebook as the score of each exercise's check cell (`write_gradebook`), once
+every sandbox is gone.
 """
 
 from __future__ import annotations
 
 import ast
 import concurrent.futures
+import copy
 import csv
+import dataclasses
+import hashlib
+import os
+import re
 import threading
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,18 +43,22 @@ from typing import Any
 
 import nbformat
 
-from . import rules, sources
+from ..check import Check, Report
+from . import rules, sources, wire
 from .assignment import CourseError, read_notebook
 from .byhand import judge_by_hand
-from .grading import ByHand, find_exercise
+from .grading import ByHand, find_exercise, judge_method
 from .handout import find_notebooks
-from .sandbox import Sandbox, SandboxError
+from .sandbox import INSTALL, Answer, Sandbox, SandboxError
+from .sandbox import available as sandbox_available
 from .secret import grading_seed
+from .slips import fail
 
 __all__ = ["Graded", "Verdict", "answer_source", "grade", "grade_one", "graded_exercises",
-           "write_csv", "write_gradebook"]
+           "plain_text", "write_csv", "write_gradebook"]
 
-COLUMNS = ("student", "notebook", "exercise", "points", "max_points", "verdict", "reason")
+COLUMNS = ("student", "notebook", "exercise", "points", "max_points", "verdict", "reason",
+           "isolation")
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,7 @@ class Verdict:
     reason: str
     assignment: str = ""
     check_id: str = ""
+    isolation: str = "bubblewrap"  # or "none": graded with --no-isolation
 
 
 def graded_exercises(nb: nbformat.NotebookNode) -> list[Graded]:
@@ -158,10 +174,12 @@ def answer_source(nb: nbformat.NotebookNode, graded: Graded
 _READING = threading.Lock()
 
 
-def grade_one(nb: nbformat.NotebookNode, graded: Graded, *, secret: str | None = None,
-              timeout: float = 300.0, memory: int = 4 << 30) -> tuple[float, str, str]:
-    """(points, verdict, reason) for one exercise of one submitted notebook."""
-    exercise = find_exercise(graded.key)
+def grade_one(box: Sandbox, nb: nbformat.NotebookNode, graded: Graded, *,
+              secret: str | None = None, exercise: Any = None) -> tuple[float, str, str]:
+    """(points, verdict, reason) for one exercise of one submitted notebook, its answer run
+    in ``box`` (one student's sandbox). ``exercise`` is the exercise to judge by (by
+    default the one ``graded`` names; `grade` passes one whose references are cached)."""
+    exercise = exercise if exercise is not None else find_exercise(graded.key)
     with _READING:
         source = answer_source(nb, graded)
         if isinstance(source, str):
@@ -172,29 +190,59 @@ def grade_one(nb: nbformat.NotebookNode, graded: Graded, *, secret: str | None =
         where = ", ".join(dict.fromkeys(f"cell {indices[pieces[f.tree].cell]} line {f.line}"
                                         for f in found[:4]))
         return 0.0, "refused", f"{where}: {rules.refusal(found, exercise.vocabulary)}"
+    params = _parameters(pieces, graded.names[0])
     try:
-        with Sandbox(timeout=timeout, memory=memory) as box:
-            box.load(files, graded.names)
+        with box.answer(graded.key, files, graded.names) as run:
             for _, seed in graded.calls:
-                checks = _run(box, exercise, graded, grading_seed(graded.key, seed, secret),
-                              _parameters(pieces, graded.names[0]))
-                bad = next((c for c in checks if not c[1]), None)
+                report = _judged(run, exercise, grading_seed(graded.key, seed, secret), params)
+                bad = next((c for c in report.checks if not c.ok), None)
                 if bad is not None:
-                    return 0.0, bad[2], f"{bad[0]}: {bad[3]}"
+                    return 0.0, bad.verdict, f"{bad.name}: {bad.message}"
     except SandboxError as err:
         return 0.0, err.kind, str(err)
     return graded.points, "pass", ""
 
 
-def _run(box: Sandbox, exercise: Any, graded: Graded, seed: int,
-         params: Sequence[str]) -> list[tuple[str, bool, str, str]]:
-    if not isinstance(exercise, ByHand):
-        return box.method(graded.key, seed)
-    report = judge_by_hand(box.call, exercise.reference, exercise.make_inputs,
-                           name=exercise.name, outputs=exercise.outputs,
-                           trials=exercise.trials, seed=seed, mistakes=exercise.mistakes,
-                           advice=exercise.advice, params=params, without=exercise.without)
-    return [(c.name, c.ok, c.verdict, c.message) for c in report.checks]
+def _judged(run: Answer, exercise: Any, seed: int, params: Sequence[str]) -> Report:
+    """The verdict on one check call, made here from what the answer's run sent back."""
+    try:
+        if isinstance(exercise, ByHand):
+            return judge_by_hand(run.call, exercise.reference, exercise.make_inputs,
+                                 name=exercise.name, outputs=exercise.outputs,
+                                 trials=exercise.trials, seed=seed, mistakes=exercise.mistakes,
+                                 advice=exercise.advice, params=params, without=exercise.without)
+        if exercise.observe is None:  # the older form: its checks came back as words
+            checks = run.observe(seed)
+            return Report(tuple(Check(str(n), ok is True, str(v), str(m))
+                                for n, ok, v, m in checks))
+        return judge_method(exercise, run.observe, seed=seed)
+    except SandboxError:
+        raise
+    except Exception as err:  # what came back was not what the check can read
+        return fail(getattr(exercise, "name", "answer"),
+                    f"the check could not read what the answer's run sent back "
+                    f"({type(err).__name__})", "error")
+
+
+def _cached(exercise: Any, cache: dict) -> Any:
+    """``exercise`` with its reference and slips computed once per input, for the whole
+    class: every student's answer to a seed's trial meets the same inputs."""
+    def memo(function: Callable[..., Any]) -> Callable[..., Any]:
+        def cached(*args: Any) -> Any:
+            try:
+                key = (id(function), hashlib.sha256(wire.encode(list(args))).digest())
+            except wire.WireError:
+                return function(*args)
+            if key not in cache:
+                cache[key] = function(*args)
+            return copy.deepcopy(cache[key])
+        return cached
+
+    if isinstance(exercise, ByHand) or getattr(exercise, "observe", None) is not None:
+        return dataclasses.replace(
+            exercise, reference=memo(exercise.reference),
+            mistakes={k: memo(v) for k, v in exercise.mistakes.items()})
+    return exercise
 
 
 def _submitted(root: Path) -> list[tuple[str, str, Path]]:
@@ -211,47 +259,80 @@ def _submitted(root: Path) -> list[tuple[str, str, Path]]:
 
 def grade(submitted: str | Path, against: str | Path, *, secret: str | None = None,
           jobs: int = 1, timeout: float = 300.0, memory: int = 4 << 30,
-          only: Container[str] | None = None,
+          only: Container[str] | None = None, isolation: bool = True,
           progress: Callable[[Verdict], None] | None = None) -> list[Verdict]:
     """The verdict on every graded exercise of every notebook under ``submitted``, against
     the instructor's lessons in ``against`` (matched by file name); with ``only``, on the
-    exercises it names."""
+    exercises it names. Each student's answers run in a sandbox of their own
+    (`backproplab.course.sandbox`; ``isolation=False`` runs them without bubblewrap), and
+    ``jobs`` students are graded at once. It returns once every sandbox is gone."""
     root = Path(submitted)
     if not root.is_dir():
         raise CourseError(f"SUBMITTED: expected a folder of submitted notebooks, got "
                           f"{str(submitted)!r}, which is not a folder")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise CourseError(f"jobs: expected a whole number of processes >= 1, got {jobs!r}")
+    if isolation and not sandbox_available():
+        raise CourseError(INSTALL)
     lessons = {p.name: graded_exercises(read_notebook(p)) for p in find_notebooks(against)}
-    work = []
+    students: dict[str, list[tuple[str, str, nbformat.NotebookNode, Graded]]] = {}
     for student, assignment, path in _submitted(root):
         if path.name in lessons:
             nb = read_notebook(path)
-            work += [(student, assignment, path.name, nb, g) for g in lessons[path.name]
-                     if only is None or g.key in only]
+            students.setdefault(student, []).extend(
+                (assignment, path.name, nb, g) for g in lessons[path.name]
+                if only is None or g.key in only)
+    cache: dict = {}
+    judged = {g.key: _cached(find_exercise(g.key), cache)
+              for graded in lessons.values() for g in graded if only is None or g.key in only}
+    shown = "bubblewrap" if isolation else "none"
 
-    def one(item: tuple[str, str, str, nbformat.NotebookNode, Graded]) -> Verdict:
-        student, assignment, name, nb, graded = item
-        points, verdict, reason = grade_one(nb, graded, secret=secret, timeout=timeout,
-                                            memory=memory)
-        done = Verdict(student, name, graded.key, points, graded.points, verdict,
-                       " ".join(reason.split()), assignment, graded.check_id)
-        if progress is not None:
-            progress(done)
+    def one_student(student: str) -> list[Verdict]:
+        done = []
+        with Sandbox(isolation=isolation, timeout=timeout, memory=memory) as box:
+            for assignment, name, nb, graded in students[student]:
+                try:
+                    points, verdict, reason = grade_one(box, nb, graded, secret=secret,
+                                                        exercise=judged[graded.key])
+                except Exception as err:  # the grader's own fault: this row, not the class
+                    points, verdict, reason = 0.0, "error", f"the grader failed ({err!r:.200})"
+                row = Verdict(student, name, graded.key, points, graded.points, verdict,
+                              plain_text(reason), assignment, graded.check_id, shown)
+                if progress is not None:
+                    progress(row)
+                done.append(row)
         return done
 
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        return list(pool.map(one, work))
+        return [row for rows in pool.map(one_student, list(students)) for row in rows]
+
+
+_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|.)|[\x00-\x1f\x7f-\x9f]")
+
+
+def plain_text(text: str) -> str:
+    """A reason as one plain line: terminal escape sequences and control characters
+    removed, runs of spaces folded (a message can never paint the terminal).
+
+    >>> plain_text("\\x1b[32mpass\\x1b[0m\\nnext")
+    'pass next'
+    """
+    return " ".join(_ESCAPES.sub(" ", str(text)).split())
 
 
 def write_csv(verdicts: Iterable[Verdict], path: str | Path) -> None:
-    """The verdicts as CSV: student, notebook, exercise, points, max_points, verdict, reason."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    """The verdicts as CSV: student, notebook, exercise, points, max_points, verdict, reason,
+    isolation. Written to a temporary file beside ``path`` and then renamed over it, so
+    ``path`` only ever holds a whole table."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "w", newline="", encoding="utf-8") as f:
         out = csv.writer(f)
         out.writerow(COLUMNS)
         for v in verdicts:
             out.writerow([v.student, v.notebook, v.exercise, f"{v.points:g}",
-                          f"{v.max_points:g}", v.verdict, v.reason])
+                          f"{v.max_points:g}", v.verdict, plain_text(v.reason), v.isolation])
+    os.replace(temporary, path)
 
 
 def write_gradebook(verdicts: Iterable[Verdict], gradebook: str, course_id: str) -> int:

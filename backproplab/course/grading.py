@@ -96,14 +96,123 @@ class ByHand:
 
 @dataclass(frozen=True)
 class Method:
-    """An exercise whose method is the point: ``check(answer, seed)`` returns a Report.
+    """An exercise whose method is the point: the answer is watched at work, not only called.
 
-    ``vocabulary`` is what the answer's source may use (`rules.METHOD`, torch's public
-    API, unless the exercise says otherwise); `check_exercise` reads it before the check.
+    On each of ``trials`` seeds, ``make_inputs(generator)`` makes the trial's setting as
+    plain data (numbers, strings, tensors and containers of them: what can be sent to the
+    grade's sandbox); ``observe(answer, inputs)`` runs the answer on it, wherever the
+    answer lives (the learner's kernel, or the grade's sandbox), and returns what it saw,
+    as plain data (a `failure` when the answer could not be run); ``reference(inputs)`` is
+    what a right answer shows. `judge_method`, the one judge, compares them in the caller's
+    process: ``agree(got, want)`` on every trial passes. A slip of ``mistakes`` (its words
+    -> the observation it gives, from the inputs) is named only when the answer shows
+    exactly that on every trial; otherwise ``explain(inputs, got, want)`` says what the
+    first trial that disagrees shows. ``allows`` names the sandbox's refused families the
+    observation needs (`backproplab.course.runner.EVENTS`), ``vocabulary`` what the
+    answer's source may use.
+
+    (``check``, a function of the answer and a seed returning a Report, is the older form
+    of a method exercise, whose verdict is made where the answer runs.)
     """
 
-    check: Callable[[Any, int], Report]
+    name: str = ""
+    make_inputs: Callable[[torch.Generator], Any] | None = None
+    observe: Callable[[Any, Any], Any] | None = None
+    reference: Callable[[Any], Any] | None = None
+    explain: Callable[[Any, Any, Any], str] | None = None
+    mistakes: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    trials: int = 2
+    agree: Callable[[Any, Any], bool] | None = None
+    passed: str = "works on every new case the check made"
     vocabulary: rules.Vocabulary = rules.METHOD
+    allows: frozenset[str] = frozenset()
+    check: Callable[[Any, int], Report] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.check is not None:
+            return
+        missing = [f for f in ("make_inputs", "observe", "reference", "explain")
+                   if not callable(getattr(self, f))]
+        if missing or not self.name:
+            raise TypeError(f"Method {self.name!r}: expected functions for make_inputs, "
+                            f"observe, reference and explain, and a name; missing "
+                            f"{', '.join(missing) or 'name'}")
+        if isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1:
+            raise ValueError(f"Method {self.name!r}: trials: expected an int >= 1, got "
+                             f"{self.trials!r}")
+        unknown = set(self.allows) - {"import", "exec", "open", "processes", "sockets",
+                                      "ctypes"}
+        if unknown:
+            raise ValueError(f"Method {self.name!r}: allows: unknown families {sorted(unknown)}")
+        object.__setattr__(self, "check", lambda answer, seed=0: judge_method(
+            self, lambda inputs: self.observe(answer, inputs), seed=seed))
+
+
+def failure(kind: str, detail: str) -> dict[str, str]:
+    """What an observation step returns when the answer could not be run: plain data whose
+    ``kind`` becomes the verdict (``missing``, ``error``, ``autograd``, ``fail``) and whose
+    ``detail`` is what the learner is told."""
+    return {"failed": kind, "detail": detail}
+
+
+def is_failure(value: Any) -> bool:
+    return (isinstance(value, dict) and set(value) == {"failed", "detail"}
+            and isinstance(value["failed"], str) and isinstance(value["detail"], str))
+
+
+def same(got: Any, want: Any, *, rtol: float = 0.0, atol: float = 0.0) -> bool:
+    """Whether two observations agree: the same structure, the same words and whole
+    numbers, floats and tensors (of the same shape) within ``rtol``/``atol``.
+
+    >>> same({"order": ["b", "a"], "grad": 1.0}, {"order": ["b", "a"], "grad": 1.0 + 1e-12},
+    ...      rtol=1e-9)
+    True
+    """
+    if isinstance(want, bool) or isinstance(got, bool) or want is None or isinstance(want, str):
+        return type(got) is type(want) and got == want
+    if isinstance(want, (list, tuple)):
+        return (isinstance(got, (list, tuple)) and len(got) == len(want)
+                and all(same(g, w, rtol=rtol, atol=atol) for g, w in zip(got, want, strict=True)))
+    if isinstance(want, dict):
+        return (isinstance(got, dict) and got.keys() == want.keys()
+                and all(same(got[k], want[k], rtol=rtol, atol=atol) for k in want))
+    if isinstance(want, torch.Tensor) or isinstance(got, torch.Tensor):
+        if not (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor)) \
+                or got.shape != want.shape or got.dtype.is_floating_point \
+                != want.dtype.is_floating_point:
+            return False
+        if not want.dtype.is_floating_point and not want.is_complex():
+            return torch.equal(got, want)
+        return bool(torch.allclose(got.to(want.dtype), want, rtol=rtol, atol=atol,
+                                   equal_nan=True))
+    if isinstance(want, (int, float, complex)) and isinstance(got, (int, float, complex)):
+        if isinstance(want, int) and isinstance(got, int):
+            return got == want
+        if got == want or (got != got and want != want):  # equal, or both NaN
+            return True
+        return abs(got - want) <= atol + rtol * abs(want)
+    return False
+
+
+def judge_method(exercise: Method, observe: Callable[[Any], Any], *, seed: int = 0) -> Report:
+    """The one judge of a method exercise: ``observe(inputs)`` runs the answer (in the
+    learner's kernel, or in the grade's sandbox) and returns what it saw; the verdict is
+    made here, from that and from the reference's observation, trial by trial."""
+    agree = exercise.agree or same
+    trials = []
+    for k in range(exercise.trials):
+        inputs = exercise.make_inputs(torch.Generator().manual_seed(seed + k))
+        got = observe(inputs)
+        if is_failure(got):
+            return fail(exercise.name, got["detail"], got["failed"])
+        trials.append((inputs, got, exercise.reference(inputs)))
+    if all(agree(got, want) for _, got, want in trials):
+        return Report((Check(exercise.name, True, "pass", exercise.passed),))
+    for words, slip in exercise.mistakes.items():
+        if all(agree(got, slip(inputs)) for inputs, got, _ in trials):
+            return fail(exercise.name, words)
+    inputs, got, want = next(t for t in trials if not agree(t[1], t[2]))
+    return fail(exercise.name, exercise.explain(inputs, got, want))
 
 
 @dataclass(frozen=True)
@@ -286,6 +395,11 @@ def _lesson(key: object, arg: str) -> Any:
         if err.name != f"{EXERCISES}.lesson{found.group(1)}":
             raise  # the lesson module is there but imports something missing: its bug
         raise ValueError(f"{arg}: lesson {found.group(1)} has no checks here ({key!r})") from None
+
+
+def lesson_module(key: str) -> Any:
+    """The module holding exercise ``key``'s lesson (``l02-cubic``: ``lesson02``)."""
+    return _lesson(key, "key")
 
 
 def find_exercise(key: str) -> Any:

@@ -1,120 +1,82 @@
-"""A fresh process for one answer: its source, its inputs, and nothing else.
+"""A sandbox for one student's answers: bubblewrap around `backproplab.course.runner`.
 
-``backproplab grade`` runs each submitted answer here, never in the learner's
-kernel. A `Sandbox` is a child process forked from a server process that has
-only imported torch and this package (multiprocessing's forkserver): it holds
-no reference, no seed and no secret of the grader's, and its environment is
-emptied before the answer runs. The grader sends it the answer's source (the
-definitions `backproplab.course.sources` found, already read against the
-exercise's vocabulary); the child runs them and then, on request,
+``backproplab grade`` runs every submitted answer here, never in its own
+process nor in a learner's kernel. A `Sandbox` is one bubblewrap container
+(Debian's ``bubblewrap``, the tool Flatpak runs on) holding a Python process
+that has imported torch and this package, and nothing of the instructor's:
 
-- ``call``: runs the answer on inputs the grader made, with autograd off and
-  refused and estimates watched (`backproplab.course.byhand.run_answer`), and
-  sends back what it returned, as plain data;
-- ``method``: runs a method exercise's check on the answer and sends back its
-  verdicts as plain strings.
+- no network (its own, empty network namespace);
+- a read-only view of the Python installation, its site-packages and the
+  backproplab package, and nothing else: no lessons, no secret, no
+  submissions, no home, no working folder; a private, size-capped /tmp;
+- its own process namespace (it sees only its own processes, never the
+  grader's), ``--die-with-parent`` and ``--new-session``: nothing in it
+  outlives the student's turn;
+- an empty environment; when the grader is root, an unprivileged user of its
+  own, so that the kernel's limits on processes hold; limits on CPU seconds,
+  memory, file size and processes.
 
-What comes back is read with ``torch.load(weights_only=True)``, which builds
-only tensors and plain containers: nothing the answer makes can run code in
-the grader. Each request has a time limit; the child has a memory limit.
+The grader sends an answer's source (`Sandbox.answer`); the runner forks a
+child for it, and the grader asks that child to ``call`` the answer on inputs
+it made, or to ``observe`` it, and reads back plain data only
+(`backproplab.course.wire`: no pickle), capped in size. One time budget covers
+all of an answer's requests. A child that dies, hangs, overflows its budget or
+sends garbage costs that answer its points (`SandboxError`), never the grader:
+the container is then thrown away and the next answer gets a new one.
 
->>> with Sandbox(timeout=120) as box:
-...     box.load([("<cell 1>", "def slope(x):\\n    return 2 * x\\n")], ["slope"])
-...     ran = box.call((torch.tensor([1.0, 3.0]),))
+>>> import torch
+>>> with Sandbox(isolation=available()) as box:
+...     with box.answer("l02-cubic", [("<cell 1>", "def slope(x):\\n    return 2 * x\\n")],
+...                     ["slope"]) as run:
+...         ran = run.call((torch.tensor([1.0, 3.0]),))
 >>> ran.got
 tensor([2., 6.])
 """
 
 from __future__ import annotations
 
-import io
 import linecache
-import multiprocessing
 import os
-import pickle
-from collections.abc import Sequence
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-import torch
+from . import wire
+from .byhand import Ran
 
-from .byhand import Ran, run_answer
+__all__ = ["INSTALL", "Answer", "Sandbox", "SandboxError", "available", "bwrap_command",
+           "load_answer"]
 
-__all__ = ["Sandbox", "SandboxError", "load_answer"]
-
-_CONTEXT: Any = None
-
-
-def _context() -> Any:
-    """The fork server, started once per grader with torch already imported."""
-    global _CONTEXT
-    if _CONTEXT is None:
-        _CONTEXT = multiprocessing.get_context("forkserver")
-        _CONTEXT.set_forkserver_preload(["torch", "backproplab.course.sandbox",
-                                         "backproplab.course.grading"])
-    return _CONTEXT
+INSTALL = ("bubblewrap is not installed, and the grade runs every answer inside it. Install "
+           "it (Debian/Ubuntu: sudo apt install bubblewrap; Fedora: sudo dnf install "
+           "bubblewrap; Arch: sudo pacman -S bubblewrap), or grade with --no-isolation, which "
+           "runs the answers as you, with your files, network and processes in reach.")
+ANSWER_LIMIT = 64 << 20  # bytes an answer may send back, all its replies together
+TMP_SIZE = 256 << 20
+_UIDS = 61000  # the first unprivileged user a root grader gives a sandbox
 
 
 class SandboxError(RuntimeError):
-    """The child died, ran out of time or memory: the verdict is in ``kind``."""
+    """An answer's run went wrong outside the answer's own code: ``kind`` is the verdict
+    (``timeout``, ``memory``, ``error``, ``refused``)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
 
 
-def _safe(value: Any, depth: int = 0) -> Any:
-    """A result as plain data the grader can read safely: tensors, numbers, strings, None,
-    and tuples of them; anything else as a description of what it was."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().clone()
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (tuple, list)) and depth < 4:
-        return tuple(_safe(v, depth + 1) for v in value)
-    return f"<a {type(value).__name__} object>"
-
-
-def _send(conn: Any, message: Any) -> None:
-    buffer = io.BytesIO()
-    torch.save(message, buffer)
-    conn.send_bytes(buffer.getvalue())
-
-
-def _child(conn: Any, memory: int) -> None:
-    """The child's loop: load the source, then answer calls until told to stop."""
-    os.environ.clear()
-    os.environ.update(PATH="/usr/bin:/bin", OMP_NUM_THREADS="1")
-    torch.set_num_threads(1)
-    if memory:
-        import resource
-
-        with open("/proc/self/statm") as f:
-            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        resource.setrlimit(resource.RLIMIT_AS, (used + memory, used + memory))
-    answer: Any = None
-    while True:
-        request = pickle.loads(conn.recv_bytes())
-        kind = request[0]
-        try:
-            if kind == "load":
-                answer = load_answer(*request[1:])
-                _send(conn, ("ok", None))
-            elif kind == "call":
-                ran = run_answer(answer, request[1])
-                _send(conn, ("ok", (_safe(ran.got), ran.failure, ran.detail, ran.nudged,
-                                    tuple(ran.warnings), ran.largest)))
-            elif kind == "method":
-                from .grading import find_exercise
-
-                report = find_exercise(request[1]).check(answer, request[2])
-                _send(conn, ("ok", tuple((c.name, bool(c.ok), str(c.verdict), str(c.message))
-                                         for c in report.checks)))
-            else:
-                return
-        except MemoryError:
-            _send(conn, ("memory", "it ran out of memory"))
-        except BaseException as err:  # the answer's source itself failed to run
-            _send(conn, ("error", f"{type(err).__name__}: {err}"))
+def available() -> bool:
+    """Whether bubblewrap can start a sandbox here."""
+    return shutil.which("bwrap") is not None
 
 
 def load_answer(files: Sequence[tuple[str, str]], names: Sequence[str]) -> Any:
@@ -133,61 +95,298 @@ def load_answer(files: Sequence[tuple[str, str]], names: Sequence[str]) -> Any:
     return values[0] if len(values) == 1 else values
 
 
-class Sandbox:
-    """One child process for one answer (see the module's documentation)."""
+# --------------------------------------------------------------------------
+# The container
+# --------------------------------------------------------------------------
 
-    def __init__(self, *, timeout: float = 300.0, memory: int = 4 << 30) -> None:
-        self.timeout = timeout
-        self.memory = memory
-        self._conn: Any = None
-        self._process: Any = None
+
+def _visible() -> list[Path]:
+    """The folders a sandbox sees, read-only: Python's own, its site-packages, this
+    package. Never a folder that holds them (a checkout holds the lessons)."""
+    import backproplab
+
+    paths = {Path(sys.base_prefix), Path(sys.prefix), Path(backproplab.__file__).parent}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        paths.add(Path(sysconfig.get_paths()[key]))
+    paths |= {Path(p) for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)}
+    real = sorted({p.resolve() for p in paths if p.is_dir()})
+    # A folder inside another that is shown already comes with it.
+    return [p for p in real if not any(q != p and q in p.parents for q in real)]
+
+
+def _ancestors(path: Path) -> list[Path]:
+    return [p for p in reversed(path.parents) if p != Path("/")]
+
+
+def bwrap_command(uid: int | None = None) -> list[str]:
+    """The bubblewrap command line of a sandbox (``uid``: the user it becomes, when the
+    grader is root)."""
+    command = ["bwrap", "--die-with-parent", "--new-session", "--clearenv"]
+    if uid is None:
+        command += ["--unshare-all"]
+    else:  # root: no user namespace, so the runner can become ``uid`` and drop everything
+        command += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                    "--unshare-cgroup-try", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    command += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            command += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            command += ["--ro-bind", top, top]
+    for name in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d"):  # how libraries are found
+        if os.path.exists(f"/etc/{name}"):
+            command += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    made: set[Path] = {Path("/usr")}
+    for path in _visible():
+        for parent in _ancestors(path):
+            if parent not in made and not str(parent).startswith("/usr/"):
+                command += ["--perms", "0755", "--dir", str(parent)]
+                made.add(parent)
+        if not str(path).startswith("/usr/"):
+            command += ["--ro-bind", str(path), str(path)]
+    command += ["--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
+                "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
+    return command
+
+
+def _environment(uid: int | None, processes: int) -> dict[str, str]:
+    import backproplab
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+           "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": str(Path(backproplab.__file__).resolve().parent.parent),
+           "BACKPROPLAB_NPROC": str(processes),
+           "BACKPROPLAB_GRADER": str(os.getpid())}  # whose sandbox it is (tests look for it)
+    if uid is not None:
+        env["BACKPROPLAB_UID"] = str(uid)
+    return env
+
+
+def _processes_of_this_user() -> int:
+    """How many processes run as this user now (the process limit counts them all)."""
+    count, me = 0, str(os.getuid())
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    uid_line = next(line for line in f if line.startswith("Uid:"))
+            except (OSError, StopIteration):
+                continue
+            count += uid_line.split()[1] == me
+    return count
+
+
+_SLOTS = threading.Lock()
+_TAKEN: set[int] = set()
+
+
+class Sandbox:
+    """One student's container and runner (see the module's documentation).
+
+    ``isolation``: True for bubblewrap (`SandboxError` if it is missing), False to run
+    the runner as a plain process of the grader's user (``--no-isolation``).
+    ``timeout`` is each answer's time budget, ``memory`` each answer's memory limit.
+    """
+
+    def __init__(self, *, isolation: bool = True, timeout: float = 300.0,
+                 memory: int = 4 << 30, processes: int = 64) -> None:
+        if isolation and not available():
+            raise SandboxError("error", INSTALL)
+        self.isolation, self.timeout, self.memory = isolation, timeout, memory
+        self.processes = processes
+        self._process: subprocess.Popen | None = None
+        self._slot: int | None = None
+        self.last_size = 0  # bytes of the last frame received
 
     def __enter__(self) -> Sandbox:
-        context = _context()
-        parent, child = context.Pipe()
-        self._process = context.Process(target=_child, args=(child, self.memory),
-                                        name="backproplab-answer")
-        self._process.start()
-        child.close()
-        self._conn = parent
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        try:
-            self._conn.send_bytes(pickle.dumps(("stop",)))
-        except (OSError, ValueError):
-            pass
-        self._process.join(timeout=5)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join()
-        self._conn.close()
+        self.close()
 
-    def _ask(self, *request: Any) -> Any:
-        self._conn.send_bytes(pickle.dumps(request))
-        if not self._conn.poll(self.timeout):
-            self._process.kill()
-            raise SandboxError("timeout", f"it was still running after {self.timeout:g} s")
+    # -- the container's life ------------------------------------------------
+
+    def _start(self) -> None:
+        root = os.geteuid() == 0
+        if self.isolation and root:
+            with _SLOTS:
+                self._slot = next(k for k in range(1000) if k not in _TAKEN)
+                _TAKEN.add(self._slot)
+        uid = _UIDS + self._slot if self._slot is not None else None
+        limit = self.processes if uid is not None else _processes_of_this_user() + self.processes
+        python = [sys.executable, "-s", "-B", "-m", "backproplab.course.runner"]
+        env = _environment(uid, limit)
+        if self.isolation:
+            command = bwrap_command(uid) + [a for k, v in env.items()
+                                            for a in ("--setenv", k, v)] + python
+            env = {}
+        else:
+            command = python
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, cwd="/tmp" if self.isolation else _scratch(), start_new_session=True)
+        self._receive(time.monotonic() + 120, expect="ready")
+
+    def close(self) -> None:
+        """Stop the container and everything in it; return once it is gone."""
+        process, self._process = self._process, None
+        if process is not None:
+            try:
+                process.stdin.close()
+                process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            if process.poll() is None or not self.isolation:
+                try:  # without a process namespace, what it left behind is its group
+                    os.killpg(process.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                process.kill()
+                process.wait()
+            process.stdout.close()
+        if self._slot is not None:
+            with _SLOTS:
+                _TAKEN.discard(self._slot)
+            self._slot = None
+
+    # -- frames ---------------------------------------------------------------
+
+    def _send(self, value: Any) -> None:
         try:
-            data = self._conn.recv_bytes()
-        except EOFError:
-            self._process.join()
-            raise SandboxError("error", f"the process running it died (exit code "
-                                        f"{self._process.exitcode})") from None
-        status, payload = torch.load(io.BytesIO(data), weights_only=True)
-        if status != "ok":
-            raise SandboxError(status, payload)
+            wire.write_frame(self._process.stdin, value)
+        except (OSError, ValueError) as err:
+            self.close()
+            raise SandboxError("error", f"the sandbox stopped taking requests ({err})") from None
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        fd, parts = self._process.stdout.fileno(), []
+        while n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+            chunk = os.read(fd, min(n, 1 << 20))
+            if not chunk:
+                raise EOFError
+            parts.append(chunk)
+            n -= len(chunk)
+        return b"".join(parts)
+
+    def _receive(self, deadline: float, expect: str | None = None, limit: int = wire.LIMIT
+                 ) -> dict:
+        try:
+            size = int.from_bytes(self._read(8, deadline), "big")
+            if size > limit:
+                raise wire.FrameTooLarge(size, limit)
+            frame = wire.decode(self._read(size, deadline))
+            self.last_size = size
+        except TimeoutError:
+            self.close()
+            raise SandboxError("timeout", "it was still running when its time was up") from None
+        except wire.FrameTooLarge as err:
+            self.close()
+            raise SandboxError("error", f"it sent back {err}") from None
+        except (EOFError, OSError, wire.WireError) as err:
+            self.close()
+            why = "it sent back something that is not plain data" \
+                if isinstance(err, wire.WireError) else "the sandbox's process died"
+            raise SandboxError("error", why) from None
+        if not (isinstance(frame, dict) and isinstance(frame.get("kind"), str)
+                and isinstance(frame.get("refused", []), list)):
+            self.close()
+            raise SandboxError("error", "it sent back something that is not plain data")
+        if expect is not None and frame["kind"] != expect:
+            self.close()
+            raise SandboxError("error", f"the sandbox did not start ({frame.get('payload')})")
+        return frame
+
+    # -- answers ----------------------------------------------------------------
+
+    @contextmanager
+    def answer(self, key: str, files: Sequence[tuple[str, str]], names: Sequence[str],
+               ) -> Iterator[Answer]:
+        """Load one answer to exercise ``key`` in a child of its own; the `Answer` then
+        runs it. Its time budget starts now; the child ends when the block does."""
+        if self._process is None:
+            self._start()
+        run = Answer(self, self.timeout)
+        self._send({"kind": "answer", "key": key, "files": [list(f) for f in files],
+                    "names": list(names), "cpu": self.timeout, "memory": self.memory})
+        loaded = False
+        try:
+            run.expect("loaded")
+            loaded = True
+            yield run
+        finally:
+            if self._process is not None:
+                try:
+                    if loaded:
+                        self._send({"kind": "end"})
+                    deadline = time.monotonic() + 30
+                    while self._receive(deadline)["kind"] != "ended":
+                        pass  # what a child sent after its answer's time (discarded)
+                except SandboxError:
+                    pass
+
+
+class Answer:
+    """A loaded answer in its child: `call` it (by hand) or `observe` it (a method)."""
+
+    def __init__(self, box: Sandbox, budget: float) -> None:
+        self.box, self.left, self.received = box, budget, 0
+
+    def expect(self, kind: str) -> Any:
+        """The payload of the child's next reply, which must be of ``kind``. Only the time
+        spent waiting for the child counts against the answer's budget."""
+        start = time.monotonic()
+        try:
+            frame = self.box._receive(start + self.left,
+                                      limit=max(ANSWER_LIMIT - self.received, 1024))
+        finally:
+            self.left -= time.monotonic() - start
+        self.received += self.box.last_size
+        if frame["refused"]:
+            raise SandboxError("refused", "the grade's sandbox refused what it tried: "
+                               + ", ".join(map(str, frame["refused"][:5])))
+        what, payload = frame["kind"], frame.get("payload")
+        if what in ("error", "memory"):
+            raise SandboxError(what, str(payload))
+        if what != kind:
+            self.box.close()  # not ours to read, or the child ended before it answered
+            raise SandboxError(*_ended(payload) if what == "ended" else (
+                "error", "it sent back something that is not plain data"))
         return payload
 
-    def load(self, files: Sequence[tuple[str, str]], names: Sequence[str]) -> None:
-        """Run the answer's source; its answer is the value of ``names``."""
-        self._ask("load", list(files), list(names))
+    def call(self, args: Sequence[Any]) -> Ran:
+        """The answer called on ``args``, with autograd refused: what `run_answer` reports."""
+        self.box._send({"kind": "call", "args": list(args)})
+        got = self.expect("ran")
+        if not (isinstance(got, list) and len(got) == 6):
+            self.box.close()
+            raise SandboxError("error", "it sent back something that is not plain data")
+        value, failure, detail, nudged, warned, largest = got
+        return Ran(value, failure if isinstance(failure, str) else None, str(detail),
+                   nudged if isinstance(nudged, int) else None,
+                   tuple(map(str, warned if isinstance(warned, list) else [])),
+                   largest if isinstance(largest, int) else 0)
 
-    def call(self, args: tuple[Any, ...]) -> Ran:
-        """The answer called on ``args`` (what `run_answer` reports)."""
-        got, failure, detail, nudged, warned, largest = self._ask("call", args)
-        return Ran(got, failure, detail, nudged, tuple(warned), largest)
+    def observe(self, inputs: Any) -> Any:
+        """A method exercise's observation step, run on the answer with ``inputs``."""
+        self.box._send({"kind": "observe", "inputs": inputs})
+        return self.expect("observed")
 
-    def method(self, key: str, seed: int) -> list[tuple[str, bool, str, str]]:
-        """A method exercise's check run on the answer: (name, ok, verdict, message) each."""
-        return list(self._ask("method", key, seed))
+
+def _ended(how: Any) -> tuple[str, str]:
+    """(verdict, reason) for a child that ended before it answered."""
+    how = how if isinstance(how, dict) else {}
+    if how.get("signal") == "SIGXCPU":
+        return "timeout", "it used up its CPU time"
+    if how.get("signal"):
+        return "error", f"its process was killed by {how['signal']}"
+    return "error", f"its process ended before it answered (exit code {how.get('code')})"
+
+
+def _scratch() -> str:
+    """A folder of its own for a runner without isolation to start in."""
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="backproplab-answer-")

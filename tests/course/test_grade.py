@@ -200,25 +200,28 @@ def test_bad_input_is_one_line(tmp_path):
     assert "SUBMITTED" in done.stderr and "Traceback" not in done.stderr
 
 
+def _answer(box: Sandbox, source: str, key: str = "l02-cubic"):
+    return box.answer(key, [("<cell 1>", source)], ["f"])
+
+
 def test_the_answers_process_has_no_secret_and_a_time_limit(monkeypatch):
     monkeypatch.setenv("BACKPROPLAB_SECRET", "not for the answer")
-    with Sandbox(timeout=60) as box:
-        box.load([("<cell 1>", "import os\nimport torch\nSEEN = sorted(os.environ)\n\n"
-                               "def f(x):\n    return torch.tensor(float(len(SEEN)))\n")],
-                 ["f"])
-        assert box.call((torch.zeros(1),)).got == 2  # PATH and OMP_NUM_THREADS only
+    with Sandbox(timeout=60) as box, _answer(
+            box, "import os\nimport torch\nSEEN = sorted(os.environ)\n\n"
+                 "def f(x):\n    return torch.tensor(float('BACKPROPLAB_SECRET' in SEEN))\n") as run:
+        assert run.call((torch.zeros(1),)).got == 0
     with Sandbox(timeout=2) as box, pytest.raises(SandboxError) as err:
-        box.load([("<cell 1>", "def f(x):\n    while True:\n        pass\n")], ["f"])
-        box.call((torch.zeros(1),))
+        with _answer(box, "def f(x):\n    while True:\n        pass\n") as run:
+            run.call((torch.zeros(1),))
     assert err.value.kind == "timeout"
 
 
 def test_what_an_answer_returns_reaches_the_grader_as_plain_data():
-    with Sandbox(timeout=60) as box:
-        box.load([("<cell 1>", "class Odd:\n    def __reduce__(self):\n"
-                               "        return (print, ('ran in the grader',))\n\n"
-                               "def f(x):\n    return Odd(), x\n")], ["f"])
-        got = box.call((torch.ones(2),)).got
+    with Sandbox(timeout=60) as box, _answer(
+            box, "class Odd:\n    def __reduce__(self):\n"
+                 "        return (print, ('ran in the grader',))\n\n"
+                 "def f(x):\n    return Odd(), x\n") as run:
+        got = run.call((torch.ones(2),)).got
     assert got[0] == "<a Odd object>" and torch.equal(got[1], torch.ones(2))
 
 

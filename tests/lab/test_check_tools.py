@@ -62,6 +62,21 @@ def test_numerical_grad_falls_back_to_a_loop():
     torch.testing.assert_close(got, torch.tensor([8.0, 8.0], dtype=torch.float64))
 
 
+def test_numerical_grad_names_a_float32_tensor_that_f_closes_over():
+    w = torch.tensor([[1.0, -2.0], [0.5, 3.0]])  # float32, as torch.tensor makes it
+    x = torch.tensor([[1.0, 2.0]])
+    with pytest.raises(ValueError, match=r"^f: it runs on the inputs as given \(float32\) but "
+                                         r"not on the float64 copies.*closure or a global"):
+        numerical_grad(lambda x: (x @ w).sum(), x)
+    (got,) = numerical_grad(lambda x: (x @ w.double()).sum(), x)
+    torch.testing.assert_close(got, w.double().sum(dim=1, keepdim=True).T)
+
+
+def test_numerical_grad_keeps_an_error_of_f_its_own():
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        numerical_grad(lambda x: x.nothing(), torch.ones(2))
+
+
 def test_numerical_grad_bad_arguments():
     with pytest.raises(TypeError, match="^f: expected a callable"):
         numerical_grad(3, torch.ones(2))

@@ -36,7 +36,10 @@ from ..grading import (
     check_by_hand,
     compare,
     count_autograd,
+    failure,
     forbid_autograd,
+    is_failure,
+    same,
 )
 from ..rules import BY_HAND, METHOD
 
@@ -54,6 +57,10 @@ __all__ = [
     "Prediction",
     "Report",
     "attempt",
+    "call_answer",
+    "failure",
+    "is_failure",
+    "same",
     "check_by_hand",
     "check_function",
     "compare",
@@ -115,6 +122,38 @@ def attempt(
     except Exception as err:  # the learner's bug, told as a failed check
         told = raised(err) if raised is not None else f"raised {type(err).__name__}: {err}"
         return None, told if isinstance(told, Report) else failed(name, told, "error")
+
+
+def call_answer(
+    answer: Any,
+    *args: Any,
+    what: str = "the function",
+    not_callable: str | None = None,
+    raised: Callable[[Exception], str | dict] | None = None,
+) -> tuple[Any, dict | None]:
+    """`attempt` for a method exercise's ``observe`` step: (the answer's result, None), or
+    (None, a `failure`) when it is not a function, not written yet, refused by
+    `forbid_autograd`, or raises. ``raised`` may word the error (a str) or return a whole
+    `failure` (to give it another verdict).
+
+    >>> call_answer(lambda x: 2 * x, 3)
+    (6, None)
+    >>> call_answer(len, 3)[1]["failed"]
+    'error'
+    """
+    if not callable(answer):
+        return None, failure("fail", not_callable or f"expected a function, got "
+                                                   f"{type(answer).__name__}.")
+    try:
+        return answer(*args), None
+    except AutogradForbidden as err:
+        return None, failure("autograd", str(err))
+    except NotImplementedError:
+        return None, failure("missing", f"not written yet: {what} still raises "
+                                        "NotImplementedError.")
+    except Exception as err:  # the learner's bug, told as a failed check
+        told = raised(err) if raised is not None else f"raised {type(err).__name__}: {err}"
+        return None, told if is_failure(told) else failure("error", str(told))
 
 
 def vjp(step: Callable, wrt, *upstream):

@@ -16,15 +16,16 @@ taken at the starting weights).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from ... import data
-from ._spec import ByHand, Method, Prediction, Report, attempt, passed
-from ._spec import failed as _fail
+
+# What the grade's sandbox loads before an answer runs: what zero_grad's profiling imports.
+PRELOAD = ("torch.profiler._cupti_monitor",)
+from ._spec import ByHand, Method, Prediction, call_answer
 
 # --------------------------------------------------------------------------
 # l06-where: where does a step the learner cannot read zero its gradients?
@@ -70,47 +71,78 @@ def _make_step(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, k: int,
     return step
 
 
-def _where_problem(gen: torch.Generator) -> tuple:
-    """(a model maker, X, y, k, lr): a float64 Linear(d, 1), or a small tanh MLP, and a
-    batch of k * m rows."""
+def _where_inputs(gen: torch.Generator) -> dict[str, Any]:
+    """One trial, as plain data: a float64 Linear(d, 1) or a small tanh MLP (its widths and
+    starting weights), a batch of k * m rows, the learning rate, and the five steps to
+    tell apart, in a random order, each with set_to_none drawn."""
     d, k, m = (int(torch.randint(lo, hi, (1,), generator=gen)) for lo, hi in ((1, 4), (2, 5),
                                                                              (2, 4)))
     hidden = int(torch.randint(0, 4, (1,), generator=gen))  # 0: a straight line
     X = torch.randn(k * m, d, generator=gen, dtype=torch.float64)
     y = torch.randn(k * m, 1, generator=gen, dtype=torch.float64)
-    layers = ([torch.nn.Linear(d, 1)] if hidden == 0 else
-              [torch.nn.Linear(d, hidden + 1), torch.nn.Tanh(), torch.nn.Linear(hidden + 1, 1)])
-    start = torch.nn.Sequential(*layers).double()
-    with torch.no_grad():
-        for p in start.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
+    widths = [d, 1] if hidden == 0 else [d, hidden + 1, 1]
+    weights = []
+    for n_in, n_out in zip(widths, widths[1:], strict=False):
+        weights += [torch.randn(n_out, n_in, generator=gen, dtype=torch.float64),
+                    torch.randn(n_out, generator=gen, dtype=torch.float64)]
     lr = round(0.05 + 0.15 * float(torch.rand((), generator=gen)), 3)
-    return (lambda: copy.deepcopy(start)), X, y, k, lr
+    order = [PLACES[int(i)] for i in torch.randperm(len(PLACES), generator=gen)]
+    set_to_none = [bool(torch.randint(0, 2, (1,), generator=gen)) for _ in order]
+    return {"widths": widths, "weights": weights, "X": X, "y": y, "k": k, "lr": lr,
+            "order": order, "set_to_none": set_to_none}
 
 
-def _check_where(answer: Any, seed: int) -> Report:
-    name = "where_zeroed"
-    for trial in range(2):
-        gen = torch.Generator().manual_seed(seed + trial)
-        make_model, X, y, k, lr = _where_problem(gen)
-        order = [PLACES[int(i)] for i in torch.randperm(len(PLACES), generator=gen)]
-        for place in order:
-            set_to_none = bool(torch.randint(0, 2, (1,), generator=gen))
-            model = make_model()
-            step = _make_step(model, X, y, k, lr, place, set_to_none)
-            said, failure = attempt(name, answer, step, model, X.clone(), y.clone(), k)
-            if failure is not None:
-                return failure
-            where = (f"on a new model ({sum(p.numel() for p in model.parameters())} "
-                     f"parameters) with k = {k} micro-batches")
-            if not isinstance(said, str) or said.strip().lower() not in PLACES:
-                return _fail(name, f"{where}, your function returned {said!r}; expected one of "
-                                   f"{', '.join(repr(p) for p in PLACES)}.")
-            if said.strip().lower() != place:
-                return _fail(name, f"{where}: the step {WHAT_IT_DOES[place]}. Your function "
-                                   f"said {said!r}.")
-    return passed(name, f"tells apart the {len(PLACES)} places on 2 new problems "
-                        f"({2 * len(PLACES)} steps it could not read)")
+def _where_model(inputs: dict[str, Any]) -> torch.nn.Sequential:
+    widths = inputs["widths"]
+    layers: list[torch.nn.Module] = []
+    for n_in, n_out in zip(widths, widths[1:], strict=False):
+        layers += [torch.nn.Linear(n_in, n_out).double(), torch.nn.Tanh()]
+    model = torch.nn.Sequential(*layers[:-1])
+    with torch.no_grad():
+        for p, w in zip(model.parameters(), inputs["weights"], strict=True):
+            p.copy_(w)
+    return model
+
+
+def _observe_where(answer: Any, inputs: dict[str, Any]) -> list[Any] | dict:
+    """What the learner's detector said of each step: a place's name (as written, ignoring
+    case and spaces), or what it returned instead of a name."""
+    said_all = []
+    for place, set_to_none in zip(inputs["order"], inputs["set_to_none"], strict=True):
+        model = _where_model(inputs)
+        step = _make_step(model, inputs["X"], inputs["y"], inputs["k"], inputs["lr"], place,
+                          set_to_none)
+        said, failed = call_answer(answer, step, model, inputs["X"].clone(),
+                                   inputs["y"].clone(), inputs["k"])
+        if failed is not None:
+            return failed
+        said_all.append(said.strip().lower() if isinstance(said, str)
+                        else {"returned": repr(said)[:80]})
+    return said_all
+
+
+def _explain_where(inputs: dict[str, Any], got: list[Any], want: list[str]) -> str:
+    at = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w)
+    parameters = sum(a * b + b for a, b in zip(inputs["widths"], inputs["widths"][1:],
+                                               strict=False))
+    where = f"on a new model ({parameters} parameters) with k = {inputs['k']} micro-batches"
+    said = got[at]
+    if not isinstance(said, str) or said not in PLACES:
+        shown = said["returned"] if isinstance(said, dict) else repr(said)
+        return (f"{where}, your function returned {shown}; expected one of "
+                f"{', '.join(repr(p) for p in PLACES)}.")
+    return f"{where}: the step {WHAT_IT_DOES[want[at]]}. Your function said {said!r}."
+
+
+WHERE = Method(
+    name="where_zeroed",
+    make_inputs=_where_inputs,
+    observe=_observe_where,
+    reference=lambda inputs: list(inputs["order"]),
+    explain=_explain_where,
+    passed=f"tells apart the {len(PLACES)} places on 2 new problems ({2 * len(PLACES)} steps "
+           "it could not read)",
+)
 
 
 # --------------------------------------------------------------------------
@@ -193,7 +225,7 @@ FORGOT_WITH_MOMENTUM = ByHand(
 
 
 EXERCISES = {
-    "l06-where": Method(check=_check_where),
+    "l06-where": WHERE,
     "l06-momentum": FORGOT_WITH_MOMENTUM,
 }
 

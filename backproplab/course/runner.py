@@ -1,0 +1,258 @@
+"""What runs inside a grade's sandbox: one student's answers, each in a process of its own.
+
+``backproplab grade`` starts this module inside a bubblewrap sandbox
+(`backproplab.course.sandbox`) once per student, and talks to it over its
+standard input and output in frames of plain data (`backproplab.course.wire`).
+The runner never runs an answer itself. For each answer it forks a child,
+which
+
+1. runs the answer's source (the definitions the grade read and accepted),
+2. installs an audit hook (PEP 578, which nothing in the process can remove)
+   that refuses new imports, ``exec`` and ``compile``, opening files, starting
+   processes, sockets and ctypes, except what the exercise needs,
+3. answers the grader's requests: ``call`` (a by-hand answer called on the
+   grader's inputs, autograd off and refused, estimates watched) and
+   ``observe`` (a method exercise's observation step run on the answer),
+   each sent back as plain data, never a verdict,
+
+and exits when the grader says ``end``. The runner then says how it ended.
+A refusal by the audit hook is a finding: it is sent back with every reply,
+even when the answer caught the error it raised.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import resource
+import signal
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any, BinaryIO
+
+__all__ = ["EVENTS", "main", "refusing_hook"]
+
+# Audit events by the family an exercise may allow: what the hook refuses otherwise. Running
+# a code object is not refused: a new one can only come from compile or code.__new__.
+EVENTS = {
+    "import": ("import",),
+    "exec": ("compile", "code.__new__"),
+    "open": ("open", "os.remove", "os.rename", "os.mkdir", "os.rmdir", "os.chmod", "shutil."),
+    "processes": ("os.system", "os.exec", "os.fork", "os.forkpty", "os.posix_spawn",
+                  "os.spawn", "os.kill", "os.killpg", "subprocess.", "pty."),
+    "sockets": ("socket.",),
+    "ctypes": ("ctypes.",),
+}
+# Modules an answer's code may meet lazily while it runs: loaded before the hook is on.
+PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile", "torch.func", "torch.nn.functional", "torch.autograd.graph", "torch.autograd.forward_ad",
+           "torch.autograd.functional", "torch.utils.checkpoint", "torch.utils.hooks",
+           "torch.nn.utils", "torch.optim", "torch.testing", "torch.overrides",
+           "torch.utils._python_dispatch", "math", "collections", "itertools", "functools",
+           "operator", "heapq", "bisect", "dataclasses", "typing", "copy", "statistics",
+           "string", "random", "numbers", "enum", "warnings")
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _harmless(event: str, args: Any, libraries: tuple[str, ...]) -> bool:
+    """The two uses torch makes of refused events while it runs honest code: reading a
+    library's own source (a traceback it formats) and compiling a dotted name (a type
+    hint written as a string)."""
+    if event == "open" and args and isinstance(args[0], str):
+        mode, flags = (args[1] or "r") if len(args) > 1 else "r", args[2] if len(args) > 2 else 0
+        read_only = (not any(c in str(mode) for c in "wax+")
+                     and (flags or 0) & os.O_ACCMODE == os.O_RDONLY)
+        return read_only and os.path.realpath(args[0]).startswith(libraries)
+    if event == "compile" and args:
+        text = args[0].decode() if isinstance(args[0], bytes) else args[0]
+        return isinstance(text, str) and _DOTTED.fullmatch(text.strip()) is not None
+    return False
+
+
+def refusing_hook(allowed: Sequence[str], found: list[str],
+                  libraries: Sequence[str] = ()) -> Any:
+    """An audit hook refusing every family of `EVENTS` not in ``allowed`` (but what
+    `_harmless` lets through, ``libraries`` being the folders of Python's and torch's own
+    files); each refused event's name is appended to ``found`` (the first 20)."""
+    refused = [p for family, prefixes in EVENTS.items() if family not in allowed
+               for p in prefixes]
+    exact = frozenset(p for p in refused if not p.endswith("."))
+    prefixes = tuple(p for p in refused if p.endswith("."))
+    roots = tuple(os.path.join(os.path.realpath(p), "") for p in libraries)
+
+    def hook(event: str, args: Any) -> None:
+        if (event in exact or event.startswith(prefixes)) and not _harmless(event, args, roots):
+            if len(found) < 20:  # an import or an open names what it wanted
+                found.append(f"{event} {args[0]}"[:120] if event in ("import", "open")
+                             and args and isinstance(args[0], str) else event)
+            raise PermissionError(f"the grade's sandbox refuses {event!r}")
+
+    return hook
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """An answer's result as plain data: tensors, numbers, strings, None and tuples of
+    them; anything else as a description of what it was."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone() if type(value) in (torch.Tensor, torch.nn.Parameter) \
+            else f"<a {type(value).__name__} object>"
+    if value is None or type(value) in (bool, int, float, complex, str):
+        return value
+    if type(value) in (tuple, list) and depth < 4:
+        return tuple(_plain(v, depth + 1) for v in value)
+    return f"<a {type(value).__name__} object>"
+
+
+class _Serve:
+    """One answer's child: its requests, answered until ``end``."""
+
+    def __init__(self, inbox: BinaryIO, outbox: BinaryIO, exercise: Any, answer: Any,
+                 found: list[str]) -> None:
+        self.inbox, self.outbox = inbox, outbox
+        self.exercise, self.answer, self.found = exercise, answer, found
+
+    def reply(self, kind: str, payload: Any) -> None:
+        from . import wire
+
+        try:
+            wire.write_frame(self.outbox, {"kind": kind, "payload": payload,
+                                           "refused": list(self.found)}, limit=wire.LIMIT)
+        except wire.WireError as err:  # too much, or an observation that is not plain data
+            wire.write_frame(self.outbox, {"kind": "error", "payload": f"it sent back {err}",
+                                           "refused": list(self.found)})
+
+    def serve(self) -> None:
+        from . import wire
+        from .byhand import run_answer
+
+        while True:
+            request = wire.read_frame(self.inbox)
+            what = request.get("kind") if isinstance(request, dict) else None
+            try:
+                if what == "call":
+                    ran = run_answer(self.answer, request["args"])
+                    self.reply("ran", [_plain(ran.got), ran.failure, ran.detail, ran.nudged,
+                                       list(ran.warnings), ran.largest])
+                elif what == "observe" and self.exercise.observe is None:  # the older form
+                    report = self.exercise.check(self.answer, request["inputs"])
+                    self.reply("observed", [[c.name, bool(c.ok), str(c.verdict), str(c.message)]
+                                            for c in report.checks])
+                elif what == "observe":
+                    self.reply("observed", self.exercise.observe(self.answer, request["inputs"]))
+                else:
+                    return
+            except MemoryError:
+                self.reply("memory", "it ran out of memory")
+            except BaseException as err:  # noqa: BLE001 - whatever the answer raised
+                self.reply("error", f"{type(err).__name__}: {err}")
+
+
+def _child(inbox: BinaryIO, outbox: BinaryIO, request: dict) -> None:
+    """Load one answer, shut the doors, serve it. Never returns."""
+    from . import wire
+    from .grading import find_exercise
+    from .sandbox import load_answer
+
+    found: list[str] = []
+    budget = float(request.get("cpu", 300))
+    resource.setrlimit(resource.RLIMIT_CPU, (int(budget) + 1, int(budget) + 2))
+    memory = int(request.get("memory", 0))
+    if memory:
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (used + memory, used + memory))
+    exercise = find_exercise(request["key"])
+    try:
+        answer = load_answer(request["files"], request["names"])
+    except BaseException as err:  # noqa: BLE001 - the answer's own source failed to run
+        wire.write_frame(outbox, {"kind": "error", "payload": f"{type(err).__name__}: {err}",
+                                  "refused": []})
+        os._exit(0)
+    warnings.showwarning = lambda *args, **kwargs: None  # no source lines read to show one
+    libraries = {sys.prefix, sys.base_prefix, *(p for p in sys.path if "-packages" in p),
+                 os.path.dirname(os.path.dirname(__file__))}  # this package
+    sys.addaudithook(refusing_hook(tuple(getattr(exercise, "allows", ())), found,
+                                   tuple(sorted(libraries))))
+    server = _Serve(inbox, outbox, exercise, answer, found)
+    server.reply("loaded", None)
+    server.serve()
+    os._exit(0)
+
+
+def _drop_privileges() -> None:
+    """As root inside the sandbox, become the unprivileged user the grader chose: no
+    capabilities left, and the process limit then holds (the kernel never limits root)."""
+    uid = os.environ.get("BACKPROPLAB_UID")
+    if os.geteuid() == 0 and uid:
+        os.setgroups([])
+        os.setgid(int(uid))
+        os.setuid(int(uid))
+
+
+def _limits() -> None:
+    processes = int(os.environ.get("BACKPROPLAB_NPROC", "64"))
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    size = int(os.environ.get("BACKPROPLAB_FSIZE", str(64 << 20)))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+
+def main() -> None:
+    """The runner's loop: a child per answer, until the grader closes the pipe."""
+    inbox = os.fdopen(os.dup(0), "rb", buffering=0)
+    outbox = os.fdopen(os.dup(1), "wb", buffering=0)
+    quiet = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # what an answer prints must never mix with the frames
+        os.dup2(quiet, fd)
+    _drop_privileges()
+    _limits()
+    import torch
+
+    from . import wire
+
+    torch.set_num_threads(1)
+    for name in PRELOAD:
+        importlib.import_module(name)
+    wire.write_frame(outbox, {"kind": "ready", "payload": None, "refused": []})
+    while True:
+        try:
+            request = wire.read_frame(inbox)
+        except (EOFError, wire.WireError):
+            return
+        if not isinstance(request, dict) or request.get("kind") != "answer":
+            return
+        try:  # the lesson's module, and what it says its checks load on first use, loaded
+            # here once for every child after this one
+            from .grading import find_exercise, lesson_module
+
+            find_exercise(request["key"])
+            for name in getattr(lesson_module(request["key"]), "PRELOAD", ()):
+                importlib.import_module(name)
+        except Exception as err:  # noqa: BLE001 - told to the grader as this answer's error
+            wire.write_frame(outbox, {"kind": "error", "payload": f"{type(err).__name__}: {err}",
+                                      "refused": []})
+            wire.write_frame(outbox, {"kind": "ended", "payload": {"signal": None, "code": 0},
+                                      "refused": []})
+            continue
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            try:
+                _child(inbox, outbox, request)
+            finally:
+                os._exit(1)
+        _, status = os.waitpid(pid, 0)
+        wire.write_frame(outbox, {"kind": "ended", "payload": _ending(status), "refused": []})
+
+
+def _ending(status: int) -> dict:
+    """How a child ended, as data: the signal that killed it, or its exit code."""
+    if os.WIFSIGNALED(status):
+        return {"signal": signal.Signals(os.WTERMSIG(status)).name, "code": None}
+    return {"signal": None, "code": os.WEXITSTATUS(status)}
+
+
+if __name__ == "__main__":
+    main()
