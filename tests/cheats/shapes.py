@@ -220,6 +220,9 @@ PAYLOAD = (
     '        return torch.autograd.grad(loss, (w, b, a, c))\\n"'
 )
 _RUN = "    return SPACE['_autograd'](x, y, w, b, a, c)\n"
+# A class whose attribute names, once the reading took a learner's names as theirs to
+# read anywhere, opened them on every value (the module above all).
+_NAMES = f"CODE, SPACE = {PAYLOAD}, {{}}\n\n\nclass Names:\n    sys = modules = get = exec = 0\n"
 
 ESCAPES = [
     ("class patterns that read __self__ and then exec", f'''\
@@ -234,36 +237,28 @@ def nll_grads(x, y, w, b, a, c):
                     run(CODE, SPACE)
 {_RUN}''', "pattern"),
     ("attribute names of its own class, on a module bound by a tuple", f'''\
-CODE, SPACE = {PAYLOAD}, {{}}
-
-
-class Names:
-    sys = modules = get = exec = 0
-
+{_NAMES}
 
 def nll_grads(x, y, w, b, a, c):
-    T, _ = torch, 0
+    T, _ = torch, Names
     T.sys.modules.get("builtins").exec(CODE, SPACE)
 {_RUN}''', "module-value"),
     ("a module bound by the walrus", f'''\
-CODE, SPACE = {PAYLOAD}, {{}}
-
+{_NAMES}
 
 def nll_grads(x, y, w, b, a, c):
-    if (T := torch) is not None:
-        T.nn.functional.importlib.import_module("built" + "ins").exec(CODE, SPACE)
+    if (T := torch) is not Names:
+        T.sys.modules.get("builtins").exec(CODE, SPACE)
 {_RUN}''', "module-value"),
     ("a module bound by for", f'''\
-CODE, SPACE = {PAYLOAD}, {{}}
-
+{_NAMES}
 
 def nll_grads(x, y, w, b, a, c):
-    for T in (torch,):
-        T.nn.functional.importlib.import_module("built" + "ins").exec(CODE, SPACE)
+    for T in (torch, Names)[:1]:
+        T.sys.modules.get("builtins").exec(CODE, SPACE)
 {_RUN}''', "module-value"),
     ("a module bound by with", f'''\
-CODE, SPACE = {PAYLOAD}, {{}}
-
+{_NAMES}
 
 class Hold:
     def __init__(self, held):
@@ -277,15 +272,14 @@ class Hold:
 
 
 def nll_grads(x, y, w, b, a, c):
-    with Hold(torch) as T:
-        T.nn.functional.importlib.import_module("built" + "ins").exec(CODE, SPACE)
+    with Hold(torch) as T, Hold(Names):
+        T.sys.modules.get("builtins").exec(CODE, SPACE)
 {_RUN}''', "module-value"),
     ("a module as a default argument", f'''\
-CODE, SPACE = {PAYLOAD}, {{}}
+{_NAMES}
 
-
-def nll_grads(x, y, w, b, a, c, T=torch):
-    T.nn.functional.importlib.import_module("built" + "ins").exec(CODE, SPACE)
+def nll_grads(x, y, w, b, a, c, T=torch, _=Names):
+    T.sys.modules.get("builtins").exec(CODE, SPACE)
 {_RUN}''', "module-value"),
     ("a string annotation that typing evaluates", f'''\
 import typing
