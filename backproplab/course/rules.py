@@ -59,6 +59,7 @@ from .allowlist import (
     qualified_reason,
     resolve,
 )
+from .scopes import binds, in_scope, local_names
 
 __all__ = ["BY_HAND", "METHOD", "SHAPES", "Finding", "Vocabulary", "aliases", "qualified_reason",
            "read", "refusal"]
@@ -127,13 +128,6 @@ def _chain(node: ast.AST) -> list[str] | None:
     return None
 
 
-def _captured(node: ast.AST) -> str | None:
-    """The name a match pattern binds (``case [x, *rest]``, ``case {**rest}``), or None."""
-    if isinstance(node, (ast.MatchAs, ast.MatchStar)):
-        return node.name
-    return node.rest if isinstance(node, ast.MatchMapping) else None
-
-
 class _Names(ast.NodeVisitor):
     """First pass: the names and attributes the answer's own code defines, and what its
     imports and plain aliases (``F = torch.nn.functional``) stand for."""
@@ -197,9 +191,8 @@ class _Names(ast.NodeVisitor):
         self.generic_visit(node)
 
     def generic_visit(self, node: ast.AST) -> None:
-        name = _captured(node)
-        if name:
-            self.own.add(name)
+        if isinstance(node, (ast.MatchAs, ast.MatchStar, ast.MatchMapping)):
+            self.own |= binds(node)  # names a match pattern captures
         super().generic_visit(node)
 
 
@@ -223,40 +216,14 @@ class _Scope:
 
 def _scope(node: ast.AST, alias_values: set[int]) -> _Scope:
     """The names ``node`` (a function, lambda or comprehension) binds in its own scope."""
-    bound: set[str] = set()
-    aliased: set[str] = set()
-    declared: set[str] = set()
-    if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-        todo: list[ast.AST] = [g.target for g in node.generators]
-    else:
-        args = node.args
-        bound |= {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
-                                  args.vararg, args.kwarg) if a is not None}
-        todo = list(node.body) if isinstance(node.body, list) else [node.body]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(n.name)
-            continue
-        if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
-                          ast.GeneratorExp)):
-            continue  # a scope of its own
-        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-            bound.add(n.id)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            names = {(a.asname or a.name).split(".")[0] for a in n.names}
-            bound |= names
-            aliased |= names
+    bound = local_names(node)
+    aliased = set()
+    for n in in_scope(node):
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            aliased |= binds(n)
         elif isinstance(n, ast.Assign) and id(n.value) in alias_values:
             aliased.add(n.targets[0].id)
-        elif isinstance(n, (ast.Global, ast.Nonlocal)):
-            declared.update(n.names)
-        elif isinstance(n, ast.ExceptHandler) and n.name:
-            bound.add(n.name)
-        elif _captured(n):
-            bound.add(_captured(n))
-        todo.extend(ast.iter_child_nodes(n))
-    return _Scope(frozenset(bound - declared), frozenset(aliased - declared))
+    return _Scope(frozenset(bound), frozenset(aliased & bound))
 
 
 class _Reader(ast.NodeVisitor):

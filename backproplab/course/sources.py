@@ -44,6 +44,8 @@ from typing import Any
 
 import torch
 
+from .scopes import binds, local_names
+
 __all__ = ["Piece", "answer_calls", "defined", "free_names", "from_notebook", "from_objects",
            "unreadable_note", "without_magics"]
 
@@ -80,46 +82,9 @@ class Piece:
     text: str  # the whole cell, magics blanked: line numbers in ``tree`` refer to it
 
 
-_FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 # Methods that fill a container in place: ``TABLE.append(...)`` defines part of TABLE.
 _FILLERS = {"append", "extend", "insert", "update", "add", "setdefault", "appendleft",
             "extendleft"}
-
-
-def _locals(node: ast.AST) -> set[str]:
-    """The names a function or lambda binds in its own scope (not ``global`` ones)."""
-    args = node.args
-    bound = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg,
-                             args.kwarg) if a is not None}
-    declared: set[str] = set()
-    todo = list(node.body) if isinstance(node.body, list) else [node.body]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(n.name)
-            continue
-        if isinstance(n, (ast.Lambda, *_COMPREHENSIONS)):
-            continue
-        if isinstance(n, (ast.Global, ast.Nonlocal)):
-            declared.update(n.names)
-        bound |= _binds(n)
-        todo.extend(ast.iter_child_nodes(n))
-    return bound - declared
-
-
-def _binds(node: ast.AST) -> set[str]:
-    """The names one node binds by itself: a stored name, an import, an exception's name,
-    a name captured by a match pattern."""
-    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-        return {node.id}
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
-    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
-        return {node.name} if node.name else set()
-    if isinstance(node, ast.MatchMapping) and node.rest:
-        return {node.rest}
-    return set()
 
 
 class _Reads(ast.NodeVisitor):
@@ -175,7 +140,7 @@ class _Reads(ast.NodeVisitor):
 
     def generic_visit(self, node: ast.AST) -> None:
         if not isinstance(node, ast.Name):
-            self._bind(_binds(node))
+            self._bind(binds(node))
         super().generic_visit(node)
 
     def _targets(self, targets: Sequence[ast.AST]) -> None:
@@ -232,7 +197,7 @@ class _Reads(ast.NodeVisitor):
                 self.visit(a.annotation)
         if getattr(node, "returns", None) is not None:
             self.visit(node.returns)
-        self.scopes.append(("function", _locals(node)))
+        self.scopes.append(("function", local_names(node)))
         for part in node.body if isinstance(node.body, list) else [node.body]:
             self.visit(part)
         self.scopes.pop()

@@ -206,9 +206,11 @@ def nll_grads(x, y, w, b, a, c):
 
 # ---------------------------------------------------------------------------------------
 # Escapes: ways past the reading into code that runs anything (here: autograd's gradient,
-# from a string the reading cannot see into). Each got full marks before the reading
-# read its shape; each must now be refused with a reason that names the shape, whatever
-# words the payload is spelt with. Entries: (kind, source, the reason key it must get).
+# from a string the reading cannot see into). Each passed the reading before it read its
+# shape, and its payload ran; each must now be refused, before anything runs, with a
+# reason that names the shape, whatever words the payload is spelt with
+# (tests/course/test_allowlist.py reads them, tests/course/test_grade.py grades them).
+# Entries: (kind, source, the reason key it must get).
 
 PAYLOAD = (
     '"import torch\\n'
@@ -311,7 +313,6 @@ def nll_grads(x, y, w, b, a, c, exec=exec):
     exec(CODE, SPACE)
 {_RUN}''', "shadow"),
 ]
-SHAPES += [(kind, source) for kind, source, _ in ESCAPES]
 
 # The same doors in a method answer (``l05-microbatch``: ``accumulate(w, X, t, sizes)``
 # runs each micro-batch's backward): torch's names beyond the modules a method works

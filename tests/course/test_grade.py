@@ -98,6 +98,24 @@ def test_every_shape_and_shortcut_scores_nothing_while_the_honest_rest_scores(tm
         (s, got[s, "l04-huber"]) for s in students if not got[s, "l04-huber"].points]
 
 
+def test_every_escape_is_refused_before_it_runs_naming_its_shape(tmp_path):
+    """The escapes of tests/cheats/shapes.py (by hand, on l04-grads; method, on
+    l05-microbatch): each is refused by the reading, so nothing of it runs."""
+    from backproplab.course.rules import REASONS
+
+    module = _module(ROOT / "tests" / "cheats" / "shapes.py")
+    rows = [(f"hand{k}", "l04-grads", *e) for k, e in enumerate(module.ESCAPES)]
+    rows += [(f"method{k}", "l05-microbatch", *e) for k, e in enumerate(module.METHOD_ESCAPES)]
+    for student, key, _, source, _ in rows:
+        _write(tmp_path, student, key, _with(key, source))
+    got = _graded(tmp_path, only={"l04-grads", "l05-microbatch"})
+    wrong = [f"{kind}: {got[student, key].verdict} {got[student, key].reason[:200]}"
+             for student, key, kind, _, why in rows
+             if got[student, key].verdict != "refused" or REASONS[why] not in
+             " ".join(got[student, key].reason.split())]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_every_honest_variant_scores_every_point(tmp_path):
     rounds: dict[int, dict[str, list]] = {}  # round -> notebook -> its variants
     for h in HONEST:
