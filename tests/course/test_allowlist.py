@@ -397,3 +397,13 @@ def test_string_annotations_are_refused_and_plain_ones_read():
 ])
 def test_ordinary_boilerplate_is_arithmetic_enough(source):
     assert _reasons(source, rules.BY_HAND) == {}
+
+
+@pytest.mark.parametrize(("kind", "source", "why"), shapes.ESCAPES,
+                         ids=[e[0] for e in shapes.ESCAPES])
+def test_each_escape_is_refused_by_the_kernels_feedback_before_it_runs(kind, source, why):
+    namespace = {"torch": torch, "__name__": "__main__"}
+    run_cell(source, namespace)
+    report = find_exercise("l04-grads").check(namespace["nll_grads"], 0)
+    assert not report.ok and rules.REASONS[why] in " ".join(str(report).split()), str(report)
+    assert namespace["SPACE"] == {}  # the payload never ran

@@ -89,3 +89,21 @@ def test_the_kernel_reads_a_decorated_function_of_the_learners():
     trees, bound, unread = sources.from_objects(space["slope"])
     assert [type(t).__name__ for t in trees] == ["FunctionDef"] and unread == []
     assert rules.read(trees, rules.BY_HAND, bound) == []
+
+
+def test_the_kernel_reads_a_module_an_answer_holds_as_a_value():
+    """A module handed to a function through functools.partial is no name in any cell's
+    code: the kernel's reading says it is a module used as a value all the same."""
+    import functools
+    import linecache
+
+    import torch
+
+    source = "def load(T, path):\n    return T.load(path)\n"
+    name = "<test cell sources-partial>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    space: dict = {}
+    exec(compile(source, name, "exec"), space)
+    trees, bound, _ = sources.from_objects(functools.partial(space["load"], torch))
+    found = rules.read(trees, rules.METHOD, bound)
+    assert [(f.used, f.why) for f in found] == [("answer, which is torch", "module-value")]
