@@ -249,6 +249,18 @@ def free_names(tree: ast.AST) -> set[str]:
     return reads.eager | reads.lazy
 
 
+@functools.lru_cache(maxsize=4096)
+def _statements(source: str) -> tuple[str, tuple[tuple[ast.stmt, _Reads], ...]] | tuple[int, str]:
+    """A cell's text as read and its top-level statements with what each reads and
+    defines; or, when it cannot be read, the line and what Python said. Kept: a class's
+    notebooks share most cells, and the trees are only read, never changed."""
+    try:
+        tree, text = _readable(source)
+    except SyntaxError as err:
+        return err.lineno or 0, err.msg
+    return text, tuple((stmt, _reads(stmt)) for stmt in tree.body)
+
+
 @dataclass(frozen=True)
 class _Statement:
     cell: int
@@ -270,13 +282,13 @@ def from_notebook(cells: Sequence[str], names: Iterable[str],
     """
     table: list[_Statement] = []
     for index, source in enumerate(cells):
-        try:
-            tree, text = _readable(source)
-        except SyntaxError as err:
+        read = _statements(source)
+        if isinstance(read[0], int):
             if unreadable is not None:
-                unreadable.append((index, err.lineno or 0, err.msg))
+                unreadable.append((index, *read))
             continue  # no definition can come from a cell that does not run
-        table += [_Statement(index, stmt, text, _reads(stmt)) for stmt in tree.body]
+        text, statements = read
+        table += [_Statement(index, stmt, text, reads) for stmt, reads in statements]
     end = len(table)
     chosen: set[int] = set()
     todo, seen = [(name, end) for name in names], set()
