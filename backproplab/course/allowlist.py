@@ -36,7 +36,7 @@ import torch.nn.functional
 import torch.overrides
 
 __all__ = ["BY_HAND", "METHOD", "NEVER_OWN", "Vocabulary", "attribute_reason", "builtin_reason",
-           "is_module", "qualified_reason", "resolve"]
+           "is_dunder", "is_module", "qualified_reason", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -273,6 +273,7 @@ _TORCH = {"torch", "functorch"}  # and functorch, the name torch.func's compile 
 
 
 def is_dunder(name: str) -> bool:
+    """Whether ``name`` is spelt like Python's machinery (``__self__``, ``__code__``)."""
     return name.startswith("__") and name.endswith("__") and len(name) > 4
 
 
