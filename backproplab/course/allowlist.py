@@ -180,7 +180,6 @@ _BOOKKEEPING_REFUSED = {
     "string.Formatter": "by-name",
     # typing evaluates string annotations and forward references with eval
     "typing.get_type_hints": "runs-code", "typing.ForwardRef": "runs-code",
-    "typing.get_args": "runs-code",
 }
 # Methods of Python's lists, dicts, sets and strings, and of torch.finfo.
 CONTAINERS = {"append", "extend", "insert", "pop", "get", "items", "keys", "values", "update",
