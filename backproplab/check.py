@@ -44,6 +44,7 @@ in :mod:`backproplab.numerical`; the other checkers have a module each:
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import sys
 import textwrap
@@ -54,6 +55,7 @@ from typing import Any
 import torch
 
 from .diagnosis import diagnose, name_mistake
+from .mistakes import Diagnosis
 from .numerical import numerical_grad
 from .values import (
     TOLERANCES,
@@ -68,8 +70,8 @@ from .values import (
     exact_nan_equal,
     finite_abs,
     fmt,
-    index_text,
-    likely,
+    index_words,
+    position,
     resolve_tolerance,
     shape_text,
     tolerance_text,
@@ -79,10 +81,13 @@ from .values import (
 __all__ = [
     "TOLERANCES",
     "Check",
+    "Diagnosis",
+    "Mismatch",
     "Report",
     "check_grad",
     "compare",
     "diagnose",
+    "lay_out",
     "numerical_grad",
     "show",
     "wrap",
@@ -107,13 +112,75 @@ def wrap(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class Mismatch:
+    """The numbers of a failed comparison, as data.
+
+    ``index``: the worst entry's index (``()`` for a scalar); ``got`` and ``expected``:
+    the two values there; ``max_abs_diff``; ``rel_error`` (relative to the reference's
+    largest finite entry; None when it has none, ``reference_zeros`` saying whether that
+    is because it is all zeros); ``differing`` of ``size`` entries are outside the
+    tolerance ``rtol``/``atol``, which comes from the dtype ``tolerance_of`` ("" when the
+    caller gave it); ``dtypes``: (the answer's, the reference's) when they differ;
+    ``entry``: the worst entry's name, when the caller knows one (``"w.grad"``).
+    """
+
+    index: tuple[int, ...]
+    got: float | complex
+    expected: float | complex
+    max_abs_diff: float
+    rel_error: float | None
+    differing: int
+    size: int
+    rtol: float
+    atol: float
+    tolerance_of: str = ""
+    reference_zeros: bool = False
+    dtypes: tuple[str, str] | None = None
+    entry: str | None = None
+
+
+def lay_out(words: str, numbers: Mismatch) -> str:
+    """A mismatch's words, then its numbers on a line of their own.
+
+    Every message that shows a mismatch's numbers is laid out here, and nothing reads
+    them back from the text: a caller that needs a number reads the `Mismatch`.
+
+    >>> print(lay_out("mismatch", Mismatch((1,), 2.0, 4.0, 2.0, 0.5, 1, 2, 1e-07, 1e-07)))
+    ... # doctest: +ELLIPSIS
+    mismatch
+      worst entry [1]: yours 2, expected 4; 1 of 2 entries differ, max abs diff 2, ...
+    """
+    m = numbers
+    if m.rel_error is not None:
+        rel_text = f"relative error {fmt(m.rel_error, 3)}"
+    elif m.reference_zeros:
+        rel_text = "the reference is all zeros"
+    else:
+        rel_text = "no relative error (the reference has no finite non-zero entry)"
+    at = index_words(m.index)
+    at += f" ({m.entry})" if m.entry and at else ""
+    count = f"{m.differing} of {m.size} entries differ, " if m.size > 1 else ""
+    dtypes = f" (note: dtype {m.dtypes[0]} vs {m.dtypes[1]})" if m.dtypes else ""
+    return (
+        f"{words}\n  worst entry{' ' + at if at else ''}: {_pair(m.got, m.expected)}; "
+        f"{count}max abs diff {fmt(m.max_abs_diff, 3)}, {rel_text} "
+        f"({tolerance_text(m.rtol, m.atol, m.tolerance_of)}){dtypes}"
+    )
+
+
+@dataclass(frozen=True)
 class Check:
-    """One checked item: a name, a verdict and a sentence explaining it.
+    """One checked item: a name, a verdict, and what explains it, as data.
 
     ``verdict`` is one of ``"exact"``, ``"close"``, ``"mismatch"``,
     ``"shape"``, ``"missing"`` (no answer: None), ``"error"``, ``"pass"``,
     ``"fail"``, ``"warning"``.
     A ``"warning"`` is ``ok`` but printed with ``⚠`` so it is not missed.
+
+    ``text`` is the check's own words; a failed comparison also carries its
+    `Diagnosis` (the likely mistake, or None) and its `Mismatch` (the numbers), and
+    ``note`` says what follows them. ``message`` puts these together only when the
+    check is shown: code that needs the mistake or a number reads the fields.
 
     >>> str(Check("dx", True, "exact", "exact match"))
     '✓ dx: exact match'
@@ -122,14 +189,26 @@ class Check:
     name: str
     ok: bool
     verdict: str
-    message: str
-    diagnosis: str | None = None
+    text: str
+    diagnosis: Diagnosis | None = None
     max_abs_diff: float | None = None
     rel_error: float | None = None
+    numbers: Mismatch | None = None
+    note: str = ""
 
     @property
     def symbol(self) -> str:
         return "⚠" if self.verdict == "warning" else _SYMBOL[self.ok]
+
+    @property
+    def message(self) -> str:
+        """The words, the likely mistake and the numbers, as the learner reads them."""
+        words = self.text
+        if self.diagnosis is not None:
+            words += f". {self.diagnosis.likely()}"
+        if self.numbers is not None:
+            words = lay_out(words, self.numbers)
+        return f"{words} {self.note}" if self.note else words
 
     def __str__(self) -> str:
         return wrap(f"{self.symbol} {self.name}: {self.message}")
@@ -290,17 +369,16 @@ def _compare_values(
     a, b = aligned(m, r)
 
     if a.shape != b.shape:
-        msg = f"{name} has shape {shape_text(a.shape)}; expected {shape_text(b.shape)}"
+        words = f"{name} has shape {shape_text(a.shape)}; expected {shape_text(b.shape)}"
         diag = name_mistake(a, b, rtol_, atol_, accumulation=accumulation) if explain else None
         if explain and diag is None and a.ndim >= 2 and tuple(reversed(a.shape)) == tuple(b.shape):
-            diag = "it looks transposed (the shape is reversed), though the values differ too"
-        if diag:
-            msg += f". {likely(diag)}"
-        return Check(name, False, "shape", msg, diagnosis=diag)
+            diag = Diagnosis("reversed-shape")
+        return Check(name, False, "shape", words, diagnosis=diag)
 
-    extra = ""
+    dtypes = None
     if not (m.is_number or r.is_number) and m.dtype != r.dtype:
-        extra = f" (note: dtype {dtype_name(m.dtype)} vs {dtype_name(r.dtype)})"
+        dtypes = (dtype_name(m.dtype), dtype_name(r.dtype))
+    extra = f" (note: dtype {dtypes[0]} vs {dtypes[1]})" if dtypes else ""
 
     if torch.equal(a, b) or bool((a.isnan() == b.isnan()).all() and exact_nan_equal(a, b)):
         return Check(name, True, "exact", "exact match" + extra, max_abs_diff=0.0, rel_error=0.0)
@@ -309,46 +387,38 @@ def _compare_values(
     max_diff = float(diff.max()) if diff.numel() else 0.0
     ref_scale = float(finite_abs(b).max()) if b.numel() else 0.0
     rel = max_diff / ref_scale if ref_scale > 0 else None
-    tol = tolerance_text(rtol_, atol_, note)
 
     if all_close(a, b, rtol_, atol_):
         return Check(
             name, True, "close",
-            f"close (max abs diff {max_diff:.2g}, within {tol}){extra}",
+            f"close (max abs diff {max_diff:.2g}, within {tolerance_text(rtol_, atol_, note)})"
+            f"{extra}",
             max_abs_diff=max_diff, rel_error=rel,
         )  # fmt: skip
 
-    if rel is not None:
-        rel_text = f"relative error {fmt(rel, 3)}"
-    elif bool((b == 0).all()):
-        rel_text = "the reference is all zeros"
-    else:
-        rel_text = "no relative error (the reference has no finite non-zero entry)"
     worst = int(diff.flatten().argmax()) if diff.numel() else 0
-    at = index_text(worst, a.shape)
-    bad = int((~close_mask(a, b, rtol_, atol_)).sum())
-    count = f"{bad} of {a.numel()} entries differ, " if a.numel() > 1 else ""
-    numbers = (
-        f"worst entry{' ' + at if at else ''}: {_pair(a.flatten()[worst], b.flatten()[worst])}; "
-        f"{count}max abs diff {fmt(max_diff, 3)}, {rel_text} ({tol}){extra}"
-    )
+    numbers = Mismatch(
+        index=position(worst, a.shape), got=a.flatten()[worst].item(),
+        expected=b.flatten()[worst].item(), max_abs_diff=max_diff, rel_error=rel,
+        differing=int((~close_mask(a, b, rtol_, atol_)).sum()), size=a.numel(),
+        rtol=rtol_, atol=atol_, tolerance_of=note,
+        reference_zeros=rel is None and bool((b == 0).all()), dtypes=dtypes,
+    )  # fmt: skip
     diag = name_mistake(a, b, rtol_, atol_, accumulation=accumulation) if explain else None
-    if diag:
-        msg = f"mismatch. {likely(diag)}\n  {numbers}"
-    elif not explain:
-        msg = f"mismatch\n  {numbers}"
+    if diag is None and explain:
+        words = f"mismatch, and no single common mistake explains it. {NEXT_STEPS}"
     else:
-        msg = f"mismatch, and no single common mistake explains it. {NEXT_STEPS}\n  {numbers}"
-    return Check(name, False, "mismatch", msg, diagnosis=diag, max_abs_diff=max_diff, rel_error=rel)
+        words = "mismatch"
+    return Check(name, False, "mismatch", words, diagnosis=diag, max_abs_diff=max_diff,
+                 rel_error=rel, numbers=numbers)
 
 
-def _pair(mine: torch.Tensor, ref: torch.Tensor) -> str:
+def _pair(mine: float | complex, ref: float | complex) -> str:
     """'yours A, expected B' with just enough digits that A and B look different."""
-    x, y = mine.item(), ref.item()
     for digits in (4, 6, 8, 10, 17):
-        if fmt(x, digits) != fmt(y, digits) or x == y:
+        if fmt(mine, digits) != fmt(ref, digits) or mine == ref:
             break
-    return f"yours {fmt(x, digits)}, expected {fmt(y, digits)}"
+    return f"yours {fmt(mine, digits)}, expected {fmt(ref, digits)}"
 
 
 # --------------------------------------------------------------------------
@@ -430,11 +500,7 @@ def check_grad(
         c_fd = _compare_values(name, m, Value(gn, torch.float64, False), *fd_tol)
         fd_text = _verdict_word(c_fd, fd_tol)
         if not c_auto.ok:
-            msg = c_auto.message + f" [finite differences: {fd_text}]"
-            checks.append(
-                Check(name, False, c_auto.verdict, msg, c_auto.diagnosis,
-                      c_auto.max_abs_diff, c_auto.rel_error)
-            )  # fmt: skip
+            checks.append(dataclasses.replace(c_auto, note=f"[finite differences: {fd_text}]"))
             continue
         msg = f"matches autograd ({_verdict_word(c_auto, None)})"
         if c_fd.ok:
@@ -444,9 +510,8 @@ def check_grad(
                 f" but not finite differences ({fd_text}): f may not be differentiable "
                 "at this point"
             )
-        checks.append(
-            Check(name, True, c_auto.verdict, msg, None, c_auto.max_abs_diff, c_auto.rel_error)
-        )
+        checks.append(Check(name, True, c_auto.verdict, msg, max_abs_diff=c_auto.max_abs_diff,
+                            rel_error=c_auto.rel_error))
     return Report(tuple(checks))
 
 

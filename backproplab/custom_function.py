@@ -15,6 +15,7 @@ For a custom ``torch.autograd.Function`` it
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,18 +23,9 @@ from typing import Any
 import torch
 
 from .check import Check, Report
-from .diagnosis import name_mistake
+from .diagnosis import Diagnosis, name_mistake
 from .numerical import jacobian_rows
-from .values import (
-    all_close,
-    close_mask,
-    dtype_name,
-    fmt,
-    index_text,
-    likely,
-    sentence,
-    type_name,
-)
+from .values import all_close, close_mask, dtype_name, fmt, index_text, type_name
 
 __all__ = ["check_function"]
 
@@ -192,8 +184,7 @@ def _first_order_checks(
             Check(
                 f"grad_output → {in_name[i]}", False, "mismatch",
                 "the Jacobian matches, but it only sends grad_outputs made of a single 1; "
-                f"for other grad_outputs the gradient for {in_name[i]} does not change. "
-                f"Likely mistake: {sentence(ignored[i])}",
+                f"for other grad_outputs the gradient for {in_name[i]} does not change",
                 diagnosis=ignored[i],
             )
         )  # fmt: skip
@@ -280,7 +271,7 @@ def _jacobian_check(
     in_shape: Sequence[int],
     out_name: str,
     in_name: str,
-    ignored: str | None = None,
+    ignored: Diagnosis | None = None,
 ) -> Check:
     size = f"{ana.shape[0]} × {ana.shape[1]} entries"
     bad = ~close_mask(ana, num, _JAC_RTOL, _JAC_ATOL)
@@ -298,29 +289,14 @@ def _jacobian_check(
     if ignored is not None:
         # Verified by probing backward directly; it explains the whole pattern of
         # wrong entries, so it wins over any fit of the Jacobian's numbers.
-        diag: str | None = ignored
+        diag: Diagnosis | None = ignored
     else:
         diag = name_mistake(ana, num, _JAC_RTOL, _JAC_ATOL, accumulation=False)
-        if diag:
-            diag = diag.replace("your answer", "backward's Jacobian").replace(
-                "yours", "backward's"
-            )
-    if diag:
-        msg += f". {likely(diag)}"
+        if diag is not None:
+            diag = dataclasses.replace(diag, subject=("backward's Jacobian", "backward's"))
     return Check(
         name, False, "mismatch", msg, diagnosis=diag, max_abs_diff=float((ana - num).abs().max())
     )
-
-
-_IGNORED_LOCAL = (
-    "backward ignores grad_output: it returns the local derivative but must multiply it "
-    "by the incoming gradient grad_output (chain rule)"
-)
-_IGNORED_OTHER = (
-    "backward ignores grad_output: it returns the same gradient whatever grad_output is, "
-    "but the chain rule needs the local derivative multiplied by the incoming gradient "
-    "grad_output"
-)
 
 
 def _ignores_grad_output(
@@ -329,7 +305,7 @@ def _ignores_grad_output(
     in_idx: list[int],
     out_idx: list[int],
     numerical: dict[tuple[int, int], torch.Tensor],
-) -> dict[int, str]:
+) -> dict[int, Diagnosis]:
     """Inputs whose gradient from backward does not depend on grad_output at all.
 
     A correct backward is linear in grad_output: scaling grad_output scales
@@ -367,7 +343,7 @@ def _ignores_grad_output(
             ])  # fmt: skip
     except Exception:  # backward errors are reported by the Jacobian check
         return {}
-    found: dict[int, str] = {}
+    found: dict[int, Diagnosis] = {}
     for k, i in enumerate(in_idx):
         first = probes[0][k].to(torch.float64).reshape(-1)
         if first.is_complex() or bool((first.abs() <= _JAC_ATOL).all()):
@@ -381,14 +357,12 @@ def _ignores_grad_output(
         # sums of the (finite-difference) Jacobians, i.e. the local derivative.
         local = sum(numerical[j, i].sum(dim=0) for j in out_idx)
         if all_close(first, local, _JAC_RTOL, _JAC_ATOL):
-            found[i] = _IGNORED_LOCAL
+            found[i] = Diagnosis("grad-output-ignored")
         else:
             extra = name_mistake(first, local, _JAC_RTOL, _JAC_ATOL, accumulation=False)
-            found[i] = _IGNORED_OTHER + (
-                "; also, even for grad_output all ones "
-                + extra.replace("your answer", "its result").replace("yours", "its")
-                if extra else ""
-            )  # fmt: skip
+            also = () if extra is None else (
+                dataclasses.replace(extra, subject=("its result", "its")),)
+            found[i] = Diagnosis("grad-output-unused", parts=also)
     return found
 
 

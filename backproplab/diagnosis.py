@@ -3,39 +3,34 @@
 `diagnose` tries the common slips one by one (transposed, a missing sum over
 a broadcast dimension, a flipped sign, a constant factor, accumulated
 ``.grad``, all zeros, float32 round-off) and names one only when it holds.
-:mod:`backproplab.check` asks for a diagnosis only when an answer is
-wrong; the conversion and the closeness test both use are in
-:mod:`backproplab.values`.
+What it finds is a `Diagnosis`: a value that code compares (its ``kind`` and
+fields); its sentence is made only when it is shown (``str(d)``; the words
+are in :mod:`backproplab.mistakes`). :mod:`backproplab.check` asks for a
+diagnosis only when an answer is wrong; the conversion and the closeness test
+both use are in :mod:`backproplab.values`.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from typing import Any
 
 import torch
 
-from .values import (
-    TWO_MISTAKES,
-    aligned,
-    all_close,
-    as_value,
-    close_mask,
-    fmt,
-    index_text,
-    resolve_tolerance,
-    shape_text,
-)
+from .mistakes import Diagnosis
+from .values import aligned, all_close, as_value, close_mask, position, resolve_tolerance
 
-__all__ = ["diagnose", "name_mistake"]
+__all__ = ["Diagnosis", "diagnose", "name_mistake"]
+
+Close = Callable[[torch.Tensor], bool]
 
 
 def name_mistake(
     a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float, *, accumulation: bool = True
-) -> str | None:
+) -> Diagnosis | None:
     """Diagnosis of ``a`` (manual) against ``b`` (reference); float64 inputs."""
     if all_close(a, b, rtol, atol):
         return None
@@ -48,16 +43,9 @@ def name_mistake(
     # Non-finite values first: nothing else can be judged around a NaN.
     bad_a = ~torch.isfinite(a)
     if bad_a.any() and torch.isfinite(b).all():
-        kinds = " and ".join(
-            k for k, mask in (("NaN", a.isnan()), ("inf", a.isinf())) if mask.any()
-        )
-        first = index_text(int(bad_a.flatten().nonzero()[0]), a.shape)
-        where = f", first at {first}" if first else ""
-        count = f" ({int(bad_a.sum())} of {a.numel()} entries{where})" if a.numel() > 1 else ""
-        return (
-            f"your answer contains {kinds}{count} "
-            "while the reference is finite: look for a division by zero, log of 0 or sqrt of 0"
-        )
+        found = tuple(k for k, mask in (("NaN", a.isnan()), ("inf", a.isinf())) if mask.any())
+        return Diagnosis("nonfinite", found=found, count=int(bad_a.sum()), size=a.numel(),
+                         index=position(int(bad_a.flatten().nonzero()[0]), a.shape))
     if not torch.isfinite(b).all():
         # Around an inf in the reference only a flipped sign can still be judged.
         if a.shape == b.shape and close(-a):
@@ -68,34 +56,26 @@ def name_mistake(
         return _diagnose_shape(a, b, rtol, atol, accumulation)
 
     if b.abs().max() > atol and bool((a == 0).all()):
-        return (
-            "your answer is all zeros but the reference is not: is a term of the chain rule "
-            "missing, or was the path cut (detach, no_grad)?"
-        )
+        return Diagnosis("zeros")
     if a.ndim == 2 and a.shape[0] == a.shape[1] and close(a.T):
-        return "it is transposed: your answer's .T matches the reference (swap the matmul order?)"
+        return Diagnosis("transposed")
     if a.ndim > 2:
         perm = _find_permutation(a, b, close)
         if perm is not None:
-            return f"the dimensions are in the wrong order: .permute{perm} matches the reference"
+            return Diagnosis("permuted", permutation=perm)
     value = _value_mistake(a, b, close, accumulation)
     if value is not None:
         return value
     # Right up to round-off, but the tolerance is tighter than the arithmetic.
     if all_close(a, b, max(rtol, 1e-12), atol):
-        return (
-            "the difference is float64 round-off: the same numbers added or multiplied in "
-            "another order (they agree to rtol=1e-12)"
-        )
+        return Diagnosis("round-off-64")
     if all_close(a, b, max(rtol, 1e-4), atol):
-        return (
-            "the difference is small enough to be float32 round-off (they agree to rtol=1e-4): "
-            "part of the computation probably ran in float32"
-        )
+        return Diagnosis("round-off-32")
     return _two_mistakes(a, b, close, accumulation) or _diagnose_rows(a, b, rtol, atol)
 
 
-def _diagnose_rows(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> str | None:
+def _diagnose_rows(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float
+                   ) -> Diagnosis | None:
     """A mismatch confined to a few rows (entries of a 1-D tensor): say which.
 
     A gradient wrong in only some rows points at what sets those rows apart:
@@ -105,66 +85,54 @@ def _diagnose_rows(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -
     if a.ndim == 0 or a.shape[0] < 2:
         return None
     row_ok = close_mask(a, b, rtol, atol).reshape(a.shape[0], -1).all(dim=1)
-    bad = (~row_ok).nonzero().flatten().tolist()
+    bad = tuple((~row_ok).nonzero().flatten().tolist())
     if not bad or 2 * len(bad) > len(row_ok):
         return None  # most rows differ: nothing sets the few right ones apart
-    unit, units = ("row", "rows") if a.ndim > 1 else ("entry", "entries")
-    shown = ", ".join(map(str, bad[:6])) + (", ..." if len(bad) > 6 else "")
-    where = f"{unit} {shown}" if len(bad) == 1 else f"{units} {shown}"
-    others = f"the other {len(row_ok) - len(bad)} of {len(row_ok)} {units} match"
-    if all(all_close(-a[i], b[i], rtol, atol) for i in bad):
-        return f"the sign is flipped in {where} only ({others})"
-    return (
-        f"only {where} {'differs' if len(bad) == 1 else 'differ'} ({others}): look at what "
-        f"sets {'it' if len(bad) == 1 else 'them'} apart, e.g. an index used more than once "
-        "(each use adds its own contribution, as index_add_ does) or a point at the edge of "
-        "a formula such as x = 0"
-    )
+    flipped = all(all_close(-a[i], b[i], rtol, atol) for i in bad)
+    return Diagnosis("sign-in-rows" if flipped else "rows", rows=bad, size=len(row_ok),
+                     shapes=(tuple(a.shape), tuple(b.shape)))
 
 
-def _value_mistake(
-    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool], accumulation: bool
-) -> str | None:
+def _value_mistake(a: torch.Tensor, b: torch.Tensor, close: Close, accumulation: bool
+                   ) -> Diagnosis | None:
     """A flipped sign or a constant factor between same-shaped ``a`` and ``b``."""
     if close(-a):
-        return (
-            "the sign is flipped: your answer is the negative of the reference "
-            "(a minus sign lost or added in the chain rule?)"
-        )
+        return Diagnosis("sign")
     return _diagnose_factor(a, b, close, accumulation)
 
 
-def _two_mistakes(
-    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool], accumulation: bool
-) -> str | None:
+def _two_mistakes(a: torch.Tensor, b: torch.Tensor, close: Close, accumulation: bool
+                  ) -> Diagnosis | None:
     """One mistake of arrangement (transpose, dimension order, a missing sum,
     a shape) and one of value (sign, factor) together: undo the first, then
     name the second. Each pairing is verified on the numbers."""
-    for what, fixed in _rearrangements(a, b):
+    for arrangement, fixed in _rearrangements(a, b):
         value = _value_mistake(fixed, b, close, accumulation)
         if value is not None:
-            return f"{TWO_MISTAKES}{what}; with that undone, {value}"
+            return Diagnosis("two-mistakes", parts=(arrangement, value))
     return None
 
 
-def _rearrangements(a: torch.Tensor, b: torch.Tensor):
-    """(description, rearranged a) for each single rearrangement of ``a``
+def _rearrangements(a: torch.Tensor, b: torch.Tensor) -> Iterator[tuple[Diagnosis, torch.Tensor]]:
+    """(the mistake, rearranged a) for each single rearrangement of ``a``
     that gives the reference's shape."""
     if a.ndim == 2 and a.T.shape == b.shape:
-        yield "it is transposed (your answer's .T lines up with the reference)", a.T
+        yield Diagnosis("transposed"), a.T
     if a.ndim > 2 and sorted(a.shape) == sorted(b.shape):
         for perm, p in _permutations(a, b.shape):
-            yield f"the dimensions are in the wrong order (.permute{perm})", p
+            yield Diagnosis("permuted", permutation=perm), p
     dims = _broadcast_dims(a.shape, b.shape)
     if dims is not None:
         leading, keep = dims
-        summed = _sum_away(a, leading, keep)
-        yield f"you forgot to sum over {_dims_text(leading + keep)}", summed
+        yield (Diagnosis("missing-sum", dims=(*leading, *keep), kept=tuple(keep),
+                         shapes=(tuple(a.shape), tuple(b.shape))),
+               _sum_away(a, leading, keep))
     if a.shape != b.shape and a.numel() == b.numel():
-        yield f"the shape is wrong (.reshape{shape_text(b.shape)} lines up)", a.reshape(b.shape)
+        yield Diagnosis("reshape", shapes=(tuple(a.shape), tuple(b.shape))), a.reshape(b.shape)
 
 
-def _permutations(a: torch.Tensor, shape: torch.Size):
+def _permutations(a: torch.Tensor, shape: torch.Size
+                  ) -> Iterator[tuple[tuple[int, ...], torch.Tensor]]:
     """(perm, a.permute(perm)) for every non-identity order of a's dimensions
     that gives ``shape``; none beyond 5 dimensions (720 orders is the most
     worth trying)."""
@@ -176,33 +144,25 @@ def _permutations(a: torch.Tensor, shape: torch.Size):
             yield perm, p
 
 
-def _find_permutation(
-    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool]
-) -> tuple[int, ...] | None:
+def _find_permutation(a: torch.Tensor, b: torch.Tensor, close: Close) -> tuple[int, ...] | None:
     return next((perm for perm, p in _permutations(a, b.shape) if close(p)), None)
-    for perm in itertools.permutations(range(a.ndim)):
-        if perm == tuple(range(a.ndim)):
-            continue
-        p = a.permute(perm)
-        if p.shape == b.shape and close(p):
-            return perm
-    return None
 
 
 def _diagnose_shape(
     a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float, accumulation: bool
-) -> str | None:
+) -> Diagnosis | None:
     """Mistakes that change the shape: transpose, missing reduction, reshape."""
 
     def close(x: torch.Tensor) -> bool:
         return all_close(x, b, rtol, atol)
 
+    shapes = (tuple(a.shape), tuple(b.shape))
     if a.ndim == 2 and a.T.shape == b.shape and close(a.T):
-        return "it is transposed: your answer's .T matches the reference (swap the matmul order?)"
+        return Diagnosis("transposed")
     if a.ndim > 2 and sorted(a.shape) == sorted(b.shape):
         perm = _find_permutation(a, b, close)
         if perm is not None:
-            return f"the dimensions are in the wrong order: .permute{perm} matches the reference"
+            return Diagnosis("permuted", permutation=perm)
     kept = _size_one_left(a, b, close)
     if kept is not None:
         return kept
@@ -215,23 +175,10 @@ def _diagnose_shape(
     # that merely lacks a size-1 dimension summed nothing away; the reshape below says so.)
     if dims is not None and any(b.shape[d] != 1 for d in dims[0] + dims[1]):
         leading, keep = dims
-        reduced = _sum_away(b, leading, keep)
-        if all_close(a, reduced, rtol, atol):
-            return (
-                f"you summed over {_dims_text(leading + keep)} but the reference keeps "
-                f"{'it' if len(leading + keep) == 1 else 'them'}: a gradient has the shape of "
-                "the tensor it belongs to, so do not reduce here"
-            )
+        if all_close(a, _sum_away(b, leading, keep), rtol, atol):
+            return Diagnosis("summed-away", dims=(*leading, *keep), shapes=shapes)
     if a.numel() == b.numel() and close(a.reshape(b.shape)):
-        if _squeezed(a.shape) == _squeezed(b.shape):
-            why = "a missing keepdim=True, or an extra squeeze/unsqueeze?"
-        else:
-            why = ("a view not undone: the gradient of x.view(...) or x.flatten() is the "
-                   "incoming gradient viewed back to x's shape")
-        return (
-            f"the values are right but the shape is not: .reshape{shape_text(b.shape)} matches "
-            f"the reference ({why})"
-        )
+        return Diagnosis("reshape", shapes=shapes)
     return _two_mistakes(a, b, close, accumulation)
 
 
@@ -239,29 +186,16 @@ def _squeezed(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(s for s in shape if s != 1)
 
 
-def _size_one_left(
-    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool]
-) -> str | None:
+def _size_one_left(a: torch.Tensor, b: torch.Tensor, close: Close) -> Diagnosis | None:
     """The reduction is there, but ``a`` keeps it as size-1 dimensions the reference
     does not have (a ``keepdim=True`` too many, or an ``unsqueeze``)."""
     extra = a.ndim - b.ndim
     if extra <= 0 or _squeezed(a.shape) != _squeezed(b.shape):
         return None
-    dims = [d for d in range(a.ndim) if a.shape[d] == 1]
     if not close(a.reshape(b.shape)):
         return None
-    where = _dims_text(dims) if len(dims) == extra else f"{extra} size-1 dimension(s)"
-    return (
-        f"the sum is there, but keepdim=True (or an unsqueeze) left a size-1 dimension: "
-        f"yours is {shape_text(a.shape)}, the reference {shape_text(b.shape)}; without "
-        f"{where} your answer matches it (drop keepdim=True here)"
-    )
-
-
-def _dims_text(dims: Sequence[int]) -> str:
-    if len(dims) == 1:
-        return f"dimension {dims[0]}"
-    return "dimensions " + ", ".join(map(str, dims[:-1])) + f" and {dims[-1]}"
+    return Diagnosis("size-one-left", dims=tuple(d for d in range(a.ndim) if a.shape[d] == 1),
+                     shapes=(tuple(a.shape), tuple(b.shape)))
 
 
 def _broadcast_dims(big: Sequence[int], small: Sequence[int]) -> tuple[list[int], list[int]] | None:
@@ -293,46 +227,25 @@ def _sum_away(t: torch.Tensor, leading: list[int], keep: list[int]) -> torch.Ten
     return t.sum(dim=leading) if leading else t
 
 
-def _diagnose_missing_sum(
-    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool]
-) -> str | None:
+def _diagnose_missing_sum(a: torch.Tensor, b: torch.Tensor, close: Close) -> Diagnosis | None:
     """``a`` has extra (broadcast) dimensions that should have been summed away."""
     dims = _broadcast_dims(a.shape, b.shape)
     if dims is None:
         return None
     leading, keep = dims
     summed = _sum_away(a, leading, keep)
-    all_dims = leading + keep
-    n = math.prod(a.shape[d] for d in all_dims)
-    if len(all_dims) == 1:
-        d = all_dims[0]
-        role = (
-            "the broadcast batch dimension" if d == 0 and leading
-            else f"size {a.shape[d]} in yours, broadcast from size 1"
-        )  # fmt: skip
-    else:
-        role = "the broadcast dimensions"
-    call = ""
-    if keep:
-        call += f".sum({keep[0] if len(keep) == 1 else tuple(keep)}, keepdim=True)"
-    if leading:
-        call += f".sum({leading[0] if len(leading) == 1 else tuple(leading)})"
-    what = _dims_text(all_dims)
+    n = math.prod(a.shape[d] for d in leading + keep)
+    fields: dict[str, Any] = {"dims": (*leading, *keep), "kept": tuple(keep),
+                              "shapes": (tuple(a.shape), tuple(b.shape))}
     if close(summed):
-        return (
-            f"you forgot to sum over {what} ({role}): {call} of your answer matches the reference"
-        )
+        return Diagnosis("missing-sum", **fields)
     if close(summed / n):
-        return (
-            f"you forgot to reduce over {what} ({role}); the reference is the mean, not the sum: "
-            f"{call} / {n} of your answer matches it"
-        )
+        return Diagnosis("missing-mean", size=n, **fields)
     return None
 
 
-def _diagnose_factor(
-    a: torch.Tensor, b: torch.Tensor, close: Callable[[torch.Tensor], bool], accumulation: bool
-) -> str | None:
+def _diagnose_factor(a: torch.Tensor, b: torch.Tensor, close: Close, accumulation: bool
+                     ) -> Diagnosis | None:
     """A constant factor c with manual == c * reference, named when recognised."""
     bb = float((b * b).sum())
     if bb == 0.0:
@@ -342,105 +255,42 @@ def _diagnose_factor(
         return None
     sizes = sorted({*a.shape, *b.shape, a.numel()} - {0, 1})
     # Candidate exact values, most telling first; each is verified, not assumed.
-    named: list[tuple[float, str]] = []
+    named: list[tuple[float, int | None]] = []  # (value, the size N it is N or 1/N of)
     for k in (2, 3):
-        named.append((float(k), f"{k}"))
-        named.append((1.0 / k, f"1/{k}"))
+        named += [(float(k), None), (1.0 / k, None)]
     for n in sizes:
-        named.append((float(n), f"N = {n}"))
-        named.append((1.0 / n, f"1/N = 1/{n}"))
+        named += [(float(n), n), (1.0 / n, n)]
 
-    def verified(sign: float) -> list[tuple[float, str]]:
+    def verified(sign: float) -> list[tuple[float, int | None]]:
         return [
-            (v, label) for v, label in named
+            (v, n) for v, n in named
             if math.isclose(sign * c, v, rel_tol=1e-3) and close(sign * a / v)
         ]  # fmt: skip
 
-    hits = verified(1.0)
+    hits = verified(1.0) or verified(-1.0)
     if hits:
-        return _factor_sentence(c, [label for _, label in hits], a, b, accumulation)
-    hits_neg = verified(-1.0)
-    if hits_neg:
-        frac = _fraction_text(hits_neg[0][0])
-        return (
-            f"your answer is exactly -{frac} × the reference: the sign is flipped and it is "
-            f"off by a factor of {frac}"
-        )
+        sign = 1 if c > 0 else -1
+        exact = Fraction(c if sign > 0 else hits[0][0]).limit_denominator(10_000)
+        readings = tuple(r for v, n in hits for r in _readings(v, n, accumulation))
+        size = next((n for _, n in hits if n is not None), None)
+        dims = () if size is None else tuple(d for d in range(a.ndim) if a.shape[d] == size)[:1]
+        return Diagnosis("factor" if sign > 0 else "negative-factor", factor=sign * exact,
+                         readings=tuple(dict.fromkeys(readings)), size=size, dims=dims)
     # Any two numbers differ by "a factor": only claim a generic factor when
     # it relates several non-zero entries at once.
     if int((b.abs() > 0).sum()) < 2:
         return None
-    sign = "and the sign is flipped " if c < 0 else ""
-    return (
-        f"your answer is off by a constant factor of about {fmt(c)} {sign}"
-        f"(yours ≈ {fmt(c)} × reference)"
-    )
+    return Diagnosis("rough-factor", factor=c)
 
 
-def _fraction_text(v: float) -> str:
-    f = Fraction(v).limit_denominator(10_000)
-    return str(f)
-
-
-def _dims_of_size(n: int, a: torch.Tensor, b: torch.Tensor) -> str:
-    for t, whose in ((a, "your answer"), (b, "the reference")):
-        dims = [i for i, s in enumerate(t.shape) if s == n]
-        if dims:
-            d = dims[0]
-            return f"the size of dimension {d}" + ("" if t is a else f" of {whose}")
-    return "the number of elements"
-
-
-def _factor_sentence(
-    c: float, labels: list[str], a: torch.Tensor, b: torch.Tensor, accumulation: bool
-) -> str:
-    ideas: list[str] = []
-    v = Fraction(c).limit_denominator(10_000)
-    for label in labels:
-        if label in ("2", "3"):
-            k = int(label)
-            ideas.append(
-                f"a stray factor {k} (e.g. the power rule applied twice)"
-                if k == 2 else "a stray factor 3"
-            )  # fmt: skip
-            if accumulation:
-                ideas.append(
-                    f"gradients accumulated over {k} backward passes because .grad was not "
-                    "zeroed in between (call .grad.zero_() or optimizer.zero_grad())"
-                )
-        elif label in ("1/2", "1/3"):
-            k = int(label[-1])
-            ideas.append(
-                "a missing factor 2 (e.g. d(x²)/dx = 2x)"
-                if k == 2
-                else "a missing factor 3 (e.g. d(x³)/dx = 3x²)"
-            )
-            if accumulation:
-                ideas.append(
-                    f"the reference .grad accumulated {k} backward passes without zeroing "
-                    "(re-running a cell adds to .grad; call .grad.zero_() or zero_grad())"
-                )
-        elif label.startswith("1/N"):
-            n = int(label.split("/")[-1])
-            ideas.append(
-                f"off by a factor of 1/N with N = {n}, {_dims_of_size(n, a, b)}: "
-                "did you average instead of sum?"
-            )
-        elif label.startswith("N"):
-            n = int(label.split("= ")[-1])
-            ideas.append(
-                f"off by a factor of N = {n}, {_dims_of_size(n, a, b)}: "
-                "did you sum where the forward pass takes a mean (a missing 1/N)?"
-            )
-    # Keep one sentence per distinct idea, in order.
-    seen: list[str] = []
-    for idea in ideas:
-        if idea not in seen:
-            seen.append(idea)
-    head = f"your answer is exactly {v} × the reference"
-    if len(seen) == 1:
-        return f"{head}: {seen[0]}"
-    return f"{head}; either " + ", or ".join(seen)
+def _readings(value: float, size: int | None, accumulation: bool) -> tuple[str, ...]:
+    """How an exact factor may have come about, most telling first: a stray or missing
+    factor 2 or 3, ``.grad`` accumulated, a mean where a sum belongs (1/N) or the reverse."""
+    if size is not None:
+        return ("mean",) if value < 1 else ("sum",)
+    if value > 1:
+        return ("stray", "accumulated") if accumulation else ("stray",)
+    return ("missing", "reference-accumulated") if accumulation else ("missing",)
 
 
 # --------------------------------------------------------------------------
@@ -454,7 +304,7 @@ def diagnose(
     *,
     rtol: float | None = None,
     atol: float | None = None,
-) -> str | None:
+) -> Diagnosis | None:
     """Name the most likely mistake that turns ``reference`` into ``manual``.
 
     Candidates (transposed, dimensions permuted, missing sum over a broadcast
@@ -465,17 +315,23 @@ def diagnose(
     closeness test as :func:`backproplab.check.compare`; a diagnosis is only
     returned when it holds. When no single mistake fits, one mistake of
     arrangement (transpose, permutation, missing sum, shape) together with one
-    of value (sign, factor) is tried, and the text then begins ``"two mistakes: "``.
-    Last, a mismatch confined to a minority of rows (of entries, for 1-D) is
-    located: which rows differ, and whether their sign is flipped.
-    Returns ``None`` when the values already match or nothing fits.
+    of value (sign, factor) is tried (kind ``"two-mistakes"``, its sentence
+    begins ``"two mistakes: "``). Last, a mismatch confined to a minority of rows
+    (of entries, for 1-D) is located: which rows differ, and whether their sign is
+    flipped. Returns ``None`` when the values already match or nothing fits.
+
+    The result is a `Diagnosis`: ``print`` it for the sentence, or read its fields
+    (``kind``, ``factor``, ``dims``, ...) in code.
 
     >>> import torch
     >>> ref = torch.tensor([1.0, 2.0, 3.0])
     >>> print(diagnose(-ref, ref))  # doctest: +ELLIPSIS
     the sign is flipped: your answer is the negative of the reference...
-    >>> diagnose(torch.ones(4, 3), torch.full((3,), 4.0))  # doctest: +ELLIPSIS
-    'you forgot to sum over dimension 0 (the broadcast batch dimension): ...'
+    >>> d = diagnose(torch.ones(4, 3), torch.full((3,), 4.0))
+    >>> d.kind, d.dims
+    ('missing-sum', (0,))
+    >>> print(d)  # doctest: +ELLIPSIS
+    you forgot to sum over dimension 0 (the broadcast batch dimension): ...
     >>> print(diagnose(-2 * ref.reshape(3, 1), ref))  # doctest: +ELLIPSIS
     two mistakes: the shape is wrong (.reshape(3,) lines up); with that undone, ...exactly -2 × ...
     """

@@ -18,7 +18,6 @@ import torch
 
 __all__ = [
     "TOLERANCES",
-    "TWO_MISTAKES",
     "Value",
     "abs_diff",
     "aligned",
@@ -31,9 +30,10 @@ __all__ = [
     "finite_abs",
     "fmt",
     "index_text",
-    "likely",
+    "index_words",
+    "position",
+    "relative",
     "resolve_tolerance",
-    "sentence",
     "shape_text",
     "tolerance_text",
     "type_name",
@@ -163,14 +163,26 @@ def shape_text(s: Sequence[int]) -> str:
     return "(" + ", ".join(map(str, s)) + ("," if len(s) == 1 else "") + ")"
 
 
-def index_text(flat: int, shape: Sequence[int]) -> str:
-    if len(shape) == 0:
-        return ""
+def position(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
+    """The index of entry ``flat`` of a tensor of ``shape`` (row-major): ``()`` for a scalar.
+
+    >>> position(5, (2, 3))
+    (1, 2)
+    """
     idx = []
-    for size in reversed(shape):
+    for size in reversed(tuple(shape)):
         idx.append(flat % size)
         flat //= size
-    return "[" + ", ".join(map(str, reversed(idx))) + "]"
+    return tuple(reversed(idx))
+
+
+def index_words(index: Sequence[int]) -> str:
+    """An index as a report shows it: ``[1, 2]``; empty for a scalar's ``()``."""
+    return "[" + ", ".join(map(str, index)) + "]" if len(index) else ""
+
+
+def index_text(flat: int, shape: Sequence[int]) -> str:
+    return index_words(position(flat, shape))
 
 
 def tolerance_text(rtol: float, atol: float, dtype_note: str = "") -> str:
@@ -182,22 +194,6 @@ def dtype_name(d: torch.dtype) -> str:
     return str(d).removeprefix("torch.")
 
 
-def sentence(text: str) -> str:
-    """End a diagnosis with exactly one full stop (or its own question mark)."""
-    return text if text.endswith((".", "?", "!")) else text + "."
-
-
-TWO_MISTAKES = "two mistakes: "  # how a diagnosis of two mistakes at once begins
-
-
-def likely(diag: str) -> str:
-    """A diagnosis as a check message puts it: "Likely mistake: ..." or, for
-    a pair, "Likely two mistakes: ..."."""
-    if diag.startswith(TWO_MISTAKES):
-        return f"Likely two mistakes: {sentence(diag[len(TWO_MISTAKES):])}"
-    return f"Likely mistake: {sentence(diag)}"
-
-
 def exact_nan_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal except that NaNs sit in the same places on both sides."""
     nan = a.isnan()
@@ -207,6 +203,27 @@ def exact_nan_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 def finite_abs(t: torch.Tensor) -> torch.Tensor:
     t = t.abs()
     return torch.where(torch.isfinite(t), t, torch.zeros_like(t))
+
+
+def relative(got: object, want: object, *, ord: float = math.inf) -> float:
+    """How far ``got`` is from ``want``, relative to ``want``'s size: ``‖got - want‖ /
+    ‖want‖`` over all entries, by the largest entry (``ord=inf``, the default) or by
+    another vector norm (``ord=2``: the Euclidean norm). Only ``want``'s finite entries
+    count towards its size. It is ``inf`` when the shapes differ or a value is not a
+    number or tensor.
+
+    >>> relative(torch.tensor([1.0, 2.5]), torch.tensor([1.0, 2.0]))
+    0.25
+    """
+    try:
+        g, w = as_value(got, "got").tensor, as_value(want, "want").tensor
+    except TypeError:
+        return math.inf
+    if g.shape != w.shape:
+        return math.inf
+    scale = float(torch.linalg.vector_norm(finite_abs(w), ord)) if w.numel() else 0.0
+    gap = float(torch.linalg.vector_norm((g - w).abs(), ord)) if w.numel() else 0.0
+    return gap / max(scale, 1e-300)
 
 
 def abs_diff(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

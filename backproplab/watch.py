@@ -135,8 +135,13 @@ class AutogradForbidden(AssertionError):
     """Raised by any autograd pass inside `forbid_autograd`.
 
     It is an ``AssertionError`` so that a graded cell fails the way any other
-    failed check does.
+    failed check does. ``did`` says what the code did ("called Tensor.backward()"), for
+    a checker that words the refusal in its exercise's own terms.
     """
+
+    def __init__(self, message: str, did: str = "") -> None:
+        super().__init__(message)
+        self.did = did
 
 
 @contextlib.contextmanager
@@ -161,7 +166,7 @@ def forbid_autograd(reason: str = "this exercise asks for the gradient by hand")
         did = api if api.startswith("used ") else f"called {api}"
         raise AutogradForbidden(
             f"{reason}, but your code {did}. Work the chain rule out and compute "
-            "the gradient with plain tensor operations."
+            "the gradient with plain tensor operations.", did
         )
 
     with watch(refuse, refuse), _grad_mode_refused(refuse):

@@ -11,8 +11,9 @@ numerical estimate fails because it moves its inputs by a step
 named by `backproplab.course.slips`.
 
 Where the answer runs is the caller's choice: in the learner's kernel
-(feedback, `check_by_hand`), or in a fresh process that has only the answer's
-source (the grade, `backproplab grade`, through `judge_by_hand`).
+(`feedback` on a `ByHand` exercise, or `check_by_hand`, which makes one), or in a
+fresh process that has only the answer's source (the grade, `backproplab grade`,
+through `judge_by_hand`, which takes the exercise and a way to call the answer).
 
 >>> import torch
 >>> print(check_by_hand(
@@ -28,11 +29,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -51,7 +51,11 @@ from .slips import (
     shapes,
 )
 
-__all__ = ["ADVICE", "Ran", "check_by_hand", "judge_by_hand", "run_answer", "source_refusal"]
+if TYPE_CHECKING:  # grading imports this module; the type is only named here
+    from .grading import ByHand
+
+__all__ = ["ADVICE", "Ran", "Task", "check_by_hand", "feedback", "judge_by_hand", "run_answer",
+           "source_refusal"]
 
 ADVICE = (
     "Work one entry out on paper for a tiny input (one or two elements) and compare it "
@@ -63,7 +67,8 @@ ADVICE = (
 class Ran:
     """What one call of an answer gave: its result, or what went wrong instead.
 
-    ``failure`` is None, ``"autograd"`` (refused), ``"missing"`` (NotImplementedError),
+    ``failure`` is None, ``"autograd"`` (refused; ``detail`` says what the code did, as
+    "called Tensor.backward()"), ``"missing"`` (NotImplementedError),
     ``"error"`` (it raised; ``detail`` says what), ``"estimate"`` (``nudged`` is the
     position of the input it moved by a step) or ``"contract"`` (a result that is not
     plain data; ``detail`` says why). ``warnings`` are those it raised; ``largest`` is
@@ -95,8 +100,8 @@ def run_answer(answer: Callable[..., Any], args: Sequence[Any]) -> Ran:
                 got = answer(*args)
         except NudgeSeen:
             pass
-        except AutogradForbidden as err:
-            failure, detail = "autograd", str(err)
+        except AutogradForbidden as err:  # the exercise's words are added by the judge
+            failure, detail = "autograd", err.did
         except NotImplementedError:
             failure = "missing"
         except Exception as err:  # the learner's bug, told as a failed check
@@ -121,6 +126,32 @@ def _float64(inputs: Sequence[Any]) -> tuple[Any, ...]:
         else t.to(torch.complex128) if isinstance(t, torch.Tensor) and t.is_complex() else t
         for t in inputs
     )
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a by-hand exercise asks for, in the words its feedback uses.
+
+    The defaults speak of a gradient checked against autograd on new random inputs; an
+    exercise whose answer is another formula (a byte count, checked against what is
+    measured) says so here, and every message of its feedback follows.
+
+    >>> Task().passed(3)
+    'matches autograd on 3 new random inputs'
+    """
+
+    asks_for: str = "the gradient by hand"
+    result: str = "the gradient"
+    how: str = "Work the chain rule out and compute the gradient with plain tensor operations."
+    reference: str = "autograd"
+    inputs: str = "new random inputs"
+
+    def passed(self, trials: int) -> str:
+        return f"matches {self.reference} on {trials} {self.inputs}"
+
+    def refused(self, did: str) -> str:
+        """The message of an answer that used autograd (``did``: "called Tensor.backward()")."""
+        return f"this exercise asks for {self.asks_for}, but your code {did}. {self.how}"
 
 
 def check_by_hand(
@@ -166,7 +197,8 @@ def check_by_hand(
     exercises pass), the answer's source is read first and anything outside the
     vocabulary is refused by name. With ``without`` (say "the (n, n) Jacobian"), the
     answer may make no tensor larger than its largest input, and is told it built
-    ``without`` when it does.
+    ``without`` when it does. The arguments but ``answer`` and ``seed`` are those of a
+    `ByHand` exercise, which is made from them (and checks them).
 
     >>> import torch
     >>> wrong = lambda x: x                      # forgot the factor 2
@@ -178,25 +210,35 @@ def check_by_hand(
     ... ))  # doctest: +ELLIPSIS
     ✗ dz/dx: on new inputs (shape 4): mismatch. Likely mistake: ...factor 2...
     """
-    _check_arguments(name, reference, make_inputs, trials, seed)
+    from .grading import ByHand  # here, not above: grading imports this module
+
+    exercise = ByHand(name, reference, make_inputs, outputs=outputs, mistakes=mistakes or {},
+                      advice=advice, trials=trials, vocabulary=vocabulary or rules.BY_HAND,
+                      without=without, rtol=rtol, atol=atol, entries=entries)
+    return feedback(exercise, answer, seed=seed, read=vocabulary is not None)
+
+
+def feedback(exercise: ByHand, answer: Any, *, seed: int = 0, read: bool = True) -> Report:
+    """Feedback on a live ``answer`` to a by-hand ``exercise``: its source read against the
+    exercise's vocabulary (unless ``read`` is False), then run here, on the trials of
+    ``seed``, and judged by `judge_by_hand`."""
     if not callable(answer):
         return fail(
-            name,
+            exercise.name,
             f"expected a function, got {type(answer).__name__} {answer!r:.60}. This exercise "
             "asks for a function so that it can be checked on new inputs; a number worked "
             "out for one point cannot be.",
         )
-    if vocabulary is not None:
-        refused = source_refusal(answer, vocabulary)
+    if read:
+        refused = source_refusal(answer, exercise.vocabulary, asks_for=exercise.task.asks_for)
         if refused is not None:
-            return fail(name, refused, "vocabulary")
-    return judge_by_hand(lambda args: run_answer(answer, args), reference, make_inputs,
-                         name=name, outputs=outputs, trials=trials, seed=seed,
-                         mistakes=mistakes, advice=advice, rtol=rtol, atol=atol,
-                         entries=entries, params=_positional_names(answer), without=without)
+            return fail(exercise.name, refused, "vocabulary")
+    return judge_by_hand(exercise, lambda args: run_answer(answer, args), seed=seed,
+                         params=_positional_names(answer))
 
 
-def source_refusal(answer: Any, vocabulary: rules.Vocabulary) -> str | None:
+def source_refusal(answer: Any, vocabulary: rules.Vocabulary, *,
+                   asks_for: str = "the gradient by hand") -> str | None:
     """Why a live answer's source is refused (the sentence a learner reads), or None.
 
     The answer's functions and classes, and those of the learner's they reach, are read
@@ -213,43 +255,26 @@ def source_refusal(answer: Any, vocabulary: rules.Vocabulary) -> str | None:
         why = rules.qualified_reason(bound["answer"], vocabulary)
         found = [rules.Finding(0, bound["answer"], why)] if why else []
     if found:
-        return rules.refusal(found, vocabulary)
+        return rules.refusal(found, vocabulary, asks_for=asks_for)
     if unread:
         return (f"the source of {', '.join(unread)} could not be read, so what it uses cannot "
                 "be checked. Define it with def (or lambda) in a cell of the notebook.")
     return None
 
 
-def judge_by_hand(
-    call: Callable[[tuple[Any, ...]], Ran],
-    reference: Callable[..., Any],
-    make_inputs: Callable[[torch.Generator], Sequence[Any]],
-    *,
-    name: str,
-    outputs: Sequence[str] | None = None,
-    trials: int = 3,
-    seed: int = 0,
-    mistakes: Mapping[str, Callable[..., Any]] | None = None,
-    advice: str = ADVICE,
-    rtol: float | None = None,
-    atol: float | None = None,
-    entries: Sequence[str] | None = None,
-    params: Sequence[str] = (),
-    without: str | None = None,
-) -> Report:
-    """The judgement of `check_by_hand`, with the answer run by ``call(args) -> Ran``
-    wherever the caller runs it; ``params`` are the answer's parameter names, for messages."""
-    _check_arguments(name, reference, make_inputs, trials, seed)
-    if entries is not None and (isinstance(entries, str)
-                                or not all(isinstance(e, str) for e in entries)):
-        raise TypeError(f"entries: expected a sequence of names such as ('x.grad', "
-                        f"'w.grad'), got {entries!r:.60}")
-    runs, noted = _run_trials(call, reference, make_inputs, name, trials, seed, params,
-                              without)
+def judge_by_hand(exercise: ByHand, call: Callable[[tuple[Any, ...]], Ran], *, seed: int,
+                  params: Sequence[str] = ()) -> Report:
+    """The judgement of a by-hand ``exercise``, with the answer run by ``call(args) -> Ran``
+    wherever the caller runs it (this kernel for feedback, a sandbox for the grade) on the
+    trials of ``seed``; ``params`` are the answer's parameter names, for messages."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed: expected an int, got {type(seed).__name__}")
+    name = exercise.name
+    runs, noted = _run_trials(exercise, call, seed, params)
     if isinstance(runs, Report):  # the answer raised, called autograd, made an estimate
         return runs
     n_out = len(runs[0].ref)
-    labels = list(outputs) if outputs is not None else (
+    labels = list(exercise.outputs) if exercise.outputs is not None else (
         [name] if n_out == 1 else [f"{name}[{i}]" for i in range(n_out)]
     )
     if len(labels) != n_out:
@@ -267,62 +292,41 @@ def judge_by_hand(
     broken = _contract(labels, runs)
     if broken is not None:
         return broken
-    constant = hard_coded(name, labels, runs, mistakes)
+    constant = hard_coded(name, labels, runs, exercise.mistakes, exercise.task.result)
     if constant is not None:  # (a failed Report is falsy: compare with None)
         return constant
     for i, label in enumerate(labels):
-        failure = judge(label, i, runs, mistakes, advice, rtol, atol, params, labels)
+        failure = judge(label, i, runs, exercise.mistakes, exercise.advice, exercise.rtol,
+                        exercise.atol, params, labels)
         if failure is not None:
-            return Report((_name_entry(failure, entries), *warned))
-    checks = tuple(
-        Check(label, True, "pass", f"matches autograd on {trials} new random inputs")
-        for label in labels
-    )
+            return Report((_name_entry(failure, exercise.entries), *warned))
+    checks = tuple(Check(label, True, "pass", exercise.task.passed(exercise.trials))
+                   for label in labels)
     return Report(checks + warned)
 
 
 def _name_entry(failure: Check, entries: Sequence[str] | None) -> Check:
-    """'worst entry [1] (w.grad)': the entry's name after its index."""
-    if not entries:
+    """'worst entry [1] (w.grad)': the worst entry of a 1-D result named."""
+    numbers = failure.numbers
+    if not entries or numbers is None or len(numbers.index) != 1 \
+            or numbers.index[0] >= len(entries):
         return failure
-    message = re.sub(r"worst entry \[(\d+)\]",
-                     lambda m: m.group(0) + (f" ({entries[int(m.group(1))]})"
-                                             if int(m.group(1)) < len(entries) else ""),
-                     failure.message)
-    return dataclasses.replace(failure, message=message)
+    named = dataclasses.replace(numbers, entry=entries[numbers.index[0]])
+    return dataclasses.replace(failure, numbers=named)
 
 
-def _check_arguments(name: Any, reference: Any, make_inputs: Any, trials: Any,
-                     seed: Any) -> None:
-    """Refuse a check that is set up wrong (the lesson's bug, never the learner's)."""
-    if not isinstance(name, str):
-        raise TypeError(f"name: expected a str, got {type(name).__name__}")
-    if not callable(reference):
-        raise TypeError(f"reference: expected a function, got {type(reference).__name__}")
-    if not callable(make_inputs):
-        raise TypeError(f"make_inputs: expected a function of a torch.Generator, got "
-                        f"{type(make_inputs).__name__}")
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 2:
-        raise ValueError(f"trials: expected an int >= 2 (one trial cannot spot a hard-coded "
-                         f"answer), got {trials!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed: expected an int, got {type(seed).__name__}")
-
-
-def _run_trials(
-    call: Callable[[tuple[Any, ...]], Ran], reference: Callable[..., Any],
-    make_inputs: Callable[[torch.Generator], Sequence[Any]], name: str, trials: int, seed: int,
-    params: Sequence[str], without: str | None = None,
-) -> tuple[list[Trial] | Report, list[str]]:
+def _run_trials(exercise: ByHand, call: Callable[[tuple[Any, ...]], Ran], seed: int,
+                params: Sequence[str]) -> tuple[list[Trial] | Report, list[str]]:
     """Each trial's inputs, answer and reference, and the warnings the answer raised; or
     the failed report when the answer raised, called autograd or made an estimate."""
+    name, without = exercise.name, exercise.without
     runs: list[Trial] = []
     noted: list[str] = []
-    for k in range(trials):
-        inputs = _float64(make_inputs(torch.Generator().manual_seed(seed + k)))
+    for k in range(exercise.trials):
+        inputs = _float64(exercise.make_inputs(torch.Generator().manual_seed(seed + k)))
         ran = call(fresh(inputs))
         if ran.failure == "autograd":
-            return fail(name, ran.detail, "autograd"), noted
+            return fail(name, exercise.task.refused(ran.detail), "autograd"), noted
         if ran.failure == "missing":
             return fail(name, "not written yet: the function still raises "
                               "NotImplementedError.", "missing"), noted
@@ -341,7 +345,7 @@ def _run_trials(
                               "and compute it from the inputs directly.", "size"), noted
         noted += [w for w in ran.warnings if w not in noted]
         # The reference only now, once the answer has returned.
-        ref = as_outputs(reference(*fresh(inputs)))
+        ref = as_outputs(exercise.reference(*fresh(inputs)))
         runs.append(Trial(inputs, as_outputs(ran.got),
                           tuple(r.detach() if isinstance(r, torch.Tensor) else r for r in ref)))
     return runs, noted

@@ -207,10 +207,7 @@ def _judged(run: Answer, exercise: Any, seed: int, params: Sequence[str]) -> Rep
     """The verdict on one check call, made here from what the answer's run sent back."""
     try:
         if isinstance(exercise, ByHand):
-            return judge_by_hand(run.call, exercise.reference, exercise.make_inputs,
-                                 name=exercise.name, outputs=exercise.outputs,
-                                 trials=exercise.trials, seed=seed, mistakes=exercise.mistakes,
-                                 advice=exercise.advice, params=params, without=exercise.without)
+            return judge_by_hand(exercise, run.call, seed=seed, params=params)
         if exercise.observe is None:  # the older form: its checks came back as words
             checks = run.observe(seed)
             return Report(tuple(Check(str(n), ok is True, str(v), str(m))
@@ -307,7 +304,9 @@ def grade(submitted: str | Path, against: str | Path, *, secret: str | None = No
         return [row for rows in pool.map(one_student, list(students)) for row in rows]
 
 
-_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|.)|[\x00-\x1f\x7f-\x9f]")
+# A terminal's escape sequences (CSI, OSC, and two-byte ones), and every control character.
+_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|.)"
+                      r"|[\x00-\x1f\x7f-\x9f]")
 
 
 def plain_text(text: str) -> str:

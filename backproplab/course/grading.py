@@ -35,7 +35,7 @@ import torch
 from ..check import Check, Report, compare, wrap
 from ..watch import AutogradCount, AutogradForbidden, count_autograd, forbid_autograd
 from . import rules, secret
-from .byhand import ADVICE, check_by_hand, source_refusal
+from .byhand import ADVICE, Task, check_by_hand, feedback, source_refusal
 from .slips import BY_HAND_RTOL, ESTIMATE_RTOL, fail
 
 __all__ = [
@@ -51,11 +51,16 @@ __all__ = [
     "check_exercise",
     "check_prediction",
     "count_autograd",
+    "failure",
     "find_exercise",
     "find_prediction",
     "forbid_autograd",
+    "is_failure",
+    "judge_method",
+    "lesson_module",
     "prediction_report",
     "reveal",
+    "same",
     "source_refusal",
 ]
 
@@ -74,6 +79,14 @@ class ByHand:
     ``vocabulary`` is what the answer's source may use (`rules.BY_HAND` unless the
     exercise allows more, such as complex numbers); ``without`` names what the answer
     must not build (a Jacobian): no tensor it makes may be larger than its largest input.
+    ``rtol``/``atol`` replace the by-hand tolerance (round-off); ``entries`` names the
+    entries of a 1-D result; ``task`` words what the exercise asks for when it is not a
+    gradient checked against autograd. The options are checked here, once, when the
+    exercise is made.
+
+    >>> ByHand("dz/dx", reference=abs, make_inputs=lambda gen: (), trials=1)
+    Traceback (most recent call last):
+    ValueError: trials: expected an int >= 2 (one trial cannot spot a hard-coded answer), got 1
     """
 
     name: str
@@ -85,13 +98,33 @@ class ByHand:
     trials: int = 3
     vocabulary: rules.Vocabulary = rules.BY_HAND
     without: str | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    entries: Sequence[str] | None = None
+    task: Task = Task()
+
+    def __post_init__(self) -> None:
+        """Refuse an exercise that is set up wrong (the lesson's bug, never the learner's)."""
+        if not isinstance(self.name, str):
+            raise TypeError(f"name: expected a str, got {type(self.name).__name__}")
+        if not callable(self.reference):
+            raise TypeError(f"reference: expected a function, got "
+                            f"{type(self.reference).__name__}")
+        if not callable(self.make_inputs):
+            raise TypeError(f"make_inputs: expected a function of a torch.Generator, got "
+                            f"{type(self.make_inputs).__name__}")
+        trials = self.trials
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 2:
+            raise ValueError(f"trials: expected an int >= 2 (one trial cannot spot a "
+                             f"hard-coded answer), got {trials!r}")
+        if self.entries is not None and (isinstance(self.entries, str) or not all(
+                isinstance(e, str) for e in self.entries)):
+            raise TypeError(f"entries: expected a sequence of names such as ('x.grad', "
+                            f"'w.grad'), got {self.entries!r:.60}")
 
     def check(self, answer: Any, seed: int = 0) -> Report:
         """Feedback on a live answer: its source read, then run here."""
-        return check_by_hand(answer, self.reference, self.make_inputs, name=self.name,
-                             outputs=self.outputs, trials=self.trials, seed=seed,
-                             mistakes=self.mistakes, advice=self.advice,
-                             vocabulary=self.vocabulary, without=self.without)
+        return feedback(self, answer, seed=seed)
 
 
 @dataclass(frozen=True)
@@ -107,7 +140,8 @@ class Method:
     process: ``agree(got, want)`` on every trial passes. A slip of ``mistakes`` (its words
     -> the observation it gives, from the inputs) is named only when the answer shows
     exactly that on every trial; otherwise ``explain(inputs, got, want)`` says what the
-    first trial that disagrees shows. ``allows`` names the sandbox's refused families the
+    first trial that disagrees shows (a `failure`, to give it a verdict of its own, such
+    as ``estimate``). ``allows`` names the sandbox's refused families the
     observation needs (`backproplab.course.runner.EVENTS`), ``vocabulary`` what the
     answer's source may use.
 
@@ -212,7 +246,9 @@ def judge_method(exercise: Method, observe: Callable[[Any], Any], *, seed: int =
         if all(agree(got, slip(inputs)) for inputs, got, _ in trials):
             return fail(exercise.name, words)
     inputs, got, want = next(t for t in trials if not agree(t[1], t[2]))
-    return fail(exercise.name, exercise.explain(inputs, got, want))
+    told = exercise.explain(inputs, got, want)  # words, or a failure with its own verdict
+    return fail(exercise.name, *((told["detail"], told["failed"]) if is_failure(told)
+                                 else (told,)))
 
 
 @dataclass(frozen=True)

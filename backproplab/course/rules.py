@@ -513,9 +513,11 @@ REPORT = ("If this refusal is wrong (what you used is plain arithmetic), tell yo
           "or open an issue on backproplab's tracker quoting this message.")
 
 
-def refusal(found: Sequence[Finding], vocabulary: Vocabulary = BY_HAND) -> str:
+def refusal(found: Sequence[Finding], vocabulary: Vocabulary = BY_HAND, *,
+            asks_for: str = "the gradient by hand") -> str:
     """The sentence a refusal shows: what was used and why (what says most first), what
-    the exercise allows, and how to report a refusal that is wrong.
+    the exercise allows, and how to report a refusal that is wrong (``asks_for``: what a
+    by-hand exercise asks for, in its own words).
 
     >>> print(refusal([Finding(2, "import numpy", "library")]))  # doctest: +ELLIPSIS
     this exercise asks for the gradient by hand, but your code uses import numpy (another ...
@@ -524,7 +526,7 @@ def refusal(found: Sequence[Finding], vocabulary: Vocabulary = BY_HAND) -> str:
     listed = "; ".join(f"{f.used} ({REASONS.get(f.why, f.why)})" for f in ordered[:4])
     listed += "; ..." if len(ordered) > 4 else ""
     if vocabulary.by_hand:
-        return (f"this exercise asks for the gradient by hand, but your code uses {listed}. A "
+        return (f"this exercise asks for {asks_for}, but your code uses {listed}. A "
                 "by-hand answer may use tensor arithmetic, torch's tensor operations "
                 "(torch.where, x.sum, scatter_add_, einsum, ...), torch.no_grad, Python's "
                 "plain builtins, math, its own helper functions and classes and the names "

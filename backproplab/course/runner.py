@@ -45,8 +45,12 @@ EVENTS = {
     "sockets": ("socket.",),
     "ctypes": ("ctypes.",),
 }
-# Modules an answer's code may meet lazily while it runs: loaded before the hook is on.
-PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile", "torch.func", "torch.nn.functional", "torch.autograd.graph", "torch.autograd.forward_ad",
+# Modules an answer's code may meet lazily while it runs: loaded before the hook is on
+# (str() of a tensor imports schema_check_mode the first time; torch.optim's step, a
+# checkpoint and torch.func's transforms import torch._dynamo).
+PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile", "torch._subclasses.schema_check_mode",
+           "torch.func", "torch.nn.functional",
+           "torch.autograd.graph", "torch.autograd.forward_ad",
            "torch.autograd.functional", "torch.utils.checkpoint", "torch.utils.hooks",
            "torch.nn.utils", "torch.optim", "torch.testing", "torch.overrides",
            "torch.utils._python_dispatch", "math", "collections", "itertools", "functools",

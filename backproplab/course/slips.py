@@ -22,9 +22,9 @@ on new inputs (shape 2): the factor 2 is missing.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +32,8 @@ from typing import Any
 import torch
 
 from ..check import Check, Report, compare
+from ..diagnosis import Diagnosis
+from ..values import relative
 
 __all__ = ["BY_HAND_RTOL", "ESTIMATE_RTOL", "Trial", "as_outputs", "fail", "fresh", "hard_coded",
            "input_name", "judge", "shapes"]
@@ -162,11 +164,10 @@ def judge(
         return None
     first, check = failed[0]
     where = f"on new inputs ({shapes(first.inputs)})"
-    numbers = check.message.split("\n", 1)[1].strip() if "\n" in check.message else ""
 
     def told(text: str) -> Check:
-        return Check(label, False, check.verdict, f"{where}: {text}" + (
-            f"\n  {numbers}" if numbers else ""))
+        """The failed check saying ``text``, with the first failed trial's numbers."""
+        return Check(label, False, check.verdict, f"{where}: {text}", numbers=check.numbers)
 
     low = _lower_precision(runs, i)
     if low is not None:
@@ -176,7 +177,7 @@ def judge(
     if rtol is None and atol is None and all(
             c.ok or _estimate_close(r.got[i], r.ref[i]) for r, c in zip(runs, results,
                                                                          strict=True)):
-        worst = max(_relative(r.got[i], r.ref[i]) for r in runs)
+        worst = max(relative(r.got[i], r.ref[i]) for r in runs)
         return told(
             f"it agrees with autograd only to {worst:.0e} of the gradient's size. A formula "
             "derived by hand agrees to round-off (about 1e-16); a numerical estimate such as "
@@ -202,8 +203,7 @@ def judge(
     if common is not None:
         return common
     if check.verdict == "shape":
-        head = check.message.split(". Likely", 1)[0]
-        return Check(label, False, "shape", f"{where}: {head}. {advice}")
+        return Check(label, False, "shape", f"{where}: {check.text}. {advice}")
     return told(f"mismatch, and no single common mistake explains it on every input. {advice}")
 
 
@@ -214,17 +214,15 @@ def _common_diagnosis(label: str, i: int, failed: list[tuple[Trial, Check]],
     diagnosed: list[tuple[Trial, Check]] = []
     for run, _ in failed:
         check = _compare(label, run.got[i], run.ref[i], run.ref[i], rtol, atol, explain=True)[0]
-        if not check.diagnosis or (diagnosed and not _same_mistake(
+        if check.diagnosis is None or (diagnosed and not _same_mistake(
                 diagnosed[0][1].diagnosis, diagnosed[0][0], check.diagnosis, run)):
             return None
         diagnosed.append((run, check))
-    # The claim holds on every trial; show the trial whose text claims least (a size
-    # that happens to equal 2 on one trial adds "or N = 2" there only).
-    run, shown = min(diagnosed, key=lambda rc: len(rc[1].message))
-    head, _, rest = shown.message.partition("\n")
-    return Check(label, False, shown.verdict,
-                 f"on new inputs ({shapes(run.inputs)}): {head}"
-                 + (f"\n  {rest.strip()}" if rest.strip() else ""))
+    # The claim holds on every trial; show the trial whose diagnosis claims least (a size
+    # that happens to equal 2 on one trial adds "or N = 2" there only), the smallest of
+    # those (its numbers are the easiest to follow).
+    run, shown = min(diagnosed, key=lambda rc: (_claims(rc[1].diagnosis), _entries(rc[0])))
+    return dataclasses.replace(shown, text=f"on new inputs ({shapes(run.inputs)}): {shown.text}")
 
 
 def _lower_precision(runs: list[Trial], i: int) -> str | None:
@@ -240,48 +238,61 @@ def _lower_precision(runs: list[Trial], i: int) -> str | None:
     return dtypes.pop() if len(dtypes) == 1 else None
 
 
-def _relative(got: Any, ref: Any) -> float:
-    try:
-        g, r = _wide(got), _wide(ref)
-        if g.is_complex() or r.is_complex():
-            g, r = g.to(torch.complex128), r.to(torch.complex128)
-        if g.shape != r.shape:
-            return float("inf")
-        return float((g - r).abs().max()) / max(_scale(r), 1e-300)
-    except (TypeError, ValueError, RuntimeError):
-        return float("inf")
-
-
 def _estimate_close(got: Any, ref: Any) -> bool:
     """Close to the reference the way an estimate is: within ESTIMATE_RTOL of its size."""
-    return _relative(got, ref) <= ESTIMATE_RTOL
+    return relative(got, ref) <= ESTIMATE_RTOL
 
 
-_NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
-
-
-def _sizes(run: Trial) -> set[str]:
-    return {str(s) for t in (*run.inputs, *run.ref) if isinstance(t, torch.Tensor)
+def _sizes(run: Trial) -> set[int]:
+    """The sizes of one trial: every dimension and entry count above 1 of its tensors."""
+    return {s for t in (*run.inputs, *run.ref) if isinstance(t, torch.Tensor)
             for s in (*t.shape, t.numel()) if s > 1}
 
 
-def _same_mistake(first: str, run: Trial, other: str | None, other_run: Trial) -> bool:
-    """Whether two trials' diagnoses name the same mistake: the same words, and the same
-    numbers except where each is a size of its own trial ("1/N = 1/4" on one trial and
-    "1/N = 1/6" on another agree; "a factor of about 1.3" and "about 2.7" do not)."""
-    if other is None:
+# What each kind of diagnosis states, field by field: two trials name the same mistake
+# when these agree. The rest (the shapes, where the first NaN is, the size of a dimension
+# summed over, which size-1 dimensions a kept sum left) is where the mistake showed on
+# that trial.
+_CLAIM = {
+    "nonfinite": ("found",),
+    "permuted": ("permutation",),
+    "missing-sum": ("dims", "kept"),
+    "missing-mean": ("dims", "kept"),
+    "summed-away": ("dims",),
+    "rows": ("rows",),
+    "sign-in-rows": ("rows",),
+}
+
+
+def _same_mistake(first: Diagnosis | None, run: Trial, other: Diagnosis | None,
+                  other_run: Trial) -> bool:
+    """Whether two trials' diagnoses name the same mistake: the same kind and the same
+    fields, a factor included, except that a factor of N or 1/N agrees where N is each
+    trial's own size ("1/N = 1/4" on one trial and "1/N = 1/6" on another agree; "a
+    factor of about 1.3" and "about 2.7" do not)."""
+    if first is None or other is None or first.kind != other.kind:
         return False
-    # The claim is the first clause; what follows are ways it may have happened.
-    a, b = (_NUMBER.split(re.split(r"[:;]", d, maxsplit=1)[0]) for d in (first, other))
-    if len(a) != len(b):
+    if len(first.parts) != len(other.parts) or not all(
+            _same_mistake(a, run, b, other_run)
+            for a, b in zip(first.parts, other.parts, strict=True)):
         return False
-    sizes_a, sizes_b = _sizes(run), _sizes(other_run)
-    for k, (x, y) in enumerate(zip(a, b, strict=True)):
-        if x == y:
-            continue
-        if k % 2 == 0 or not (x in sizes_a and y in sizes_b):  # odd parts are the numbers
-            return False
-    return True
+    if first.kind in ("factor", "negative-factor"):
+        return first.factor == other.factor or (
+            bool({"mean", "sum"} & set(first.readings) & set(other.readings))
+            and (first.factor or 0) * (other.factor or 0) > 0
+            and first.size in _sizes(run) and other.size in _sizes(other_run))
+    if first.kind == "rough-factor":  # the same to the digits the sentence shows
+        return math.isclose(first.factor or 0, other.factor or 0, rel_tol=1e-3)
+    return all(getattr(first, f) == getattr(other, f) for f in _CLAIM.get(first.kind, ()))
+
+
+def _entries(run: Trial) -> int:
+    return sum(t.numel() for t in run.inputs if isinstance(t, torch.Tensor))
+
+
+def _claims(d: Diagnosis | None) -> int:
+    """How many ways a diagnosis says its mistake may have come about (fewest is plainest)."""
+    return 0 if d is None else len(d.readings) + sum(_claims(p) for p in d.parts)
 
 
 def _named_mistake(
@@ -392,8 +403,10 @@ def _swap_partner(i: int, runs: list[Trial], rtol: float | None,
 
 
 def hard_coded(name: str, labels: list[str], runs: list[Trial],
-                mistakes: Mapping[str, Callable[..., Any]] | None) -> Report | None:
-    """The failed report of an answer that stays the same while the inputs change."""
+               mistakes: Mapping[str, Callable[..., Any]] | None,
+               result: str = "the gradient") -> Report | None:
+    """The failed report of an answer that stays the same while the inputs change
+    (``result``: what the answer should compute from them)."""
     answers, refs = [r.got for r in runs], [r.ref for r in runs]
     same_answers = all(_same(a, answers[0]) for a in answers[1:])
     same_refs = all(_same(r, refs[0]) for r in refs[1:])
@@ -409,7 +422,7 @@ def hard_coded(name: str, labels: list[str], runs: list[Trial],
     return fail(
         name,
         "it returns the same result whatever the inputs, so it looks hard-coded (or it "
-        "ignores its arguments). The check calls it on new random inputs: compute the "
-        "gradient from the arguments it is given.",
+        f"ignores its arguments). The check calls it on new random inputs: compute {result} "
+        "from the arguments it is given.",
         "hard-coded",
     )

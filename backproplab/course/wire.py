@@ -23,8 +23,8 @@ from typing import Any, BinaryIO
 
 import torch
 
-__all__ = ["DTYPES", "LIMIT", "FrameTooLarge", "WireError", "decode", "encode", "read_frame",
-           "write_frame"]
+__all__ = ["DTYPES", "LIMIT", "FrameTooLarge", "WireError", "decode", "encode", "read_exactly",
+           "read_frame", "write_frame"]
 
 LIMIT = 64 << 20  # bytes a frame may hold: far more than any honest answer sends back
 DTYPES = {str(d).removeprefix("torch."): d for d in (

@@ -224,9 +224,9 @@ def _answer(box: Sandbox, source: str, key: str = "l02-cubic"):
 
 def test_the_answers_process_has_no_secret_and_a_time_limit(monkeypatch):
     monkeypatch.setenv("BACKPROPLAB_SECRET", "not for the answer")
-    with Sandbox(timeout=60) as box, _answer(
-            box, "import os\nimport torch\nSEEN = sorted(os.environ)\n\n"
-                 "def f(x):\n    return torch.tensor(float('BACKPROPLAB_SECRET' in SEEN))\n") as run:
+    source = ("import os\nimport torch\nSEEN = sorted(os.environ)\n\n"
+              "def f(x):\n    return torch.tensor(float('BACKPROPLAB_SECRET' in SEEN))\n")
+    with Sandbox(timeout=60) as box, _answer(box, source) as run:
         assert run.call((torch.zeros(1),)).got == 0
     with Sandbox(timeout=2) as box, pytest.raises(SandboxError) as err:
         with _answer(box, "def f(x):\n    while True:\n        pass\n") as run:

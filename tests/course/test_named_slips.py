@@ -7,6 +7,8 @@ the name holds on every trial; a random other slip (a factor, a sign) does not g
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -14,6 +16,8 @@ from hypothesis import strategies as st
 
 import backproplab as bl
 from backproplab.check import diagnose
+from backproplab.course.slips import Trial, _same_mistake
+from backproplab.diagnosis import Diagnosis
 
 SETTINGS = settings(max_examples=25, deadline=None)
 seeds = st.integers(0, 10_000)
@@ -43,7 +47,8 @@ def test_a_kept_size_one_dimension_is_named_as_the_shape(batch, feat, dim, seed)
     ref = per_row.sum(0)
     kept = ref.unsqueeze(min(dim, ref.ndim))  # what sum(keepdim=True) or unsqueeze gives
     d = diagnose(kept, ref)
-    assert d is not None and KEPT in d and "forgot to sum" not in d
+    assert d is not None and d.kind == "size-one-left"
+    assert KEPT in str(d) and "forgot to sum" not in str(d)
 
 
 @SETTINGS
@@ -53,8 +58,8 @@ def test_a_missing_sum_or_another_slip_is_not_named_as_a_kept_dimension(batch, f
                                                                          seed):
     per_row = ref_tensor((batch, feat), seed)
     ref = per_row.sum(0)
-    assert KEPT not in (diagnose(per_row, ref) or "")  # the sum really is missing
-    assert KEPT not in (diagnose(factor * ref.unsqueeze(0), ref) or "")  # and a value slip
+    assert KEPT not in str(diagnose(per_row, ref))  # the sum really is missing
+    assert KEPT not in str(diagnose(factor * ref.unsqueeze(0), ref))  # and a value slip
 
 
 @SETTINGS
@@ -62,11 +67,11 @@ def test_a_missing_sum_or_another_slip_is_not_named_as_a_kept_dimension(batch, f
 def test_a_view_not_undone_is_named(n, tokens, dim, seed):
     ref = ref_tensor((n, tokens, dim), seed)
     d = diagnose(ref.reshape(n, tokens * dim), ref)
-    assert d is not None and VIEW in d and "keepdim" not in d
+    assert d is not None and d.kind == "reshape" and VIEW in str(d) and "keepdim" not in str(d)
     # Shapes that differ only by size-1 dimensions are a squeeze, not a view.
-    assert VIEW not in (diagnose(ref.reshape(n, 1, tokens, dim), ref) or "")
+    assert VIEW not in str(diagnose(ref.reshape(n, 1, tokens, dim), ref))
     # A view not undone with other values is not named as one.
-    assert VIEW not in (diagnose(ref.reshape(n, tokens * dim).flip(1), ref) or "")
+    assert VIEW not in str(diagnose(ref.reshape(n, tokens * dim).flip(1), ref))
 
 
 # ---------------------------------------------------- by hand: every trial, every output
@@ -154,3 +159,42 @@ def test_entries_must_be_names(entries):
         bl.check_by_hand(lambda x: x, reference=lambda x: 2 * x,
                          make_inputs=lambda gen: (torch.randn(3, generator=gen),),
                          entries=entries)
+
+
+# ------------------------------------------ the same mistake on every trial, as data
+
+
+def _trial(n: int) -> Trial:
+    return Trial((torch.zeros(n),), (torch.zeros(n),), (torch.zeros(n),))
+
+
+def test_trials_name_the_same_mistake_by_kind_and_field():
+    four, six = _trial(4), _trial(6)
+    mean4 = Diagnosis("factor", factor=Fraction(1, 4), readings=("mean",), size=4, dims=(0,))
+    mean6 = Diagnosis("factor", factor=Fraction(1, 6), readings=("mean",), size=6, dims=(0,))
+    # 1/N on both, N each trial's own size: the same mistake; not where N is not its size.
+    assert _same_mistake(mean4, four, mean6, six)
+    assert not _same_mistake(mean4, six, mean6, four)
+    half = Diagnosis("factor", factor=Fraction(1, 2), readings=("missing",))
+    assert _same_mistake(half, four, half, six) and not _same_mistake(half, four, mean6, six)
+    assert not _same_mistake(Diagnosis("rough-factor", factor=1.3), four,
+                             Diagnosis("rough-factor", factor=2.7), six)
+    assert not _same_mistake(Diagnosis("sign"), four, Diagnosis("zeros"), six)
+
+    def two(first: Diagnosis) -> Diagnosis:
+        return Diagnosis("two-mistakes", parts=(first, Diagnosis("sign")))
+
+    assert _same_mistake(two(Diagnosis("transposed")), four, two(Diagnosis("transposed")), six)
+    assert not _same_mistake(two(Diagnosis("transposed")), four,
+                             two(Diagnosis("reshape", shapes=((4,), (4, 1)))), six)
+    assert not _same_mistake(Diagnosis("rows", rows=(1,), size=4), four,
+                             Diagnosis("rows", rows=(2,), size=6), six)
+
+
+def test_a_diagnosis_kind_is_checked_and_its_sentence_made_when_shown():
+    with pytest.raises(ValueError, match="kind: expected one of"):
+        Diagnosis("sideways")
+    d = Diagnosis("missing-sum", dims=(0,), shapes=((4, 3), (3,)))
+    assert str(d) == ("you forgot to sum over dimension 0 (the broadcast batch dimension): "
+                      ".sum(0) of your answer matches the reference")
+    assert d.likely().startswith("Likely mistake: you forgot") and d.likely().endswith(".")

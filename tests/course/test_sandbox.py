@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import os
 import socket
-import sys
 import textwrap
 import threading
 import time

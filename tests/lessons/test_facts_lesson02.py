@@ -89,13 +89,13 @@ def test_the_backward_exercise_is_the_last_and_names_the_nodes_its_check_uses():
               if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
     assert graded[-1] == "l02-backward"
     task = _task_of("l02-backward")
-    for name in lesson02.OPS:
+    for name in lesson02.graphs.OPS:
         assert f"`{name}`" in task, name
     # it builds on this lesson: the order of the walk and paths adding up are pointers here
     assert "(section 4)" in task and "(section 6)" in task and "Lesson 01 showed" in task
     example = next(c for c in CELLS if "out_ex = " in _text(c))
     shown = _printed(example["id"])  # the example graph has every kind of node, with what it saved
-    for name in lesson02.OPS:
+    for name in lesson02.graphs.OPS:
         assert name in shown, name
     assert "ExpBackward0  saved: result" in shown and "SinBackward0  saved: self" in shown
 

@@ -12,6 +12,9 @@ method check builds its verdict from the same few pieces, all here:
 - `compare`, `count_autograd`, `forbid_autograd`, `check_by_hand` and
   `check_function` are the tools a check uses on the learner's results;
 - `vjp` is a reference for a by-hand step of a backward pass: autograd's answer;
+- `close` (with a tolerance named in `TOLERANCE`) and `relative` measure how far a
+  result is from the expected one, the same way in every lesson; `Task` words a
+  by-hand exercise whose answer is not a gradient;
 - `BY_HAND`, `METHOD` and `ENGINE` are the vocabularies an answer's source is read
   against (`backproplab.course.rules`): tensor arithmetic, torch's public API, and
   torch's API with classes that overload arithmetic (an engine the exercise builds).
@@ -26,6 +29,8 @@ from typing import Any
 import torch
 
 from ...custom_function import check_function
+from ...values import aligned, as_value, close_mask, finite_abs, relative
+from ..byhand import Task
 from ..grading import (
     AutogradForbidden,
     ByHand,
@@ -170,3 +175,49 @@ def vjp(step: Callable, wrt, *upstream):
     outs = out if isinstance(out, tuple) else (out,)
     grads = torch.autograd.grad(outs, wrt, upstream)
     return grads if len(grads) > 1 else grads[0]
+
+
+# --------------------------------------------------------------------------
+# The kit's measures: one closeness test with named tolerances, one relative error
+# --------------------------------------------------------------------------
+
+# (rtol, atol) by name. atol is in units of the expected value's largest entry (at least
+# 1), so that one name fits values of any size.
+TOLERANCE: dict[str, tuple[float, float]] = {
+    "formula": (1e-12, 1e-15),  # a formula evaluated in float64: equal to round-off
+    "float64": (1e-10, 1e-12),  # float64 results reached another way (sums in another order)
+    "float32": (1e-6, 1e-9),  # as close as float32 arithmetic, or a looser method, gets
+}
+
+
+def close(got: Any, want: Any, tol: str = "float64", *, each: bool = False) -> Any:
+    """Whether ``got`` agrees with ``want`` (a tensor or a number) to the tolerance named
+    ``tol`` (a key of `TOLERANCE`): the same shape, and every entry within it. False for
+    a value that is not a number or tensor (None, a string). With ``each``, the entry by
+    entry verdict (a boolean tensor), to say where they differ.
+
+    >>> close(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 1e-13]))
+    True
+    >>> close(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.1]), "float32", each=True)
+    tensor([ True, False])
+    """
+    if tol not in TOLERANCE:
+        raise ValueError(f"tol: expected one of {', '.join(TOLERANCE)}, got {tol!r}")
+    rtol, atol = TOLERANCE[tol]
+    try:
+        a, b = aligned(as_value(got, "got"), as_value(want, "want"))
+    except TypeError:
+        if each:
+            raise
+        return False
+    if a.shape != b.shape:
+        if each:
+            raise ValueError(f"got: expected the shape {tuple(b.shape)} of want, got "
+                             f"{tuple(a.shape)}")
+        return False
+    scale = max(1.0, float(finite_abs(b).max())) if b.numel() else 1.0
+    mask = close_mask(a, b, rtol, atol * scale)
+    return mask if each else bool(mask.all())
+
+
+__all__ += ["TOLERANCE", "Task", "close", "relative"]

@@ -22,10 +22,10 @@ import torch
 import torch.nn.functional as F
 
 from ... import data
+from ._spec import ByHand, Method, Prediction, call_answer
 
 # What the grade's sandbox loads before an answer runs: what zero_grad's profiling imports.
 PRELOAD = ("torch.profiler._cupti_monitor",)
-from ._spec import ByHand, Method, Prediction, call_answer
 
 # --------------------------------------------------------------------------
 # l06-where: where does a step the learner cannot read zero its gradients?

@@ -26,6 +26,7 @@ from ._spec import (
     Prediction,
     Report,
     attempt,
+    close,
     compare,
     count_autograd,
     failed,
@@ -33,13 +34,6 @@ from ._spec import (
 )
 from ._spec import failed as _fail
 from ._spec import first_line as _first_line
-
-
-def _close(a, b) -> bool:
-    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
-            and a.shape == b.shape
-            and torch.allclose(a.detach().double(), b.detach().double(), rtol=1e-6, atol=1e-9))
-
 
 # --------------------------------------------------------------------------
 # Polynomials: new coefficients and points per seed, derivatives term by term
@@ -100,11 +94,11 @@ def _check_newton(newton_step, seed: int) -> Report:
         d1 = poly_derivative(coefs, points, 1)
         d2 = poly_derivative(coefs, points, 2)
         expected = -d1 / d2
-        if isinstance(got, torch.Tensor) and not _close(got, expected):
-            if _close(got, -expected):
+        if isinstance(got, torch.Tensor) and not close(got, expected, "float32"):
+            if close(got, -expected, "float32"):
                 return _fail(name, f"{where}: the sign is flipped: Newton's step is -f'(x) / "
                                    "f''(x).", "mismatch")
-            if _close(got, -d2 / d1) or _close(got, d2 / d1):
+            if close(got, -d2 / d1, "float32") or close(got, d2 / d1, "float32"):
                 return _fail(name, f"{where}: the ratio is upside down: divide f' by f'', "
                                    "not f'' by f'.", "mismatch")
         report = compare("Newton step", got.detach() if isinstance(got, torch.Tensor) else got,
@@ -197,7 +191,8 @@ def _check_weight_penalty(penalty_grad, seed: int) -> Report:
              "squares: the penalty is |g|^2 = (g ** 2).sum()"),
         )
         for value, told in slips:
-            if got.shape == value.shape and _close(got, value) and not _close(value, expected):
+            if (got.shape == value.shape and close(got, value, "float32")
+                    and not close(value, expected, "float32")):
                 return _fail(name, f"{where}: {told}.", "mismatch")
         report = compare("gradient of the penalty", got, expected)
         if not report.ok:

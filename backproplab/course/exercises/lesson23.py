@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from ._spec import BY_HAND, ByHand, Method, Prediction, Report, attempt, failed, passed
+from ._spec import BY_HAND, ByHand, Method, Prediction, Report, attempt, close, failed, passed
 from ._spec import vjp as _vjp
 
 F64 = torch.float64
@@ -284,12 +284,6 @@ def _region(bx: torch.Tensor) -> torch.Tensor:
     return (bx > THRESHOLD).long() + (bx > OVERFLOW).long()
 
 
-def _close(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
-    """Entry by entry, equal to float64 round-off (a formula, not an approximation)."""
-    scale = want.abs().max().clamp(min=1.0)
-    return (got - want).abs() <= 1e-12 * (want.abs() + 1e-3 * scale)
-
-
 def _where(bad: torch.Tensor, bx: torch.Tensor) -> str:
     regions = sorted(set(_region(bx)[bad].tolist()))
     return " and ".join(_REGIONS[r] for r in regions)
@@ -312,7 +306,7 @@ def _soft_values(out, x, beta) -> Report | None:
     if out.shape != want.shape:
         return failed(SOFT, f"safe_soft_relu(x, beta) returned shape {tuple(out.shape)}; "
                             f"expected {tuple(want.shape)}, the shape of x.")
-    bad = ~_close(out.detach().to(F64), want)
+    bad = ~close(out.detach().to(F64), want, "formula", each=True)
     if bad.any():
         return failed(SOFT, f"the values differ from soft_relu's at the entries with "
                             f"{_where(bad, (beta * x).detach())} ({_first(bad, out.detach(), want)}"
@@ -350,7 +344,7 @@ def _soft_grads(out, x, beta, gen) -> Report | None:
                                 "input, and 0 times its inf is NaN. Keep the bad input away "
                                 "from it (a second torch.where), rather than cleaning up "
                                 "after it.")
-        bad = ~_close(got, want)
+        bad = ~close(got, want, "formula", each=True)
         if bad.any():
             lost = bad & (got == 0) & (want != 0)
             if (lost & (_region(bx) == 2)).any():

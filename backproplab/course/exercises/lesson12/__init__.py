@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ....graph import describe
-from .._spec import ByHand, Check, Method, Prediction, Report, attempt, passed
+from .._spec import ByHand, Method, Prediction, Task, attempt, passed, relative
 from .._spec import failed as _fail
 from .budget import check_checkpoint, run_stack
 from .hooked import check_hooked, first_error
@@ -119,10 +119,6 @@ def loop_gradient(W, xs, k=None, detach_after=False):
     return grad
 
 
-def _relative(a, b):
-    return ((a - b).norm() / b.norm()).item()
-
-
 def new_loop(gen, units=None, steps=None):
     """A recurrent weight with spectral radius 0.8 and an input sequence."""
     units = units or int(torch.randint(3, 9, (1,), generator=gen))
@@ -152,16 +148,16 @@ def _check_tbptt(answer, seed):
             return _fail(name, f"expected one number, the relative error, got "
                                f"{type(got).__name__}")
         full, cut = loop_gradient(W, xs), loop_gradient(W, xs, k)
-        want = _relative(cut, full)
+        want = relative(cut, full, ord=2)
         if math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-15):
             continue
         slips = {
             "0: the truncated gradient came out equal to the full one, so the state was never "
             "detached (the loss is the same either way: only the gradient changes)": 0.0,
             "the error of detaching at every step (k = 1): detach only when t % k == 0":
-                _relative(loop_gradient(W, xs, 1), full),
+                relative(loop_gradient(W, xs, 1), full, ord=2),
             "the error of a loop that detaches after the update instead of before it: the "
-            "chunks start one step late": _relative(loop_gradient(W, xs, k, True), full),
+            "chunks start one step late": relative(loop_gradient(W, xs, k, True), full, ord=2),
             "the absolute error ‖g_k - g‖: divide by the full gradient's norm ‖g‖":
                 (cut - full).norm().item(),
             "divided by the truncated gradient's norm: the error is relative to the full "
@@ -183,39 +179,23 @@ def _check_tbptt(answer, seed):
                          "for k = 100")
 
 
+# Checked like a gradient by hand, in the words of a byte count: the formula is compared
+# with what saved_memory() measures, not with autograd.
 BYTES = ByHand(
     name="bytes kept for backward",
     reference=_bytes_reference,
     make_inputs=_new_mlp_shape,
     mistakes=BYTES_SLIPS,
     advice=BYTES_ADVICE,
+    task=Task(asks_for="a formula", result="the count",
+              how="Work out what each node keeps and count it with plain arithmetic.",
+              reference="what saved_memory() measures",
+              inputs="new networks (batch sizes, widths, activations)"),
 )
 
 
-def _check_bytes(answer, seed):
-    """`check_by_hand` on the formula, in the words of a byte count: it is compared with
-    what saved_memory() measures, not with autograd."""
-    report = BYTES.check(answer, seed)
-    words = {
-        "matches autograd on 3 new random inputs":
-            "matches what saved_memory() measures on 3 new networks (batch sizes, widths, "
-            "activations)",
-        "compute the gradient from the arguments": "compute the count from the arguments",
-        "this exercise asks for the gradient by hand": "this exercise asks for a formula",
-        "Work the chain rule out and compute the gradient with plain tensor operations.":
-            "Work out what each node keeps and count it with plain arithmetic.",
-    }
-    checks = []
-    for c in report.checks:
-        message = c.message
-        for old, new in words.items():
-            message = message.replace(old, new)
-        checks.append(Check(c.name, c.ok, c.verdict, message, c.diagnosis))
-    return Report(tuple(checks))
-
-
 EXERCISES = {
-    "l12-bytes-formula": Method(check=_check_bytes),
+    "l12-bytes-formula": Method(check=BYTES.check),
     "l12-checkpoint-by-hooks": Method(check=check_hooked),
     "l12-checkpoint": Method(check=check_checkpoint),
     "l12-tbptt": Method(check=_check_tbptt),

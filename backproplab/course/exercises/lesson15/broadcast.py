@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .._spec import Check, Report, compare, forbid_autograd
+from .._spec import Check, Report, compare, forbid_autograd, relative
 from .._spec import failed as _fail
 from .calling import _ran, _randn, _shape
 
@@ -67,13 +67,9 @@ def _shape_message(label, got, want, out_shape):
             f"output {tuple(out_shape)}; sum over exactly those.")
 
 
-def _relative(got, want):
-    return float((got - want).abs().max()) / max(float(want.abs().max()), 1e-300)
-
-
 def _estimate_like(got, want):
     """Close to the answer the way a numerical estimate is, not to round-off."""
-    return got.is_floating_point() and _relative(got.double(), want) < 1e-5
+    return got.is_floating_point() and relative(got.double(), want) < 1e-5
 
 
 def _backward_itself(function, out, g):
@@ -129,7 +125,7 @@ def _check_broadcast_function(answer, seed):
                              rtol=1e-12, atol=1e-12 * float(want.abs().max()))
             if not report.ok and _estimate_like(got, want):
                 return _fail(_FUNCTION, f"grad_{label} agrees with autograd only to about "
-                                          f"{_relative(got, want):.0e} of its size. A formula "
+                                          f"{relative(got, want):.0e} of its size. A formula "
                                           "derived by hand agrees to round-off (about 1e-16); "
                                           "a numerical estimate such as finite differences "
                                           "only to about 1e-9, which is what this looks like.",
