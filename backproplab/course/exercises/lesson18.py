@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from ...graph import describe
-from ._spec import ByHand, Check, Method, Prediction, Report
+from ._spec import METHOD, ByHand, Check, Method, Prediction, Report
 from ._spec import failed as _fail
 from ._spec import first_line as _first_line
 
@@ -312,7 +312,9 @@ def _flop_slip(mine: Any, want: int, parts: dict[str, int]) -> str:
             "and so on) and read their sizes from node.meta['val'] and their inputs'.")
 
 
-FLOP_COMPILER = Method(check=_check_flop_compiler)
+FLOP_COMPILER = Method(check=_check_flop_compiler, vocabulary=METHOD.allowing(
+    "functorch.compile.", "torch.compile", "torch.fx.", "torch.ops.aten.",
+    "torch.utils.flop_counter."))
 
 EXERCISES = {
     "l18-min-cut-backward": MIN_CUT,

@@ -27,16 +27,19 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ...distributed import counting_average, make_batch, run
-from .._spec import Method, Prediction
+from .._spec import METHOD, Method, Prediction
 from .buckets import _check_bucketed
 from .common import TIMEOUT
 from .fp16 import _check_fp16_hook
 from .sharding import _check_shard_mean
 
 EXERCISES = {
-    "l16-fp16-hook": Method(check=_check_fp16_hook),
-    "l16-buckets": Method(check=_check_bucketed),
-    "l16-shard-mean": Method(check=_check_shard_mean),
+    "l16-fp16-hook": Method(check=_check_fp16_hook, vocabulary=METHOD.allowing(
+        "torch.distributed.", "torch.futures.")),
+    "l16-buckets": Method(check=_check_bucketed, vocabulary=METHOD.allowing(
+        "torch.distributed.", "torch.futures.")),
+    "l16-shard-mean": Method(check=_check_shard_mean, vocabulary=METHOD.allowing(
+        "torch.distributed.", "torch.futures.")),
 }
 
 
