@@ -318,15 +318,15 @@ def _definition(table: list[_Statement], name: str, before: int) -> list[int]:
 
 
 def unreadable_note(unreadable: Sequence[tuple[int, int, str]],
-                    indices: Sequence[int] | None = None) -> str:
-    """What `from_notebook` could not read, as a clause for a message; ``indices`` maps
-    the cells it was given to the notebook's numbering. Empty when every cell was read.
+                    names: Sequence[str] | None = None) -> str:
+    """What `from_notebook` could not read, as a clause for a message; ``names`` names
+    the cells it was given as the notebook shows them. Empty when every cell was read.
 
     >>> unreadable_note([(1, 3, "invalid syntax")])
     'cell 1 could not be read as Python (line 3: invalid syntax), so nothing it defines counts'
     """
-    return "; ".join(f"cell {indices[c] if indices is not None else c} could not be read as "
-                     f"Python (line {line}: {msg}), so nothing it defines counts"
+    return "; ".join(f"{names[c] if names is not None else f'cell {c}'} could not be read "
+                     f"as Python (line {line}: {msg}), so nothing it defines counts"
                      for c, line, msg in unreadable)
 
 

@@ -63,9 +63,9 @@ def test_a_cell_that_cannot_be_read_is_said_so():
     cells = ["import torch", "def f(x):\n    return x +\n"]
     assert sources.from_notebook(cells, ["f"], unreadable) == []
     assert unreadable == [(1, 2, "invalid syntax")]
-    assert sources.unreadable_note(unreadable, [3, 7]) == (
-        "cell 7 could not be read as Python (line 2: invalid syntax), so nothing it "
-        "defines counts")
+    assert sources.unreadable_note(unreadable, ["cell 3", 'cell 7 (under "Exercise 1")']) == (
+        'cell 7 (under "Exercise 1") could not be read as Python (line 2: invalid syntax), so '
+        "nothing it defines counts")
 
 
 def test_a_class_reads_its_own_names_and_a_method_the_globals():
