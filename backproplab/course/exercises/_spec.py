@@ -61,6 +61,7 @@ __all__ = [
     "Method",
     "Prediction",
     "Report",
+    "as_plain",
     "attempt",
     "call_answer",
     "failure",
@@ -159,6 +160,26 @@ def call_answer(
     except Exception as err:  # the learner's bug, told as a failed check
         told = raised(err) if raised is not None else f"raised {type(err).__name__}: {err}"
         return None, told if is_failure(told) else failure("error", str(told))
+
+
+def as_plain(value: Any, depth: int = 0) -> Any:
+    """What an answer returned, as plain data an observation can hold: tensors (detached,
+    dense, on the CPU), numbers, words, None, and lists, tuples and dicts with str keys of
+    them; anything else as ``{"returned": its type's name}``.
+
+    >>> as_plain([torch.ones(2, requires_grad=True), 3, object()])
+    [tensor([1., 1.]), 3, {'returned': 'object'}]
+    """
+    if type(value) in (torch.Tensor, torch.nn.Parameter):
+        t = value.detach().cpu()
+        return (t.to_dense() if t.layout != torch.strided else t).clone()
+    if value is None or type(value) in (bool, int, float, complex, str):
+        return value
+    if type(value) in (list, tuple) and depth < 4:
+        return type(value)(as_plain(v, depth + 1) for v in value)
+    if type(value) is dict and depth < 4 and all(type(k) is str for k in value):
+        return {k: as_plain(v, depth + 1) for k, v in value.items()}
+    return {"returned": type(value).__name__}
 
 
 def vjp(step: Callable, wrt, *upstream):

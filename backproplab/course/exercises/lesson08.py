@@ -20,16 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ._spec import (
-    ByHand,
-    Method,
-    Prediction,
-    attempt,
-    compare,
-    count_autograd,
-    passed,
-)
-from ._spec import failed as _failed
+from ._spec import ByHand, Method, Prediction, as_plain, call_answer, compare, count_autograd
 
 
 def _sizes(gen, k, low=2, high=6):
@@ -42,17 +33,6 @@ def _randn(gen, *shape):
     return torch.randn(*shape, generator=gen, dtype=torch.float64)
 
 
-
-
-def _ran(name, run, *args):
-    """``run(*args)`` and None, or None and the failed Report that says why it raised."""
-    return attempt(name, run, *args, what="it")
-
-
-def _shape(t):
-    return tuple(t.shape)
-
-
 # --------------------------------------------------------------------------
 # 08-non-scalar-backward: a banded Jacobian in three backward passes
 # --------------------------------------------------------------------------
@@ -61,18 +41,23 @@ _BAND = "band_jacobian"
 _BACKWARD_CALLS = {"Tensor.backward()", "torch.autograd.backward"}
 
 
-def _stencil(gen):
+def _stencil_inputs(gen):
     """A new function whose output i reads x[i-1], x[i] and x[i+1] only (zero beyond the
-    ends), and a point x of a new length, 7 to 12."""
+    ends), as its four coefficients, and a point x of a new length, 7 to 12."""
     (n,) = _sizes(gen, 1, 7, 12)
-    a, b, c, d = (float(t) for t in torch.rand(4, generator=gen) + 0.5)
+    coefficients = [float(t) for t in torch.rand(4, generator=gen) + 0.5]
+    return {"coefficients": coefficients, "x": torch.randn(n, generator=gen)}
+
+
+def _stencil(coefficients):
+    a, b, c, d = coefficients
 
     def g(t):
         zero = t.new_zeros(1)
         left, right = torch.cat([zero, t[:-1]]), torch.cat([t[1:], zero])
         return a * t * left + b * torch.sin(right) - c * t**2 + d * left * torch.tanh(right)
 
-    return g, torch.randn(n, generator=gen)
+    return g
 
 
 def _from_passes(passes, n):
@@ -124,37 +109,72 @@ def _band_count(calls: int, n: int) -> str:
     return f"{calls} backward calls; the exercise asks for three, whatever the length."
 
 
-def _check_band(answer, seed):
-    """Three backward calls and the right Jacobian, on two new banded functions."""
-    if not callable(answer):
-        return _failed(_BAND, f"expected a function band_jacobian(g, x), got "
-                              f"{type(answer).__name__}.")
-    for k in range(2):
-        g, x = _stencil(torch.Generator().manual_seed(seed + k))
-        n = x.numel()
-        with count_autograd() as seen:
-            got, failure = _ran(_BAND, answer, g, x.clone())
-        if failure is not None:
-            return failure
-        other = [call for call in seen.calls if call not in _BACKWARD_CALLS]
-        if other:
-            return _failed(_BAND, f"your code called {other[0]}; the exercise asks for "
-                                  "backward calls only, three of them, each with a gradient "
-                                  "argument of your choosing.")
-        if seen.reverse != 3:
-            return _failed(_BAND, f"for a function of length {n}, {_band_count(seen.reverse, n)}")
-        want = torch.autograd.functional.jacobian(g, x)
-        where = f"for a function of length {n}"
-        if isinstance(got, torch.Tensor) and _shape(got) == (n, n) and not compare(
-                _BAND, got, want).ok:
-            for slip, wrong in _band_slips(want).items():
-                if compare(_BAND, got, wrong).ok:
-                    return _failed(_BAND, f"{where}, {_BAND_TOLD[slip]}", "mismatch")
-        report = compare(f"{_BAND} ({where})", got, want)
-        if not report.ok:
-            return report
-    return passed(_BAND, "three backward calls, and the right Jacobian for 2 new functions "
-                         "of new lengths")
+def _observe_band(answer, inputs):
+    """The autograd calls the answer made (each named by the torch function behind it) and
+    the Jacobian it returned."""
+    with count_autograd() as seen:
+        got, failed = call_answer(answer, _stencil(inputs["coefficients"]),
+                                  inputs["x"].clone(), what="it",
+                                  not_callable=f"expected a function band_jacobian(g, x), got "
+                                               f"{type(answer).__name__}.")
+    if failed is not None:
+        return failed
+    return {"calls": list(seen.calls), "J": as_plain(got)}
+
+
+def _three_passes(J):
+    """The observation of three backward calls that return J."""
+    return {"calls": ["Tensor.backward()"] * 3, "J": J}
+
+
+def _band_reference(inputs):
+    return _three_passes(torch.autograd.functional.jacobian(_stencil(inputs["coefficients"]),
+                                                            inputs["x"]))
+
+
+def _passes(calls):
+    """The calls, a backward call by either of its names counted as the same."""
+    return ["backward" if call in _BACKWARD_CALLS else call for call in calls]
+
+
+def _band_close(got, want):
+    try:
+        return compare(_BAND, got, want, explain=False).ok
+    except (TypeError, ValueError):  # not a tensor, a number nor a list of numbers
+        return False
+
+
+def _band_agree(got, want):
+    return _passes(got["calls"]) == _passes(want["calls"]) and _band_close(got["J"], want["J"])
+
+
+def _explain_band(inputs, got, want):
+    n = inputs["x"].numel()
+    where = f"for a function of length {n}"
+    other = [call for call in got["calls"] if call not in _BACKWARD_CALLS]
+    if other:
+        return (f"your code called {other[0]}; the exercise asks for backward calls only, "
+                "three of them, each with a gradient argument of your choosing.")
+    if len(got["calls"]) != 3:
+        return f"{where}, {_band_count(len(got['calls']), n)}"
+    try:
+        return compare(f"the Jacobian {where}", got["J"], want["J"]).checks[0].message
+    except (TypeError, ValueError):
+        returned = got["J"]["returned"] if isinstance(got["J"], dict) else type(got["J"]).__name__
+        return f"{where}, your function returned a {returned}; expected the ({n}, {n}) Jacobian."
+
+
+BAND = Method(
+    name=_BAND,
+    make_inputs=_stencil_inputs,
+    observe=_observe_band,
+    reference=_band_reference,
+    explain=_explain_band,
+    mistakes={told: (lambda inputs, slip=slip: _three_passes(_band_slips(
+        _band_reference(inputs)["J"])[slip])) for slip, told in _BAND_TOLD.items()},
+    agree=_band_agree,
+    passed="three backward calls, and the right Jacobian for 2 new functions of new lengths",
+)
 
 
 # --------------------------------------------------------------------------
@@ -299,7 +319,7 @@ _SUMMED = "summed over the wrong dimension"
 
 EXERCISES = {
     # 08-non-scalar-backward
-    "l08-band-jacobian": Method(check=_check_band),
+    "l08-band-jacobian": BAND,
     "l08-mean-gradient": ByHand(
         name="gradient argument for y[-1].mean()",
         reference=_last_row_mean_weights,
