@@ -64,6 +64,9 @@ __all__ = [
     "as_plain",
     "attempt",
     "call_answer",
+    "compared",
+    "every_case",
+    "kind_of",
     "failure",
     "is_failure",
     "same",
@@ -180,6 +183,32 @@ def as_plain(value: Any, depth: int = 0) -> Any:
     if type(value) is dict and depth < 4 and all(type(k) is str for k in value):
         return {k: as_plain(v, depth + 1) for k, v in value.items()}
     return {"returned": type(value).__name__}
+
+
+def kind_of(value: Any) -> str:
+    """What a value of an observation is, in a word: the type `as_plain` described, or its own.
+
+    >>> kind_of(as_plain(object())), kind_of([1.0])
+    ('object', 'list')
+    """
+    if isinstance(value, dict) and set(value) == {"returned"}:
+        return str(value["returned"])
+    return type(value).__name__
+
+
+def compared(label: str, got: Any, want: Any, expected: str) -> str:
+    """`compare`'s words on an answer's value labelled ``label``, or, when it is not a
+    value at all, that ``expected`` was expected and what came instead."""
+    try:
+        return compare(label, got, want).checks[0].message
+    except (TypeError, ValueError):
+        return f"expected {expected}, got {kind_of(got)}"
+
+
+def every_case(agree: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    """Agreement of two lists of cases (one trial's), ``agree`` judging each pair."""
+    return lambda got, want: (isinstance(got, list) and len(got) == len(want)
+                              and all(agree(g, w) for g, w in zip(got, want, strict=True)))
 
 
 def vjp(step: Callable, wrt, *upstream):
