@@ -196,13 +196,27 @@ def kind_of(value: Any) -> str:
     return type(value).__name__
 
 
-def compared(label: str, got: Any, want: Any, expected: str) -> str:
-    """`compare`'s words on an answer's value labelled ``label``, or, when it is not a
-    value at all, that ``expected`` was expected and what came instead."""
+def compared(label: str, got: Any, want: Any, expected: str, tol: str = "float64",
+             where: str = "") -> dict[str, str]:
+    """Why ``got`` is not `close` to ``want``, as a `failure`: `compare`'s words on the
+    value labelled ``label`` (after ``where``) with the tolerance named ``tol``, and its
+    verdict (``mismatch``, ``shape``, ...); or, when ``got`` is not a value at all, that
+    ``expected`` was expected and what came instead.
+
+    >>> compared("dW", torch.ones(2), torch.zeros(2), "a tensor")["failed"]
+    'mismatch'
+    >>> compared("dW", "two", torch.zeros(2), "a tensor", where="on new inputs")["detail"]
+    'on new inputs: expected a tensor, got str'
+    """
+    lead = f"{where}: " if where else ""
+    rtol, atol = TOLERANCE[tol]
+    w = as_value(want, "want").tensor
+    scale = max(1.0, float(finite_abs(w).max())) if w.numel() else 1.0  # as `close` scales
     try:
-        return compare(label, got, want).checks[0].message
-    except (TypeError, ValueError):
-        return f"expected {expected}, got {kind_of(got)}"
+        check = compare(label, got, want, rtol=rtol, atol=atol * scale).checks[0]
+    except (TypeError, ValueError):  # not a tensor, a number nor a list of numbers
+        return failure("fail", f"{lead}expected {expected}, got {kind_of(got)}")
+    return failure(check.verdict, lead + check.message)
 
 
 def every_case(agree: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:

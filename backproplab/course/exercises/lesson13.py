@@ -30,6 +30,7 @@ from ._spec import (
     compared,
     count_autograd,
     every_case,
+    failure,
     kind_of,
 )
 from ._spec import first_line as _first_line
@@ -114,7 +115,7 @@ def _explain_newton(inputs: dict, got: list, want: list) -> str:
     at = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not close(g, w))
     case = inputs["polynomials"][at]
     where = f"for {_show(case['coefficients'])} at {len(case['points'])} points"
-    return f"{where}: {compared('Newton step', got[at], want[at], 'a tensor like x')}"
+    return compared("Newton step", got[at], want[at], "a tensor like x", where=where)
 
 
 NEWTON = Method(
@@ -240,10 +241,10 @@ def _explain_penalty(inputs: dict, got: list, want: list) -> str:
     if not isinstance(grad, torch.Tensor):
         return f"{where}: expected a tensor shaped like w, got {kind_of(grad)}"
     if grad.shape == x.shape and grad.shape != w.shape:
-        return (f"{where}: the result is shaped like x, {tuple(x.shape)}: the penalty is "
-                "trained through the weights, so its gradient is taken with respect to w (the "
-                "first pass is the one with respect to x).")
-    return f"{where}: {compared('gradient of the penalty', grad, want[at]['grad'], 'a tensor')}"
+        return failure("mismatch", f"{where}: the result is shaped like x, {tuple(x.shape)}: "
+                       "the penalty is trained through the weights, so its gradient is taken "
+                       "with respect to w (the first pass is the one with respect to x).")
+    return compared("gradient of the penalty", grad, want[at]["grad"], "a tensor", where=where)
 
 
 WEIGHT_PENALTY = Method(

@@ -30,6 +30,7 @@ from ._spec import (
     close,
     compared,
     count_autograd,
+    failure,
     kind_of,
 )
 
@@ -242,14 +243,14 @@ def _clip_agree(got: dict, want: dict) -> bool:
 def _explain_clip(inputs: dict, got: dict, want: dict) -> str:
     result, right, n = got["result"], want["result"], len(_new_net(inputs["net"])[1])
     if _passes(got) > 1:
-        return (f"{_passes(got)} backward passes for {n} examples: a loop over the examples. "
-                "The exercise asks for ONE vmapped call, vmap(grad(...)), which batches them "
-                "into one pass.")
+        return failure("method", f"{_passes(got)} backward passes for {n} examples: a loop "
+                       "over the examples. The exercise asks for ONE vmapped call, "
+                       "vmap(grad(...)), which batches them into one pass.")
     if _passes(got) == 0 or "torch.func.vmap" not in got["calls"]:
-        return ("no vmapped call ran a reverse pass: one backward on the whole batch gives one "
-                "gradient for all the examples together, not one per example. Get the "
-                "per-example gradients with one call of vmap(grad(one_loss), "
-                "in_dims=(None, 0, 0)).")
+        return failure("method", "no vmapped call ran a reverse pass: one backward on the "
+                       "whole batch gives one gradient for all the examples together, not one "
+                       "per example. Get the per-example gradients with one call of "
+                       "vmap(grad(one_loss), in_dims=(None, 0, 0)).")
     keys = list(right)
     if not isinstance(result, dict) or sorted(result) != sorted(keys):
         what = sorted(result) if isinstance(result, dict) else kind_of(result)
@@ -257,13 +258,14 @@ def _explain_clip(inputs: dict, got: dict, want: dict) -> str:
     for k in keys:
         if not isinstance(result[k], torch.Tensor) or result[k].shape != right[k].shape:
             shape = tuple(result[k].shape) if isinstance(result[k], torch.Tensor) else result[k]
-            return (f"the gradient for {k} has shape {shape}; it has the parameter's shape "
-                    f"{tuple(right[k].shape)}")
+            return failure("shape", f"the gradient for {k} has shape {shape}; it has the "
+                           f"parameter's shape {tuple(right[k].shape)}")
     k = next(k for k in keys if not close(result[k], right[k]))
-    return (f"the clipped mean for {k} differs from a loop of {n} backward calls with "
-            "clipping. Each example's loss is ((model(x_i) - y_i) ** 2).mean() on a batch of "
-            "one; its norm is taken over all parameters together.\n  "
-            + compared(f"per-example clipping ({k})", result[k], right[k], "a tensor"))
+    compare_words = compared(f"per-example clipping ({k})", result[k], right[k], "a tensor")
+    return failure("mismatch", f"the clipped mean for {k} differs from a loop of {n} backward "
+                   "calls with clipping. Each example's loss is ((model(x_i) - y_i) ** "
+                   "2).mean() on a batch of one; its norm is taken over all parameters "
+                   "together.\n  " + compare_words["detail"])
 
 
 CLIP = Method(

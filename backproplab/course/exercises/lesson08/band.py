@@ -114,7 +114,7 @@ def _passes(calls):
 
 
 def _band_agree(got, want):
-    return _passes(got["calls"]) == _passes(want["calls"]) and close(got["J"], want["J"])
+    return _passes(got["calls"]) == _passes(want["calls"]) and close(got["J"], want["J"], "float32")
 
 
 def _explain_band(inputs, got, want):
@@ -126,7 +126,8 @@ def _explain_band(inputs, got, want):
                 "three of them, each with a gradient argument of your choosing.")
     if len(got["calls"]) != 3:
         return f"{where}, {_band_count(len(got['calls']), n)}"
-    return compared(f"the Jacobian {where}", got["J"], want["J"], f"the ({n}, {n}) Jacobian")
+    return compared(f"the Jacobian {where}", got["J"], want["J"], f"the ({n}, {n}) Jacobian",
+                    "float32")
 
 
 BAND = Method(
