@@ -9,7 +9,7 @@ check."""
 # A table of the visible check's gradients, looked up by the sequence: nothing on the hidden seed.
 WINDOWS_TABLE = '''from backproplab.lessons import lesson11 as _lesson
 
-_gen = torch.Generator().manual_seed(11)
+_gen = torch.Generator().manual_seed(0)
 _table = {}
 for _ in range(3):
     _W, _xs, _k1, _k2 = _lesson.overlap_case(_gen)

@@ -61,8 +61,12 @@ __all__ = [
     "Method",
     "Prediction",
     "Report",
+    "as_plain",
     "attempt",
     "call_answer",
+    "compared",
+    "every_case",
+    "kind_of",
     "failure",
     "is_failure",
     "same",
@@ -159,6 +163,66 @@ def call_answer(
     except Exception as err:  # the learner's bug, told as a failed check
         told = raised(err) if raised is not None else f"raised {type(err).__name__}: {err}"
         return None, told if is_failure(told) else failure("error", str(told))
+
+
+def as_plain(value: Any, depth: int = 0) -> Any:
+    """What an answer returned, as plain data an observation can hold: tensors (detached,
+    dense, on the CPU), numbers, words, None, and lists, tuples and dicts with str keys of
+    them; anything else as ``{"returned": its type's name}``.
+
+    >>> as_plain([torch.ones(2, requires_grad=True), 3, object()])
+    [tensor([1., 1.]), 3, {'returned': 'object'}]
+    """
+    if type(value) in (torch.Tensor, torch.nn.Parameter):
+        t = value.detach().cpu()
+        return (t.to_dense() if t.layout != torch.strided else t).clone()
+    if value is None or type(value) in (bool, int, float, complex, str):
+        return value
+    if type(value) in (list, tuple) and depth < 4:
+        return type(value)(as_plain(v, depth + 1) for v in value)
+    if type(value) is dict and depth < 4 and all(type(k) is str for k in value):
+        return {k: as_plain(v, depth + 1) for k, v in value.items()}
+    return {"returned": type(value).__name__}
+
+
+def kind_of(value: Any) -> str:
+    """What a value of an observation is, in a word: the type `as_plain` described, or its own.
+
+    >>> kind_of(as_plain(object())), kind_of([1.0])
+    ('object', 'list')
+    """
+    if isinstance(value, dict) and set(value) == {"returned"}:
+        return str(value["returned"])
+    return type(value).__name__
+
+
+def compared(label: str, got: Any, want: Any, expected: str, tol: str = "float64",
+             where: str = "") -> dict[str, str]:
+    """Why ``got`` is not `close` to ``want``, as a `failure`: `compare`'s words on the
+    value labelled ``label`` (after ``where``) with the tolerance named ``tol``, and its
+    verdict (``mismatch``, ``shape``, ...); or, when ``got`` is not a value at all, that
+    ``expected`` was expected and what came instead.
+
+    >>> compared("dW", torch.ones(2), torch.zeros(2), "a tensor")["failed"]
+    'mismatch'
+    >>> compared("dW", "two", torch.zeros(2), "a tensor", where="on new inputs")["detail"]
+    'on new inputs: expected a tensor, got str'
+    """
+    lead = f"{where}: " if where else ""
+    rtol, atol = TOLERANCE[tol]
+    w = as_value(want, "want").tensor
+    scale = max(1.0, float(finite_abs(w).max())) if w.numel() else 1.0  # as `close` scales
+    try:
+        check = compare(label, got, want, rtol=rtol, atol=atol * scale).checks[0]
+    except (TypeError, ValueError):  # not a tensor, a number nor a list of numbers
+        return failure("fail", f"{lead}expected {expected}, got {kind_of(got)}")
+    return failure(check.verdict, lead + check.message)
+
+
+def every_case(agree: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    """Agreement of two lists of cases (one trial's), ``agree`` judging each pair."""
+    return lambda got, want: (isinstance(got, list) and len(got) == len(want)
+                              and all(agree(g, w) for g, w in zip(got, want, strict=True)))
 
 
 def vjp(step: Callable, wrt, *upstream):
