@@ -75,6 +75,7 @@ __all__ = [
     "compare",
     "count_autograd",
     "failed",
+    "failed_words",
     "first_line",
     "forbid_autograd",
     "passed",
@@ -233,13 +234,18 @@ def run_by_hand(fn: Callable, cases: list, *, name: str = "your function") -> li
     return records
 
 
-def judge_runs(records: list, reference: Callable[..., Any], cases: list,
+def judge_runs(records: list, reference: Callable[..., Any] | list, cases: list | None = None,
                **options: Any) -> Report:
     """The by-hand judge (`backproplab.course.byhand.judge_by_hand`) on the runs
-    `run_by_hand` recorded: case k is trial k, ``reference`` is called on a copy of each
-    case once its run is judged, and ``options`` are the judge's (``name``, ``outputs``,
-    ``mistakes``, ``advice``, ``params``)."""
+    `run_by_hand` recorded: case k is trial k, and ``reference`` is called on a copy of each
+    case once its run is judged; or, without ``cases``, ``reference`` is the list of the
+    reference's results, run by run (enough for a verdict, not for the words of a slip).
+    ``options`` are the judge's (``name``, ``outputs``, ``mistakes``, ``advice``, ``params``).
+    """
     runs = iter(records)
+    if cases is None:
+        results, cases = iter(reference), [()] * len(reference)
+        reference = lambda *args: next(results)  # noqa: E731 - the results, in turn
 
     def call(args: Any) -> Ran:
         got, failed, detail, nudged, warned, largest = next(runs)
@@ -247,3 +253,10 @@ def judge_runs(records: list, reference: Callable[..., Any], cases: list,
 
     return judge_by_hand(call, reference, lambda gen: cases[gen.initial_seed()],
                          trials=len(cases), seed=0, **options)
+
+
+def failed_words(report: Report, name: str) -> str:
+    """The words of a report's first failed check, after that check's name when it is not
+    ``name`` (the exercise's own): ``a.grad: on new inputs ...``."""
+    check = next(c for c in report.checks if not c.ok)
+    return check.message if check.name == name else f"{check.name}: {check.message}"

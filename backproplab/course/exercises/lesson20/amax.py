@@ -6,16 +6,23 @@ from __future__ import annotations
 import torch
 
 from ...slips import fresh
-from .._spec import ENGINE, Method, call_answer, failure, is_failure, judge_runs, run_by_hand
+from .._spec import (
+    ENGINE,
+    Method,
+    call_answer,
+    failed_words,
+    failure,
+    is_failure,
+    judge_runs,
+    run_by_hand,
+)
 from .shared import (
     F64,
     cases_from,
     draw_size,
-    first_failed,
     followable,
     forward_problem,
     forward_records,
-    replayed,
     shape_text,
     trial_kind,
     unpack,
@@ -135,7 +142,7 @@ def _node_problem(node):
     return None
 
 
-def _judged(got, reference, cases):
+def _judged(got, reference, cases=None):
     return judge_runs(got["grads"], reference, cases, name="amax's x.grad", mistakes=AMAX_SLIPS,
                       advice=AMAX_ADVICE, params=("X", "dim", "keepdim", "G"))
 
@@ -144,14 +151,14 @@ def _agrees(got, want):
     shown = [NAME] * len(want["forward"])
     return (forward_problem(got["forward"], want["forward"], shown) is None and "grads" in got
             and _node_problem(got["node"]) is None
-            and _judged(got, replayed(want["grads"]), [()] * len(want["grads"])).ok)
+            and _judged(got, want["grads"]).ok)
 
 
 def _explain(inputs, got, want):
     shown = [_shown(*case[:3]) for case in inputs["cases"]]
     problem = forward_problem(got["forward"], want["forward"], shown) or _node_problem(
         got["node"])
-    return problem or first_failed(_judged(got, _amax_reference, inputs["cases"]), NAME)
+    return problem or failed_words(_judged(got, _amax_reference, inputs["cases"]), NAME)
 
 
 AMAX = Method(

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
-from .._spec import Report, call_answer, failure, plain
+from .._spec import call_answer, failure, plain
 
 F64 = torch.float64
 
@@ -137,17 +136,3 @@ def unstacked(packed: dict) -> list:
         found.append(entries[at:at + n].reshape(shape))
         at += n
     return found
-
-
-def first_failed(report: Report, name: str) -> str:
-    """The words of a report's first failed check, after its name when that is not the
-    exercise's own (``a.grad: on new inputs ...``)."""
-    check = next(c for c in report.checks if not c.ok)
-    return check.message if check.name == name else f"{check.name}: {check.message}"
-
-
-def replayed(wants: list[Any]) -> Callable[..., Any]:
-    """A reference that gives back ``wants`` one call after another: the reference's own
-    results, for judging runs where only the results are at hand."""
-    items = iter(wants)
-    return lambda *args: next(items)
