@@ -350,6 +350,11 @@ RMS_OP = Method(
         got, want, _formula(got, reference_grads, inputs["formula"])) or "it differs.",
     trials=1,  # one trial holds the formula's three inputs: a slip is named if all show it
     agree=lambda got, want: _problem(got, want, _formula(got, want["formula"])) is None,
+    # opcheck and torch.compile, run where the answer runs, import much of torch's compiler
+    # on first use (inductor's modules, sympy, jinja2: too many to load beforehand), build
+    # code as they go (dataclasses, types evaluated from their names, Dynamo's bytecode)
+    # and make inductor's cache folder in the sandbox's private /tmp.
+    allows=frozenset({"import", "exec", "open"}),
     passed="the fake gives the output's shape and dtype from float64 and float32 inputs "
            "without reading data; dL/dx and dL/dw match autograd on 3 new random inputs; "
            "opcheck: all four tests pass, in float64 and float32; torch.compile: one graph "
