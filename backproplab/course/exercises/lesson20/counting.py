@@ -100,10 +100,10 @@ class RuleRecorder:
         self.parents = unragged(self.graph["parents"])
         # the arrows into each node: how many gradients it awaits
         self.arrows = collections.Counter(p for parents in self.parents for p in parents)
-        self.early = False  # a rule ran before every gradient for its node had arrived
         self.sent = {}  # node index -> [(a tensor a rule sent it, a copy)]
         self.order, self.touched_then, self.handed, self.shares, self.counts = [], [], [], [], []
-        self.ran, self.twice = set(), None
+        # early: a rule ran before every gradient for its node had arrived
+        self.ran, self.twice, self.early = set(), None, False
         for i, node in enumerate(found):
             if node.rule is not None:
                 node.rule = self._watched(i, node.rule)
@@ -126,8 +126,9 @@ class RuleRecorder:
             self.counts.append(0)
             out = rule(g)
             for parent, share in zip(self.parents[i], out, strict=True):
-                self.sent.setdefault(parent, []).append((share, share.clone()))
-                self.shares.append(share.clone())
+                copy = share.clone()
+                self.sent.setdefault(parent, []).append((share, copy))
+                self.shares.append(copy)
                 self.counts[-1] += 1
             return out
         return watched
