@@ -10,10 +10,11 @@
   group-lasso penalty, on integer data, so that every trial has a margin exactly at
   relu's kink, a score exactly at clamp's bound and a pair of weights exactly at the
   norm's zero: the answer must follow torch's choice at each and stay finite.
-- ``l23-safe-softplus``: a method check. The learner rewrites ``soft_relu``, a
+- ``l23-safe-softplus``: a method exercise. The learner rewrites ``soft_relu``, a
   ``torch.where`` whose unused branch overflows, so that its gradient has no NaN;
-  the check differentiates the learner's forward with its own autograd on inputs
-  in every region and compares values and gradients with the safe reference.
+  where the answer runs, autograd differentiates the learner's forward on inputs in
+  every region, and the grader compares values and gradients with the safe reference
+  (the gradient with respect to beta within the round-off of its two terms).
 - Three predictions: ``abs`` at its kink, ReLU spelled three ways at 0, and the
   ``.grad`` of ``|z|**2`` at ``z = 1+2j``.
 """
