@@ -54,8 +54,8 @@ from .sandbox import available as sandbox_available
 from .secret import grading_seed
 from .slips import fail
 
-__all__ = ["Graded", "Verdict", "answer_source", "cell_name", "grade", "grade_one", "graded_exercises",
-           "plain_text", "write_csv", "write_gradebook"]
+__all__ = ["Graded", "Verdict", "answer_source", "cell_name", "grade", "grade_one",
+           "graded_exercises", "plain_text", "write_csv", "write_gradebook"]
 
 COLUMNS = ("student", "notebook", "exercise", "points", "max_points", "verdict", "reason",
            "isolation")
