@@ -43,7 +43,7 @@ from typing import Any
 
 import nbformat
 
-from ..check import Check, Report
+from ..check import Report
 from . import rules, sources, wire
 from .assignment import CourseError, read_notebook
 from .byhand import judge_by_hand
@@ -229,10 +229,6 @@ def _judged(run: Answer, exercise: Any, seed: int, params: Sequence[str]) -> Rep
     try:
         if isinstance(exercise, ByHand):
             return judge_by_hand(exercise, run.call, seed=seed, params=params)
-        if exercise.observe is None:  # the older form: its checks came back as words
-            checks = run.observe(seed)
-            return Report(tuple(Check(str(n), ok is True, str(v), str(m))
-                                for n, ok, v, m in checks))
         return judge_method(exercise, run.observe, seed=seed)
     except SandboxError:
         raise

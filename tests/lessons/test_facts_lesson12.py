@@ -117,7 +117,7 @@ def test_the_budget_check_reckons_a_choice_as_a_run_measures_it(seed):
     for chosen in [*choices, found["by_ratio"]]:
         calls = [0] * len(blocks)
         hooks = [b.register_forward_pre_hook(
-            lambda module, args, i=i: calls.__setitem__(i, calls[i] + 1))
+            lambda module, args, i=i, calls=calls: calls.__setitem__(i, calls[i] + 1))
             for i, b in enumerate(blocks)]
         try:
             out, kept = kept_bytes(blocks, lambda c=chosen: run_stack(blocks, x, set(c)))
