@@ -29,8 +29,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from backproplab import course
 from backproplab.__main__ import main
+from backproplab.course import assignment as course
 from backproplab.course.audit import audit
 from backproplab.course.grading import ByHand, find_exercise
 

@@ -46,10 +46,9 @@ from browser_support import (
 )
 from test_predictions import _leaks
 
-from backproplab._registry import find_prediction
-from backproplab.course import GUESS_STUB, after_reveal_folds
-from backproplab.exercise import _answer_of
-from backproplab.handout import learn
+from backproplab.course.assignment import GUESS_STUB, after_reveal_folds
+from backproplab.course.grading import _answer_of, find_prediction
+from backproplab.course.handout import learn
 
 pytestmark = pytest.mark.browser
 

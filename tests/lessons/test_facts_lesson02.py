@@ -18,7 +18,7 @@ import pytest
 from notebook_runner import NOTEBOOKS, error_of, grade_id, run
 from stored import markdown_before, printed
 
-from backproplab import course
+from backproplab.course import assignment as course
 from backproplab.course.exercises import lesson02
 
 LESSON = NOTEBOOKS / "02-chain-rule.ipynb"

@@ -26,7 +26,7 @@ from browser_support import LabServer, NotebookReport, notebook_page, open_noteb
 from test_browser import ARTIFACTS, LESSONS
 from test_predictions import IN_WORDS, _meaning, _on_screen, _readable, _screen_leaks
 
-from backproplab.course import after_reveal_folds
+from backproplab.course.assignment import after_reveal_folds
 from backproplab.course.grading import _answer_of, find_prediction
 from backproplab.course.handout import learn
 

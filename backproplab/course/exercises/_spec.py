@@ -25,22 +25,11 @@ from typing import Any
 
 import torch
 
+from ...check import Check, Report, compare
 from ...custom_function import check_function
-from ..grading import (
-    AutogradForbidden,
-    ByHand,
-    Check,
-    Method,
-    Prediction,
-    Report,
-    check_by_hand,
-    compare,
-    count_autograd,
-    failure,
-    forbid_autograd,
-    is_failure,
-    same,
-)
+from ...watch import AutogradForbidden, count_autograd, forbid_autograd
+from ..byhand import check_by_hand
+from ..grading import ByHand, Method, Prediction, failure, is_failure, same
 from ..rules import BY_HAND, METHOD
 
 ENGINE = METHOD.allowing(engine=True)
