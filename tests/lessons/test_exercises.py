@@ -184,8 +184,8 @@ def _variants(lesson: Path) -> dict[str, list[rounds.Variant]]:
 
 
 def _run(lesson: Path) -> rounds.LessonRun:
-    """The lesson's one live execution, shared by the tests of this lesson (a file runs
-    on one worker: --dist loadfile)."""
+    """The lesson's one live execution, shared by the tests of this lesson (they run in
+    one process: tests/conftest.py makes them a unit of work of their own)."""
     if lesson not in _RUNS:
         _RUNS[lesson] = rounds.play(lesson, _variants(lesson))
     run = _RUNS[lesson]
