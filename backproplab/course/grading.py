@@ -33,35 +33,25 @@ from typing import Any
 import torch
 
 from ..check import Check, Report, compare, wrap
-from ..watch import AutogradCount, AutogradForbidden, count_autograd, forbid_autograd
 from . import rules, secret
-from .byhand import ADVICE, Task, check_by_hand, feedback, source_refusal
-from .slips import BY_HAND_RTOL, ESTIMATE_RTOL, fail
+from .byhand import ADVICE, Task, feedback, source_refusal
+from .slips import fail
 
 __all__ = [
-    "ADVICE",
-    "BY_HAND_RTOL",
-    "ESTIMATE_RTOL",
-    "AutogradCount",
-    "AutogradForbidden",
     "ByHand",
     "Method",
     "Prediction",
-    "check_by_hand",
     "check_exercise",
     "check_prediction",
-    "count_autograd",
     "failure",
     "find_exercise",
     "find_prediction",
-    "forbid_autograd",
     "is_failure",
     "judge_method",
     "lesson_module",
     "prediction_report",
     "reveal",
     "same",
-    "source_refusal",
 ]
 
 

@@ -9,7 +9,7 @@ def _lookup(key: str, signature: str, inputs: str) -> str:
     """A table of the visible check's answers (seeds 0..2), looked up by the inputs: it
     passes the visible check and fails the hidden one, whose inputs are not in it."""
     return (
-        "from backproplab.lessons import find_exercise\n\n"
+        "from backproplab.course.exercises import find_exercise\n\n"
         f"_exercise = find_exercise({key!r})\n"
         "_table = {}\n"
         "for _k in range(3):\n"

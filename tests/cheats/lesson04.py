@@ -27,7 +27,7 @@ NLL_NODE = '''def nll_grads(x, y, w, b, a, c):
         return torch.autograd.grad(LOSS, (w, b, a, c))
 '''.replace("LOSS", NLL_LOSS)
 # A table of the visible check's inputs (seeds 0, 1, 2) and their answers.
-NLL_TABLE = '''from backproplab.lessons import find_exercise
+NLL_TABLE = '''from backproplab.course.exercises import find_exercise
 
 _exercise = find_exercise("l04-grads")
 _table = []
@@ -66,7 +66,7 @@ HUBER_NODE = '''def huber_grads(x, y, w, b, delta):
         loss = nn.functional.huber_loss(w * x + b, y, delta=delta)
         return torch.autograd.grad(loss, (w, b))
 '''
-HUBER_TABLE = '''from backproplab.lessons import find_exercise
+HUBER_TABLE = '''from backproplab.course.exercises import find_exercise
 
 _exercise = find_exercise("l04-huber")
 _table = []

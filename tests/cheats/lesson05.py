@@ -63,7 +63,7 @@ CHEATS = {
          "    return W_once.grad\n",
          "enable_grad"),
         # A table of the visible check's answers, looked up by the inputs.
-        ("from backproplab.lessons import find_exercise\n\n"
+        ("from backproplab.course.exercises import find_exercise\n\n"
          "_exercise = find_exercise('l05-tied')\n"
          "_table = {}\n"
          "for _k in range(3):\n"

@@ -70,7 +70,7 @@ CHEATS = {
         ),
         # A table of the visible check's answers, looked up by the inputs.
         (
-            "from backproplab.lessons import find_exercise\n\n"
+            "from backproplab.course.exercises import find_exercise\n\n"
             "_exercise = find_exercise('l06-momentum')\n"
             "_table = {}\n"
             "for _k in range(3):\n"

@@ -34,7 +34,7 @@ BCE_WORKED = '''def dlogits_bce(z, y):
     (dz,) = torch.autograd.grad(F.binary_cross_entropy_with_logits(z, y), z)
     return dz
 '''
-BCE_TABLE = '''from backproplab.lessons import find_exercise
+BCE_TABLE = '''from backproplab.course.exercises import find_exercise
 
 _exercise = find_exercise("l09-bce")
 _table = []
@@ -76,7 +76,7 @@ MSE_NODE = '''def dlogits_sigmoid_mse(z, y):
         p = torch.sigmoid(z)
         return p.grad_fn(2 * (p - y) / z.numel())
 '''
-MSE_TABLE = '''from backproplab.lessons import find_exercise
+MSE_TABLE = '''from backproplab.course.exercises import find_exercise
 
 _exercise = find_exercise("l09-dlogits")
 _table = []
@@ -125,7 +125,7 @@ MLP_NODE = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
         z = torch.tanh(xs @ params[0] + params[1]) @ params[2] + params[3]
         return torch.autograd.grad(F.binary_cross_entropy_with_logits(z, ys), params)
 '''
-MLP_TABLE = '''from backproplab.lessons import find_exercise
+MLP_TABLE = '''from backproplab.course.exercises import find_exercise
 
 _exercise = find_exercise("l09-mlp")
 _table = []

@@ -52,7 +52,7 @@ CHEATS = {
         ),
         # A table of the visible check's answer: right there, wrong on the hidden check's batch.
         (
-            "from backproplab.lessons.lesson14 import _new_net, _loop_gradients\n\n"
+            "from backproplab.course.exercises.lesson14 import _new_net, _loop_gradients\n\n"
             "_net, _X, _Y = _new_net(15)\n"
             "_G = _loop_gradients(_net, _X, _Y)\n\n\n"
             "def clipped_mean_gradient(model, X, Y, max_norm):\n"

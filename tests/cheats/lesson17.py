@@ -38,10 +38,7 @@ CHEATS = {
         # A table of the visible check's answers: right there, a KeyError on new inputs.
         (
             "import importlib\n"
-            "try:\n"
-            "    _l17 = importlib.import_module('backproplab.course.exercises.lesson17')\n"
-            "except ModuleNotFoundError:\n"
-            "    _l17 = importlib.import_module('backproplab.lessons.lesson17')\n"
+            "_l17 = importlib.import_module('backproplab.course.exercises.lesson17')\n"
             "TABLE = {}\n"
             "for seed in range(3):\n"
             "    gen = torch.Generator().manual_seed(seed)\n"

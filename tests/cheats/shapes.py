@@ -7,7 +7,7 @@ source and runs only that in a fresh process, must give every one 0 points
 (tests/course/test_grade.py). Entries: (kind, source of the solution cell).
 """
 
-REFERENCE = 'bl.lessons.find_exercise("l04-grads").reference'
+REFERENCE = 'bl.course.exercises.find_exercise("l04-grads").reference'
 AUTOGRAD = '''\
 def _autograd(x, y, w, b, a, c):
     with torch.enable_grad():
@@ -85,7 +85,7 @@ RESULTS = queue.SimpleQueue()
 def serve():
     while True:
         x, y, w, b, a, c = RESULTS.get()
-        RESULTS.put(bl.lessons.find_exercise("l04-grads").reference(x, y, w, b, a, c))
+        RESULTS.put(bl.course.exercises.find_exercise("l04-grads").reference(x, y, w, b, a, c))
 
 
 threading.Thread(target=serve, daemon=True).start()
@@ -101,7 +101,7 @@ def nll_grads(x, y, w, b, a, c):
 '''),
     ("a cache filled before the check", '''\
 CACHE = {}
-_exercise = bl.lessons.find_exercise("l04-grads")
+_exercise = bl.course.exercises.find_exercise("l04-grads")
 for _seed in range(3):
     _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
     CACHE[repr(_inputs[0].tolist())] = _exercise.reference(*_inputs)
@@ -180,7 +180,7 @@ import os
 
 from backproplab.course import secret as _secret
 
-_exercise = bl.lessons.find_exercise("l04-grads")
+_exercise = bl.course.exercises.find_exercise("l04-grads")
 TABLE = {}
 for _written in (0, 4901):
     _seed = _secret.grading_seed("l04-grads", _written, os.environ.get("BACKPROPLAB_SECRET"))

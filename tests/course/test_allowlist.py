@@ -21,7 +21,8 @@ from cells import run_cell
 import backproplab as bl
 from backproplab.course import exercises, rules, secret
 from backproplab.course.audit import findings_in
-from backproplab.course.grading import ByHand, check_by_hand, find_exercise
+from backproplab.course.byhand import check_by_hand
+from backproplab.course.grading import ByHand, find_exercise
 
 HERE = Path(__file__).parents[1]
 _spec = importlib.util.spec_from_file_location("shortcuts", HERE / "cheats" / "shortcuts.py")
@@ -31,12 +32,15 @@ _spec.loader.exec_module(shortcuts)
 
 
 def _by_hand() -> list[str]:
-    """Every by-hand exercise's id, from the registry (whatever the lessons are numbered)."""
+    """Every by-hand exercise's id whose inputs hold a tensor, from the registry (whatever
+    the lessons are numbered). A shortcut differentiates a tensor input: an exercise on
+    numbers alone (lesson 12's byte count of a network's sizes) has nothing to apply it to."""
     found = []
     for info in pkgutil.iter_modules(exercises.__path__):
         if info.name.startswith("lesson"):
             module = importlib.import_module(f"{exercises.__name__}.{info.name}")
-            found += [k for k, v in module.EXERCISES.items() if isinstance(v, ByHand)]
+            found += [k for k, v in module.EXERCISES.items() if isinstance(v, ByHand) and any(
+                torch.is_tensor(a) for a in v.make_inputs(torch.Generator().manual_seed(0)))]
     return sorted(found)
 
 

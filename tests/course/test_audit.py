@@ -14,10 +14,10 @@ import nbformat
 import pytest
 from notebook_runner import error_of, run
 
-from backproplab import course
 from backproplab.__main__ import main
-from backproplab.audit import audit, findings_in
+from backproplab.course import assignment as course
 from backproplab.course import grade
+from backproplab.course.audit import audit, findings_in
 
 HERE = Path(__file__).parents[1]
 LESSONS = HERE.parent / "notebooks"

@@ -187,7 +187,7 @@ def test_grades_threads_read_answers_one_at_a_time(tmp_path, monkeypatch):
 
 
 def test_the_solutions_score_everything_and_the_blank_version_nothing(tmp_path):
-    blank = bl.course.student_version(nbformat.read(_lesson("l02-"), as_version=4))[0]
+    blank = bl.course.assignment.student_version(nbformat.read(_lesson("l02-"), as_version=4))[0]
     _write(tmp_path, "alice", "l02-", nbformat.read(_lesson("l02-"), as_version=4))
     _write(tmp_path, "bob", "l02-", blank)
     got = _graded(tmp_path)

@@ -216,7 +216,7 @@ def test_check_exercise_runs_a_lesson_check_and_returns_nothing(capsys):
 
 
 def test_hidden_seeds_defeat_a_table_of_the_visible_inputs():
-    make = bl.lessons.find_exercise("l02-cubic").make_inputs
+    make = bl.course.exercises.find_exercise("l02-cubic").make_inputs
     table = {}
     for k in range(3):
         (x,) = make(torch.Generator().manual_seed(k))

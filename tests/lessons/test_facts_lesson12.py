@@ -191,7 +191,7 @@ def test_checkpointing_built_from_hooks_is_checked_and_names_its_slips(cells):
     import torch
     from torch.autograd.graph import saved_tensors_hooks
 
-    from backproplab.lessons import find_exercise
+    from backproplab.course.grading import find_exercise
 
     def built(block, x, *, keep_rng=True):
         rng_state, recomputed, saves = torch.get_rng_state(), [], []

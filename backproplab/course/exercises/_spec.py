@@ -32,24 +32,12 @@ from typing import Any
 
 import torch
 
+from ...check import Check, Report, compare
 from ...custom_function import check_function
 from ...values import aligned, as_value, close_mask, finite_abs, relative
-from ..byhand import Ran, Task, judge_by_hand, run_answer
-from ..grading import (
-    AutogradForbidden,
-    ByHand,
-    Check,
-    Method,
-    Prediction,
-    Report,
-    check_by_hand,
-    compare,
-    count_autograd,
-    failure,
-    forbid_autograd,
-    is_failure,
-    same,
-)
+from ...watch import AutogradForbidden, count_autograd, forbid_autograd
+from ..byhand import Ran, Task, check_by_hand, judge_by_hand, run_answer
+from ..grading import ByHand, Method, Prediction, failure, is_failure, same
 from ..rules import BY_HAND, METHOD
 from ..slips import fresh
 
