@@ -59,7 +59,7 @@ from .allowlist import (
     qualified_reason,
     resolve,
 )
-from .scopes import binds, in_scope, local_names
+from .sources import binds, in_scope, local_names
 
 __all__ = ["BY_HAND", "METHOD", "SHAPES", "Finding", "Vocabulary", "aliases", "qualified_reason",
            "read", "refusal"]
