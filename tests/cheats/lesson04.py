@@ -1,6 +1,8 @@
 """Shortcuts for the exercises of 04-linear-regression.ipynb: each must fail its check
 (the lesson runs with its hidden tests), naming what it did. See tests/lessons/test_exercises.py."""
 
+from cheats.estimates import lesson_plans, with_disguised
+
 NLL_LOSS = "(a * x + c + 0.5 * (w * x + b - y) ** 2 * torch.exp(-2 * (a * x + c))).mean()"
 NLL_FD = '''def nll_grads(x, y, w, b, a, c):
     def loss(w, b, a, c):
@@ -100,3 +102,6 @@ CHEATS = {
         (HUBER_TABLE, "hard-coded"),
     ],
 }
+
+# Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
+CHEATS = with_disguised(CHEATS, lesson_plans("04"))
