@@ -233,7 +233,8 @@ def test_a_derivation_may_shift_an_input_once_an_estimate_may_not():
     with Nudges([x, var, 1e-5]) as seen:  # 1/(1 + x), (var + eps) ** -1.5, x - mean
         _ = 1 / (1 + x) + (var + 1e-5) ** -1.5 + (x - x.mean()) + (1 - x)
     assert seen.nudged() is None
-    for step in ("x + 1.0, x - 1.0", "x + 1e-7, x", "x + torch.eye(4, dtype=x.dtype)[1]"):
+    # One function at two points: a step of any size, a tiny one, a one-hot direction.
+    for step in ("x + 1.0, x - 1.0", "x + 1e-7, x", "x + torch.eye(4, dtype=x.dtype)[1], x"):
         with pytest.raises(NudgeSeen), Nudges([x, var, 1e-5]) as seen:
             _ = [t.sin() for t in eval(f"({step},)", {"x": x, "torch": torch})]
         assert seen.nudged() == 0, step

@@ -2,15 +2,15 @@
 ``bl.check_exercise("l02-cubic", ...)`` enters at most eleven modules of the package,
 together at most 2,950 lines of code (each module reads in one sitting: at most 450).
 
-The route is the check's own steps, one module each: the exercise (grading, the
-lesson's module), the answer's source read (sources) against the vocabulary (rules),
-the answer run with autograd refused and estimates watched (byhand, watch, nudges),
-and the verdict (slips, check, values). The watch for estimates follows every moved
-copy of the inputs (a large step, SPSA, Richardson and fits are caught, not only tiny
-steps): about 250 of those lines. The reading judges each name by what it is, not how
-it is spelt (`allowlist`: ``torch.os`` is ``os``): its own module, the eleventh. The files are collected with ``sys.setprofile``
-(every call into a function of a package file), after one warm-up run so that imports
-made on first use are not counted. Run with ``-s`` to see the route.
+The route is the check's own steps, one module each: the exercise (grading, the lesson's
+module), the answer's source read (sources) against the vocabulary (rules), the answer run
+with autograd refused and estimates watched (byhand, watch, nudges), and the verdict
+(slips, check, values). The watch for estimates follows every moved copy of the inputs (a
+large step, SPSA, Richardson and fits are caught, not only tiny steps): about 250 of those
+lines. The reading judges each name by what it is, not how it is spelt (`allowlist`:
+``torch.os`` is ``os``): its own module, the eleventh. The files are collected with
+``sys.setprofile`` (every call into a function of a package file), after one warm-up run
+so that imports made on first use are not counted. Run with ``-s`` to see the route.
 """
 
 from __future__ import annotations
