@@ -11,14 +11,15 @@ against the exercise's vocabulary (`backproplab.course.rules`, the same
 reading ``backproplab grade`` applies), runs it, and names what is wrong. It
 guards nothing: code in a kernel can reach everything in it. The **grade** is
 decided by ``backproplab grade`` (`backproplab.course.grade`), from the
-submitted source, in a fresh process.
+submitted source run in a sandbox, by the same judges (`judge_method` here,
+`backproplab.course.byhand.judge_by_hand`) on what the answer's run sent back.
 
 `check_prediction` grades a guess: a wrong one gets a hint, never the
 answer, which only `reveal` shows.
 
->>> print(check_by_hand(lambda x: 2 * x, reference=lambda x: 2 * x,
-...                     make_inputs=lambda gen: (torch.randn(3, generator=gen),), name="dz/dx"))
-✓ dz/dx: matches autograd on 3 new random inputs
+>>> exercise = find_exercise("l02-cubic")
+>>> type(exercise).__name__, exercise.name
+('ByHand', 'd/dx (x**3 - 4x**2 + 5)')
 """
 
 from __future__ import annotations
