@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
-import pkgutil
 import sys
 from pathlib import Path
 
@@ -17,9 +16,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 from cells import run_cell
+from registry import exercises_of, with_tensor_inputs
 
 import backproplab as bl
-from backproplab.course import exercises, rules, secret
+from backproplab.course import rules, secret
 from backproplab.course.audit import findings_in
 from backproplab.course.byhand import check_by_hand
 from backproplab.course.grading import ByHand, find_exercise
@@ -31,20 +31,7 @@ sys.modules["shortcuts"] = shortcuts
 _spec.loader.exec_module(shortcuts)
 
 
-def _by_hand() -> list[str]:
-    """Every by-hand exercise's id whose inputs hold a tensor, from the registry (whatever
-    the lessons are numbered). A shortcut differentiates a tensor input: an exercise on
-    numbers alone (lesson 12's byte count of a network's sizes) has nothing to apply it to."""
-    found = []
-    for info in pkgutil.iter_modules(exercises.__path__):
-        if info.name.startswith("lesson"):
-            module = importlib.import_module(f"{exercises.__name__}.{info.name}")
-            found += [k for k, v in module.EXERCISES.items() if isinstance(v, ByHand) and any(
-                torch.is_tensor(a) for a in v.make_inputs(torch.Generator().manual_seed(0)))]
-    return sorted(found)
-
-
-BY_HAND = _by_hand()
+BY_HAND = with_tensor_inputs(exercises_of(ByHand))
 
 
 def _answer(source: str, key: str = ""):

@@ -13,35 +13,23 @@ shift inputs too and must not look like a nudge.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
-import pkgutil
 
 import pytest
 import torch
 import torch.nn.functional as F
 from cells import run_cell
 from cheats import estimates
+from registry import exercises_of, with_tensor_inputs
 
 import backproplab as bl
-from backproplab.course import byhand, exercises
+from backproplab.course import byhand
 from backproplab.course.grading import ByHand, find_exercise
 from backproplab.course.nudges import Nudges, NudgeSeen
 
 FAMILIES = list(estimates.FAMILIES)
 PLANS = estimates.every_plan()
-
-
-def _by_hand() -> list[str]:
-    """Every by-hand exercise's id whose inputs hold a tensor, from the registry (lesson
-    12's byte count, a formula of a network's sizes, has no input to nudge)."""
-    found = []
-    for info in pkgutil.iter_modules(exercises.__path__):
-        if info.name.startswith("lesson"):
-            module = importlib.import_module(f"{exercises.__name__}.{info.name}")
-            found += [k for k, v in module.EXERCISES.items() if isinstance(v, ByHand) and any(
-                torch.is_tensor(a) for a in v.make_inputs(torch.Generator().manual_seed(0)))]
-    return sorted(found)
+BY_HAND = with_tensor_inputs(exercises_of(ByHand))
 
 
 def _answer(key: str, family: str):
@@ -57,7 +45,7 @@ def _missed(family: str, seeds: range) -> list[str]:
     and judged as the check runs and judges it (its source, read first, is allowed: see
     the test below)."""
     missed = []
-    for key in _by_hand():
+    for key in BY_HAND:
         answer, exercise = _answer(key, family), find_exercise(key)
         for seed in seeds:
             report = byhand.judge_by_hand(
@@ -70,7 +58,7 @@ def _missed(family: str, seeds: range) -> list[str]:
 
 
 def test_every_by_hand_exercise_has_a_plan_and_every_kind_is_there():
-    assert sorted(PLANS) == _by_hand()
+    assert sorted(PLANS) == BY_HAND
     kinds = " | ".join(FAMILIES)
     for word in ("h = 1", "h = 2", "multiplication", "lerp", "where", "stacked", "roll",
                  "SPSA", "Richardson", "least-squares", "three points", "forward difference",

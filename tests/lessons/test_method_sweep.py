@@ -13,52 +13,19 @@ answer fail on all of them.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import pkgutil
-from pathlib import Path
-
 import nbformat
 import pytest
 import torch
+from registry import exercises_of, lesson_of, wrong_answers
 
-from backproplab.course import exercises, grade, rules, sandbox
+from backproplab.course import grade, rules, sandbox
 from backproplab.course.grading import Method, is_failure, same
 
-ROOT = Path(__file__).parents[2]
 SEEDS = 50
 pytestmark = pytest.mark.slow
 
 
-def _methods() -> dict[str, Method]:
-    found = {}
-    for info in pkgutil.iter_modules(exercises.__path__):
-        if info.name.startswith("lesson"):
-            module = importlib.import_module(f"{exercises.__name__}.{info.name}")
-            found |= {k: v for k, v in module.EXERCISES.items()
-                      if isinstance(v, Method) and v.observe is not None}
-    return found
-
-
-METHODS = _methods()
-
-
-def _wrong(key: str) -> list[tuple[str, str]]:
-    path = ROOT / "tests" / "wrong_answers" / f"lesson{key[1:3]}.py"
-    spec = importlib.util.spec_from_file_location(f"wrong_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    table = module.WRONG.get(key, [])
-    return [table] if isinstance(table, tuple) else list(table)
-
-
-def _lesson(key: str) -> tuple[nbformat.NotebookNode, grade.Graded]:
-    for path in sorted((ROOT / "notebooks").glob(f"{key[1:3]}-*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        graded = [g for g in grade.graded_exercises(nb) if g.key == key]
-        if graded:
-            return nb, graded[0]
-    raise LookupError(key)
+METHODS = exercises_of(Method)
 
 
 def _answer(nb: nbformat.NotebookNode, graded: grade.Graded, exercise: Method,
@@ -99,7 +66,7 @@ def _agrees(exercise: Method, answer, seeds: int) -> list[bool]:
 @pytest.mark.parametrize("key", sorted(METHODS))
 def test_the_solution_passes_and_every_kept_slip_fails_on_every_seed(key):
     exercise = METHODS[key]
-    nb, graded = _lesson(key)
+    nb, graded = lesson_of(key)
     solution = _answer(nb, graded, exercise, None)
     assert solution is not None, f"{key}: the lesson's solution is refused or does not run"
     agrees = _agrees(exercise, solution, SEEDS)
@@ -107,7 +74,7 @@ def test_the_solution_passes_and_every_kept_slip_fails_on_every_seed(key):
     assert not failing, f"{key}: the solution fails on {len(failing)} of {SEEDS} seeds, " \
                         f"e.g. seed {failing[0]}"
     passing = []
-    for k, (source, fragment) in enumerate(_wrong(key)):
+    for k, (source, fragment) in enumerate(wrong_answers(key)):
         answer = _answer(nb, graded, exercise, source)
         if answer is None:
             continue

@@ -12,20 +12,14 @@ the 300 seeds (an exception is listed below with its reason).
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import pkgutil
-from pathlib import Path
-
-import nbformat
 import pytest
 import torch
+from registry import exercises_of, lesson_of, wrong_answers
 
-from backproplab.course import exercises, grade, rules, sandbox, slips
+from backproplab.course import grade, rules, sandbox, slips
 from backproplab.course.byhand import _float64, run_answer
 from backproplab.course.grading import ByHand
 
-ROOT = Path(__file__).parents[2]
 SEEDS = 300
 pytestmark = pytest.mark.slow
 
@@ -33,34 +27,7 @@ pytestmark = pytest.mark.slow
 EXCEPTIONS: dict[tuple[str, int], tuple[int, str]] = {}
 
 
-def _by_hand() -> dict[str, ByHand]:
-    found = {}
-    for info in pkgutil.iter_modules(exercises.__path__):
-        if info.name.startswith("lesson"):
-            module = importlib.import_module(f"{exercises.__name__}.{info.name}")
-            found |= {k: v for k, v in module.EXERCISES.items() if isinstance(v, ByHand)}
-    return found
-
-
-BY_HAND = _by_hand()
-
-
-def _wrong(key: str) -> list[tuple[str, str]]:
-    path = ROOT / "tests" / "wrong_answers" / f"lesson{key[1:3]}.py"
-    spec = importlib.util.spec_from_file_location(f"wrong_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    table = module.WRONG.get(key, [])
-    return [table] if isinstance(table, tuple) else list(table)
-
-
-def _lesson(key: str) -> tuple[nbformat.NotebookNode, grade.Graded]:
-    for path in sorted((ROOT / "notebooks").glob(f"{key[1:3]}-*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        graded = [g for g in grade.graded_exercises(nb) if g.key == key]
-        if graded:
-            return nb, graded[0]
-    raise LookupError(key)
+BY_HAND = exercises_of(ByHand)
 
 
 def _right(answer, exercise: ByHand, inputs: tuple, ref: tuple) -> bool:
@@ -85,8 +52,8 @@ def _right(answer, exercise: ByHand, inputs: tuple, ref: tuple) -> bool:
 
 @pytest.mark.parametrize("key", sorted(BY_HAND))
 def test_every_kept_slip_fails_on_every_seed(key):
-    exercise, wrong = BY_HAND[key], _wrong(key)
-    nb, graded = _lesson(key)
+    exercise, wrong = BY_HAND[key], wrong_answers(key)
+    nb, graded = lesson_of(key)
     inputs = [_float64(exercise.make_inputs(torch.Generator().manual_seed(s)))
               for s in range(SEEDS + exercise.trials - 1)]
     refs = [slips.as_outputs(exercise.reference(*slips.fresh(x))) for x in inputs]
