@@ -151,3 +151,9 @@ def test_the_opening_counts_the_notebooks_and_lessons_there_are():
     lessons = {p.name[:2] for p in notebooks}
     assert _NUMBERS[found.group(1).lower()] == len(notebooks)
     assert _NUMBERS[found.group(2).lower()] == len(lessons)
+
+
+def test_the_first_command_comes_within_the_first_60_lines():
+    """A newcomer reaches the install line without scrolling past the lesson table."""
+    first = next(i for i, line in enumerate(README.splitlines(), 1) if line.startswith("```bash"))
+    assert first <= 60, f"README's first command block starts at line {first}"

@@ -37,7 +37,7 @@ class Readme:
     """What the landing page takes from the README."""
 
     title: str
-    intro: str  # the text between the title and the lesson section
+    intro: str  # the text between the title and the first section
     lessons_section: str  # the whole "## Lessons" section, table included
     lessons: tuple[LessonRow, ...]
 
@@ -75,7 +75,7 @@ def read_readme(text: str, name: str = "README") -> Readme:
         raise SiteError(f"{name}: the Lessons section has no table row linking a notebook")
     return Readme(
         title=title,
-        intro="\n".join(lines[1:start]).strip(),
+        intro="\n".join(lines[1:headings[0]]).strip(),  # what stands before any section
         lessons_section="\n".join(section).strip(),
         lessons=tuple(rows),
     )
