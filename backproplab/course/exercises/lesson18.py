@@ -288,7 +288,7 @@ def _appended(value: Any) -> list[Any]:
 
 def _observe_flops(answer: Any, inputs: dict[str, Any]) -> Any:
     """The learner's compiler on each new function in turn: a `failure` if the first cannot
-    be compiled with it; a later one's failure is kept in its place."""
+    be compiled with it; where one after the first fails, that failure is kept in its place."""
     made = _made_compiler(answer)
     if is_failure(made):
         return made
