@@ -45,8 +45,11 @@ EVENTS = {
     "sockets": ("socket.",),
     "ctypes": ("ctypes.",),
 }
-# Modules an answer's code may meet lazily while it runs: loaded before the hook is on.
-PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile", "torch.func", "torch.nn.functional",
+# Modules an answer's code may meet lazily while it runs: loaded before the hook is on
+# (str() of a tensor imports schema_check_mode the first time; torch.optim's step, a
+# checkpoint and torch.func's transforms import torch._dynamo).
+PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile", "torch._subclasses.schema_check_mode",
+           "torch.func", "torch.nn.functional",
            "torch.autograd.graph", "torch.autograd.forward_ad",
            "torch.autograd.functional", "torch.utils.checkpoint", "torch.utils.hooks",
            "torch.nn.utils", "torch.optim", "torch.testing", "torch.overrides",
@@ -137,10 +140,6 @@ class _Serve:
                     ran = run_answer(self.answer, request["args"])
                     self.reply("ran", [_plain(ran.got), ran.failure, ran.detail, ran.nudged,
                                        list(ran.warnings), ran.largest])
-                elif what == "observe" and self.exercise.observe is None:  # the older form
-                    report = self.exercise.check(self.answer, request["inputs"])
-                    self.reply("observed", [[c.name, bool(c.ok), str(c.verdict), str(c.message)]
-                                            for c in report.checks])
                 elif what == "observe":
                     self.reply("observed", self.exercise.observe(self.answer, request["inputs"]))
                 else:

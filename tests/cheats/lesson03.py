@@ -95,10 +95,10 @@ CHEATS = {
         # A table of log's derivative at the visible check's inputs (seeds 0 to 3 of its
         # 4 trials): right there, a KeyError on the hidden check's new inputs.
         (
-            "from backproplab.course.exercises.lesson03 import _op_inputs\n\n"
+            "from backproplab.course.exercises.lesson03.engine import op_inputs\n\n"
             "TABLE = {}\n"
             "for k in range(4):\n"
-            "    x, w, b, _ = _op_inputs(torch.Generator().manual_seed(k))\n"
+            "    x, w, b, _ = op_inputs(torch.Generator().manual_seed(k))\n"
             "    u = (x * w + b).item()\n"
             "    TABLE[round(u, 9)] = 1 / u\n"
             "\n\n"

@@ -20,7 +20,7 @@ from pathlib import Path
 from notebook_runner import NOTEBOOKS
 from stored import markdown_before, printed
 
-from backproplab import course
+from backproplab.course import assignment as course
 
 LESSON = NOTEBOOKS / "01-computational-graph.ipynb"
 CELLS = json.loads(LESSON.read_text())["cells"]
@@ -87,17 +87,16 @@ def test_only_leaves_have_no_inputs_in_the_formula_graphs():
     """What Exercise 2's check says when a walk unpacks an empty next_functions."""
     import torch
 
-    from backproplab.course.exercises import lesson01
+    from backproplab.course.exercises.lesson01 import formula
 
     for seed in range(20):
-        gen = torch.Generator().manual_seed(seed)
-        for _, code in lesson01._probes(gen):
-            names = sorted(set(re.findall(r"\b[a-z]\b", code)))
-            leaves = {n: v.requires_grad_() for n, v in lesson01._leaf_values(gen, names).items()}
-            todo = [eval(code, lesson01._namespace(leaves)).grad_fn]  # noqa: S307
+        for probe in formula.make_inputs(torch.Generator().manual_seed(seed))["probes"]:
+            leaves = {n: torch.tensor(v, dtype=torch.float64).requires_grad_()
+                      for n, v in probe["values"].items()}
+            todo = [formula.build(probe["tree"], leaves).grad_fn]
             while todo:
                 node = todo.pop()
-                assert bool(node.next_functions) != hasattr(node, "variable"), code
+                assert bool(node.next_functions) != hasattr(node, "variable"), probe["tree"]
                 todo += [fn for fn, _ in node.next_functions if fn is not None]
 
 

@@ -21,18 +21,7 @@ from typing import Any
 
 import torch
 
-from ._spec import (
-    ByHand,
-    Method,
-    Prediction,
-    Report,
-    attempt,
-    close,
-    compare,
-    count_autograd,
-    failed,
-    passed,
-)
+from ._spec import ByHand, Method, Prediction, call_answer, close, compare, count_autograd
 
 
 def _plural(n: int, word: str) -> str:
@@ -82,62 +71,77 @@ _MICRO_SLIPS: dict[str, Callable[[list[torch.Tensor], list[int]], torch.Tensor]]
 }
 
 
-def _check_microbatch(answer: Any, seed: int) -> Report:
-    name = "accumulate"
-    if not callable(answer):
-        return failed(name, f"expected a function, got "
-                                                  f"{type(answer).__name__}.")
-    runs = []
-    for k in range(3):
-        w, X, t, sizes = _new_batch(torch.Generator().manual_seed(seed + k))
-        w_learner = w.clone().requires_grad_()
-        arrived: list[torch.Tensor] = []  # what each backward pass brings to w
-        w_learner.register_hook(lambda g, arrived=arrived: arrived.append(g.detach().clone()))
-        with count_autograd() as seen:
-            _, failure = attempt(name, answer, w_learner, X.clone(), t.clone(), list(sizes),
-                                 raised=lambda err, sizes=sizes: f"raised {type(err).__name__}: "
-                                 f"{err} (on pieces of sizes {sizes}).")
-        if failure is not None:
-            return failure
-        where = f"for pieces of sizes {sizes}"
-        others = [c for c in seen.calls if c != "Tensor.backward()"]
-        if others:
-            return failed(name, f"{where}, your function called "
-                                 f"{others[0]}, which returns gradients instead of adding them "
-                                 "into .grad. This exercise is about letting backward() "
-                                 "accumulate.")
-        if seen.reverse != len(sizes):
-            return failed(name, f"{where}, your function ran "
-                                 f"{_plural(seen.reverse, 'backward pass')} for "
-                                 f"{_plural(len(sizes), 'piece')}; the exercise asks for one "
-                                 "backward() per piece.")
-        if w_learner.grad is None:
-            return failed(name, f"{where}, w.grad is still None after "
-                                 "your function ran: no backward pass reached w.", "missing")
+def _batch_inputs(gen: torch.Generator) -> dict[str, Any]:
+    w, X, t, sizes = _new_batch(gen)
+    return {"w": w, "X": X, "t": t, "sizes": sizes}
+
+
+def _observe_microbatch(answer: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """What the learner's function did on one batch: the autograd calls it made, in
+    order, what each backward pass brought to w, and the w.grad it left."""
+    sizes = list(inputs["sizes"])
+    w = inputs["w"].clone().requires_grad_()
+    arrived: list[torch.Tensor] = []
+    w.register_hook(lambda g: arrived.append(g.detach().clone()))
+    with count_autograd() as seen:
+        _, failed = call_answer(answer, w, inputs["X"].clone(), inputs["t"].clone(), sizes,
+                                raised=lambda err: f"raised {type(err).__name__}: {err} (on "
+                                                   f"pieces of sizes {sizes}).")
+    if failed is not None:
+        return failed
+    return {"calls": list(seen.calls), "arrived": arrived,
+            "grad": None if w.grad is None else w.grad.detach().clone()}
+
+
+def _expected(grad_of: Callable[[list[torch.Tensor], list[int]], torch.Tensor] | None = None):
+    """What one backward() per piece shows: each pass bringing its piece's share, and the
+    full-batch gradient in w.grad; with ``grad_of``, the w.grad a slip leaves (what its
+    passes bring left open)."""
+    def observation(inputs: dict[str, Any]) -> dict[str, Any]:
+        w, X, t, sizes = inputs["w"], inputs["X"], inputs["t"], inputs["sizes"]
+        parts = _piece_grads(w, X, t, sizes)
+        calls = ["Tensor.backward()"] * len(sizes)
+        if grad_of is not None:
+            return {"calls": calls, "arrived": _ANY, "grad": grad_of(parts, sizes)}
         full = w.clone().requires_grad_()
         ((X @ full - t) ** 2).mean().backward()
-        runs.append((w_learner.grad, full.grad, _piece_grads(w, X, t, sizes), sizes, arrived))
+        return {"calls": calls, "grad": full.grad,
+                "arrived": [g * s / sum(sizes) for g, s in zip(parts, sizes, strict=True)]}
+    return observation
 
-    for got, want, parts, sizes, arrived in runs:
-        verdict = compare(name, got, want, rtol=1e-10, atol=1e-12)[0]
-        if verdict.ok:
-            shares = [g * s / sum(sizes) for g, s in zip(parts, sizes, strict=True)]
-            if not all(any(close(a, share) for a in arrived) for share in shares):
-                return failed(name, f"for pieces of sizes {sizes}, w.grad "
-                                     "ends right, but the backward passes did not each carry one "
-                                     "piece: what reached w in each pass was not one piece's "
-                                     "share of the gradient. Call backward() on each piece's own "
-                                     "scaled loss.")
-            continue
-        for slip, wrong in _MICRO_SLIPS.items():
-            if all(compare(slip, g, wrong(p, s), rtol=1e-10, atol=1e-12).ok
-                   for g, _, p, s, _ in runs):
-                return failed(name, f"w.grad is not the full-batch "
-                                     f"gradient for pieces of sizes {sizes}: {slip}.", "mismatch")
-        return failed(name, f"w.grad for pieces of sizes {sizes}: "
-                                                      f"{verdict.message}", "mismatch")
-    return passed(name, "one backward() per piece, and the full-batch "
-                                             "gradient on 3 new batches")
+
+_ANY = "any"  # a slip says nothing of what each pass brought
+
+
+def _carried(arrived: list[torch.Tensor], shares: list[torch.Tensor]) -> bool:
+    """Whether every piece's share is among what the passes brought to w."""
+    return all(any(close(a, share) for a in arrived) for share in shares)
+
+
+def _agree(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    return (got["calls"] == want["calls"] and close(got["grad"], want["grad"])
+            and (want["arrived"] == _ANY or _carried(got["arrived"], want["arrived"])))
+
+
+def _explain(inputs: dict[str, Any], got: dict[str, Any], want: dict[str, Any]) -> str:
+    sizes, where = inputs["sizes"], f"for pieces of sizes {inputs['sizes']}"
+    others = [c for c in got["calls"] if c != "Tensor.backward()"]
+    if others:
+        return (f"{where}, your function called {others[0]}, which returns gradients instead "
+                "of adding them into .grad. This exercise is about letting backward() "
+                "accumulate.")
+    if len(got["calls"]) != len(sizes):
+        return (f"{where}, your function ran {_plural(len(got['calls']), 'backward pass')} for "
+                f"{_plural(len(sizes), 'piece')}; the exercise asks for one backward() per "
+                "piece.")
+    if got["grad"] is None:
+        return f"{where}, w.grad is still None after your function ran: no backward pass reached w."
+    if close(got["grad"], want["grad"]):
+        return (f"{where}, w.grad ends right, but the backward passes did not each carry one "
+                "piece: what reached w in each pass was not one piece's share of the gradient. "
+                "Call backward() on each piece's own scaled loss.")
+    told = compare("accumulate", got["grad"], want["grad"], rtol=1e-10, atol=1e-12)[0]
+    return f"w.grad {where}: {told.message}"
 
 
 # --------------------------------------------------------------------------
@@ -201,8 +205,21 @@ RNN_SLIPS = {
 }
 
 
+MICROBATCH = Method(
+    name="accumulate",
+    make_inputs=_batch_inputs,
+    observe=_observe_microbatch,
+    reference=_expected(),
+    explain=_explain,
+    mistakes={f"w.grad is not the full-batch gradient: {words}.": _expected(grad_of)
+              for words, grad_of in _MICRO_SLIPS.items()},
+    trials=3,
+    agree=_agree,
+    passed="one backward() per piece, and the full-batch gradient on 3 new batches",
+)
+
 EXERCISES = {
-    "l05-microbatch": Method(check=_check_microbatch),
+    "l05-microbatch": MICROBATCH,
     "l05-tied": ByHand(
         name="dL/dW",
         reference=_rnn_reference,

@@ -16,19 +16,22 @@ All three exercises are about the method, so their checks are `Method` checks:
 - ``l07-engine-frees``: the learner's ``Saved`` box and ``backward`` for a small
   tensor engine, checked in :mod:`.engine` against torch, case by case.
 
-Each message names the slip it found, and only when that slip explains the
-numbers.
+Each observation (the passes run, the saved tensors left alive, the gradients or the
+weights after the step, what the engine's boxes and passes did) comes back as plain
+data, and the grader judges it: a slip is named only when it explains the numbers on
+every problem.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ....graph import describe
-from .._spec import Method, Prediction, Report, attempt, compare, count_autograd, failed, passed
-from .._spec import failed as _fail
+from .._spec import Method, Prediction, call_answer, compare, count_autograd
 from .._spec import first_line as _first_line
-from .engine import check_engine
+from .engine import ENGINE_FREES
 from .engine import close as _close
 
 # --------------------------------------------------------------------------
@@ -52,30 +55,43 @@ def two_pass_step(main, aux, params) -> None:
     aux.backward()
 
 
-def _network(gen: torch.Generator):
-    """(the inputs, a builder): a one-hidden-layer tanh network of new sizes; the builder
-    makes new leaves and the two losses on them, (leaves, main, aux, h)."""
+def _network_inputs(gen: torch.Generator) -> dict[str, Any]:
+    """A one-hidden-layer tanh network of new sizes, as plain data: its inputs, targets,
+    starting weights and which auxiliary loss reads its hidden layer."""
     n, d, width = (int(k) for k in torch.randint(3, 7, (3,), generator=gen))
-    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
-    target = torch.randn(n, generator=gen, dtype=torch.float64)
-    W = torch.randn(d, width, generator=gen, dtype=torch.float64) * 0.8
-    w = torch.randn(width, generator=gen, dtype=torch.float64)
-    label, aux_of = AUX[int(torch.randint(len(AUX), (1,), generator=gen))]
-
-    def build():
-        leaves = [W.clone().requires_grad_(), w.clone().requires_grad_()]
-        h = torch.tanh(x @ leaves[0])
-        out = h @ leaves[1]
-        return leaves, ((out - target) ** 2).mean(), aux_of(h, out), h
-
-    return f"{n} examples, {d} inputs, {width} hidden units, aux = {label}", build
+    return {"x": torch.randn(n, d, generator=gen, dtype=torch.float64),
+            "target": torch.randn(n, generator=gen, dtype=torch.float64),
+            "W": torch.randn(d, width, generator=gen, dtype=torch.float64) * 0.8,
+            "w": torch.randn(width, generator=gen, dtype=torch.float64),
+            "aux": int(torch.randint(len(AUX), (1,), generator=gen))}
 
 
-def _weighted(build, main_weight, aux_weight) -> list[torch.Tensor]:
-    """The leaves' gradients of main_weight(main) * main + aux_weight(main) * aux."""
-    leaves, main, aux, _ = build()
+def _network_where(inputs: dict[str, Any]) -> str:
+    (n, d), width = inputs["x"].shape, inputs["w"].shape[0]
+    return f"{n} examples, {d} inputs, {width} hidden units, aux = {AUX[inputs['aux']][0]}"
+
+
+def _build(inputs: dict[str, Any]):
+    """New leaves and the two losses on them: (leaves, main, aux, h)."""
+    leaves = [inputs["W"].clone().requires_grad_(), inputs["w"].clone().requires_grad_()]
+    h = torch.tanh(inputs["x"] @ leaves[0])
+    out = h @ leaves[1]
+    return leaves, ((out - inputs["target"]) ** 2).mean(), AUX[inputs["aux"]][1](h, out), h
+
+
+def _weighted(inputs: dict[str, Any], main_weight, aux_weight) -> dict[str, Any]:
+    """What one pass of main_weight(main) * main + aux_weight(main) * aux shows."""
+    leaves, main, aux, _ = _build(inputs)
     m = main.item()
-    return list(torch.autograd.grad(main_weight(m) * main + aux_weight(m) * aux, leaves))
+    return {"passes": 1, "kept": [], "grads": list(torch.autograd.grad(
+        main_weight(m) * main + aux_weight(m) * aux, leaves))}
+
+
+def _two_pass(inputs: dict[str, Any]) -> dict[str, Any]:
+    """What a right answer shows: one pass, nothing kept, the two-pass step's gradients."""
+    leaves, main, aux, _ = _build(inputs)
+    two_pass_step(main, aux, leaves)
+    return {"passes": 1, "kept": [], "grads": [p.grad for p in leaves]}
 
 
 # Slips: (main's weight, aux's weight) as functions of main's value m, and what to say.
@@ -98,48 +114,65 @@ _SLIPS = (
 )
 
 
-def _check_one_backward(one_backward, seed: int) -> Report:
-    name = "one_backward"
-    if not callable(one_backward):
-        return _fail(name, f"expected a function one_backward(main, aux), got "
-                           f"{type(one_backward).__name__}")
-    gen = torch.Generator().manual_seed(seed)
-    where, build = _network(gen)
-    leaves, main, aux, h = build()
+def _one_backward_raised(err: Exception) -> str:
+    if isinstance(err, RuntimeError) and "second time" in str(err):
+        return ("the second pass found the shared graph freed: one backward on a single total "
+                "needs no second pass")
+    return f"raised {type(err).__name__}: {_first_line(err)}"
+
+
+def _observe_one_backward(one_backward, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The backward passes the learner's function ran, the saved tensors of the graph it
+    left alive (by name), and the leaves' gradients."""
+    leaves, main, aux, _ = _build(inputs)
     with count_autograd() as seen:
-        _, failure = attempt(name, one_backward, main, aux, raised=lambda err: (
-            "the second pass found the shared graph freed: one backward on a single total "
-            "needs no second pass" if isinstance(err, RuntimeError) and "second time" in str(err)
-            else f"raised {type(err).__name__}: {_first_line(err)}"))
-    if failure is not None:
-        return failure
-    if seen.reverse != 1:
-        return _fail(name, f"{seen.reverse} backward passes ({where}); the exercise asks for one. "
-                           "Both losses read the same hidden layer: say in one loss what the "
-                           "two-pass step does to main's gradient.")
+        _, failed = call_answer(one_backward, main, aux, raised=_one_backward_raised,
+                                not_callable=f"expected a function one_backward(main, aux), "
+                                             f"got {type(one_backward).__name__}")
+    if failed is not None:
+        return failed
     kept = [s.name for node in describe([main, aux]).nodes for s in node.saved if not s.freed]
-    if kept:
-        return _fail(name, f"after your pass the graph's saved tensors are still alive ({where}): "
-                           "retain_graph=True keeps their memory for nothing when no second "
-                           "pass follows.")
-    got = [p.grad for p in leaves]
-    if any(g is None for g in got):
-        return _fail(name, "W.grad or w.grad is None after your function: its pass must reach "
-                           "the leaves (call .backward(), not torch.autograd.grad).")
-    ref_leaves, ref_main, ref_aux, _ = build()
-    two_pass_step(ref_main, ref_aux, ref_leaves)
-    reference = [p.grad for p in ref_leaves]
-    for main_weight, aux_weight, told in _SLIPS:
-        slip = _weighted(build, main_weight, aux_weight)
-        if all(_close(g, s) for g, s in zip(got, slip, strict=True)) and not all(
-                _close(r, s) for r, s in zip(reference, slip, strict=True)):
-            return _fail("gradients", f"{where}: {told}.", "mismatch")
-    for label, mine, ref in zip(("W.grad", "w.grad"), got, reference, strict=True):
+    return {"passes": seen.reverse, "kept": kept,
+            "grads": [None if p.grad is None else p.grad.detach().clone() for p in leaves]}
+
+
+def _agree_one(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    return (got["passes"] == want["passes"] and got["kept"] == want["kept"]
+            and all(_close(g, w) for g, w in zip(got["grads"], want["grads"], strict=True)))
+
+
+def _explain_one(inputs: dict[str, Any], got: dict[str, Any], want: dict[str, Any]) -> str:
+    where = _network_where(inputs)
+    if got["passes"] != 1:
+        return (f"{got['passes']} backward passes ({where}); the exercise asks for one. Both "
+                "losses read the same hidden layer: say in one loss what the two-pass step "
+                "does to main's gradient.")
+    if got["kept"]:
+        return (f"after your pass the graph's saved tensors are still alive ({where}): "
+                "retain_graph=True keeps their memory for nothing when no second pass follows.")
+    if any(g is None for g in got["grads"]):
+        return ("W.grad or w.grad is None after your function: its pass must reach the leaves "
+                "(call .backward(), not torch.autograd.grad).")
+    for label, mine, ref in zip(("W.grad", "w.grad"), got["grads"], want["grads"], strict=True):
         report = compare(label, mine, ref, rtol=1e-5, atol=1e-7)
         if not report.ok:
-            return failed(label, f"{where}: {report[0].message}", report[0].verdict)
-    return passed(name, f"one backward pass, saved tensors freed, and the gradients of the "
-                        f"two-pass step ({where})")
+            return f"{label}: {where}: {report[0].message}"
+    return f"the gradients differ from the two-pass step's ({where})"
+
+
+ONE_BACKWARD = Method(
+    name="one_backward",
+    make_inputs=_network_inputs,
+    observe=_observe_one_backward,
+    reference=_two_pass,
+    explain=_explain_one,
+    mistakes={f"{told}.": lambda inputs, m=m, a=a: _weighted(inputs, m, a)
+              for m, a, told in _SLIPS},
+    trials=1,  # one new network, as the check always had
+    agree=_agree_one,
+    passed="one backward pass, saved tensors freed, and the gradients of the two-pass step "
+           "on a new network",
+)
 
 
 # --------------------------------------------------------------------------
@@ -147,23 +180,9 @@ def _check_one_backward(one_backward, seed: int) -> Report:
 # --------------------------------------------------------------------------
 
 
-def broken_step(loss_a, loss_b, A, B, lr) -> None:
-    """The step the exercise repairs (the notebook shows the same code): A steps before
-    loss_b's backward, which needs the A it saved."""
-    loss_a.backward(retain_graph=True)
-    with torch.no_grad():
-        for p in A:
-            p -= lr * p.grad
-    loss_b.backward()
-    with torch.no_grad():
-        for p in B:
-            p -= lr * p.grad
-
-
-def _players(gen: torch.Generator):
-    """(what, lr, a builder): two players sharing one forward pass, of new sizes. The
-    builder makes new leaves and both losses: (A, B, loss_a, loss_b). Player A is a scorer
-    (weights D, bias c), player B a tanh feature layer G; both losses read both."""
+def _players_inputs(gen: torch.Generator) -> dict[str, Any]:
+    """Two players sharing one forward pass, of new sizes, as plain data. Player A is a
+    scorer (weights D, bias c), player B a tanh feature layer G; both losses read both."""
     n, k, d = (int(s) for s in torch.randint(3, 7, (3,), generator=gen))
     z = torch.randn(n, k, generator=gen, dtype=torch.float64)
     t = torch.randn(n, generator=gen, dtype=torch.float64)
@@ -171,15 +190,28 @@ def _players(gen: torch.Generator):
     c = torch.randn((), generator=gen, dtype=torch.float64)
     G = torch.randn(k, d, generator=gen, dtype=torch.float64) * 0.7
     lr = round(float(torch.rand((), generator=gen)) * 0.4 + 0.05, 2)
+    return {"z": z, "t": t, "D": D, "c": c, "G": G, "lr": lr}
 
+
+def _players_where(p: dict[str, Any]) -> str:
+    return f"{p['z'].shape[0]} examples, {p['D'].shape[0]} features, lr = {p['lr']}"
+
+
+def _players_build(p: dict[str, Any]):
+    """A builder of new leaves and both losses: (A, B, loss_a, loss_b)."""
     def build():
-        A = [D.clone().requires_grad_(), c.clone().requires_grad_()]
-        B = [G.clone().requires_grad_()]
-        h = torch.tanh(z @ B[0])
+        A = [p["D"].clone().requires_grad_(), p["c"].clone().requires_grad_()]
+        B = [p["G"].clone().requires_grad_()]
+        h = torch.tanh(p["z"] @ B[0])
         score = h @ A[0] + A[1]
-        return A, B, ((score - t) ** 2).mean(), (score**2).mean() + 0.1 * (h**2).mean()
+        return A, B, ((score - p["t"]) ** 2).mean(), (score**2).mean() + 0.1 * (h**2).mean()
+    return build
 
-    return f"{n} examples, {d} features, lr = {lr}", lr, build
+
+def _players(gen: torch.Generator):
+    """(what, lr, a builder) of one new problem (`_players_inputs`, `_players_build`)."""
+    p = _players_inputs(gen)
+    return _players_where(p), p["lr"], _players_build(p)
 
 
 def _after(step, build, lr) -> list[torch.Tensor]:
@@ -255,42 +287,66 @@ def _players_error(err: Exception, where: str) -> str:
     return f"raised {type(err).__name__} ({where}): {first}"
 
 
-def _check_players(two_player_step, seed: int) -> Report:
-    name = "two_player_step"
-    if not callable(two_player_step):
-        return _fail(name, f"expected a function two_player_step(loss_a, loss_b, A, B, lr), "
-                           f"got {type(two_player_step).__name__}")
-    gen = torch.Generator().manual_seed(seed)
-    for _ in range(2):
-        where, lr, build = _players(gen)
-        A, B, loss_a, loss_b = build()
-        before = [p.detach().clone() for p in A + B]
-        _, failure = attempt(name, two_player_step, loss_a, loss_b, A, B, lr,
-                             raised=lambda err, where=where: _players_error(err, where))
-        if failure is not None:
-            return failure
-        got = [p.detach().clone() for p in A + B]
-        if all(torch.equal(g, b) for g, b in zip(got, before, strict=True)):
-            return _fail(name, f"({where}) the weights did not change. `p = p - lr * g` makes a "
-                               "new tensor and rebinds the name; change the tensor itself "
-                               "(p -= lr * g) inside torch.no_grad().")
-        expected = _after(_reference_step, build, lr)
-        for slip, told in _PLAYER_SLIPS:
-            wrong = _after(slip, build, lr)
-            if all(_close(g, w) for g, w in zip(got, wrong, strict=True)):
-                return _fail("weights after the step", f"({where}) {told}.", "mismatch")
-        for label, mine, ref in zip(("D", "c", "G"), got, expected, strict=True):
-            report = compare(label, mine, ref, rtol=1e-5, atol=1e-7)
-            if not report.ok:
-                return failed(label, f"({where}) {report[0].message}", report[0].verdict)
-    return passed(name, "both players stepped along their own loss's gradient at the weights "
-                        "the forward pass saw, on 2 new problems")
+def _observe_players(two_player_step, inputs: dict[str, Any]) -> list[Any] | dict:
+    """On each problem, the players' weights after the learner's step."""
+    seen = []
+    for p in inputs["problems"]:
+        A, B, loss_a, loss_b = _players_build(p)()
+        where = _players_where(p)
+        _, failed = call_answer(
+            two_player_step, loss_a, loss_b, A, B, p["lr"],
+            raised=lambda err, where=where: _players_error(err, where),
+            not_callable=f"expected a function two_player_step(loss_a, loss_b, A, B, lr), got "
+                         f"{type(two_player_step).__name__}")
+        if failed is not None:
+            return failed
+        seen.append([t.detach().clone() for t in A + B])
+    return seen
+
+
+def _stepped(step):
+    """What ``step`` leaves on each problem (`_reference_step`, or a slip)."""
+    return lambda inputs: [_after(step, _players_build(p), p["lr"]) for p in inputs["problems"]]
+
+
+def _agree_players(got: list[Any], want: list[Any]) -> bool:
+    return all(_close(g, w) for mine, right in zip(got, want, strict=True)
+               for g, w in zip(mine, right, strict=True))
+
+
+def _explain_players(inputs: dict[str, Any], got: list[Any], want: list[Any]) -> str:
+    at = next(i for i, (g, w) in enumerate(zip(got, want, strict=True))
+              if not _agree_players([g], [w]))
+    p, where = inputs["problems"][at], _players_where(inputs["problems"][at])
+    if all(torch.equal(g, p[b]) for g, b in zip(got[at], "DcG", strict=True)):
+        return (f"({where}) the weights did not change. `p = p - lr * g` makes a new tensor and "
+                "rebinds the name; change the tensor itself (p -= lr * g) inside "
+                "torch.no_grad().")
+    for label, mine, ref in zip(("D", "c", "G"), got[at], want[at], strict=True):
+        report = compare(label, mine, ref, rtol=1e-5, atol=1e-7)
+        if not report.ok:
+            return f"{label}: ({where}) {report[0].message}"
+    return f"({where}) the weights differ from the step's"
+
+
+TWO_PLAYERS = Method(
+    name="two_player_step",
+    make_inputs=lambda gen: {"problems": [_players_inputs(gen) for _ in range(2)]},
+    observe=_observe_players,
+    reference=_stepped(_reference_step),
+    explain=_explain_players,
+    mistakes={f"{told}.": _stepped(slip) for slip, told in _PLAYER_SLIPS},
+    trials=1,  # one trial of 2 new problems, drawn as the check always drew them
+    agree=_agree_players,
+    passed="both players stepped along their own loss's gradient at the weights the forward "
+           "pass saw, on 2 new problems",
+)
 
 
 EXERCISES = {
-    "l07-one-backward": Method(check=_check_one_backward),
-    "l07-two-players": Method(check=_check_players),
-    "l07-engine-frees": Method(check=check_engine),
+    "l07-one-backward": ONE_BACKWARD,
+    "l07-two-players": TWO_PLAYERS,
+    "l07-engine-frees": ENGINE_FREES,
 }
 
 

@@ -7,20 +7,22 @@ node's rule unless ``retain_graph``, versions compared on unpack. The check
 builds its own copy of the engine around the learner's ``Saved`` (so the graph holds no
 torch autograd to lean on) and runs the same cases on it and on torch (``_CASES``): the
 engine must run where torch runs and raise where torch raises, with torch's gradients; a
-freed box must hold no tensor, and no box may hold a copy.
+freed box must hold no tensor, and no box may hold a copy. The learner's side runs where
+the answer lives and comes back as plain data (each pass's gradients or error text, and
+what the boxes hold); torch's side runs in the grader, which compares the two.
 """
 
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 import torch
 
-from .._spec import Report, attempt, passed
-from .._spec import failed as _fail
+from .._spec import Method, call_answer, failure
 from .._spec import first_line as _first_line
 
-__all__ = ["ENGINE_SOURCE", "check_engine", "close"]
+__all__ = ["ENGINE_FREES", "ENGINE_SOURCE", "close"]
 
 
 def close(a, b) -> bool:
@@ -94,10 +96,15 @@ def tanh(a):  # saves its output, which its derivative is written with
 '''
 
 
+# Compiled once, here: each check runs this code into a namespace of its own, around the
+# learner's Saved (nothing is compiled while an answer is checked).
+_ENGINE_CODE = compile(ENGINE_SOURCE, "<lesson 07's engine>", "exec")
+
+
 def _engine(saved_class) -> dict:
     """The exercise's engine around the learner's Saved: Var, topo_order, add, mul, tanh."""
     space = {"torch": torch, "Saved": saved_class}
-    exec(compile(ENGINE_SOURCE, "<lesson 07's engine>", "exec"), space)
+    exec(_ENGINE_CODE, space)  # noqa: S102 - the lesson's own engine, compiled above
     return space
 
 
@@ -240,59 +247,131 @@ def _held(box) -> list:
     return found
 
 
-def _boxes_problem(engine, backward, v, shape) -> str | None:
-    """What is wrong with the boxes themselves: a copy saved, or a freed box that still holds
-    its tensor or unpacks. None when nothing is (or the first pass raised: a case says so)."""
+def _boxes(engine, backward, v, shape) -> dict[str, Any]:
+    """What the learner's boxes do around one pass without retain_graph: whether one keeps
+    a tensor that is neither its node's nor a parent's (a copy), how the pass ended, how
+    many of the boxes still hold a tensor after it, and whether a freed box unpacks."""
     side = _Side(engine, backward)
     root = _graph(side, v, shape)
     nodes = [n for n in engine["topo_order"](root) if n.saved]
-    if any(not any(t is o for o in (n.data, *(p.data for p in n.parents)))
-           for n in nodes for box in n.saved for t in _held(box)):
+    copy = any(not any(t is o for o in (n.data, *(p.data for p in n.parents)))
+               for n in nodes for box in n.saved for t in _held(box))
+    first = side.run(root)[0]
+    boxes = [box for n in nodes for box in n.saved]
+    unpacks = False
+    for box in boxes if first == "ran" else ():
+        try:
+            box.unpack()
+            unpacks = True
+        except RuntimeError:
+            continue
+    return {"copy": copy, "first": first, "boxes": len(boxes),
+            "held": sum(bool(_held(box)) for box in boxes) if first == "ran" else 0,
+            "unpacks": unpacks}
+
+
+def _results(results) -> list[list[Any]]:
+    """A case's passes as plain data: ["ran", the leaves' grads] or ["raised", the text]."""
+    return [[kind, got if kind == "ran" else str(got)[:500]] for kind, got in results]
+
+
+def _engine_inputs(gen: torch.Generator) -> dict[str, Any]:
+    """Two new sets of numbers for the three leaves, each with one of the three graphs."""
+    rounds = []
+    for _ in range(2):
+        v = [float(u) for u in torch.rand(3, generator=gen, dtype=torch.float64) * 1.6 - 0.8]
+        rounds.append({"v": v, "shape": int(torch.randint(3, (1,), generator=gen))})
+    return {"rounds": rounds}
+
+
+def _caught(step, *args) -> Any:
+    """``step(*args)``, or {"raised": what} when the learner's engine raised something other
+    than RuntimeError there (a missing piece, NotImplementedError, is not caught)."""
+    try:
+        return step(*args)
+    except NotImplementedError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the learner's engine: told where it happened
+        return {"raised": f"{type(err).__name__}: {_first_line(err)}"}
+
+
+def _observe_engine(answer, inputs: dict[str, Any]) -> dict[str, Any]:
+    """On each set of numbers: what the boxes do, and every case's passes on the
+    learner's engine (torch's are the grader's to run); an error other than RuntimeError
+    is kept where it happened, so that what came before it is judged first."""
+    if not (isinstance(answer, tuple) and len(answer) == 2 and all(map(callable, answer))):
+        return failure("fail", "expected the pair (Saved, backward) from the check cell; run it "
+                               "as it is")
+    saved_class, backward = answer
+
+    def one_round(r: dict[str, Any]) -> dict[str, Any]:
+        engine = _engine(saved_class)
+        return {"boxes": _caught(_boxes, engine, backward, r["v"], r["shape"]),
+                "cases": {key: _caught(lambda case=case: _results(
+                    case(_Side(engine, backward), r["v"], r["shape"])))
+                    for key, (case, *_) in _CASES.items()}}
+
+    seen, failed = call_answer(lambda: [one_round(r) for r in inputs["rounds"]],
+                               what="Saved or backward")
+    return failed if failed is not None else {"rounds": seen}
+
+
+def _torch_cases(inputs: dict[str, Any]) -> dict[str, Any]:
+    """torch's passes in every case, on each set of numbers."""
+    return {"rounds": [{key: _results(case(_Side(), r["v"], r["shape"]))
+                        for key, (case, *_) in _CASES.items()} for r in inputs["rounds"]]}
+
+
+def _raised(what: str) -> str:
+    return (f"raised {what}. Where torch refuses a pass it raises RuntimeError; so must your "
+            "engine, and only there.")
+
+
+def _boxes_problem(boxes: dict[str, Any]) -> str | None:
+    """What is wrong with the boxes themselves: a copy saved, or a freed box that still holds
+    its tensor or unpacks. None when nothing is (or the first pass raised: a case says so)."""
+    if "raised" in boxes:
+        return _raised(boxes["raised"])
+    if boxes["copy"]:
         return ("your Saved keeps a copy of the tensor. torch keeps the tensor itself, which "
                 "costs no memory, and notices a change through its version counter; a copy "
                 "would hide the change.")
-    if side.run(root)[0] == "raised":
-        return None
-    boxes = [box for n in nodes for box in n.saved]
-    held = sum(bool(_held(box)) for box in boxes)
-    if held:
-        return (f"after a pass without retain_graph, {held} of the {len(boxes)} boxes still hold "
-                "their tensor: backward must free the boxes of every node whose rule ran, and "
-                "free() must let go of the tensor (that memory is what the pass gives back).")
-    for box in boxes:
-        try:
-            box.unpack()
-        except RuntimeError:
-            continue
+    if boxes["held"]:
+        return (f"after a pass without retain_graph, {boxes['held']} of the {boxes['boxes']} "
+                "boxes still hold their tensor: backward must free the boxes of every node "
+                "whose rule ran, and free() must let go of the tensor (that memory is what the "
+                "pass gives back).")
+    if boxes["unpacks"]:
         return ("after a pass without retain_graph, a freed box unpacks without an error: "
                 "unpack() of a freed box must raise RuntimeError.")
     return None
 
 
-def _engine_problem(engine, backward, gen) -> str | None:
+def _engine_problem(got: dict[str, Any], want: dict[str, Any]) -> str | None:
     """The first case where the learner's engine and torch part ways, said in words."""
-    for _ in range(2):
-        v = [float(u) for u in torch.rand(3, generator=gen, dtype=torch.float64) * 1.6 - 0.8]
-        shape = int(torch.randint(3, (1,), generator=gen))
-        problem = _boxes_problem(engine, backward, v, shape)
+    for mine_round, torch_round in zip(got["rounds"], want["rounds"], strict=True):
+        problem = _boxes_problem(mine_round["boxes"])
         if problem:
             return problem
-        last = {}
-        for key, (case, what, why_runs, why_raises) in _CASES.items():
-            mine, ref = case(_Side(engine, backward), v, shape), case(_Side(), v, shape)
-            for k, ((kind, got), (want_kind, want)) in enumerate(zip(mine, ref, strict=True)):
+        for key, (_, what, why_runs, why_raises) in _CASES.items():
+            mine, ref = mine_round["cases"][key], torch_round[key]
+            if "raised" in mine:
+                return _raised(mine["raised"])
+            for k, ((kind, got_k), (want_kind, want_k)) in enumerate(zip(mine, ref,
+                                                                         strict=True)):
                 if kind == want_kind == "ran" and not all(
-                        close(g, w) for g, w in zip(got, want, strict=True)):
+                        close(g, w) for g, w in zip(got_k, want_k, strict=True)):
                     return (f"{what}: after pass {k + 1} the leaves' grads are "
-                            f"{[round(g.item(), 4) for g in got]}, torch's "
-                            f"{[round(w.item(), 4) for w in want]}. Each pass starts every "
+                            f"{[round(g.item(), 4) for g in got_k]}, torch's "
+                            f"{[round(w.item(), 4) for w in want_k]}. Each pass starts every "
                             "non-leaf's grad from zeros and the root's from ones; leaves add up.")
                 if kind != want_kind and kind == "raised":
-                    return (f"{what}: your pass {k + 1} raised RuntimeError ({_first_line(got)}) "
-                            f"where torch runs. {why_runs if k or len(ref) == 1 else _FIRST}")
+                    first = got_k.strip().splitlines()[0] if got_k.strip() else "RuntimeError"
+                    return (f"{what}: your pass {k + 1} raised RuntimeError ({first}) where "
+                            f"torch runs. {why_runs if k or len(ref) == 1 else _FIRST}")
                 if kind != want_kind:
                     return f"{what}: your pass {k + 1} ran where torch raises. {why_raises}"
-            last[key] = str(mine[-1][1])
+        last = {key: mine_round["cases"][key][-1][1] for key in ("twice", "changed")}
         if last["twice"] == last["changed"]:
             return (f"your two errors read the same ({last['twice'][:80]}): say which protection "
                     "stopped the pass, a freed box or a tensor changed in place since it was "
@@ -300,21 +379,14 @@ def _engine_problem(engine, backward, gen) -> str | None:
     return None
 
 
-def check_engine(answer, seed: int) -> Report:
-    name = "your engine"
-    if not (isinstance(answer, tuple) and len(answer) == 2 and all(map(callable, answer))):
-        return _fail(name, "expected the pair (Saved, backward) from the check cell; run it as "
-                           "it is")
-    saved_class, backward = answer
-    problem, failure = attempt(
-        name, _engine_problem, _engine(saved_class), backward,
-        torch.Generator().manual_seed(seed), what="Saved or backward",
-        raised=lambda err: f"raised {type(err).__name__}: {_first_line(err)}. Where torch refuses "
-                           "a pass it raises RuntimeError; so must your engine, and only there.")
-    if failure is not None:
-        return failure
-    if problem:
-        return _fail(name, problem, "mismatch")
-    return passed(name, f"runs where torch runs and raises where torch raises, in "
-                        f"{len(_CASES)} cases on 2 new sets of numbers, and a freed box lets go "
-                        "of its tensor")
+ENGINE_FREES = Method(
+    name="your engine",
+    make_inputs=_engine_inputs,
+    observe=_observe_engine,
+    reference=_torch_cases,
+    explain=lambda inputs, got, want: _engine_problem(got, want) or "",
+    trials=1,  # one trial of 2 sets of numbers, drawn as the check always drew them
+    agree=lambda got, want: _engine_problem(got, want) is None,
+    passed=f"runs where torch runs and raises where torch raises, in {len(_CASES)} cases on 2 "
+           "new sets of numbers, and a freed box lets go of its tensor",
+)
