@@ -153,7 +153,7 @@ WRONG = {
         # A view of a view read from its own parent's data, not from the base's.
         (engine(("    v.view_of = f if a.base is None else (lambda t: f(a.view_of(t)))\n",
                  "    v.view_of = f\n")),
-         "a view of a view"),
+         "A view of a view shares the first base's memory"),
         # The refusal raised as another kind of error.
         (engine(('        raise RuntimeError("a leaf', '        raise ValueError("a leaf')),
          "raised ValueError"),

@@ -152,9 +152,9 @@ PREDICTIONS = {
         question="v.grad after y[torch.tensor([1, 1])] = v and y.backward(g), with "
                  "v = [10.0, 20.0], y = x * 1 and g = [1.0, 2.0, 3.0, 4.0, 5.0]",
         answer=_duplicates_answer,
-        hint="index_put_'s backward is written without knowing which of the two writes to "
-             "position 1 landed: what can it compute for each entry of v from g and the "
-             "index alone?",
+        hint="index_put_'s backward runs later, from what the write recorded, and torch "
+             "does not promise which of two writes to one place lands. What could that "
+             "backward hand each entry of v?",
         why="index_put_'s backward hands each entry of v the gradient at the position it was "
             "written to, g[idx] = g[[1, 1]], so both get g[1] = 2, {answer}, although only "
             "one of the two values is left in y[1]: with duplicate indices and "
