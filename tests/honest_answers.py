@@ -427,3 +427,52 @@ HONEST = [
         "        if t % k1 == 0:\n            out.append(loop.gradient(k1))\n"
         "    return out\n")),
 ]
+
+# ---------------------------------------------------------------- lesson 91
+# The engine's two cells, for an answer checked outside the notebook (the kernel's test).
+from backproplab.course.exercises.lesson91.engine_source import ENGINE_CELLS  # noqa: E402
+
+HONEST += [
+    Honest("l91-two-writes", "entry by entry loops", (
+        "def window_grads(x, a, b, i, j, g):\n    k = len(a)\n    gy = g.clone()\n"
+        "    for t in range(k):\n        gy[j + t] = 0.0\n    for t in range(k):\n"
+        "        gy[i + t] = gy[i + t] + b[t] * g[j + t]\n    dx = gy.clone()\n"
+        "    da, db = torch.zeros_like(a), torch.zeros_like(b)\n    for t in range(k):\n"
+        "        dx[i + t] = gy[i + t] * a[t]\n        da[t] = gy[i + t] * x[i + t]\n"
+        "        db[t] = g[j + t] * a[t] * x[i + t]\n    return dx, da, db\n")),
+    Honest("l91-two-writes", "a helper in an earlier cell", (
+        "def window_grads(x, a, b, i, j, g):\n    k = a.numel()\n"
+        "    before_second = undo_overwrite(g, j, k)\n"
+        "    before_second[i:i + k] += b * g[j:j + k]\n    dx = before_second.clone()\n"
+        "    dx[i:i + k] *= a\n"
+        "    return dx, before_second[i:i + k] * x[i:i + k], g[j:j + k] * (a * x[i:i + k])\n"),
+        "def undo_overwrite(grad, start, k):\n    out = grad.clone()\n"
+        "    out[start:start + k] = 0\n    return out\n"),
+    Honest("l91-engine-views", "a class for a view's facts, torch.no_grad", (
+        "class ViewInfo:\n    def __init__(self, base, where):\n"
+        "        self.base, self.where, self.node_at = base, where, -1\n\n\n"
+        "def view(a, f):\n    v = Var(f(a.data))\n    v.version = a.version\n"
+        "    if a.base is None:\n        v.base, v.info = a, ViewInfo(a, f)\n    else:\n"
+        "        v.base, v.info = a.base, ViewInfo(a.base, lambda t: f(a.info.where(t)))\n"
+        "    return v\n\n\n"
+        "def grad_fn(a):\n    if a.base is None:\n        return a.node\n    info = a.info\n"
+        "    if info.node_at != a.version.value:\n        below = grad_fn(info.base)\n\n"
+        "        def rule(g):\n            full = torch.zeros_like(info.base.data)\n"
+        "            info.where(full).copy_(g)\n            return (full,)\n\n"
+        "        a.node = None if below is None else Node('ViewBackward', (below,), rule)\n"
+        "        info.node_at = a.version.value\n    return a.node\n\n\n"
+        "def _write(a, b, overwrite):\n    owner = a if a.base is None else a.base\n"
+        "    if owner.node is not None and owner.node.name == 'AccumulateGrad':\n"
+        "        raise RuntimeError('cannot write into a leaf that requires grad')\n"
+        "    old, new = grad_fn(owner), grad_fn(b)\n    with torch.no_grad():\n"
+        "        if overwrite:\n            a.data[...] = b.data\n        else:\n"
+        "            a.data += b.data\n    a.version.value += 1\n"
+        "    if old is None and new is None:\n        return a\n"
+        "    where = (lambda t: t) if a.base is None else a.info.where\n\n"
+        "    def rule(g):\n        keep = g.clone()\n        to_b = where(keep).clone()\n"
+        "        if overwrite:\n            where(keep).fill_(0)\n        return keep, to_b\n\n"
+        "    owner.node = Node('CopySlices', (old, new), rule)\n    return a\n\n\n"
+        "def add_(a, b):\n    return _write(a, b, False)\n\n\n"
+        "def copy_(a, b):\n    return _write(a, b, True)\n"),
+        "\n\n".join(ENGINE_CELLS)),
+]
