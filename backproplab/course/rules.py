@@ -51,7 +51,8 @@ class Vocabulary:
 
     ``by_hand``: tensor arithmetic only (else torch's public API too, for a method
     exercise); ``names``: qualified names (or prefixes ending in ".") allowed beyond
-    the kind's own, such as ``"heapq"`` or ``"torch.autograd.graph."``; ``engine``:
+    the kind's own, such as ``"heapq"`` or ``"torch.autograd.graph."``, and class hooks
+    the answer may define (``"__torch_dispatch__"``, for a dispatch mode); ``engine``:
     classes may overload arithmetic; ``complex_numbers``: complex literals and dtypes.
     """
 
@@ -512,7 +513,7 @@ class _Reader(ast.NodeVisitor):
             self._add(keyword, f"class {node.name}({keyword.arg}=...)", "class-hook")
         for item in node.body:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if item.name in _CLASS_HOOKS:
+                if item.name in _CLASS_HOOKS and item.name not in self.vocabulary.names:
                     self._add(item, f"{node.name}.{item.name}", "class-hook")
                 elif item.name in _ARITHMETIC_METHODS and not self.vocabulary.engine:
                     self._add(item, f"{node.name}.{item.name}", "engine")
