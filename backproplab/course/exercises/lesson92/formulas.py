@@ -89,11 +89,11 @@ CUMPROD = ByHand(
 
 
 def _atan2_inputs(gen: torch.Generator) -> tuple:
-    """y (m, n), x of shape (n,) or (1, n) (broadcast along y's rows), g (m, n); m != n,
-    so that a dx not summed over the rows is told by its shape."""
+    """y (m, n), x (n,) broadcast along y's rows, g (m, n); m != n, so that a dx not summed
+    over the rows is told by its shape."""
     m, n = (torch.randperm(5, generator=gen)[:2] + 2).tolist()
     y = torch.randn(m, n, generator=gen, dtype=F64)
-    x = torch.randn(*((1, n) if _randint(0, 2, gen) else (n,)), generator=gen, dtype=F64)
+    x = torch.randn(n, generator=gen, dtype=F64)
     return y, x, torch.randn(m, n, generator=gen, dtype=F64)
 
 
