@@ -22,7 +22,8 @@ The lab, in the order the lessons meet it:
 
 The course grades and hands out; it imports the lab, never the reverse:
 
-- ``course.grading``    check_exercise, check_by_hand, check_prediction, reveal
+- ``course.grading``    check_exercise, check_prediction, reveal: the exercises, by id
+- ``course.byhand``     check_by_hand: a gradient worked out by hand, on new inputs
 - ``course.exercises``  each lesson's checks, references and answers
 - ``course.assignment`` the exercise format; student and learner versions
 - ``course.handout``    writing them out: ``backproplab release`` and ``learn``
@@ -39,9 +40,6 @@ Every name is loaded on first use, so ``import backproplab`` is quick and
 """
 
 import importlib
-import importlib.abc
-import importlib.util
-import sys
 
 __version__ = "0.1.0"
 
@@ -54,7 +52,7 @@ _HOME = {
     "diagnose": "diagnosis", "numerical_grad": "numerical",
     "check_function": "custom_function", "check_graph": "graph_quiz",
     "count_autograd": "watch", "forbid_autograd": "watch", "AutogradForbidden": "watch",
-    "check_by_hand": "course.grading", "check_prediction": "course.grading",
+    "check_by_hand": "course.byhand", "check_prediction": "course.grading",
     "reveal": "course.grading", "Prediction": "course.grading",
     "ByHand": "course.grading", "Method": "course.grading",
     "check_exercise": "course.grading",
@@ -64,19 +62,7 @@ _HOME = {
 _MODULES = {
     "graph": "graph", "trace": "trace", "check": "check", "plot": "plot",
     "widgets": "widgets", "data": "data", "course": "course",
-    "exercise": "course.grading", "lessons": "course.exercises",
-    "notebook": "tracebacks", "distributed": "course.distributed",
-}
-# Modules that moved, by their old name: ``import backproplab.exercise`` still works and
-# gives the module of today. A name under an old package moves with it
-# (``backproplab.lessons.lesson02`` is ``backproplab.course.exercises.lesson02``).
-_MOVED = {
-    "exercise": "course.grading", "lessons": "course.exercises", "handout": "course.handout",
-    "audit": "course.audit", "site": "course.site", "distributed": "course.distributed",
-    "notebook": "tracebacks", "_report": "check",
-    "_registry": "course.grading", "_diagnose": "diagnosis", "_numerical": "numerical",
-    "_function_check": "custom_function", "_graph_quiz": "graph_quiz", "_watch": "watch",
-    "_drawing": "drawing", "_layout": "layout", "_figure": "figure", "_render": "render",
+    "distributed": "course.distributed",
 }
 
 
@@ -97,32 +83,3 @@ def __dir__() -> list[str]:
 
 
 __all__ = sorted({*_HOME, *_MODULES})
-
-
-class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds a moved module under its old name and hands over the module of today."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        prefix, _, rest = fullname.partition(".")
-        old, _, tail = rest.partition(".")
-        if prefix != __name__ or old not in _MOVED:
-            return None
-        new = f"{__name__}.{_MOVED[old]}" + (f".{tail}" if tail else "")
-        if importlib.util.find_spec(new) is None:
-            return None
-        return importlib.util.spec_from_loader(fullname, self, origin=new)
-
-    def create_module(self, spec):
-        module = importlib.import_module(spec.origin)
-        spec.loader_state = module.__spec__
-        return module
-
-    def exec_module(self, module):
-        # The import system stamped the old name's spec on the module: give it its own back.
-        module.__spec__ = module.__spec__.loader_state
-
-
-# First in line, so that a module under a moved package (backproplab.lessons.lesson02) is
-# never loaded a second time from the new folder under its old name.
-if not any(isinstance(finder, _Moved) for finder in sys.meta_path):
-    sys.meta_path.insert(0, _Moved())

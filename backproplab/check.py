@@ -81,7 +81,6 @@ from .values import (
 __all__ = [
     "TOLERANCES",
     "Check",
-    "Diagnosis",
     "Mismatch",
     "Report",
     "check_grad",

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .graph import Edge, Graph, check_names
+from .graph import Edge, Graph, check_names, saved_attributes
 
 __all__ = ["MAX_NODES", "SUPPORTED", "explain", "read_notes"]
 
@@ -51,9 +51,7 @@ def read_notes(graph: Graph, loss: torch.Tensor, names: Mapping | None) -> dict:
         if id(n.fn) in labels:
             label_of[n.id] = labels[id(n.fn)]
         vals = {}
-        for attr in dir(type(n.fn)):
-            if not attr.startswith("_saved_"):
-                continue
+        for attr in saved_attributes(type(n.fn)):
             try:
                 v = getattr(n.fn, attr)
             except RuntimeError:

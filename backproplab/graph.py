@@ -56,7 +56,7 @@ import torch
 from . import render
 
 __all__ = ["SMALL", "Edge", "Graph", "LeafInfo", "Node", "SavedMemory", "SavedTensor",
-           "check_names", "cycle_collector_paused", "describe"]
+           "check_names", "cycle_collector_paused", "describe", "saved_attributes"]
 
 # Values of tensors up to this many elements are copied into the description.
 SMALL = 16
@@ -381,7 +381,7 @@ def _saved_tensors(fn: object) -> tuple[SavedTensor, ...]:
             if isinstance(t, torch.Tensor)
         )
     saved = []
-    for attr in _saved_attributes(type(fn)):
+    for attr in saved_attributes(type(fn)):
         name = attr.removeprefix("_saved_")
         try:
             value = getattr(fn, attr)
@@ -397,8 +397,14 @@ def _saved_tensors(fn: object) -> tuple[SavedTensor, ...]:
 
 
 @cache
-def _saved_attributes(node_type: type) -> list[str]:
-    # The _saved_* properties are the same for every node of a type: list them once.
+def saved_attributes(node_type: type) -> list[str]:
+    """The ``_saved_*`` properties of a node type: what its backward formula keeps.
+
+    They are the same for every node of a type, so they are listed once per type.
+
+    >>> saved_attributes(type((torch.ones(1, requires_grad=True) * 2).grad_fn))
+    ['_saved_other', '_saved_self']
+    """
     return [attr for attr in dir(node_type) if attr.startswith("_saved_")]
 
 

@@ -8,9 +8,11 @@ best of several repeats of each (the machine may be shared).
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -72,38 +74,48 @@ def mlp_backward() -> tuple[float, float]:
     model = torch.nn.Sequential(*layers, torch.nn.Linear(256, 1))
     x, y = torch.randn(64, 256), torch.randn(64, 1)
 
-    def run(traced: bool) -> float:
-        times = []
-        for _ in range(30):
-            model.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            t0 = time.perf_counter()
-            if traced:
-                bl.trace_backward(loss)
-            else:
-                loss.backward()
-            times.append(time.perf_counter() - t0)
-        return min(times)  # the machine is shared: the best run is the stable number
+    def once(traced: bool) -> float:
+        model.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        t0 = time.perf_counter()
+        if traced:
+            bl.trace_backward(loss)
+        else:
+            loss.backward()
+        return time.perf_counter() - t0
 
-    run(False), run(True)  # warm up
-    return run(False), run(True)
+    once(False), once(True)  # warm up
+    # Taken in turns, so that a change in the machine's load reaches both sides alike;
+    # the machine is shared: the best run of each is the stable number.
+    plain, traced = zip(*((once(False), once(True)) for _ in range(30)), strict=True)
+    return min(plain), min(traced)
 
 
 def import_times(runs: int = 7) -> tuple[float, float]:
     """Median seconds of `import torch`, then of importing backproplab and
     loading its core (graph, trace, check: names load on first use) after it,
-    each timed inside the same fresh interpreter (one per run)."""
+    each timed inside the same fresh interpreter (one per run).
+
+    Every module is read from its bytecode, as after an install (pip writes it, and
+    Python does on a first import): a first, untimed run writes it into a folder of its
+    own. Where PYTHONDONTWRITEBYTECODE is set, every process would compile backproplab's
+    modules from source again, which is not what a learner's import costs."""
     code = (
         "import time; t0 = time.perf_counter(); import torch; t1 = time.perf_counter(); "
         "import backproplab as bl; bl.describe, bl.trace_backward, bl.compare; "
         "t2 = time.perf_counter(); print(t1 - t0, t2 - t1)"
     )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     torch_s, ours_s = [], []
-    for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
-        a, b = map(float, out.stdout.split())
-        torch_s.append(a)
-        ours_s.append(b)
+    with tempfile.TemporaryDirectory() as cache:
+        env["PYTHONPYCACHEPREFIX"] = cache
+        for run in range(runs + 1):
+            out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                 env=env)
+            if run:  # the first run wrote the bytecode
+                a, b = map(float, out.stdout.split())
+                torch_s.append(a)
+                ours_s.append(b)
     return statistics.median(torch_s), statistics.median(ours_s)
 
 

@@ -7,19 +7,22 @@ problem: error outputs, widgets that do not render or do not respond, graph
 drawings that never appear, tracebacks printed by widget callbacks.
 
 The pieces are plain functions and small classes so that the browser test
-and the test of the checker itself (tests/lessons/test_browser.py) share them:
+and the test of the checker itself (tests/lessons/test_browser.py) share them.
+One server and one page with JupyterLab loaded serve every notebook a test
+process opens (loading the app takes longer than running most lessons):
 
-    server = LabServer(root_dir)            # one jupyter lab for the session
+    server = LabServer(root_dir)            # one jupyter lab per test process
     server.start()
-    report = check_notebook(context, server, "lessons/02-chain-rule.ipynb", disk_path)
+    lab = LabWindow(context, server)        # one page, the app loaded once
+    report = check_notebook(lab, "lessons/02-chain-rule.ipynb", disk_path)
     assert report.ok, report.describe()
     server.stop()
 
 A test that does more than "run all and look" (edit a cell, run it again)
 builds on the same pieces:
 
-    with notebook_page(context, server, path, report, artifacts=folder) as page:
-        open_notebook(page, server, path)
+    with notebook_page(lab, path, report, plans=plans, artifacts=folder) as page:
+        open_notebook(page, path)
         run_all_cells(page)
         wait_for_run(page, path, plans, NOTEBOOK_RUN_TIMEOUT)
         set_cell_source(page, path, 27, "dfdx = 3.0")
@@ -40,7 +43,6 @@ import sys
 import tempfile
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -255,14 +257,10 @@ class LabServer:
             body = response.read()
         return json.loads(body) if body else None
 
-    def lab_url(self, path: str) -> str:
-        """URL that opens `path` (relative to root_dir) in a fresh workspace.
-
-        `?reset` discards the saved workspace, so the tabs of the previous
-        notebook (and their kernels) are not restored on the next page.
-        """
-        quoted = urllib.parse.quote(path)
-        return f"{self.base_url}/lab/tree/{quoted}?reset&token={self.token}"
+    def lab_url(self) -> str:
+        """URL of JupyterLab in a fresh workspace: `?reset` discards a saved one, so no
+        tab (and no kernel) of an earlier page is restored."""
+        return f"{self.base_url}/lab?reset&token={self.token}"
 
     def shutdown_sessions(self, path: str | None = None) -> None:
         """Shut down the kernels of every session (or only those on `path`)."""
@@ -878,8 +876,7 @@ def _check_graph_cell(page: Any, path: str, plan: CellPlan, report: NotebookRepo
 
 
 def check_notebook(
-    context: Any,
-    server: LabServer,
+    lab: LabWindow,
     path: str,
     disk_path: Path,
     *,
@@ -896,36 +893,120 @@ def check_notebook(
     """
     report = NotebookReport(name=Path(path).stem)
     plans = plan_notebook(disk_path)
-    with notebook_page(context, server, path, report, plans=plans, artifacts=artifacts) as page:
-        _run_and_inspect(page, server, path, plans, report, slider_timeout)
+    with notebook_page(lab, path, report, plans=plans, artifacts=artifacts) as page:
+        _run_and_inspect(page, path, plans, report, slider_timeout)
     return report
+
+
+# JupyterLab up and its layout restored (a notebook opened earlier could be closed again
+# by the restorer).
+_APP_READY_JS = """
+() => {
+  const app = window.jupyterapp;
+  if (!app) { return false; }
+  if (!window.__blRestored) {
+    window.__blRestored = 'waiting';
+    app.restored.then(() => { window.__blRestored = 'yes'; });
+  }
+  return window.__blRestored === 'yes';
+}
+"""
+
+# Close every panel of the main area (notebooks, log consoles) unsaved, and say how many
+# notebooks and dialogs are still on the page: none, or the next test could trip on them.
+_CLOSE_ALL_JS = """
+() => {
+  const app = window.jupyterapp;
+  for (const w of Array.from(app.shell.widgets('main'))) {
+    if (w.context) { w.context.model.dirty = false; }
+    w.dispose();
+  }
+  return document.querySelectorAll('.jp-Notebook, .jp-Dialog').length;
+}
+"""
+
+
+class LabWindow:
+    """One browser page with JupyterLab loaded, for every notebook a test process opens.
+
+    Loading the app takes longer than running most lessons, so it is loaded once and
+    each notebook is opened in it, then closed unsaved. A notebook that leaves a problem,
+    a dialog or a panel behind costs the page: the next notebook gets a freshly loaded
+    app, so one failure never spills into the next test.
+
+    Usage (it drives a real browser, so this is not run as a doctest)::
+
+        lab = LabWindow(context, server)
+        with notebook_page(lab, "lessons/01-computational-graph.ipynb", report) as page:
+            open_notebook(page, "lessons/01-computational-graph.ipynb")
+    """
+
+    def __init__(self, context: Any, server: LabServer) -> None:
+        self.context = context
+        self.server = server
+        self._page: Any = None
+        self.loads = 0  # how many times the app was loaded
+
+    def page(self) -> Any:
+        """The page, with the app loaded and restored (loading it when there is none)."""
+        if self._page is None or self._page.is_closed():
+            page = self.context.new_page()
+            try:
+                page.goto(self.server.lab_url(), wait_until="domcontentloaded")
+                page.wait_for_function(_APP_READY_JS, timeout=120_000 * _SCALE, polling=250)
+            except BaseException:
+                page.close()
+                raise
+            self._page = page
+            self.loads += 1
+        return self._page
+
+    def close_all(self) -> int:
+        """Close every notebook and panel, unsaved; how many notebooks or dialogs remain."""
+        return self._page.evaluate(_CLOSE_ALL_JS)
+
+    def discard(self) -> None:
+        """Close the page; the next `page()` loads the app afresh."""
+        if self._page is not None and not self._page.is_closed():
+            self._page.close()
+        self._page = None
 
 
 @contextmanager
 def notebook_page(
-    context: Any,
-    server: LabServer,
+    lab: LabWindow,
     path: str,
     report: NotebookReport,
     *,
     plans: Sequence[CellPlan] = (),
     artifacts: Path | None = None,
+    viewport: dict[str, int] = VIEWPORT,
 ) -> Iterator[Any]:
-    """A fresh page for the notebook `path`, cleaned up and recorded on leaving.
+    """The lab's page, sized to `viewport`, for the notebook `path`; cleaned up and
+    recorded on leaving.
 
     The page's console goes into `report.console`. An exception inside the
     block becomes a problem in `report` instead of propagating (a failed
     `assert` by its message alone), so the caller ends with
     `assert report.ok, report.describe()`. On leaving, when the report has
     problems and `artifacts` is given, screenshots, the page HTML and the
-    logs are written there; then the notebook's kernel is shut down and the
-    page closed, with nothing saved back to disk.
+    logs are written there; then the notebook is closed, with nothing saved
+    back to disk, and its kernel shut down.
     """
     started = time.monotonic()
-    page = context.new_page()
-    page.on("console", lambda msg: report.console.append(f"[{msg.type}] {msg.text}"))
-    page.on("pageerror", lambda err: report.console.append(f"[pageerror] {err}"))
+    page = None
+
+    def console(msg: Any) -> None:
+        report.console.append(f"[{msg.type}] {msg.text}")
+
+    def error(err: Any) -> None:
+        report.console.append(f"[pageerror] {err}")
+
     try:
+        page = lab.page()
+        page.set_viewport_size(viewport)
+        page.on("console", console)
+        page.on("pageerror", error)
         yield page
     except AssertionError as exc:
         report.problem(str(exc).strip() or "an assertion failed")
@@ -933,36 +1014,55 @@ def notebook_page(
         report.problem(f"the browser check itself failed: {type(exc).__name__}: {exc}")
     finally:
         report.seconds += time.monotonic() - started
-        # BACKPROPLAB_BROWSER_SAVE=always keeps the pictures of a passing run
-        # too, to look at what the learner sees without breaking anything.
-        keep = not report.ok or os.environ.get("BACKPROPLAB_BROWSER_SAVE") == "always"
-        if keep and artifacts is not None:
-            save_artifacts(page, server, path, list(plans), report, artifacts)
-        try:
-            server.shutdown_sessions(path)
-        finally:
-            # run_before_unload=False (the default): the page is dirty after
-            # running, and a "leave page?" prompt must not block closing.
-            page.close()
+        _leave(lab, page, path, report, plans, artifacts, console, error)
 
 
-def open_notebook(page: Any, server: LabServer, path: str, *, kernel: bool = True) -> None:
-    """Open `path` in a fresh workspace and wait until its kernel is idle (with
-    ``kernel=False``, only until its cells are on the page: for reading, not running)."""
-    page.goto(server.lab_url(path), wait_until="domcontentloaded")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000 * _SCALE)
-    if not kernel:
-        page.wait_for_selector(".jp-Notebook .jp-RenderedMarkdown", timeout=60_000 * _SCALE)
-        return
-    # Wait for the kernel JupyterLab starts for the notebook to be ready.
-    page.wait_for_function(
-        "(path) => { const findPanel = "
-        + _PANEL_JS
-        + "; const p = findPanel(path); const s = p && p.sessionContext.session;"
-        " return !!(s && s.kernel && s.kernel.status === 'idle'); }",
-        arg=path,
-        timeout=120_000 * _SCALE,
+def _leave(lab: LabWindow, page: Any, path: str, report: NotebookReport,
+           plans: Sequence[CellPlan], artifacts: Path | None, *listeners: Any) -> None:
+    # BACKPROPLAB_BROWSER_SAVE=always keeps the pictures of a passing run
+    # too, to look at what the learner sees without breaking anything.
+    keep = not report.ok or os.environ.get("BACKPROPLAB_BROWSER_SAVE") == "always"
+    if page is not None and keep and artifacts is not None:
+        save_artifacts(page, lab.server, path, list(plans), report, artifacts)
+    left = None
+    try:
+        if page is not None:
+            for event, listener in zip(("console", "pageerror"), listeners, strict=True):
+                page.remove_listener(event, listener)
+            left = lab.close_all()
+    except Exception:  # noqa: BLE001 - a page that cannot close its panels is discarded
+        left = None
+    finally:
+        if not report.ok or left != 0:
+            lab.discard()
+        lab.server.shutdown_sessions(path)
+
+
+# The notebook `path` is open, its cells drawn; with `kernel`, its kernel idle too.
+_OPENED_JS = (
+    "([path, kernel]) => { const findPanel = "
+    + _PANEL_JS
+    + """;
+  const p = findPanel(path);
+  if (!p || !p.context.isReady || !p.content.node.querySelector('.jp-Cell')) { return false; }
+  if (!kernel) { return !!p.content.node.querySelector('.jp-RenderedMarkdown'); }
+  const s = p.sessionContext.session;
+  return !!(s && s.kernel && s.kernel.status === 'idle');
+}"""
+)
+
+
+def open_notebook(page: Any, path: str, *, kernel: bool = True) -> None:
+    """Open `path` in the page's JupyterLab, as a double click in the file browser does,
+    and wait until its kernel is idle (with ``kernel=False``, only until its cells are
+    drawn: for reading, not running)."""
+    page.evaluate(
+        "(path) => { window.jupyterapp.commands.execute("
+        "'docmanager:open', {path, factory: 'Notebook'}); }",
+        path,
     )
+    timeout = (120_000 if kernel else 60_000) * _SCALE
+    page.wait_for_function(_OPENED_JS, arg=[path, kernel], timeout=timeout, polling=250)
 
 
 def open_folds(page: Any) -> None:
@@ -986,13 +1086,12 @@ def run_all_cells(page: Any) -> None:
 
 def _run_and_inspect(
     page: Any,
-    server: LabServer,
     path: str,
     plans: list[CellPlan],
     report: NotebookReport,
     slider_timeout: float,
 ) -> None:
-    open_notebook(page, server, path)
+    open_notebook(page, path)
     # Before anything runs, the stored outputs are all a learner sees: a widget
     # saved as a live view would show "Error displaying widget" here.
     time.sleep(1.0)

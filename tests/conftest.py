@@ -9,10 +9,13 @@
   print rounded numbers, so their stored outputs are the same either way
   (tests/lessons/test_exercises.py compares every lesson under the default count too).
 - The suite runs on every core with pytest-xdist (`-n auto --dist loadfile` in
-  pyproject.toml): each file, and so each notebook, whose nbval cells share one
-  kernel and must run in order, is one unit of work for one worker. The files
-  with the longest tests are handed out first, so no worker is left with a long
-  one at the end.
+  pyproject.toml). A unit of work goes to one worker whole: a file (and so each
+  notebook, whose nbval cells share one kernel and must run in order), except that
+  a lesson's tests that share one live run of it are a unit of their own, here:
+  its run with every wrong answer (tests/lessons/test_exercises.py) and its visit
+  in JupyterLab (test_browser.py and test_prediction_screens.py). The units with
+  the longest tests are handed out first (`--no-loadscope-reorder` keeps this
+  order), so no worker is left with a long one at the end.
 - The summary names how many notebooks ran under nbval: .ci/run reads it, since
   a green run that never executed a lesson would prove nothing.
 - Every kernel the suite starts talks over Unix sockets, not TCP ports
@@ -23,6 +26,7 @@
 """
 
 import os
+import re
 from collections import Counter
 
 import matplotlib
@@ -73,8 +77,8 @@ def chromium_browser():
 
 
 # Handed out first, longest first: (nodeid fragment, rank). Everything else keeps its
-# place after these, in collection order (a notebook's cells stay in order). With
-# --dist loadfile a file goes out where its first test stands.
+# place after these, in collection order (a notebook's cells stay in order). A unit of
+# work goes out where its first test stands.
 _LONG_FIRST = (
     ("test_nbgrader.py::test_nbgrader_autograde", 0),
     ("test_browser.py", 1),
@@ -85,12 +89,51 @@ _LONG_FIRST = (
     ("test_exercises.py::test_checks_reject", 4),
     ("test_exercises.py::test_student_version", 4),
     ("test_distributed.py", 5),
+    ("test_grade.py", 5),
+    ("test_sandbox.py", 5),
     (".ipynb::", 6),
 )
 
 
 def _rank(item: pytest.Item) -> int:
     return next((rank for fragment, rank in _LONG_FIRST if fragment in item.nodeid), 7)
+
+
+# A lesson's tests that read one shared run of it, by file: (unit prefix, file names).
+_LESSON_UNITS = (
+    ("browser", ("test_browser.py", "test_prediction_screens.py")),
+    ("rounds", ("test_exercises.py",)),
+)
+_LESSON_ID = re.compile(r"\[(\d\d-[\w-]+?)(?:\.ipynb)?\]$")
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work of the test `nodeid`: its lesson's, or its file's.
+
+    The scheduler sees ids only (the workers collect, it does not): a lesson's test is
+    one whose id ends in the lesson's file name, with or without ``.ipynb``.
+    """
+    path, _, rest = nodeid.partition("::")
+    lesson = _LESSON_ID.search(rest)
+    for prefix, files in _LESSON_UNITS:
+        if lesson and path.rsplit("/", 1)[-1] in files:
+            return f"{prefix}-{lesson.group(1)}"
+    return path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """--dist loadfile with the lessons' units above (pytest-xdist's own grouping by mark,
+    --dist loadgroup, no longer groups anything under pytest 9)."""
+    if config.getvalue("dist") != "loadfile":
+        return None  # another distribution asked for on the command line
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LessonUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return LessonUnits(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

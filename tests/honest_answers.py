@@ -2,9 +2,10 @@
 
 Every one must pass its check in the kernel (feedback never refuses honest code)
 and get every point from ``backproplab grade`` (tests/course/test_grade.py).
-Entries: ``Honest(key, style, source, earlier)``: ``source`` replaces the solution
-cell; ``earlier``, when given, is a cell of the learner's own put just above it
-(helpers defined in an earlier cell).
+Entries: ``Honest(key, style, source, earlier, later)``: ``source`` replaces the
+solution cell; ``earlier``, when given, is a cell of the learner's own put just above it
+(helpers defined in an earlier cell); ``later``, a cell of theirs put between it and
+the check (a scratch cell that imports torch again, say).
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ class Honest(NamedTuple):
     style: str
     source: str
     earlier: str | None = None
+    later: str | None = None
+
+
+# A scratch cell between an answer and its check: the latest ``import torch`` is below
+# the answer, so what the answer reads while its cell runs must come from above it.
+SCRATCH = "import torch\n\nprint(torch.__version__)\n"
 
 
 HONEST = [
@@ -52,7 +59,45 @@ HONEST = [
         "def shared_grads(x, y, z):\n    u = x * y\n"
         "    d = {'u': torch.sin(u) + (u - z) * torch.cos(u)}\n"
         "    return d['u'] * y, d['u'] * x, -torch.sin(u)\n")),
+    Honest("l02-cubic", "a decorator that reads torch, torch imported again below", (
+        "@torch.no_grad()\ndef cubic_slope(x):\n    return 3 * x**2 - 8 * x\n"), later=SCRATCH),
+    Honest("l02-cubic", "a global call counter", (
+        "CALLS = 0\n\n\ndef cubic_slope(x):\n    global CALLS\n    CALLS += 1\n"
+        "    return 3 * x**2 - 8 * x\n")),
+    Honest("l02-cubic", "a table of coefficients filled by a loop in the cell", (
+        "SLOPE = {}\nfor power, coefficient in ((3, 1), (2, -4), (0, 5)):\n    if power:\n"
+        "        SLOPE[power - 1] = power * coefficient\n\n\ndef cubic_slope(x):\n"
+        "    return sum(c * x**k for k, c in SLOPE.items())\n")),
+    Honest("l02-cubic", "a help line left at the end of the cell", (
+        "def cubic_slope(x):\n    return 3 * x**2 - 8 * x\n\n\ncubic_slope?\n")),
+    Honest("l02-cubic", "defined inside if True:", (
+        "if True:\n    def cubic_slope(x):\n        return 3 * x**2 - 8 * x\n")),
+    Honest("l02-chain", "device boilerplate", (
+        "def tanh_grads(x, w, b):\n"
+        "    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+        "    x, w, b = x.to(device), w.to(device), b.to(device)\n"
+        "    outer = 1 - torch.tanh(w * x + b) ** 2\n"
+        "    return (outer * w).cpu(), (outer * x).cpu(), outer.cpu()\n")),
+    Honest("l02-shared", "set_grad_enabled(False) and a detach when asked", (
+        "def shared_grads(x, y, z):\n    if x.requires_grad:\n        x = x.detach()\n"
+        "    with torch.set_grad_enabled(False):\n        u = x * y\n"
+        "        df_du = torch.sin(u) + (u - z) * torch.cos(u)\n"
+        "    return df_du * y, df_du * x, -torch.sin(u)\n")),
+    Honest("l02-shared", "a warning of its own", (
+        "import warnings\n\n\ndef shared_grads(x, y, z):\n    if x.dtype != torch.float64:\n"
+        "        warnings.warn('shared_grads: float64 inputs give the exact round-off')\n"
+        "    u = x * y\n    df_du = torch.sin(u) + (u - z) * torch.cos(u)\n"
+        "    return df_du * y, df_du * x, -torch.sin(u)\n")),
     # ---------------------------------------------------------------- lesson 04
+    Honest("l04-grads", "a default and a class attribute that read torch, torch imported "
+           "again below", (
+               "class Residuals:\n    square = torch.square\n\n"
+               "    def __init__(self, x, y, w, b):\n        self.r = w * x + b - y\n\n\n"
+               "def nll_grads(x, y, w, b, a, c, exp=torch.exp):\n"
+               "    r = Residuals(x, y, w, b).r\n    d_r = r * exp(-2 * (a * x + c))\n"
+               "    d_u = 1 - Residuals.square(r) * exp(-2 * (a * x + c))\n"
+               "    return (d_r * x).mean(), d_r.mean(), (d_u * x).mean(), d_u.mean()\n"),
+           later=SCRATCH),
     Honest("l04-grads", "sum divided by len", (
         "def nll_grads(x, y, w, b, a, c):\n    r = w * x + b - y\n    u = a * x + c\n"
         "    n = len(x)\n    d_r = r / torch.exp(2 * u)\n    d_u = 1 - r * d_r\n"
@@ -197,6 +242,11 @@ HONEST = [
         "    picked = F.one_hot(y, probs.shape[1]).to(probs.dtype)\n"
         "    dlogprobs = -picked / probs.shape[0]\n"
         "    return dlogprobs, dlogprobs * probs.reciprocal()\n")),
+    Honest("l10-pick-log", "sizes captured by match (d: a name of the lesson's too)", (
+        "def pick_log_backward(probs, y):\n    match probs.shape:\n        case (n, d):\n"
+        "            dlogprobs = probs.new_zeros(n, d)\n"
+        "            dlogprobs[torch.arange(n), y] = -1 / n\n"
+        "    return dlogprobs, dlogprobs / probs\n")),
     Honest("l10-pick-log", "a loop over the rows", (
         "def pick_log_backward(probs, y):\n    n = probs.shape[0]\n"
         "    dlogprobs = probs.new_zeros(probs.shape)\n"
@@ -298,6 +348,14 @@ HONEST = [
         "    def backward(ctx, grad_output):\n        (y,) = ctx.saved_tensors\n"
         "        x = torch.log(torch.expm1(y))  # softplus is invertible\n"
         "        return grad_output / (1 + torch.exp(-x))\n")),
+    Honest("l15-power-mix", "torch imported again below the class", (
+        "class PowerMix(torch.autograd.Function):\n    @staticmethod\n"
+        "    def forward(ctx, x, y, p):\n        ctx.save_for_backward(x, y)\n"
+        "        ctx.p = p\n        return x**p * y\n\n    @staticmethod\n"
+        "    def backward(ctx, grad_output):\n        x, y = ctx.saved_tensors\n"
+        "        slope = ctx.p * x ** (ctx.p - 1)\n"
+        "        return grad_output * slope * y, grad_output * x**ctx.p, None\n"),
+           later=SCRATCH),
     Honest("l05-microbatch", "an index loop", (
         "def accumulate(w, X, t, sizes):\n    start = 0\n    for size in sizes:\n"
         "        part = slice(start, start + size)\n"

@@ -11,9 +11,8 @@
 - ``site``        the course as a static website: ``backproplab site``
 - ``cli``         the command line behind ``backproplab``
 
-The names of ``assignment`` are also found here (``backproplab.course.student_version``),
-where they lived before this package was split; they load on first use, so
-``backproplab --help`` never waits for nbformat.
+Each loads on first use (``backproplab.course.grading``), so ``backproplab --help``
+never waits for torch or nbformat.
 """
 
 import importlib
@@ -23,14 +22,8 @@ __all__ = ["assignment", "audit", "cli", "distributed", "exercises", "grading", 
 
 
 def __getattr__(name: str):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    # A submodule, public or not (``from . import secret`` asks here first): importing
-    # assignment to look for it there would load nbformat, a second on every first check.
-    if name in __all__ or importlib.util.find_spec(f".{name}", __name__) is not None:
+    # A submodule, public or not, loaded when first asked for (``from . import secret``
+    # asks here first, and gets an AttributeError when there is no such attribute yet).
+    if not name.startswith("__") and importlib.util.find_spec(f".{name}", __name__) is not None:
         return importlib.import_module(f".{name}", __name__)
-    assignment = importlib.import_module(".assignment", __name__)
-    try:
-        return getattr(assignment, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,12 @@ all the same, per student, cell and line:
   (`backproplab.course.sources`). Each use outside the vocabulary is listed
   ("outside the exercise's vocabulary: ..."), so a method exercise that walks
   the graph is not blamed for what it is asked to do;
+- in every cell a student changed, the shapes that reach around code whatever
+  words they are spelt with (`backproplab.course.rules.SHAPES`): an attribute read
+  by a ``match`` class pattern, a module used as a value (passed, returned, put in
+  a tuple, bound by ``for`` or a default), a string annotation, an attribute of
+  the student's own named like something refused (``sys``, ``exec``), a dunder,
+  and anything that runs code from a string or a file;
 - every other line of a student's cells that reaches into the kernel or the
   grading of the kernel's own checks: rebinding or deleting a name of
   backproplab or torch (``bl.check_by_hand = ...``), patching through
@@ -88,6 +94,15 @@ SUSPECT_CALLS = {
     "__import__": "imports through __import__",
     "globals": "edits the notebook's globals()",
 }
+# How each shape of `backproplab.course.rules.SHAPES` is listed.
+SHAPE_WORDS = {
+    "pattern": "reads an attribute through a class pattern",
+    "module-value": "uses a module as a value",
+    "annotation": "writes a string annotation, which typing can evaluate as code",
+    "own-name": "gives an attribute of its own a refused name",
+    "runs-code": "runs code from a string or a file",
+    "dunder": "reads a dunder attribute",
+}
 HARMLESS_MAGICS = {"matplotlib", "time", "timeit", "load_ext", "autoreload"}
 _MAGIC = re.compile(r"^\s*(%%?|!)(\w*)")
 
@@ -159,8 +174,10 @@ def _flatten(target: ast.AST) -> Iterable[ast.AST]:
         yield target
 
 
-def _read_cell(source: str, protected: set[str]) -> list[tuple[int, str]]:
-    """(line, what) for each suspicious line of one cell."""
+def _read_cell(source: str, protected: set[str],
+               bound: dict[str, str] | None = None) -> list[tuple[int, str]]:
+    """(line, what) for each suspicious line of one cell; ``bound``: what the names the
+    notebook's other cells import stand for."""
     found: list[tuple[int, str]] = []
     for number, line in enumerate(source.split("\n"), start=1):
         magic = _MAGIC.match(line)
@@ -177,6 +194,8 @@ def _read_cell(source: str, protected: set[str]) -> list[tuple[int, str]]:
     except SyntaxError:
         tree = None
     if tree is not None:
+        found += [(f.line, f"{SHAPE_WORDS[f.why]}: {f.used}")
+                  for f in rules.read([tree], rules.METHOD, bound) if f.why in SHAPE_WORDS]
         protected = protected | _aliases(tree)
         for node in ast.walk(tree):
             for target in (t for raw in _targets(node) for t in _flatten(raw)):
@@ -229,12 +248,9 @@ def findings_in(
             if meta.get("grade"):
                 given.setdefault(meta.get("grade_id"), set()).add(c.source.strip())
     protected = {"bl", "backproplab", "torch"}
-    for cell in (cell for v in (versions or [nb]) for cell in v.cells):  # the lesson's imports
-        if cell.cell_type == "code":
-            try:
-                protected |= _aliases(ast.parse(_without_magics(cell.source)))
-            except SyntaxError:
-                pass
+    for tree in _trees(versions or [nb]):  # the lesson's imports
+        protected |= _aliases(tree)
+    bound = rules.aliases(_trees([*versions, nb]))  # what every cell imports
     found = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -245,7 +261,7 @@ def findings_in(
             found.append(Finding(name, index, grade_id, 0, "the check cell was edited"))
         if cell.source in unchanged:
             continue
-        for line, what in _read_cell(cell.source, protected):
+        for line, what in _read_cell(cell.source, protected, bound):
             found.append(Finding(name, index, grade_id, line, what))
     exercises = next((graded_exercises(v) for v in versions if graded_exercises(v)), None)
     for graded in exercises if exercises is not None else graded_exercises(nb):
@@ -271,6 +287,17 @@ def _outside_vocabulary(nb: nbformat.NotebookNode, name: str, graded: Graded) ->
                              f.line, f"outside {graded.key}'s vocabulary: {f.used} "
                                      f"({rules.REASONS.get(f.why, f.why)})"))
     return found
+
+
+def _trees(notebooks: Iterable[nbformat.NotebookNode]) -> list[ast.Module]:
+    """The syntax trees of the code cells of ``notebooks`` that read as Python."""
+    trees = []
+    for cell in (c for nb in notebooks for c in nb.cells if c.cell_type == "code"):
+        try:
+            trees.append(ast.parse(_without_magics(cell.source)))
+        except SyntaxError:
+            continue
+    return trees
 
 
 def _without_magics(source: str) -> str:

@@ -352,11 +352,13 @@ def _run_trials(exercise: ByHand, call: Callable[[tuple[Any, ...]], Ran], seed: 
 
 
 def _estimate_message(k: int, params: Sequence[str]) -> str:
-    return (f"it evaluates at nudged inputs ({input_name(k, params)} moved by a small step, "
-            "by several steps, or entry by entry): a numerical estimate (finite differences), "
-            "which is refused even where it comes out exact (a step linear in its input) or is "
-            "extrapolated (Richardson). Derive the formula and compute it from the inputs "
-            "as they are.")
+    name = input_name(k, params)
+    return (f"it evaluates at nudged inputs: it runs one computation at {name} (or a value "
+            f"computed from it) moved by a step of any size, by a factor, entry by entry or "
+            f"along a direction, at more than one point, or moves {name} by a tiny step: a "
+            "numerical estimate (finite differences, SPSA, Richardson, a least-squares fit), "
+            "which is refused even where it comes out exact (a large step on a low-degree "
+            "function). Derive the formula and compute it from the inputs as they are.")
 
 
 def _subclass(got: tuple[Any, ...]) -> str | None:

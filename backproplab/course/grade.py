@@ -43,7 +43,7 @@ from typing import Any
 
 import nbformat
 
-from ..check import Check, Report
+from ..check import Report
 from . import rules, sources, wire
 from .assignment import CourseError, read_notebook
 from .byhand import judge_by_hand
@@ -54,8 +54,8 @@ from .sandbox import available as sandbox_available
 from .secret import grading_seed
 from .slips import fail
 
-__all__ = ["Graded", "Verdict", "answer_source", "grade", "grade_one", "graded_exercises",
-           "plain_text", "write_csv", "write_gradebook"]
+__all__ = ["Graded", "Verdict", "answer_source", "cell_name", "grade", "grade_one",
+           "graded_exercises", "plain_text", "write_csv", "write_gradebook"]
 
 COLUMNS = ("student", "notebook", "exercise", "points", "max_points", "verdict", "reason",
            "isolation")
@@ -141,6 +141,24 @@ def _files(pieces: Sequence[sources.Piece], indices: Sequence[int]) -> list[tupl
     return files
 
 
+def cell_name(nb: nbformat.NotebookNode, index: int) -> str:
+    """A cell as an instructor finds it in JupyterLab, which numbers no cells: its number
+    and the heading it sits under.
+
+    >>> nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("## Exercise 2"),
+    ...                                      nbformat.v4.new_code_cell("x = 1")])
+    >>> cell_name(nb, 1)
+    'cell 1 (under "Exercise 2")'
+    """
+    for cell in reversed(nb.cells[:index + 1]):
+        if cell.cell_type == "markdown":
+            heading = next((line.lstrip("#").strip() for line in cell.source.splitlines()
+                            if line.startswith("#")), None)
+            if heading:
+                return f'cell {index} (under "{heading[:60]}")'
+    return f"cell {index}"
+
+
 def _parameters(pieces: Sequence[sources.Piece], name: str) -> tuple[str, ...]:
     for p in reversed(pieces):
         stmt = p.tree.body[0]
@@ -159,12 +177,15 @@ def answer_source(nb: nbformat.NotebookNode, graded: Graded
     # What the instructor's check cell itself defines before its call (a dict of the
     # answer's pieces, say) is read from the instructor's lesson, never the submission.
     cells.append((end, graded.check_source))
-    pieces = sources.from_notebook([s for _, s in cells], graded.names)
+    unreadable: list[tuple[int, int, str]] = []
+    pieces = sources.from_notebook([s for _, s in cells], graded.names, unreadable)
     defined = {n for p in pieces for n in sources.defined(p.tree)}
     missing = [n for n in graded.names if n not in defined]
-    if missing:
-        return f"no definition of {', '.join(missing)} above the check"
     indices = [i for i, _ in cells]
+    if missing:
+        note = sources.unreadable_note(unreadable, [cell_name(nb, i) for i in indices])
+        return f"no definition of {', '.join(missing)} above the check" + (
+            f": {note}" if note else "")
     return pieces, _files(pieces, indices), indices
 
 
@@ -187,8 +208,8 @@ def grade_one(box: Sandbox, nb: nbformat.NotebookNode, graded: Graded, *,
         pieces, files, indices = source
         found = rules.read([p.tree for p in pieces], exercise.vocabulary)
     if found:
-        where = ", ".join(dict.fromkeys(f"cell {indices[pieces[f.tree].cell]} line {f.line}"
-                                        for f in found[:4]))
+        where = ", ".join(dict.fromkeys(
+            f"{cell_name(nb, indices[pieces[f.tree].cell])} line {f.line}" for f in found[:4]))
         return 0.0, "refused", f"{where}: {rules.refusal(found, exercise.vocabulary)}"
     params = _parameters(pieces, graded.names[0])
     try:
@@ -208,10 +229,6 @@ def _judged(run: Answer, exercise: Any, seed: int, params: Sequence[str]) -> Rep
     try:
         if isinstance(exercise, ByHand):
             return judge_by_hand(exercise, run.call, seed=seed, params=params)
-        if exercise.observe is None:  # the older form: its checks came back as words
-            checks = run.observe(seed)
-            return Report(tuple(Check(str(n), ok is True, str(v), str(m))
-                                for n, ok, v, m in checks))
         return judge_method(exercise, run.observe, seed=seed)
     except SandboxError:
         raise

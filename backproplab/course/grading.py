@@ -33,35 +33,25 @@ from typing import Any
 import torch
 
 from ..check import Check, Report, compare, wrap
-from ..watch import AutogradCount, AutogradForbidden, count_autograd, forbid_autograd
 from . import rules, secret
-from .byhand import ADVICE, Task, check_by_hand, feedback, source_refusal
-from .slips import BY_HAND_RTOL, ESTIMATE_RTOL, fail
+from .byhand import ADVICE, Task, feedback, source_refusal
+from .slips import fail
 
 __all__ = [
-    "ADVICE",
-    "BY_HAND_RTOL",
-    "ESTIMATE_RTOL",
-    "AutogradCount",
-    "AutogradForbidden",
     "ByHand",
     "Method",
     "Prediction",
-    "check_by_hand",
     "check_exercise",
     "check_prediction",
-    "count_autograd",
     "failure",
     "find_exercise",
     "find_prediction",
-    "forbid_autograd",
     "is_failure",
     "judge_method",
     "lesson_module",
     "prediction_report",
     "reveal",
     "same",
-    "source_refusal",
 ]
 
 
@@ -145,8 +135,8 @@ class Method:
     observation needs (`backproplab.course.runner.EVENTS`), ``vocabulary`` what the
     answer's source may use.
 
-    (``check``, a function of the answer and a seed returning a Report, is the older form
-    of a method exercise, whose verdict is made where the answer runs.)
+    ``check(answer, seed)`` is the whole check run in one process (the learner's kernel):
+    the observation, then the judgement.
     """
 
     name: str = ""
@@ -160,11 +150,9 @@ class Method:
     passed: str = "works on every new case the check made"
     vocabulary: rules.Vocabulary = rules.METHOD
     allows: frozenset[str] = frozenset()
-    check: Callable[[Any, int], Report] | None = field(default=None, repr=False)
+    check: Callable[[Any, int], Report] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.check is not None:
-            return
         missing = [f for f in ("make_inputs", "observe", "reference", "explain")
                    if not callable(getattr(self, f))]
         if missing or not self.name:

@@ -140,10 +140,6 @@ class _Serve:
                     ran = run_answer(self.answer, request["args"])
                     self.reply("ran", [_plain(ran.got), ran.failure, ran.detail, ran.nudged,
                                        list(ran.warnings), ran.largest])
-                elif what == "observe" and self.exercise.observe is None:  # the older form
-                    report = self.exercise.check(self.answer, request["inputs"])
-                    self.reply("observed", [[c.name, bool(c.ok), str(c.verdict), str(c.message)]
-                                            for c in report.checks])
                 elif what == "observe":
                     self.reply("observed", self.exercise.observe(self.answer, request["inputs"]))
                 else:

@@ -136,7 +136,10 @@ def bwrap_command(uid: int | None = None) -> list[str]:
     for name in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d"):  # how libraries are found
         if os.path.exists(f"/etc/{name}"):
             command += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    made: set[Path] = {Path("/usr")}
+    # The private /tmp first: a Python installation under /tmp (a virtual environment
+    # made by a test) is bound on top of it, never hidden by it.
+    command += ["--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp"]
+    made: set[Path] = {Path("/usr"), Path("/tmp")}
     for path in _visible():
         for parent in _ancestors(path):
             if parent not in made and not str(parent).startswith("/usr/"):
@@ -144,8 +147,7 @@ def bwrap_command(uid: int | None = None) -> list[str]:
                 made.add(parent)
         if not str(path).startswith("/usr/"):
             command += ["--ro-bind", str(path), str(path)]
-    command += ["--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp",
-                "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
+    command += ["--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
     return command
 
 

@@ -5,11 +5,14 @@ Two readers find it, for the two places an answer is judged:
 - `from_notebook` reads a submitted notebook: starting from the names a check
   cell hands over (``bl.check_exercise("l04-grads", mse_grads)`` hands over
   ``mse_grads``), it takes the latest top-level definition of each name in the
-  cells above the check (``def``, ``class``, assignments, imports, and
-  statements that set an attribute of a needed name), then the definitions
-  those need, and so on. Statements that are not definitions (a call, a loop,
-  a thread started when the cell runs) are left out: only what defines the
-  answer goes to ``backproplab grade``.
+  cells above the check (``def``, ``class``, assignments, imports, the same
+  inside ``if``/``for``/``with``/``try`` blocks, and statements that set an item
+  or attribute of a needed name, such as a loop filling a table), then the
+  definitions those need, and so on. What a statement reads while it runs (a
+  decorator, a base class, a default) comes from the latest definition above
+  it; what a function reads when called, from the latest of all. Statements
+  that are not definitions (a call, a thread started when the cell runs) are
+  left out: only what defines the answer goes to ``backproplab grade``.
 - `from_objects` reads a live answer in the learner's kernel, for feedback: the
   source of each function and class of the learner's it reaches (from the
   cells IPython keeps in ``linecache``), and what the other names it reads
@@ -35,21 +38,103 @@ import re
 import sys
 import sysconfig
 import types
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["Piece", "answer_calls", "defined", "free_names", "from_notebook", "from_objects",
+__all__ = ["COMPREHENSIONS", "Piece", "answer_calls", "binds", "defined", "free_names",
+           "from_notebook", "from_objects", "in_scope", "local_names", "unreadable_note",
            "without_magics"]
 
 _MAGIC = re.compile(r"^\s*(%|!)")
+# IPython's help syntax: ``name?``, ``name??``, ``?name``: a help page, not code that runs.
+_HELP = re.compile(r"^\s*(\?{1,2}[\w.]+|[\w.]+\?{1,2})\s*$")
+
+# ---------------------------------------------------------------- a function's own names
+# Which names a function binds in its own scope, by Python's rule, for both readers of an
+# answer: this module (what a statement needs from the notebook) and
+# `backproplab.course.rules` (whether a name is the learner's own or a builtin). A
+# function's own names are its parameters and every name its body binds (an assignment,
+# a loop, ``with ... as``, an import, ``except ... as``, a ``match`` capture, a nested
+# ``def`` or ``class``), unless declared ``global`` or ``nonlocal``; what nested
+# functions, lambdas and comprehensions bind is theirs.
+
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def binds(node: ast.AST) -> set[str]:
+    """The names one node binds by itself: a stored name, an import, an exception's name,
+    a name captured by a match pattern."""
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return {node.id}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+        return {node.name} if node.name else set()
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return {node.rest}
+    return set()
+
+
+def in_scope(node: ast.AST) -> Iterator[ast.AST]:
+    """Every node of ``node``'s own scope (a function, lambda or comprehension): its body
+    (a comprehension's loop targets), and of a nested ``def`` or ``class`` only itself."""
+    if isinstance(node, COMPREHENSIONS):
+        todo: list[ast.AST] = [g.target for g in node.generators]
+    else:
+        todo = list(node.body) if isinstance(node.body, list) else [node.body]
+    while todo:
+        n = todo.pop()
+        yield n
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                              ast.Lambda, *COMPREHENSIONS)):
+            todo.extend(ast.iter_child_nodes(n))
+
+
+def local_names(node: ast.AST) -> set[str]:
+    """The names ``node`` (a function, lambda or comprehension) binds in its own scope.
+
+    >>> f = ast.parse("def f(x):\\n    y = [z for z in x]\\n    global n\\n    n = y").body[0]
+    >>> sorted(local_names(f))
+    ['x', 'y']
+    """
+    bound: set[str] = set()
+    declared: set[str] = set()
+    if not isinstance(node, COMPREHENSIONS):
+        args = node.args
+        bound |= {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                  args.vararg, args.kwarg) if a is not None}
+    for n in in_scope(node):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            declared.update(n.names)
+        else:
+            bound |= binds(n)
+    return bound - declared
+
+# ---------------------------------------------------------------- reading a notebook
 
 
 def without_magics(source: str) -> str:
     """A cell's text with IPython's magic and shell lines blanked (line numbers kept)."""
     return "\n".join("" if _MAGIC.match(line) else line for line in source.split("\n"))
+
+
+def _readable(source: str) -> tuple[ast.Module, str]:
+    """A cell's tree and the text it was read from: magics blanked, and help lines
+    (``cubic_slope?``) too when the cell reads as Python only without them. Raises
+    SyntaxError when it cannot be read at all."""
+    text = without_magics(source)
+    try:
+        return ast.parse(text), text
+    except SyntaxError:
+        helpless = "\n".join("" if _HELP.match(line) else line for line in text.split("\n"))
+        if helpless == text:
+            raise
+        return ast.parse(helpless), helpless
 
 
 @dataclass(frozen=True)
@@ -61,102 +146,252 @@ class Piece:
     text: str  # the whole cell, magics blanked: line numbers in ``tree`` refer to it
 
 
+# Methods that fill a container in place: ``TABLE.append(...)`` defines part of TABLE.
+_FILLERS = {"append", "extend", "insert", "update", "add", "setdefault", "appendleft",
+            "extendleft"}
+
+
+class _Reads(ast.NodeVisitor):
+    """What one top-level statement reads from the notebook's globals and defines there.
+
+    ``eager``: names read while the statement runs (in the order it runs: a value before
+    the name it is assigned to, a decorator, a default, a base class, a class body);
+    ``lazy``: names read only when a function it defines is called; ``bound``: the global
+    names it binds (inside ``if``, ``for``, ``with`` and ``try`` blocks too); ``fills``:
+    the global names whose items or attributes it sets (``TABLE[k] = ...``,
+    ``TABLE.append(...)``).
+    """
+
+    def __init__(self) -> None:
+        self.eager: set[str] = set()
+        self.lazy: set[str] = set()
+        self.bound: set[str] = set()
+        self.fills: set[str] = set()
+        self.scopes: list[tuple[str, set[str]]] = []  # ("function" | "class", its names)
+
+    def _local(self, name: str) -> bool:
+        inner = True  # a class's names are seen from its own body only
+        for kind, names in reversed(self.scopes):
+            if name in names and (kind != "class" or inner):
+                return True
+            inner = False
+        return False
+
+    def _lazy(self) -> bool:
+        return any(kind == "function" for kind, _ in self.scopes)
+
+    def _read(self, name: str) -> None:
+        if not self._local(name):
+            (self.lazy if self._lazy() else self.eager).add(name)
+
+    def _bind(self, names: Iterable[str]) -> None:
+        if not self.scopes:
+            self.bound.update(names)
+        elif self.scopes[-1][0] == "class":  # a function's own names are known beforehand
+            self.scopes[-1][1].update(names)
+
+    def _fill(self, target: ast.AST) -> None:
+        while isinstance(target, (ast.Attribute, ast.Subscript, ast.Starred)):
+            target = target.value
+        if isinstance(target, ast.Name) and not self._lazy() and not self._local(target.id):
+            self.fills.add(target.id)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self._read(node.id)
+        else:
+            self._bind([node.id])
+
+    def generic_visit(self, node: ast.AST) -> None:
+        if not isinstance(node, ast.Name):
+            self._bind(binds(node))
+        super().generic_visit(node)
+
+    def _targets(self, targets: Sequence[ast.AST]) -> None:
+        for target in targets:
+            for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+                if isinstance(t, (ast.Attribute, ast.Subscript)):
+                    self._fill(t)
+            self.visit(target)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)  # the value is read before the names are bound
+        self._targets(node.targets)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        for part in (node.annotation, node.value):
+            if part is not None:
+                self.visit(part)
+        self._targets([node.target])
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.target, ast.Name):
+            self._read(node.target.id)  # ``x += 1`` reads x first
+        self.visit(node.value)
+        self._targets([node.target])
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self.visit(node.target)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self.visit(node.iter)
+        self._targets([node.target])
+        for part in [*node.body, *node.orelse]:
+            self.visit(part)
+
+    visit_AsyncFor = visit_For
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _FILLERS:
+            self._fill(node.func.value)
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        for name in node.names:  # read and written in the notebook's globals
+            (self.lazy if self._lazy() else self.eager).add(name)
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        args = node.args
+        for part in [*getattr(node, "decorator_list", []), *args.defaults,
+                     *(d for d in args.kw_defaults if d is not None)]:
+            self.visit(part)
+        for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+            if a is not None and a.annotation is not None:
+                self.visit(a.annotation)
+        if getattr(node, "returns", None) is not None:
+            self.visit(node.returns)
+        self.scopes.append(("function", local_names(node)))
+        for part in node.body if isinstance(node.body, list) else [node.body]:
+            self.visit(part)
+        self.scopes.pop()
+        if not isinstance(node, ast.Lambda):
+            self._bind([node.name])
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for part in [*node.decorator_list, *node.bases, *node.keywords]:
+            self.visit(part)
+        self.scopes.append(("class", set()))
+        for part in node.body:
+            self.visit(part)
+        self.scopes.pop()
+        self._bind([node.name])
+
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp
+                       | ast.GeneratorExp) -> None:
+        self.visit(node.generators[0].iter)  # read where the comprehension is
+        names = {n.id for g in node.generators for n in ast.walk(g.target)
+                 if isinstance(n, ast.Name)}
+        self.scopes.append(("function" if self._lazy() else "comprehension", names))
+        for k, generator in enumerate(node.generators):
+            for part in [*([generator.iter] if k else []), *generator.ifs]:
+                self.visit(part)
+        for part in (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,):
+            self.visit(part)
+        self.scopes.pop()
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+
+def _reads(tree: ast.AST) -> _Reads:
+    reads = _Reads()
+    reads.visit(tree)
+    return reads
+
+
 def defined(tree: ast.Module) -> set[str]:
-    """The names the top-level statements of ``tree`` define."""
-    return set().union(*(_bound(stmt) for stmt in tree.body))
-
-
-def _bound(stmt: ast.stmt) -> set[str]:
-    """The names a top-level statement defines."""
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {stmt.name}
-    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name).split(".")[0] for a in stmt.names if a.name != "*"}
-    targets = (stmt.targets if isinstance(stmt, ast.Assign)
-               else [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else [])
-    return {n.id for t in targets for n in ast.walk(t)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
-def _attached(stmt: ast.stmt) -> set[str]:
-    """``Value.exp = exp``: the names whose attributes a top-level assignment sets."""
-    if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-        return set()
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-    found = set()
-    for target in targets:  # ``Tensor.sum, Tensor.mean = ...`` sets two
-        for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
-            while isinstance(t, (ast.Attribute, ast.Subscript, ast.Starred)):
-                t = t.value
-                if isinstance(t, ast.Name):
-                    found.add(t.id)
-    return found
+    """The names the top-level statements of ``tree`` define (inside ``if True:`` too)."""
+    return _reads(tree).bound
 
 
 def free_names(tree: ast.AST) -> set[str]:
-    """Names a piece of code reads that it does not bind itself (a close reading: a name
-    bound anywhere inside counts as bound)."""
-    loads, binds = set(), set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            (loads if isinstance(node.ctx, ast.Load) else binds).add(node.id)
-        elif isinstance(node, ast.arg):
-            binds.add(node.arg)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            binds.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)) and not isinstance(tree, ast.Module):
-            binds.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            binds.add(node.name)
-    if isinstance(tree, ast.Module):  # a top-level statement's own names are defined by it
-        for stmt in tree.body:
-            binds -= _bound(stmt) - {n.id for n in ast.walk(stmt)
-                                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    return loads - binds
+    """Names a piece of code reads from the globals: those it reads before binding them,
+    and those its functions read without binding them (a ``global`` counter included)."""
+    reads = _reads(tree)
+    return reads.eager | reads.lazy
 
 
-def from_notebook(cells: Sequence[str], names: Iterable[str]) -> list[Piece]:
+@functools.lru_cache(maxsize=4096)
+def _statements(source: str) -> tuple[str, tuple[tuple[ast.stmt, _Reads], ...]] | tuple[int, str]:
+    """A cell's text as read and its top-level statements with what each reads and
+    defines; or, when it cannot be read, the line and what Python said. Kept: a class's
+    notebooks share most cells, and the trees are only read, never changed."""
+    try:
+        tree, text = _readable(source)
+    except SyntaxError as err:
+        return err.lineno or 0, err.msg
+    return text, tuple((stmt, _reads(stmt)) for stmt in tree.body)
+
+
+@dataclass(frozen=True)
+class _Statement:
+    cell: int
+    tree: ast.stmt
+    text: str
+    reads: _Reads
+
+
+def from_notebook(cells: Sequence[str], names: Iterable[str],
+                  unreadable: list[tuple[int, int, str]] | None = None) -> list[Piece]:
     """The definitions of ``names`` in ``cells`` (the code cells above a check, in order)
-    and every definition they need, in notebook order."""
-    table: list[tuple[int, ast.stmt, str]] = []  # (cell, statement, cell text)
+    and every definition they need, in notebook order.
+
+    What a statement reads while it runs (a decorator, a base class, a default) is taken
+    from the latest definition above it; what its functions read when called, from the
+    latest definition of all (a later cell's ``import torch`` included). A cell that
+    cannot be read as Python defines nothing; with ``unreadable`` (a list), each is
+    added to it as (cell index, line, what Python said).
+    """
+    table: list[_Statement] = []
     for index, source in enumerate(cells):
-        text = without_magics(source)
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
+        read = _statements(source)
+        if isinstance(read[0], int):
+            if unreadable is not None:
+                unreadable.append((index, *read))
             continue  # no definition can come from a cell that does not run
-        table += [(index, stmt, text) for stmt in tree.body]
+        text, statements = read
+        table += [_Statement(index, stmt, text, reads) for stmt, reads in statements]
+    end = len(table)
     chosen: set[int] = set()
-    todo, seen = list(names), set()
+    todo, seen = [(name, end) for name in names], set()
     while todo:
-        name = todo.pop()
-        if name in seen:
+        name, before = todo.pop()
+        if (name, before) in seen:
             continue
-        seen.add(name)
-        for k in _definition(table, name):
+        seen.add((name, before))
+        for k in _definition(table, name, before):
             if k not in chosen:
                 chosen.add(k)
-                todo.extend(free_names(ast.Module(body=[table[k][1]], type_ignores=[])))
-    return [Piece(ast.Module(body=[stmt], type_ignores=[]), cell, text)
-            for k, (cell, stmt, text) in enumerate(table) if k in chosen]
+                todo += [(n, k) for n in table[k].reads.eager]
+                todo += [(n, end) for n in table[k].reads.lazy]
+    return [Piece(ast.Module(body=[s.tree], type_ignores=[]), s.cell, s.text)
+            for k, s in enumerate(table) if k in chosen]
 
 
-def _definition(table: list[tuple[int, ast.stmt, str]], name: str) -> list[int]:
-    """The statements that define ``name`` as it stands at the end of ``table``: its latest
-    binding (and the one before, for ``x += ...``), then what sets its attributes."""
-    found: list[int] = []
-    for k in range(len(table) - 1, -1, -1):
-        stmt = table[k][1]
-        if name in _bound(stmt):
-            found.append(k)
-            if not isinstance(stmt, ast.AugAssign):
-                break
-    if not found:
+def _definition(table: list[_Statement], name: str, before: int) -> list[int]:
+    """The statements above ``before`` that define ``name`` as it stands there: its latest
+    binding, then what sets its items or attributes (``Value.exp = exp``, a loop filling
+    a table)."""
+    start = next((k for k in range(before - 1, -1, -1) if name in table[k].reads.bound), None)
+    if start is None:
         return []
-    start = min(found)
-    found += [k for k in range(start + 1, len(table))
-              if name in _attached(table[k][1]) and name not in _bound(table[k][1])]
-    return found
+    return [start] + [k for k in range(start + 1, before) if name in table[k].reads.fills
+                      and name not in table[k].reads.bound]
+
+
+def unreadable_note(unreadable: Sequence[tuple[int, int, str]],
+                    names: Sequence[str] | None = None) -> str:
+    """What `from_notebook` could not read, as a clause for a message; ``names`` names
+    the cells it was given as the notebook shows them. Empty when every cell was read.
+
+    >>> unreadable_note([(1, 3, "invalid syntax")])
+    'cell 1 could not be read as Python (line 3: invalid syntax), so nothing it defines counts'
+    """
+    return "; ".join(f"{names[c] if names is not None else f'cell {c}'} could not be read "
+                     f"as Python (line {line}: {msg}), so nothing it defines counts"
+                     for c, line, msg in unreadable)
 
 
 def answer_calls(source: str, key: str) -> list[tuple[list[str], int]]:
@@ -222,9 +457,8 @@ def _node(code: types.CodeType, kind: type | tuple[type, ...], name: str | None 
           ) -> list[ast.AST]:
     """The definitions (``def``, ``lambda``, ``class``) in the text ``code`` came from that
     start on its first line (or, for a class, contain it)."""
-    text = "".join(linecache.getlines(code.co_filename))
     try:
-        tree = ast.parse(without_magics(text))
+        tree, _ = _readable("".join(linecache.getlines(code.co_filename)))
     except SyntaxError:
         return []
     line = code.co_firstlineno
@@ -258,6 +492,16 @@ def _public_name(value: Any) -> str | None:
     return f"{min(found, key=len)}.{own}" if found else None
 
 
+def _wrapped(value: Any) -> types.FunctionType | None:
+    """The learner's function a library's decorator wrapped (``functools.wraps`` keeps it
+    as ``__wrapped__``) when its source can be read, or None."""
+    inner = vars(value).get("__wrapped__") if hasattr(value, "__dict__") else None
+    if isinstance(inner, types.FunctionType) and _typed_in(inner.__code__, inner.__module__) \
+            and _node(inner.__code__, _FUNCTIONS):
+        return inner
+    return None
+
+
 class _Live:
     """Collects the trees of a live answer and what its free names stand for."""
 
@@ -277,6 +521,11 @@ class _Live:
         elif isinstance(value, types.FunctionType) and _typed_in(value.__code__,
                                                                  value.__module__):
             self.function(value)
+        elif callable(value) and _wrapped(value) is not None:
+            # A library's wrapper around a function of the learner's (``@torch.no_grad()``,
+            # ``@functools.cache``): the learner's function, whose decorators are read with it.
+            self._seen.add(id(value))
+            self.value(name, _wrapped(value), scope)
         elif isinstance(value, type) and self._class_code(value) is not None:
             self.cls(value)
         elif isinstance(value, types.MethodType):
@@ -284,15 +533,24 @@ class _Live:
             self.value(name, value.__self__, scope)
         elif isinstance(value, functools.partial):
             for part in (value.func, *value.args, *value.keywords.values()):
-                self.value(name, part, scope)
+                self.held(name, part, scope)
         elif self._class_code(type(value)) is not None:  # an instance of a learner's class
             self.cls(type(value))
             for attr, held in vars(value).items() if hasattr(value, "__dict__") else ():
-                self.value(attr, held, scope)
+                self.held(attr, held, scope)
         else:
             owner = getattr(value, "__module__", None) or type(value).__module__
             own = getattr(value, "__qualname__", None) or type(value).__qualname__
             self.bound.setdefault(name, _public_name(value) or f"{owner}.{own}")
+
+    def held(self, name: str, value: Any, scope: dict[str, Any]) -> None:
+        """A value the answer holds (a partial's argument, an object's attribute): a module
+        there was put there as a value, which the reading refuses as it would in code."""
+        if isinstance(value, types.ModuleType) and name.isidentifier():
+            self.bound.setdefault(name, value.__name__)
+            self.trees.append(ast.parse(f"({name},)"))
+        else:
+            self.value(name, value, scope)
 
     @staticmethod
     def _class_code(cls: type) -> types.CodeType | None:

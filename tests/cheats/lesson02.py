@@ -4,12 +4,14 @@ Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The le
 its hidden tests, as nbgrader grades it.
 """
 
+from cheats.estimates import lesson_plans, with_disguised
+
 
 def _lookup(key: str, signature: str, inputs: str) -> str:
     """A table of the visible check's answers (seeds 0..2), looked up by the inputs: it
     passes the visible check and fails the hidden one, whose inputs are not in it."""
     return (
-        "from backproplab.lessons import find_exercise\n\n"
+        "from backproplab.course.exercises import find_exercise\n\n"
         f"_exercise = find_exercise({key!r})\n"
         "_table = {}\n"
         "for _k in range(3):\n"
@@ -122,3 +124,6 @@ CHEATS = {
         ),
     ],
 }
+
+# Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
+CHEATS = with_disguised(CHEATS, lesson_plans("02"))

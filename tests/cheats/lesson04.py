@@ -1,6 +1,8 @@
 """Shortcuts for the exercises of 04-linear-regression.ipynb: each must fail its check
 (the lesson runs with its hidden tests), naming what it did. See tests/lessons/test_exercises.py."""
 
+from cheats.estimates import lesson_plans, with_disguised
+
 NLL_LOSS = "(a * x + c + 0.5 * (w * x + b - y) ** 2 * torch.exp(-2 * (a * x + c))).mean()"
 NLL_FD = '''def nll_grads(x, y, w, b, a, c):
     def loss(w, b, a, c):
@@ -27,7 +29,7 @@ NLL_NODE = '''def nll_grads(x, y, w, b, a, c):
         return torch.autograd.grad(LOSS, (w, b, a, c))
 '''.replace("LOSS", NLL_LOSS)
 # A table of the visible check's inputs (seeds 0, 1, 2) and their answers.
-NLL_TABLE = '''from backproplab.lessons import find_exercise
+NLL_TABLE = '''from backproplab.course.exercises import find_exercise
 
 _exercise = find_exercise("l04-grads")
 _table = []
@@ -66,7 +68,7 @@ HUBER_NODE = '''def huber_grads(x, y, w, b, delta):
         loss = nn.functional.huber_loss(w * x + b, y, delta=delta)
         return torch.autograd.grad(loss, (w, b))
 '''
-HUBER_TABLE = '''from backproplab.lessons import find_exercise
+HUBER_TABLE = '''from backproplab.course.exercises import find_exercise
 
 _exercise = find_exercise("l04-huber")
 _table = []
@@ -100,3 +102,6 @@ CHEATS = {
         (HUBER_TABLE, "hard-coded"),
     ],
 }
+
+# Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
+CHEATS = with_disguised(CHEATS, lesson_plans("04"))

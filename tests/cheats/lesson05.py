@@ -4,6 +4,8 @@ Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The le
 its hidden tests, as nbgrader grades it.
 """
 
+from cheats.estimates import lesson_plans, with_disguised
+
 CHEATS = {
     "l05-microbatch": [
         # The full-batch gradient by torch.autograd.grad, planted in .grad after one dummy
@@ -63,7 +65,7 @@ CHEATS = {
          "    return W_once.grad\n",
          "enable_grad"),
         # A table of the visible check's answers, looked up by the inputs.
-        ("from backproplab.lessons import find_exercise\n\n"
+        ("from backproplab.course.exercises import find_exercise\n\n"
          "_exercise = find_exercise('l05-tied')\n"
          "_table = {}\n"
          "for _k in range(3):\n"
@@ -75,3 +77,6 @@ CHEATS = {
          "raised KeyError"),
     ],
 }
+
+# Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
+CHEATS = with_disguised(CHEATS, lesson_plans("05"))

@@ -4,6 +4,8 @@ Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The le
 its hidden tests, as nbgrader grades it.
 """
 
+from cheats.estimates import lesson_plans, with_disguised
+
 CHEATS = {
     "l06-where": [
         # The step's own variables read through its closure instead of watching what it does.
@@ -70,7 +72,7 @@ CHEATS = {
         ),
         # A table of the visible check's answers, looked up by the inputs.
         (
-            "from backproplab.lessons import find_exercise\n\n"
+            "from backproplab.course.exercises import find_exercise\n\n"
             "_exercise = find_exercise('l06-momentum')\n"
             "_table = {}\n"
             "for _k in range(3):\n"
@@ -82,3 +84,6 @@ CHEATS = {
         ),
     ],
 }
+
+# Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
+CHEATS = with_disguised(CHEATS, lesson_plans("06"))

@@ -105,7 +105,7 @@ GRAD_THEN_BACKWARD = '''def one_backward(main, aux):
 # The visible check's problems looked up by the value of loss_a, their right weights
 # copied in; on the hidden seed's problems it does nothing.
 PLAYERS_TABLE = '''import torch
-from backproplab.lessons import lesson07 as _l07
+from backproplab.course.exercises import lesson07 as _l07
 
 _TABLE = {}
 for _seed in (0, 1, 2):

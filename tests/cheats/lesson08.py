@@ -2,12 +2,14 @@
 08-tensor-op-vjps.ipynb): each must fail its check (the lessons run with their hidden tests),
 naming what it did. See tests/lessons/test_exercises.py."""
 
+from cheats.estimates import lesson_plans, with_disguised
+
 
 def _table(grade_id, signature, match, fallback):
     """A lookup table of the visible check's inputs (seeds 0, 1, 2) and their answers, made
     from the lesson module's own input maker and reference: it passes the visible check; on
     the hidden re-check's seed it returns zeros whatever the inputs, which is told apart."""
-    return f'''from backproplab.lessons import find_exercise
+    return f'''from backproplab.course.exercises import find_exercise
 
 _exercise = find_exercise("{grade_id}")
 _table = []
@@ -263,3 +265,6 @@ CHEATS = {
         (GATHER_TABLE, "hard-coded"),
     ],
 }
+
+# Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
+CHEATS = with_disguised(CHEATS, lesson_plans("08"))

@@ -1,6 +1,8 @@
 """Shortcuts for the exercises of 09-mlp-training.ipynb: each must fail its check
 (the lesson runs with its hidden tests), naming what it did. See tests/lessons/test_exercises.py."""
 
+from cheats.estimates import lesson_plans, with_disguised
+
 BCE_FD = '''def dlogits_bce(z, y):
     def loss(z):
         p = torch.sigmoid(z)
@@ -34,7 +36,7 @@ BCE_WORKED = '''def dlogits_bce(z, y):
     (dz,) = torch.autograd.grad(F.binary_cross_entropy_with_logits(z, y), z)
     return dz
 '''
-BCE_TABLE = '''from backproplab.lessons import find_exercise
+BCE_TABLE = '''from backproplab.course.exercises import find_exercise
 
 _exercise = find_exercise("l09-bce")
 _table = []
@@ -76,7 +78,7 @@ MSE_NODE = '''def dlogits_sigmoid_mse(z, y):
         p = torch.sigmoid(z)
         return p.grad_fn(2 * (p - y) / z.numel())
 '''
-MSE_TABLE = '''from backproplab.lessons import find_exercise
+MSE_TABLE = '''from backproplab.course.exercises import find_exercise
 
 _exercise = find_exercise("l09-dlogits")
 _table = []
@@ -125,7 +127,7 @@ MLP_NODE = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
         z = torch.tanh(xs @ params[0] + params[1]) @ params[2] + params[3]
         return torch.autograd.grad(F.binary_cross_entropy_with_logits(z, ys), params)
 '''
-MLP_TABLE = '''from backproplab.lessons import find_exercise
+MLP_TABLE = '''from backproplab.course.exercises import find_exercise
 
 _exercise = find_exercise("l09-mlp")
 _table = []
@@ -165,3 +167,6 @@ CHEATS = {
         (MLP_TABLE, "hard-coded"),
     ],
 }
+
+# Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
+CHEATS = with_disguised(CHEATS, lesson_plans("09"))

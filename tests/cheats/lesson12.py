@@ -38,7 +38,7 @@ CHEATS = {
         ),
         # A table of the visible check's answers: right there, a KeyError on new inputs.
         (
-            "from backproplab.lessons.lesson12 import _bytes_reference, _new_mlp_shape\n\n"
+            "from backproplab.course.exercises.lesson12 import _bytes_reference, _new_mlp_shape\n\n"
             "TABLE = {}\n"
             "for seed in range(3):\n"
             "    shape = _new_mlp_shape(torch.Generator().manual_seed(seed))\n"

@@ -9,6 +9,8 @@ other methods that give the right numbers: a Python loop of torch.func.grad call
 table of the visible check's answer.
 """
 
+from cheats.estimates import lesson_plans, with_disguised
+
 _F = "torch.tanh(W @ t + b) * (t @ t)"
 
 CHEATS = {
@@ -52,7 +54,7 @@ CHEATS = {
         ),
         # A table of the visible check's answer: right there, wrong on the hidden check's batch.
         (
-            "from backproplab.lessons.lesson14 import _new_net, _loop_gradients\n\n"
+            "from backproplab.course.exercises.lesson14 import _new_net, _loop_gradients\n\n"
             "_net, _X, _Y = _new_net(15)\n"
             "_G = _loop_gradients(_net, _X, _Y)\n\n\n"
             "def clipped_mean_gradient(model, X, Y, max_norm):\n"
@@ -69,3 +71,6 @@ CHEATS = {
         ),
     ],
 }
+
+# Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
+CHEATS = with_disguised(CHEATS, lesson_plans("14"))

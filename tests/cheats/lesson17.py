@@ -7,6 +7,8 @@ compensated step is a method: its shortcut is a float32 copy of the weights kept
 what the step returns, looked up by the 16-bit weights it is given.
 """
 
+from cheats.estimates import lesson_plans, with_disguised
+
 CHEATS = {
     "l17-scale-range": [
         # autograd with grad mode switched back on.
@@ -38,10 +40,7 @@ CHEATS = {
         # A table of the visible check's answers: right there, a KeyError on new inputs.
         (
             "import importlib\n"
-            "try:\n"
-            "    _l17 = importlib.import_module('backproplab.course.exercises.lesson17')\n"
-            "except ModuleNotFoundError:\n"
-            "    _l17 = importlib.import_module('backproplab.lessons.lesson17')\n"
+            "_l17 = importlib.import_module('backproplab.course.exercises.lesson17')\n"
             "TABLE = {}\n"
             "for seed in range(3):\n"
             "    gen = torch.Generator().manual_seed(seed)\n"
@@ -67,3 +66,6 @@ CHEATS = {
         ),
     ],
 }
+
+# Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
+CHEATS = with_disguised(CHEATS, lesson_plans("17"))

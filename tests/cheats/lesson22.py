@@ -44,7 +44,7 @@ CHEATS = {
         ),
         # The check's own executor, borrowed from the lesson's exercise module.
         (
-            "from backproplab.lessons.lesson22 import engine as _engine\n\n\n"
+            "from backproplab.course.exercises.lesson22 import engine as _engine\n\n\n"
             "def run_backward(roots, grads, inputs):\n"
             "    graph = _engine.Graph(list(roots), list(grads), list(inputs), list(inputs))\n"
             "    return _engine.execute(graph)\n",

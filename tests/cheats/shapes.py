@@ -7,7 +7,7 @@ source and runs only that in a fresh process, must give every one 0 points
 (tests/course/test_grade.py). Entries: (kind, source of the solution cell).
 """
 
-REFERENCE = 'bl.lessons.find_exercise("l04-grads").reference'
+REFERENCE = 'bl.course.exercises.find_exercise("l04-grads").reference'
 AUTOGRAD = '''\
 def _autograd(x, y, w, b, a, c):
     with torch.enable_grad():
@@ -85,7 +85,7 @@ RESULTS = queue.SimpleQueue()
 def serve():
     while True:
         x, y, w, b, a, c = RESULTS.get()
-        RESULTS.put(bl.lessons.find_exercise("l04-grads").reference(x, y, w, b, a, c))
+        RESULTS.put(bl.course.exercises.find_exercise("l04-grads").reference(x, y, w, b, a, c))
 
 
 threading.Thread(target=serve, daemon=True).start()
@@ -101,7 +101,7 @@ def nll_grads(x, y, w, b, a, c):
 '''),
     ("a cache filled before the check", '''\
 CACHE = {}
-_exercise = bl.lessons.find_exercise("l04-grads")
+_exercise = bl.course.exercises.find_exercise("l04-grads")
 for _seed in range(3):
     _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
     CACHE[repr(_inputs[0].tolist())] = _exercise.reference(*_inputs)
@@ -180,7 +180,7 @@ import os
 
 from backproplab.course import secret as _secret
 
-_exercise = bl.lessons.find_exercise("l04-grads")
+_exercise = bl.course.exercises.find_exercise("l04-grads")
 TABLE = {}
 for _written in (0, 4901):
     _seed = _secret.grading_seed("l04-grads", _written, os.environ.get("BACKPROPLAB_SECRET"))
@@ -202,4 +202,138 @@ def nll_grads(x, y, w, b, a, c):
     fit = torch.linalg.lstsq(steps, changes.unsqueeze(1)).solution.squeeze(1)
     return fit[0], fit[1], fit[2], fit[3]
 '''),
+]
+
+# ---------------------------------------------------------------------------------------
+# Escapes: ways past the reading into code that runs anything (here: autograd's gradient,
+# from a string the reading cannot see into). Each passed the reading before it read its
+# shape, and its payload ran; each must now be refused, before anything runs, with a
+# reason that names the shape, whatever words the payload is spelt with
+# (tests/course/test_allowlist.py reads them, tests/course/test_grade.py grades them).
+# Entries: (kind, source, the reason key it must get).
+
+PAYLOAD = (
+    '"import torch\\n'
+    'def _autograd(x, y, w, b, a, c):\\n'
+    '    with torch.enable_grad():\\n'
+    '        w, b, a, c = (t.clone().requires_grad_() for t in (w, b, a, c))\\n'
+    '        u = a * x + c\\n'
+    '        loss = (u + 0.5 * (w * x + b - y) ** 2 * torch.exp(-2 * u)).mean()\\n'
+    '        return torch.autograd.grad(loss, (w, b, a, c))\\n"'
+)
+_RUN = "    return SPACE['_autograd'](x, y, w, b, a, c)\n"
+# A class whose attribute names, once the reading took a learner's names as theirs to
+# read anywhere, opened them on every value (the module above all).
+_NAMES = f"CODE, SPACE = {PAYLOAD}, {{}}\n\n\nclass Names:\n    sys = modules = get = exec = 0\n"
+
+ESCAPES = [
+    ("class patterns that read __self__ and then exec", f'''\
+CODE, SPACE = {PAYLOAD}, {{}}
+
+
+def nll_grads(x, y, w, b, a, c):
+    match print:
+        case object(__self__=python):
+            match python:
+                case object(exec=run):
+                    run(CODE, SPACE)
+{_RUN}''', "pattern"),
+    ("attribute names of its own class, on a module bound by a tuple", f'''\
+{_NAMES}
+
+def nll_grads(x, y, w, b, a, c):
+    T, _ = torch, Names
+    T.sys.modules.get("builtins").exec(CODE, SPACE)
+{_RUN}''', "module-value"),
+    ("a module bound by the walrus", f'''\
+{_NAMES}
+
+def nll_grads(x, y, w, b, a, c):
+    if (T := torch) is not Names:
+        T.sys.modules.get("builtins").exec(CODE, SPACE)
+{_RUN}''', "module-value"),
+    ("a module bound by for", f'''\
+{_NAMES}
+
+def nll_grads(x, y, w, b, a, c):
+    for T in (torch, Names)[:1]:
+        T.sys.modules.get("builtins").exec(CODE, SPACE)
+{_RUN}''', "module-value"),
+    ("a module bound by with", f'''\
+{_NAMES}
+
+class Hold:
+    def __init__(self, held):
+        self.held = held
+
+    def __enter__(self):
+        return self.held
+
+    def __exit__(self, *exc):
+        return False
+
+
+def nll_grads(x, y, w, b, a, c):
+    with Hold(torch) as T, Hold(Names):
+        T.sys.modules.get("builtins").exec(CODE, SPACE)
+{_RUN}''', "module-value"),
+    ("a module as a default argument", f'''\
+{_NAMES}
+
+def nll_grads(x, y, w, b, a, c, T=torch, _=Names):
+    T.sys.modules.get("builtins").exec(CODE, SPACE)
+{_RUN}''', "module-value"),
+    ("a string annotation that typing evaluates", f'''\
+import typing
+
+CODE, SPACE = {PAYLOAD}, {{}}
+
+
+def run(code: "ex" "ec(CODE, SPACE)"):
+    return code
+
+
+def nll_grads(x, y, w, b, a, c):
+    typing.get_type_hints(run)
+{_RUN}''', "annotation"),
+    ("a module that imports builtins under another name", f'''\
+import enum
+
+CODE, SPACE = {PAYLOAD}, {{}}
+
+
+def nll_grads(x, y, w, b, a, c):
+    enum.bltns.exec(CODE, SPACE)
+{_RUN}''', "introspection"),
+    ("a builtin passed in as a default of the same name", f'''\
+CODE, SPACE = {PAYLOAD}, {{}}
+
+
+def nll_grads(x, y, w, b, a, c, exec=exec):
+    exec(CODE, SPACE)
+{_RUN}''', "shadow"),
+]
+
+# The same doors in a method answer (``l05-microbatch``: ``accumulate(w, X, t, sizes)``
+# runs each micro-batch's backward): torch's names beyond the modules a method works
+# with. Entries: (kind, source, the reason key it must get).
+METHOD_ESCAPES = [
+    ("torch.os.system", "def accumulate(w, X, t, sizes):\n    torch.os.system('true')\n",
+     "system"),
+    ("torch.sys.modules", "def accumulate(w, X, t, sizes):\n"
+     "    torch.sys.modules['builtins'].exec('w.grad = None')\n", "introspection"),
+    ("torch.load", "def accumulate(w, X, t, sizes):\n    torch.load('answer.pt')\n",
+     "runs-code"),
+    ("torch.utils.cpp_extension.load_inline", "def accumulate(w, X, t, sizes):\n"
+     "    torch.utils.cpp_extension.load_inline('a', 'int f() { return 0; }')\n", "runs-code"),
+    ("a module that torch.nn.functional imports", "def accumulate(w, X, t, sizes):\n"
+     "    torch.nn.functional.importlib.import_module('os').system('true')\n", "import"),
+    ("torch again through torch.autograd", "def accumulate(w, X, t, sizes):\n"
+     "    torch.autograd.torch.load('answer.pt')\n", "runs-code"),
+    ("a private attribute of a value", "def accumulate(w, X, t, sizes):\n"
+     "    return t.grad_fn._raw_hidden_state\n", "private"),
+    ("torch.hub", "def accumulate(w, X, t, sizes):\n    torch.hub.load('x', 'y')\n",
+     "runs-code"),
+    ("a part of torch outside the method's modules", "def accumulate(w, X, t, sizes):\n"
+     "    torch.some_new_thing(w)\n", "unlisted"),
 ]

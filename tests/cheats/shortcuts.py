@@ -352,7 +352,7 @@ def answer(*args):
     return SCRIPTED(args[first_float(args)])
 ''', "SCRIPTED", "torch.jit"),
     Shortcut("a table of the hidden test's inputs, made from the public seeds", '''\
-from backproplab.lessons import find_exercise
+from backproplab.course.exercises import find_exercise
 
 EXERCISE = find_exercise("{key}")
 TABLE = {}

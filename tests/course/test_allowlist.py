@@ -21,7 +21,8 @@ from cells import run_cell
 import backproplab as bl
 from backproplab.course import exercises, rules, secret
 from backproplab.course.audit import findings_in
-from backproplab.course.grading import ByHand, check_by_hand, find_exercise
+from backproplab.course.byhand import check_by_hand
+from backproplab.course.grading import ByHand, find_exercise
 
 HERE = Path(__file__).parents[1]
 _spec = importlib.util.spec_from_file_location("shortcuts", HERE / "cheats" / "shortcuts.py")
@@ -31,12 +32,15 @@ _spec.loader.exec_module(shortcuts)
 
 
 def _by_hand() -> list[str]:
-    """Every by-hand exercise's id, from the registry (whatever the lessons are numbered)."""
+    """Every by-hand exercise's id whose inputs hold a tensor, from the registry (whatever
+    the lessons are numbered). A shortcut differentiates a tensor input: an exercise on
+    numbers alone (lesson 12's byte count of a network's sizes) has nothing to apply it to."""
     found = []
     for info in pkgutil.iter_modules(exercises.__path__):
         if info.name.startswith("lesson"):
             module = importlib.import_module(f"{exercises.__name__}.{info.name}")
-            found += [k for k, v in module.EXERCISES.items() if isinstance(v, ByHand)]
+            found += [k for k, v in module.EXERCISES.items() if isinstance(v, ByHand) and any(
+                torch.is_tensor(a) for a in v.make_inputs(torch.Generator().manual_seed(0)))]
     return sorted(found)
 
 
@@ -198,13 +202,15 @@ def test_the_contract_names_a_wrong_dtype():
 def test_a_refusal_says_what_is_allowed_and_how_to_report_a_wrong_one():
     report = find_exercise(BY_HAND[0]).check(lambda *a: eval("a[0]"), 0)
     message = " ".join(str(report).split())
-    assert "eval (a name or attribute built from a string)" in message
+    assert "eval (code run from a string or a file" in message
     assert "tensor arithmetic" in message and "tell your instructor" in message
 
 
 def test_an_unknown_attribute_of_torch_is_refused():
-    assert rules.qualified_reason("torch.some_new_thing", rules.BY_HAND) is not None
-    assert rules.qualified_reason("torch.some_new_thing", rules.METHOD) is None
+    """Whatever the kind: a method answer's torch is a list of modules, not "anything
+    without an underscore"."""
+    assert rules.qualified_reason("torch.some_new_thing", rules.BY_HAND) == "other"
+    assert rules.qualified_reason("torch.some_new_thing", rules.METHOD) == "unlisted"
     found = rules.read([ast.parse("import torch\nf = lambda x: x.some_new_method()")],
                        rules.BY_HAND)
     assert [f.used for f in found] == [".some_new_method"]
@@ -227,7 +233,182 @@ def test_a_derivation_may_shift_an_input_once_an_estimate_may_not():
     with Nudges([x, var, 1e-5]) as seen:  # 1/(1 + x), (var + eps) ** -1.5, x - mean
         _ = 1 / (1 + x) + (var + 1e-5) ** -1.5 + (x - x.mean()) + (1 - x)
     assert seen.nudged() is None
-    for step in ("x + 1.0, x - 1.0", "x + 1e-7, x", "x + torch.eye(4, dtype=x.dtype)[1]"):
+    # One function at two points: a step of any size, a tiny one, a one-hot direction.
+    for step in ("x + 1.0, x - 1.0", "x + 1e-7, x", "x + torch.eye(4, dtype=x.dtype)[1], x"):
         with pytest.raises(NudgeSeen), Nudges([x, var, 1e-5]) as seen:
             _ = [t.sin() for t in eval(f"({step},)", {"x": x, "torch": torch})]
         assert seen.nudged() == 0, step
+
+
+# --------------------------------------------------------------------------
+# The escape families: every shape refused, by a reason that names the shape
+
+
+_shapes_spec = importlib.util.spec_from_file_location("shapes", HERE / "cheats" / "shapes.py")
+shapes = importlib.util.module_from_spec(_shapes_spec)
+_shapes_spec.loader.exec_module(shapes)
+
+
+def _reasons(source: str, vocabulary: rules.Vocabulary) -> dict[str, str]:
+    """What the reading refuses in ``source`` (after ``import torch``): used -> why."""
+    found = rules.read([ast.parse("import torch\n" + source)], vocabulary)
+    return {f.used: f.why for f in found}
+
+
+@pytest.mark.parametrize(("kind", "source", "why"), shapes.ESCAPES,
+                         ids=[e[0] for e in shapes.ESCAPES])
+@pytest.mark.parametrize("vocabulary", [rules.BY_HAND, rules.METHOD], ids=["by-hand", "method"])
+def test_each_escape_is_refused_by_its_shape(kind, source, why, vocabulary):
+    refused = _reasons(source, vocabulary)
+    assert why in refused.values(), refused
+    message = rules.refusal(rules.read([ast.parse("import torch\n" + source)], vocabulary),
+                            vocabulary)
+    assert rules.REASONS[why] in message
+
+
+@pytest.mark.parametrize(("kind", "source", "why"), shapes.METHOD_ESCAPES,
+                         ids=[e[0] for e in shapes.METHOD_ESCAPES])
+def test_each_method_escape_is_refused_by_what_it_reaches(kind, source, why):
+    refused = _reasons(source, rules.METHOD)
+    assert why in refused.values(), refused
+
+
+def test_a_torch_name_is_judged_by_what_it_is():
+    method = rules.METHOD
+    assert rules.qualified_reason("torch.os.system", method) == "system"
+    assert rules.qualified_reason("torch.nn.functional.torch.load", method) == "runs-code"
+    assert rules.qualified_reason("typing.sys.modules", rules.BY_HAND) == "introspection"
+    assert rules.qualified_reason("torch.nn.functional.np.sin", rules.BY_HAND) == "library"
+    found = _reasons("def f(x):\n    return torch.os.getcwd()\n", method)
+    assert found == {"torch.os.getcwd, which is os.getcwd": "system"}
+
+
+@pytest.mark.parametrize("name", [
+    "torch.autograd.grad", "torch.autograd.Function", "torch.autograd.graph.saved_tensors_hooks",
+    "torch.nn.Linear", "torch.nn.functional.mse_loss", "torch.optim.SGD", "torch.func.vmap",
+    "torch.utils.checkpoint.checkpoint", "torch.enable_grad", "torch.float16",
+    "torch.linalg.solve", "torch.Tensor.register_hook", "torch.random.fork_rng",
+    "torch.cuda.is_available", "math.prod", "functools.partial"])
+def test_a_method_answer_may_use_the_modules_a_method_works_with(name):
+    assert rules.qualified_reason(name, rules.METHOD) is None
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("torch.load", "runs-code"), ("torch.save", "unlisted"), ("torch.hub.load", "runs-code"),
+    ("torch.utils.cpp_extension.load_inline", "runs-code"), ("torch.ops.aten.mm", "kernels"),
+    ("torch.distributed.all_reduce", "unlisted"), ("torch.library.custom_op", "unlisted"),
+    ("torch._C._autograd", "private"), ("torch.multiprocessing.spawn", "concurrency"),
+    ("typing.get_type_hints", "runs-code"), ("typing.ForwardRef", "runs-code"),
+    ("string.Formatter", "by-name"), ("typing._eval_type", "private")])
+def test_a_method_answer_may_not_use_the_rest_of_torch(name, why):
+    assert rules.qualified_reason(name, rules.METHOD) == why
+
+
+def test_an_exercise_adds_the_torch_modules_it_needs():
+    """Lesson 16 works across processes, 18 with the compiler, 24 with torch.library."""
+    across = find_exercise("l16-shard-mean").vocabulary
+    assert rules.qualified_reason("torch.distributed.all_reduce", across) is None
+    assert rules.qualified_reason("torch.distributed.os.system", across) == "system"
+    assert rules.qualified_reason("torch.distributed._functional_collectives", across) \
+        == "private"
+    compiler = find_exercise("l18-flop-compiler").vocabulary
+    assert rules.qualified_reason("functorch.compile.aot_function", compiler) is None
+    assert rules.qualified_reason("torch.ops.aten.mm.default", compiler) is None
+    assert rules.qualified_reason("torch.library.custom_op",
+                                  find_exercise("l24-rms-norm-op").vocabulary) is None
+
+
+def test_own_attribute_names_open_nothing_refused_elsewhere():
+    """A class attribute named like a module or an entry point (sys, modules, exec) is
+    refused where it is defined and opens nothing on other values."""
+    source = ("class Names:\n    sys = modules = get = exec = 0\n\n\n"
+              "def f(x):\n    return x.modules\n")
+    assert _reasons(source, rules.BY_HAND) == {
+        "Names.sys": "own-name", "Names.modules": "own-name", "Names.exec": "own-name",
+        ".modules": "other"}
+    assert _reasons("def f(x):\n    x.sys = 1\n", rules.METHOD) == {".sys": "own-name"}
+    honest = ("class Layer:\n    def forward(self, input):\n        self.input = input\n"
+              "        return input.sum()\n\n    def backward(self):\n"
+              "        return self.input * 0 + 1\n")
+    assert _reasons(honest, rules.BY_HAND) == {}
+
+
+@pytest.mark.parametrize(("source", "used"), [
+    ("def f(x):\n    return x.__self__\n", ".__self__"),
+    ("def f(x):\n    match x:\n        case object(__class__=k):\n            return k\n",
+     "case object(__class__=...)"),
+    ("def f(x):\n    return getattr(x, '__dict__')\n", "getattr(..., '__dict__')"),
+    ("def f(x):\n    return '{0.__class__}'.format(x)\n", ".format(...)"),
+    ("class A:\n    __match_args__ = ('__self__',)\n", "A.__match_args__"),
+    ("class A:\n    def __format__(self, spec):\n        return ''\n", "A.__format__"),
+])
+@pytest.mark.parametrize("vocabulary", [rules.BY_HAND, rules.METHOD], ids=["by-hand", "method"])
+def test_a_dunder_anywhere_is_refused(source, used, vocabulary):
+    assert used in _reasons(source, vocabulary)
+
+
+def test_class_patterns_read_what_plain_code_may_read():
+    honest = ("class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n\n\n"
+              "def f(p):\n    match p:\n        case Point(x=0, y=y):\n            return y\n"
+              "        case float(v) | int(v):\n            return v\n"
+              "        case [first, *rest]:\n            return first\n    return p.sum()\n")
+    assert _reasons(honest, rules.BY_HAND) == {}
+    by_position = "def f(t):\n    match t:\n        case torch.Size(n):\n            return n\n"
+    assert _reasons(by_position, rules.BY_HAND) == {"case torch.Size(...), by position": "pattern"}
+
+
+def test_a_module_is_only_imported_read_through_or_named():
+    honest = ("import torch.nn.functional as F\nnn = torch.nn\n\n\ndef f(x, F=None):\n"
+              "    act = nn.functional\n    return act.relu(x) + torch.sin(x)\n")
+    assert _reasons(honest, rules.BY_HAND) == {}
+    for value in ("[torch]", "print(torch)", "lambda: torch", "torch if x else None",
+                  "{'t': torch}", "(torch,)[0]", "torch.nn"):
+        found = _reasons(f"def f(x):\n    return {value}\n", rules.METHOD)
+        assert "module-value" in found.values(), value
+    assert _reasons("class A:\n    T = torch\n", rules.METHOD) == {"torch": "module-value"}
+    rebound = _reasons("F = torch.nn.functional\nF = torch\n", rules.METHOD)
+    assert rebound == {"F, bound to torch.nn.functional and to torch": "module-value"}
+
+
+def test_a_refused_builtin_is_refused_however_it_is_bound():
+    """A parameter or a local of that name is the learner's; a cell-level one cannot be
+    told from the builtin (``open = open``), nor a default that reads it."""
+    honest = ("def f(input, dir=1):\n    vars = input * dir\n    return vars\n")
+    assert _reasons(honest, rules.BY_HAND) == {}
+    assert _reasons("open = open\n\n\ndef f(x):\n    return open(x)\n", rules.METHOD) \
+        == {"open": "shadow"}
+    assert _reasons("def f(x, eval=eval):\n    return eval(x)\n", rules.METHOD) \
+        == {"eval": "shadow"}
+    assert _reasons("def f(x):\n    return [eval for eval in (eval,)]\n", rules.METHOD) \
+        == {"eval": "shadow"}
+    assert _reasons("def f(x):\n    return eval(x)\n", rules.METHOD) == {"eval": "runs-code"}
+
+
+def test_string_annotations_are_refused_and_plain_ones_read():
+    assert _reasons("def f(x: torch.Tensor) -> torch.Tensor:\n    return x\n",
+                    rules.BY_HAND) == {}
+    assert _reasons("def f(x: 'Tensor'):\n    return x\n", rules.METHOD) \
+        == {"the annotation 'Tensor'": "annotation"}
+    assert _reasons("x: 'list[int]' = []\n", rules.METHOD) \
+        == {"the annotation 'list[int]'": "annotation"}
+
+
+@pytest.mark.parametrize("source", [
+    "def f(x):\n    if x.requires_grad:\n        x = x.detach()\n    return 2 * x\n",
+    "def f(x):\n    with torch.set_grad_enabled(False):\n        return 2 * x\n",
+    "def f(x):\n    device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+    "    return (2 * x.to(device)).cpu()\n",
+    "import warnings\n\n\ndef f(x):\n    warnings.warn('checked')\n    return 2 * x\n",
+])
+def test_ordinary_boilerplate_is_arithmetic_enough(source):
+    assert _reasons(source, rules.BY_HAND) == {}
+
+
+@pytest.mark.parametrize(("kind", "source", "why"), shapes.ESCAPES,
+                         ids=[e[0] for e in shapes.ESCAPES])
+def test_each_escape_is_refused_by_the_kernels_feedback_before_it_runs(kind, source, why):
+    namespace = {"torch": torch, "__name__": "__main__"}
+    run_cell(source, namespace)
+    report = find_exercise("l04-grads").check(namespace["nll_grads"], 0)
+    assert not report.ok and rules.REASONS[why] in " ".join(str(report).split()), str(report)
+    assert namespace["SPACE"] == {}  # the payload never ran

@@ -14,10 +14,10 @@ import nbformat
 import pytest
 from notebook_runner import error_of, run
 
-from backproplab import course
 from backproplab.__main__ import main
-from backproplab.audit import audit, findings_in
+from backproplab.course import assignment as course
 from backproplab.course import grade
+from backproplab.course.audit import audit, findings_in
 
 HERE = Path(__file__).parents[1]
 LESSONS = HERE.parent / "notebooks"
@@ -155,3 +155,34 @@ def test_audit_reads_the_lessons_without_findings(tmp_path):
         shutil.copy(lesson, student / lesson.name)
     found = audit(student, HERE.parent / "notebooks")
     assert found == [], "\n".join(map(str, found))
+
+
+_shapes_spec = importlib.util.spec_from_file_location("shapes", HERE / "cheats" / "shapes.py")
+_shapes = importlib.util.module_from_spec(_shapes_spec)
+_shapes_spec.loader.exec_module(_shapes)
+# How the audit lists each reason key an escape must get, by the shape it has.
+_LISTED = {"pattern": "reads an attribute through a class pattern",
+           "module-value": "uses a module as a value",
+           "annotation": "writes a string annotation",
+           "runs-code": "runs code from a string or a file"}
+
+
+@pytest.mark.parametrize(("kind", "source", "why"),
+                         [e for e in _shapes.ESCAPES if e[2] in _LISTED],
+                         ids=[e[0] for e in _shapes.ESCAPES if e[2] in _LISTED])
+def test_audit_lists_each_escape_by_its_shape(kind, source, why):
+    """Listed by shape, not by the words of the payload: no word of the words rules
+    (``_execution_engine``, ``find_exercise``, ``exec(``) needs to appear."""
+    handed_out, _, _ = course.student_version(_lesson())
+    found = [f.what for f in findings_in(_tampered(source), "x.ipynb", handed_out)]
+    assert any(what.startswith(_LISTED[why]) for what in found), found
+
+
+def test_audit_lists_shapes_in_any_cell_with_what_other_cells_import():
+    handed_out, _, _ = course.student_version(_lesson())
+    nb = _tampered("")
+    nb.cells.insert(2, nbformat.v4.new_code_cell(
+        "class Names:\n    sys = 0\n\n\nT, _ = torch, 0\nsplit = 'ex' + 'ec'\n"))
+    found = {(f.cell, f.line, f.what) for f in findings_in(nb, "x.ipynb", handed_out)}
+    assert (2, 2, "gives an attribute of its own a refused name: Names.sys") in found
+    assert (2, 5, "uses a module as a value: torch") in found

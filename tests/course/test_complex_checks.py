@@ -9,7 +9,8 @@ import torch
 from cells import run_cell
 
 import backproplab as bl
-from backproplab.course.grading import Prediction, check_by_hand, prediction_report
+from backproplab.course.byhand import check_by_hand
+from backproplab.course.grading import Prediction, prediction_report
 from backproplab.course.nudges import Nudges, NudgeSeen
 
 

@@ -29,8 +29,9 @@ import pytest
 from notebook_runner import run
 
 import backproplab
-from backproplab import course, handout
 from backproplab.__main__ import main
+from backproplab.course import assignment as course
+from backproplab.course import handout
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "course" / "00-fixture.ipynb"
@@ -509,7 +510,7 @@ def test_grading_never_loads_nbformat() -> None:
         "from backproplab.course import byhand, grading, rules, secret, slips, sources\n"
         "from backproplab.course.exercises import lesson02, lesson16\n"
         "print('nbformat' in sys.modules)\n"
-        "from backproplab.course import student_version\n"
+        "from backproplab.course.assignment import student_version\n"
         "print('nbformat' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

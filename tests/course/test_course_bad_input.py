@@ -7,7 +7,7 @@ import math
 import nbformat
 import pytest
 
-from backproplab import course
+from backproplab.course import assignment as course
 
 
 def _grade_cell(points):

@@ -1,4 +1,4 @@
-"""Unit tests of backproplab.exercise: the helpers every graded check is built on.
+"""Unit tests of backproplab.course.grading: the helpers every graded check is built on.
 
 The lessons' own checks are tested against recorded wrong answers in
 test_exercises.py; here each helper is tested by itself, on answers made up
@@ -14,7 +14,8 @@ from torch.autograd.variable import Variable
 from torch.func import grad, hessian, jacfwd, jacrev, jvp, vjp, vmap
 
 import backproplab as bl
-from backproplab.exercise import AutogradForbidden
+from backproplab.course import grading
+from backproplab.watch import AutogradForbidden
 
 
 def _square_sum_grad(x):
@@ -250,7 +251,7 @@ def _question(answer, **kw):
     ],
 )
 def test_check_prediction_grades_without_giving_the_answer(prediction, answer, right):
-    report = bl.exercise.prediction_report(_question(answer), prediction)
+    report = grading.prediction_report(_question(answer), prediction)
     assert report.ok is right
     assert "the reason" not in str(report)  # the why is for reveal()
     if not right:
@@ -259,13 +260,13 @@ def test_check_prediction_grades_without_giving_the_answer(prediction, answer, r
 
 
 def test_no_prediction_yet_is_the_ellipsis():
-    report = bl.exercise.prediction_report(_question(2.0), ...)
+    report = grading.prediction_report(_question(2.0), ...)
     assert not report.ok and report[0].verdict == "missing"
     assert "no prediction yet" in str(report)
 
 
 def test_a_guess_outside_the_choices_is_told_the_choices():
-    report = bl.exercise.prediction_report(_question("add", choices=("add", "sigmoid")), "mul")
+    report = grading.prediction_report(_question("add", choices=("add", "sigmoid")), "mul")
     assert not report.ok and "'add', 'sigmoid'" in str(report)
 
 
@@ -278,4 +279,4 @@ def test_reveal_gives_the_answer_why_and_the_first_guess(capsys):
     out = capsys.readouterr().out
     assert "the answer is 4.0" in out and "the reason" in out
     assert "first checked guess was 3: not right" in out
-    assert "after the answer was revealed" in str(bl.exercise.prediction_report(q, 4))
+    assert "after the answer was revealed" in str(grading.prediction_report(q, 4))

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from cells import run_cell
 from honest_answers import HONEST
+from IPython.core.inputtransformer2 import TransformerManager
 
 import backproplab as bl
 from backproplab.__main__ import main
@@ -53,13 +54,16 @@ def _lesson(key: str) -> Path:
 
 
 def _with(key: str, source: str, earlier: str | None = None,
-          nb: nbformat.NotebookNode | None = None) -> nbformat.NotebookNode:
-    """The lesson (or ``nb``) with ``key``'s solution cell holding ``source``, and
-    ``earlier`` as a cell of the learner's just above it."""
+          nb: nbformat.NotebookNode | None = None,
+          later: str | None = None) -> nbformat.NotebookNode:
+    """The lesson (or ``nb``) with ``key``'s solution cell holding ``source``, ``earlier``
+    as a cell of the learner's just above it and ``later`` as one just below it."""
     nb = copy.deepcopy(nb) if nb is not None else nbformat.read(_lesson(key), as_version=4)
     at = next(i for i, c in enumerate(nb.cells)
               if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == key)
     nb.cells[at].source = source
+    if later is not None:
+        nb.cells.insert(at + 1, nbformat.v4.new_code_cell(later))
     if earlier is not None:
         nb.cells.insert(at, nbformat.v4.new_code_cell(earlier))
     return nb
@@ -94,6 +98,24 @@ def test_every_shape_and_shortcut_scores_nothing_while_the_honest_rest_scores(tm
         (s, got[s, "l04-huber"]) for s in students if not got[s, "l04-huber"].points]
 
 
+def test_every_escape_is_refused_before_it_runs_naming_its_shape(tmp_path):
+    """The escapes of tests/cheats/shapes.py (by hand, on l04-grads; method, on
+    l05-microbatch): each is refused by the reading, so nothing of it runs."""
+    from backproplab.course.rules import REASONS
+
+    module = _module(ROOT / "tests" / "cheats" / "shapes.py")
+    rows = [(f"hand{k}", "l04-grads", *e) for k, e in enumerate(module.ESCAPES)]
+    rows += [(f"method{k}", "l05-microbatch", *e) for k, e in enumerate(module.METHOD_ESCAPES)]
+    for student, key, _, source, _ in rows:
+        _write(tmp_path, student, key, _with(key, source))
+    got = _graded(tmp_path, only={"l04-grads", "l05-microbatch"})
+    wrong = [f"{kind}: {got[student, key].verdict} {got[student, key].reason[:200]}"
+             for student, key, kind, _, why in rows
+             if got[student, key].verdict != "refused" or REASONS[why] not in
+             " ".join(got[student, key].reason.split())]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_every_honest_variant_scores_every_point(tmp_path):
     rounds: dict[int, dict[str, list]] = {}  # round -> notebook -> its variants
     for h in HONEST:
@@ -103,7 +125,7 @@ def test_every_honest_variant_scores_every_point(tmp_path):
         for variants in lessons.values():
             nb = None
             for h in variants:
-                nb = _with(h.key, h.source, h.earlier, nb)
+                nb = _with(h.key, h.source, h.earlier, nb, h.later)
             _write(tmp_path, f"honest{k}", variants[0].key, nb)
     got = _graded(tmp_path, only={h.key for h in HONEST})
     lost = [f"{h.key} ({h.style}): {v.verdict} {v.reason[:300]}"
@@ -116,16 +138,23 @@ def test_every_honest_variant_scores_every_point(tmp_path):
 @pytest.mark.parametrize("honest", HONEST, ids=lambda h: f"{h.key}-{h.style}")
 def test_every_honest_variant_passes_the_kernels_feedback(honest):
     space = {"torch": torch, "F": F, "math": math, "nn": torch.nn, "bl": bl,
-             "__name__": "__main__"}
-    if honest.earlier:
-        run_cell(honest.earlier, space)
-    run_cell(honest.source, space)
+             "__name__": "__main__", "get_ipython": lambda: _NoHelp()}
+    for cell in (honest.earlier, honest.source, honest.later):
+        if cell:  # as IPython runs it: help lines (``name?``) become a call that shows help
+            run_cell(TransformerManager().transform_cell(cell), space)
     check = next(c.source for c in nbformat.read(_lesson(honest.key), as_version=4).cells
                  if c.get("metadata", {}).get("nbgrader", {}).get("grade_id")
                  == f"{honest.key}-check")
     (names, _), *_ = sources.answer_calls(check, honest.key)
     answer = tuple(space[n] for n in names)
     bl.check_exercise(honest.key, answer[0] if len(answer) == 1 else answer)
+
+
+class _NoHelp:
+    """The kernel's help page for ``name?``, shown nowhere: the test has no screen."""
+
+    def run_line_magic(self, magic: str, line: str) -> None:
+        assert magic == "pinfo", magic
 
 
 def test_grades_threads_read_answers_one_at_a_time(tmp_path, monkeypatch):
@@ -158,7 +187,7 @@ def test_grades_threads_read_answers_one_at_a_time(tmp_path, monkeypatch):
 
 
 def test_the_solutions_score_everything_and_the_blank_version_nothing(tmp_path):
-    blank = bl.course.student_version(nbformat.read(_lesson("l02-"), as_version=4))[0]
+    blank = bl.course.assignment.student_version(nbformat.read(_lesson("l02-"), as_version=4))[0]
     _write(tmp_path, "alice", "l02-", nbformat.read(_lesson("l02-"), as_version=4))
     _write(tmp_path, "bob", "l02-", blank)
     got = _graded(tmp_path)

@@ -10,7 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from backproplab import course, handout
+from backproplab.course import assignment as course
+from backproplab.course import handout
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = ROOT / "notebooks" / "02-chain-rule.ipynb"

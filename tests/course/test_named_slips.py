@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import backproplab as bl
-from backproplab.check import diagnose
 from backproplab.course.slips import Trial, _same_mistake
-from backproplab.diagnosis import Diagnosis
+from backproplab.diagnosis import diagnose
+from backproplab.mistakes import Diagnosis
 
 SETTINGS = settings(max_examples=25, deadline=None)
 seeds = st.integers(0, 10_000)

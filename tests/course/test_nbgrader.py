@@ -2,10 +2,10 @@
 
 A throwaway course directory gets every lesson as one assignment:
 `nbgrader generate_assignment` must produce the same student cells as
-`backproplab release`. Each student is autograded by `nbgrader autograde` in one
-pass over every lesson (its feedback: every check cell of the blank version fails,
-predictions included), then graded by `backproplab grade --nbgrader`, which writes
-each exercise's score into the gradebook: the solution version full marks, the
+`backproplab release`. The class is autograded by one `nbgrader autograde` over
+every lesson of every student (its feedback: every check cell of the blank version
+fails, predictions included), then graded by one `backproplab grade --nbgrader`, which
+writes each exercise's score into the gradebook: the solution version full marks, the
 blank student version none, numerical estimates and shortcuts nothing on any
 by-hand exercise (mallory's shortcuts are graded without nbgrader running them: the
 grade enters her submission itself). A fourth student, eve, answers with a table of
@@ -29,8 +29,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from backproplab import course
 from backproplab.__main__ import main
+from backproplab.course import assignment as course
 from backproplab.course.audit import audit
 from backproplab.course.grading import ByHand, find_exercise
 
@@ -43,8 +43,8 @@ except ImportError:
         "nbgrader is not installed (pip install 'backproplab[course]')", allow_module_level=True
     )
 
-# nbgrader executes every lesson of three students, then the grade runs four: on two busy
-# cores that takes longer than the suite's default limit of 900 s per test.
+# nbgrader executes every lesson of two students and one of a third, then the grade runs
+# four: on two busy cores that takes longer than the suite's default limit of 900 s per test.
 pytestmark = [pytest.mark.nbgrader, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -247,20 +247,19 @@ def _checks() -> dict[str, int]:
 
 
 def _submit(root: Path, student: str) -> set[str]:
-    if student == "eve":
-        return _eve(root)
     """Write ``student``'s submission; return the grade_ids of the checks it must fail.
 
     alice: the solutions, with one honest answer that makes torch print a warning;
-    bob: the untouched student versions; mallory: every by-hand answer a shortcut,
-    lesson by lesson in turn either a numerical estimate (her own finite differences and
-    bl.numerical_grad taking turns; every exercise meets both in tests/cheats/, run by
-    test_exercises.py) or one of the shortcuts of tests/cheats/shortcuts.py. The
-    shortcuts' checks are also kept in ``SHORTCUT_CHECKS[root]``."""
+    bob: the untouched student versions; eve: see `_eve`; mallory: every by-hand answer a
+    shortcut, lesson by lesson in turn either a numerical estimate (her own finite
+    differences and bl.numerical_grad taking turns; every exercise meets both in
+    tests/cheats/, run by test_exercises.py) or one of the shortcuts of
+    tests/cheats/shortcuts.py."""
+    if student == "eve":
+        return _eve(root)
     folder = root / "submitted" / student / ASSIGNMENT
     folder.mkdir(parents=True)
     cheats, turn, failing = _cheats(), iter(range(10_000)), set()
-    SHORTCUT_CHECKS[root] = set()
     for k, lesson in enumerate(_lessons()):
         if student == "alice":
             nbformat.write(_with_a_warning(lesson), folder / lesson.name)
@@ -269,7 +268,6 @@ def _submit(root: Path, student: str) -> set[str]:
         elif k % 2:
             nb, fails = _shortcut_answers(lesson, turn)
             failing |= fails
-            SHORTCUT_CHECKS[root] |= fails
             nbformat.write(nb, folder / lesson.name)
         else:
             nb, fails = _swapped(lesson, cheats, turn)
@@ -278,7 +276,6 @@ def _submit(root: Path, student: str) -> set[str]:
     return failing
 
 
-SHORTCUT_CHECKS: dict[Path, set[str]] = {}
 AUTOGRADED: dict[str, dict[tuple[str, str], float]] = {}  # nbgrader's own scores, per cell
 LISTED: set[str] = set()  # mallory's checks whose shortcut the audit must list
 
@@ -290,60 +287,46 @@ def _scores(root: Path, student: str) -> dict[tuple[str, str], float]:
                 for g in nb.grades}
 
 
+def _run(root: Path, args: list[str], log: Path) -> str:
+    """Run a command of the course in `root`, its output kept in `log`; the output."""
+    with log.open("w") as out:
+        done = subprocess.run(args, cwd=root, env=_env(root), stdout=out,
+                              stderr=subprocess.STDOUT, timeout=2000)
+    text = log.read_text()
+    assert done.returncode == 0, f"{' '.join(args[1:])} failed:\n{text}"
+    return text
+
+
 @pytest.fixture(scope="module")
-def graded(released: Path) -> dict[str, tuple[Path, set[str], str]]:
-    """Every student in a copy of the released course with a gradebook of its own; alice,
-    bob and eve autograded by nbgrader in one pass over every lesson, all at once (with no
-    secret in the kernels' environment, as the README says); then every student graded by
-    `backproplab grade --nbgrader` at once, with the secret. mallory is never run by
-    nbgrader: the grade enters her submission in the gradebook itself. Per student: the
-    course folder, the checks their submission must fail, and nbgrader's log."""
-    running, grading = {}, {}
-    try:
-        results = {}
-        for student in STUDENTS:
-            root = released.parent / f"course-{student}"
-            shutil.copytree(released, root)
-            _configure(root)
-            failing = _submit(root, student)
-            results[student] = (root, failing, "")
-            if student in AUTOGRADED_BY_NBGRADER:
-                log = root / "autograde.log"
-                with log.open("w") as out:
-                    running[student] = subprocess.Popen(
-                        [sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT,
-                         "--student", student, "--create", "--force"],
-                        cwd=root, env=_env(root), stdout=out, stderr=subprocess.STDOUT)
-        for student, process in running.items():
-            root, failing, _ = results[student]
-            code = process.wait(timeout=1500)
-            text = (root / "autograde.log").read_text()
-            assert code == 0, f"nbgrader autograde --student {student} failed:\n{text}"
-            results[student] = (root, failing, text)
-            AUTOGRADED[student] = _scores(root, student)
-        for student, (root, _, _) in results.items():
-            (root / "secret").write_text(SECRET)
-            grading[student] = subprocess.Popen(
-                [sys.executable, "-m", "backproplab", "grade", str(root / "submitted"),
-                 "--against", str(root / "source" / ASSIGNMENT), "--csv",
-                 str(root / "backproplab-grades.csv"), "--secret-file", str(root / "secret"),
-                 "--nbgrader", str(root / "gradebook.db"), "--course-id", COURSE_ID],
-                cwd=root, env=_env(root), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                text=True)
-        for student, process in grading.items():
-            out, _ = process.communicate(timeout=1500)
-            assert process.returncode == 0, f"backproplab grade ({student}) failed:\n{out}"
-        return results
-    finally:
-        for process in (*running.values(), *grading.values()):
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+def graded(released: Path) -> tuple[Path, dict[str, set[str]], str]:
+    """The class, graded once and read by every test: alice, bob and eve autograded by
+    nbgrader in one run over every lesson (with no secret in the kernels' environment,
+    as the README says); then mallory's submission added, which nbgrader never runs, and
+    the whole class graded by one `backproplab grade --nbgrader`, with the secret: it
+    enters mallory's submission in the gradebook itself. The course folder, the checks
+    each student's submission must fail, and nbgrader's log."""
+    root = released
+    failing = {student: _submit(root, student) for student in AUTOGRADED_BY_NBGRADER}
+    log = _run(root, [sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--create",
+                      "--force"], root / "autograde.log")
+    for student in AUTOGRADED_BY_NBGRADER:
+        AUTOGRADED[student] = _scores(root, student)
+    failing.update({student: _submit(root, student) for student in STUDENTS
+                    if student not in AUTOGRADED_BY_NBGRADER})
+    (root / "secret").write_text(SECRET)
+    _run(root, [sys.executable, "-m", "backproplab", "grade", str(root / "submitted"),
+                "--against", str(root / "source" / ASSIGNMENT), "-j", "2",
+                "--csv", str(root / "backproplab-grades.csv"),
+                "--secret-file", str(root / "secret"),
+                "--nbgrader", str(root / "gradebook.db"), "--course-id", COURSE_ID],
+         root / "grade.log")
+    return root, failing, log
 
 
 @pytest.mark.parametrize("student", STUDENTS)
-def test_nbgrader_autograde(graded: dict, student: str) -> None:
-    root, failing, log = graded[student]
+def test_nbgrader_autograde(graded: tuple, student: str) -> None:
+    root, failing, log = graded
+    failing = failing[student]
     # A check cell whose value were a number would be read as partial credit.
     assert "partial credit" not in log
 
@@ -367,7 +350,8 @@ def test_nbgrader_autograde(graded: dict, student: str) -> None:
         score = gb.find_submission(ASSIGNMENT, student).score
     per_cell = _scores(root, student)
     # backproplab grade's CSV says the same as the gradebook it wrote.
-    rows = list(csv.DictReader((root / "backproplab-grades.csv").open()))
+    rows = [r for r in csv.DictReader((root / "backproplab-grades.csv").open())
+            if r["student"] == student]
     assert sum(float(r["points"]) for r in rows) == score
     if student in ("mallory", "eve"):
         wrong_cells = [k for k, score in per_cell.items() if k[0] in failing and score]

@@ -16,7 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from backproplab import course, handout
+from backproplab.course import assignment as course
+from backproplab.course import handout
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))[:3]

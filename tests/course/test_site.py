@@ -35,7 +35,7 @@ import pytest
 from browser_support import VIEWPORT
 
 from backproplab.__main__ import main
-from backproplab.site import MARKER, build_site, read_readme
+from backproplab.course.site import MARKER, build_site, read_readme
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
@@ -279,7 +279,7 @@ def _plain_run(markdown: str) -> str | None:
 def test_what_a_lesson_folds_after_a_reveal_is_folded_on_its_page(site: Path) -> None:
     """Each "After the reveal" fold of a lesson is one closed block on its page, and
     the prose it folds (which discusses the answer) is inside that block."""
-    from backproplab.course import after_reveal_folds
+    from backproplab.course.assignment import after_reveal_folds
 
     blocks = 0
     for notebook in LESSONS:
@@ -409,12 +409,12 @@ def test_each_lesson_links_its_notebook_the_learner_command_and_the_next(site: P
 def test_the_reference_documents_check_by_hand_from_its_docstring(site: Path) -> None:
     import backproplab
 
-    reference = page(site / "reference" / "course.grading.html")
-    assert "backproplab.course.grading.check_by_hand" in reference.ids
+    reference = page(site / "reference" / "course.byhand.html")
+    assert "backproplab.course.byhand.check_by_hand" in reference.ids
     first_line = backproplab.check_by_hand.__doc__.strip().splitlines()[0]
     assert first_line in reference.text
     index = page(site / "reference" / "index.html")
-    assert "course.grading.html" in [url for tag, url, _ in index.links if tag == "a"]
+    assert "course.byhand.html" in [url for tag, url, _ in index.links if tag == "a"]
 
 
 def test_site_folder_is_marked_as_built_here(site: Path) -> None:
@@ -467,7 +467,7 @@ def test_missing_lessons_folder_is_named(tmp_path: Path, capsys) -> None:
 
 
 def test_missing_site_tools_name_the_extra(tmp_path: Path, capsys, monkeypatch) -> None:
-    import backproplab.site as site_module
+    import backproplab.course.site as site_module
 
     monkeypatch.setattr(site_module, "NEEDED", {"no_such_module_here": "no-such-dist"})
     assert _cli(tmp_path / "out", "--lessons", NOTEBOOKS) == 2
@@ -531,7 +531,7 @@ def test_a_broken_lesson_is_named_by_its_own_path(tmp_path: Path, capsys) -> Non
 
 
 def test_a_build_that_fails_leaves_dest_as_it_was(tmp_path: Path, monkeypatch) -> None:
-    import backproplab.site as site_module
+    import backproplab.course.site as site_module
 
     _require_site_tools()
     lessons = _small_course(tmp_path)
@@ -674,18 +674,18 @@ def test_the_classifier_lessons_math_reads_as_written(browser: Browser, site: Pa
 
 @pytest.mark.browser
 def test_reference_page_of_check_by_hand(browser: Browser, site: Path) -> None:
-    url = ((site / "reference" / "course.grading.html").as_uri()
-           + "#backproplab.course.grading.check_by_hand")
+    url = ((site / "reference" / "course.byhand.html").as_uri()
+           + "#backproplab.course.byhand.check_by_hand")
     page_, problems = _open(browser, url)
-    entry = page_.locator("dt[id='backproplab.course.grading.check_by_hand']")
+    entry = page_.locator("dt[id='backproplab.course.byhand.check_by_hand']")
     assert entry.is_visible() and "check_by_hand" in entry.inner_text()
     import backproplab
 
-    text = page_.locator("dl:has(> dt[id='backproplab.course.grading.check_by_hand']) > dd").first
+    text = page_.locator("dl:has(> dt[id='backproplab.course.byhand.check_by_hand']) > dd").first
     first_line = backproplab.check_by_hand.__doc__.strip().splitlines()[0]
     assert first_line in " ".join(text.inner_text().split())
     # Its docstring example, highlighted as code.
-    entry_block = "dl:has(> dt[id='backproplab.course.grading.check_by_hand'])"
+    entry_block = "dl:has(> dt[id='backproplab.course.byhand.check_by_hand'])"
     assert page_.locator(f"{entry_block} pre").count() >= 1
     assert not problems and not browser.refused, problems + browser.refused
     page_.close()

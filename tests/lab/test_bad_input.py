@@ -25,7 +25,9 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import backproplab as bl  # noqa: E402
-from backproplab import course, data, handout, plot, widgets  # noqa: E402
+from backproplab import data, plot, widgets  # noqa: E402
+from backproplab.course import assignment as course  # noqa: E402
+from backproplab.course import handout  # noqa: E402
 
 
 def _leaf():

@@ -10,7 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backproplab.check import Check, Report, compare, diagnose
+from backproplab.check import Check, Report, compare
+from backproplab.diagnosis import diagnose
 
 SETTINGS = settings(max_examples=25, deadline=None)
 

@@ -6,9 +6,10 @@ import pytest
 import torch
 from custom_functions import Square
 
-from backproplab.check import check_grad, numerical_grad
+from backproplab.check import check_grad
 from backproplab.custom_function import check_function
 from backproplab.graph_quiz import check_graph
+from backproplab.numerical import numerical_grad
 
 # --------------------------------------------------------------------------
 # numerical_grad

@@ -1,4 +1,4 @@
-"""backproplab.distributed: worker processes that always end, errors that name the rank.
+"""backproplab.course.distributed: worker processes that always end, errors that name the rank.
 
 The workers used here are module-level functions of this file: a child process
 imports them, as it imports the lesson's workers from the package. "No orphan"
@@ -298,7 +298,7 @@ def test_no_process_outlives_the_python_that_ran_the_workers(tmp_path):
     script.write_text(textwrap.dedent("""
         import os
         from multiprocessing import forkserver
-        import backproplab.distributed as bd
+        import backproplab.course.distributed as bd
 
         def fails():
             raise RuntimeError("on purpose")

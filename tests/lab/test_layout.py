@@ -1,4 +1,4 @@
-"""Tests for backproplab._layout: the layered DAG layout behind draw_graph (no matplotlib)."""
+"""Tests for backproplab.layout: the layered DAG layout behind draw_graph (no matplotlib)."""
 
 import ast
 import random
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from backproplab import _layout
-from backproplab._layout import H_GAP, V_GAP, Layout, layered_layout
+from backproplab import layout as _layout
+from backproplab.layout import H_GAP, V_GAP, Layout, layered_layout
 
 
 def _random_dag(seed: int, n_max: int = 25):

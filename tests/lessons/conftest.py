@@ -1,4 +1,5 @@
-"""Fixtures of the lessons' browser tests: one JupyterLab and one page context per session."""
+"""Fixtures of the lessons' browser tests: per test process, one JupyterLab server and one
+page with the app loaded, which every notebook the process opens shares."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_support import VIEWPORT, LabServer, find_chromium
+from browser_support import VIEWPORT, LabServer, LabWindow, find_chromium
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
@@ -54,3 +55,11 @@ def browser_context(chromium_browser: Any) -> Iterator[Any]:
     context = chromium_browser.new_context(viewport=VIEWPORT)
     yield context
     context.close()
+
+
+@pytest.fixture(scope="session")
+def lab(browser_context: Any, lab_server: LabServer) -> Iterator[LabWindow]:
+    """The page with JupyterLab loaded, shared by every notebook this process opens."""
+    window = LabWindow(browser_context, lab_server)
+    yield window
+    window.discard()

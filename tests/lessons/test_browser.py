@@ -9,9 +9,12 @@ like a student would: stubs shown, a wrong answer caught, the right one
 accepted. The checker is itself tested on small notebooks in
 tests/fixtures/browser/ that are broken on purpose.
 
-One server and one browser serve the whole session; each notebook gets its
-own page and its kernel is shut down after it. The server runs on copies of
-the notebooks, so the repository's files are never modified.
+Each test process has one server and one page with JupyterLab loaded: each
+notebook is opened in that page, closed unsaved after it, and its kernel shut
+down. A lesson's visit runs the lesson and then, in the same page, reads what
+its learner copy shows on the screen of each prediction (asserted by
+tests/lessons/test_prediction_screens.py). The server runs on copies of the
+notebooks, so the repository's files are never modified.
 
 Needs Debian's `chromium` (or CHROMIUM=/path/to/chromium). Without it the
 test is skipped, except under CI (CI set), where that is a failure.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +34,7 @@ import nbformat
 import pytest
 from browser_support import (
     NOTEBOOK_RUN_TIMEOUT,
-    LabServer,
+    LabWindow,
     NotebookReport,
     cell_editor_text,
     cell_output_text,
@@ -44,12 +48,12 @@ from browser_support import (
     set_cell_source,
     wait_for_run,
 )
+from screens import screen_report
 from test_predictions import _leaks
 
-from backproplab._registry import find_prediction
-from backproplab.course import GUESS_STUB, after_reveal_folds
-from backproplab.exercise import _answer_of
-from backproplab.handout import learn
+from backproplab.course.assignment import GUESS_STUB, after_reveal_folds
+from backproplab.course.grading import _answer_of, find_prediction
+from backproplab.course.handout import learn
 
 pytestmark = pytest.mark.browser
 
@@ -63,16 +67,12 @@ ARTIFACTS = Path(os.environ.get("BACKPROPLAB_ARTIFACTS") or REPO / "test-artifac
 LESSONS = sorted(NOTEBOOKS.glob("*.ipynb"))
 
 
-def _run(
-    context: Any, server: LabServer, folder: str, notebook: Path, artifacts: Path
-) -> NotebookReport:
+def _run(lab: LabWindow, folder: str, notebook: Path, artifacts: Path) -> NotebookReport:
     shutil.rmtree(artifacts, ignore_errors=True)  # stale pictures would mislead
     # Expectations come from the copy the server serves, not the repository
     # file, which may have been edited since the session started.
-    served = server.root_dir / folder / notebook.name
-    report = check_notebook(
-        context, server, f"{folder}/{notebook.name}", served, artifacts=artifacts
-    )
+    served = lab.server.root_dir / folder / notebook.name
+    report = check_notebook(lab, f"{folder}/{notebook.name}", served, artifacts=artifacts)
     print(
         f"{notebook.name}: {report.seconds:.1f}s, {report.sliders_moved} slider(s) moved, "
         f"{report.graph_images} graph image(s)" + "".join(f"\n  note: {n}" for n in report.notes)
@@ -80,13 +80,34 @@ def _run(
     return report
 
 
+@dataclass
+class Visit:
+    """A lesson seen in JupyterLab: run whole, then its learner copy's prediction screens."""
+
+    run: NotebookReport
+    screens: tuple[NotebookReport, list]  # the report, and the cells on each guess's screen
+
+
+VISITS: dict[Path, Visit] = {}
+
+
+def visit(lab: LabWindow, lesson: Path) -> Visit:
+    """The lesson's one visit, shared by its browser test and its screen test (the two
+    run in the same process: tests/conftest.py groups them)."""
+    if lesson not in VISITS:
+        run = _run(lab, "lessons", lesson, ARTIFACTS / lesson.stem)
+        screens = screen_report(lab, lesson, ARTIFACTS / f"screen-{lesson.stem}")
+        VISITS[lesson] = Visit(run, screens)
+    return VISITS[lesson]
+
+
 @pytest.mark.parametrize(
     "lesson",
     LESSONS or [pytest.param(None, marks=pytest.mark.skip(reason="no notebooks/*.ipynb yet"))],
     ids=[p.stem for p in LESSONS] or ["no-lessons"],
 )
-def test_lesson_in_browser(browser_context: Any, lab_server: LabServer, lesson: Path) -> None:
-    report = _run(browser_context, lab_server, "lessons", lesson, ARTIFACTS / lesson.stem)
+def test_lesson_in_browser(lab: LabWindow, lesson: Path) -> None:
+    report = visit(lab, lesson).run
     assert report.ok, report.describe()
 
 
@@ -140,7 +161,7 @@ def _answer(page: Any, path: str, solution: int, check: int, source: str) -> tup
     return run_cell(page, path, check), cell_output_text(page, path, check)
 
 
-def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -> None:
+def test_learner_route_in_browser(lab: LabWindow) -> None:
     """The self-learner's route: `backproplab learn` copies, worked in the lab.
 
     The learner copy of lesson 2 is written into the folder the server serves,
@@ -154,7 +175,7 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
     report = NotebookReport(name=f"learner-{STUDENT_LESSON.stem}")
     artifacts = ARTIFACTS / report.name
     shutil.rmtree(artifacts, ignore_errors=True)  # stale pictures would mislead
-    (copied,) = learn(STUDENT_LESSON, lab_server.root_dir / "my-lessons")
+    (copied,) = learn(STUDENT_LESSON, lab.server.root_dir / "my-lessons")
     path = f"my-lessons/{copied.name}"
     book = nbformat.read(copied, as_version=4)
     first_exercise = next(
@@ -173,10 +194,8 @@ def test_learner_route_in_browser(browser_context: Any, lab_server: LabServer) -
                        if line.strip() and not line.startswith("def"))
     plans = plan_notebook(copied)
 
-    with notebook_page(
-        browser_context, lab_server, path, report, plans=plans, artifacts=artifacts
-    ) as page:
-        open_notebook(page, lab_server, path)
+    with notebook_page(lab, path, report, plans=plans, artifacts=artifacts) as page:
+        open_notebook(page, path)
         run_all_cells(page)
         state = wait_for_run(page, path, plans, NOTEBOOK_RUN_TIMEOUT)
         assert not state.get("timed_out"), "Run All did not finish"
@@ -330,15 +349,13 @@ def _solution_text(lesson: nbformat.NotebookNode, grade_id: str) -> str:
     return "\n".join(line for line in cell.source.split("\n") if "SOLUTION" not in line)
 
 
-def test_the_classifier_walked_step_by_step_in_browser(
-    browser_context: Any, lab_server: LabServer
-) -> None:
+def test_the_classifier_walked_step_by_step_in_browser(lab: LabWindow) -> None:
     """A learner copy of lesson 10 stops at its first step; the first three steps,
     filled in one at a time, each fail before and pass after."""
     report = NotebookReport(name=f"steps-{STEP_LESSON.stem}")
     artifacts = ARTIFACTS / report.name
     shutil.rmtree(artifacts, ignore_errors=True)
-    (copied,) = learn(STEP_LESSON, lab_server.root_dir / "my-steps")
+    (copied,) = learn(STEP_LESSON, lab.server.root_dir / "my-steps")
     path = f"my-steps/{copied.name}"
     book = nbformat.read(copied, as_version=4)
     lesson = nbformat.read(STEP_LESSON, as_version=4)
@@ -347,10 +364,8 @@ def test_the_classifier_walked_step_by_step_in_browser(
              and "predict" not in c.metadata["nbgrader"]["grade_id"]][:3]
     assert len(steps) == 3
     plans = plan_notebook(copied)
-    with notebook_page(
-        browser_context, lab_server, path, report, plans=plans, artifacts=artifacts
-    ) as page:
-        open_notebook(page, lab_server, path)
+    with notebook_page(lab, path, report, plans=plans, artifacts=artifacts) as page:
+        open_notebook(page, path)
         run_all_cells(page)
         state = wait_for_run(page, path, plans, NOTEBOOK_RUN_TIMEOUT)
         assert not state.get("timed_out"), "Run All did not finish"
@@ -380,32 +395,26 @@ def test_the_classifier_walked_step_by_step_in_browser(
 # ---------------------------------------------------------------------------
 
 
-def _fixture(
-    context: Any, server: LabServer, name: str, tmp_path: Path, **kwargs: Any
-) -> NotebookReport:
+def _fixture(lab: LabWindow, name: str, tmp_path: Path, **kwargs: Any) -> NotebookReport:
     path = FIXTURES / name
-    return check_notebook(
-        context, server, f"fixtures/{name}", path, artifacts=tmp_path / "artifacts", **kwargs
-    )
+    return check_notebook(lab, f"fixtures/{name}", path, artifacts=tmp_path / "artifacts", **kwargs)
 
 
 def test_checker_passes_a_healthy_notebook(
-    browser_context: Any, lab_server: LabServer, tmp_path: Path
+    lab: LabWindow, tmp_path: Path
 ) -> None:
     """Figure, graph drawing, a tagged error and a working slider: no problem."""
-    report = _fixture(browser_context, lab_server, "lesson_like.ipynb", tmp_path)
+    report = _fixture(lab, "lesson_like.ipynb", tmp_path)
     assert report.ok, report.describe()
     assert report.sliders_moved == 1
     assert report.graph_images == 1
 
 
 def test_checker_catches_a_callback_that_raises(
-    browser_context: Any, lab_server: LabServer, tmp_path: Path
+    lab: LabWindow, tmp_path: Path
 ) -> None:
     """The slider's callback raises before drawing: plot unchanged, error logged."""
-    report = _fixture(
-        browser_context, lab_server, "broken_callback.ipynb", tmp_path, slider_timeout=15
-    )
+    report = _fixture(lab, "broken_callback.ipynb", tmp_path, slider_timeout=15)
     assert not report.ok
     text = "\n".join(report.problems)
     assert "did not change" in text, report.describe()
@@ -418,12 +427,10 @@ def test_checker_catches_a_callback_that_raises(
 
 
 def test_checker_catches_a_traceback_shown_by_the_widget(
-    browser_context: Any, lab_server: LabServer, tmp_path: Path
+    lab: LabWindow, tmp_path: Path
 ) -> None:
     """The plot does change, but the callback then raises inside its Output."""
-    report = _fixture(
-        browser_context, lab_server, "broken_callback_after_draw.ipynb", tmp_path, slider_timeout=15
-    )
+    report = _fixture(lab, "broken_callback_after_draw.ipynb", tmp_path, slider_timeout=15)
     assert not report.ok
     assert any(
         "widget shows an error" in p and "broken after drawing" in p for p in report.problems
@@ -431,10 +438,10 @@ def test_checker_catches_a_traceback_shown_by_the_widget(
 
 
 def test_checker_catches_an_error_cell(
-    browser_context: Any, lab_server: LabServer, tmp_path: Path
+    lab: LabWindow, tmp_path: Path
 ) -> None:
     """An untagged error fails, and Run All stopping there is reported too."""
-    report = _fixture(browser_context, lab_server, "error_cell.ipynb", tmp_path)
+    report = _fixture(lab, "error_cell.ipynb", tmp_path)
     assert not report.ok
     assert "cell 3 shows an error: ZeroDivisionError" in "\n".join(report.problems)
     assert "cell 4 never ran" in "\n".join(report.problems), report.describe()

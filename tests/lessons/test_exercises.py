@@ -35,8 +35,8 @@ import rounds
 from notebook_runner import NOTEBOOKS, grade_id
 
 import backproplab as bl
-from backproplab import course
-from backproplab.course import SOLUTION, regions
+from backproplab.course import assignment as course
+from backproplab.course.assignment import SOLUTION, regions
 
 WRONG_DIR = Path(__file__).parents[1] / "wrong_answers"
 CHEATS_DIR = Path(__file__).parents[1] / "cheats"
@@ -129,7 +129,7 @@ def test_by_hand_exercises_are_checked_on_fresh_inputs(lesson: Path):
             check = _check_after(nb, i)
             called = re.search(r"check_exercise\(\s*\"([^\"]+)\"", check.source)
             by_hand = called is not None and isinstance(
-                bl.lessons.find_exercise(called.group(1)), bl.ByHand)
+                bl.course.exercises.find_exercise(called.group(1)), bl.ByHand)
             assert by_hand or "check_by_hand" in check.source, (
                 f"{lesson.name}: {grade_id(cell)} asks for work by hand but its check does not "
                 "use bl.check_by_hand (directly or as a ByHand exercise of bl.check_exercise)"
@@ -184,8 +184,8 @@ def _variants(lesson: Path) -> dict[str, list[rounds.Variant]]:
 
 
 def _run(lesson: Path) -> rounds.LessonRun:
-    """The lesson's one live execution, shared by the tests of this lesson (a file runs
-    on one worker: --dist loadfile)."""
+    """The lesson's one live execution, shared by the tests of this lesson (they run in
+    one process: tests/conftest.py makes them a unit of work of their own)."""
     if lesson not in _RUNS:
         _RUNS[lesson] = rounds.play(lesson, _variants(lesson))
     run = _RUNS[lesson]

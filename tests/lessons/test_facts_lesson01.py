@@ -20,7 +20,7 @@ from pathlib import Path
 from notebook_runner import NOTEBOOKS
 from stored import markdown_before, printed
 
-from backproplab import course
+from backproplab.course import assignment as course
 
 LESSON = NOTEBOOKS / "01-computational-graph.ipynb"
 CELLS = json.loads(LESSON.read_text())["cells"]

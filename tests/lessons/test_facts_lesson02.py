@@ -10,15 +10,15 @@ refuses the `backward()` shortcut in that exercise.
 
 from __future__ import annotations
 
-import copy
 import json
 
 import nbformat
 import pytest
-from notebook_runner import NOTEBOOKS, error_of, grade_id, run
+import rounds
+from notebook_runner import NOTEBOOKS, grade_id
 from stored import markdown_before, printed
 
-from backproplab import course
+from backproplab.course import assignment as course
 from backproplab.course.exercises import lesson02
 
 LESSON = NOTEBOOKS / "02-chain-rule.ipynb"
@@ -110,18 +110,29 @@ SHORTCUTS = {
 }
 
 
+@pytest.fixture(scope="module")
+def learner_run(tmp_path_factory) -> tuple[nbformat.NotebookNode, rounds.LessonRun]:
+    """A learner's copy of the lesson, executed once with each shortcut put through the
+    backward exercise's check in turn, in the kernel the cells above it left
+    (tests/rounds.py); the copy, and what the run found."""
+    learner, _ = course.learner_version(nbformat.read(LESSON, as_version=4), name=LESSON.name)
+    path = tmp_path_factory.mktemp("learner") / LESSON.name
+    nbformat.write(learner, path)
+    variants = [rounds.Variant("cheat", n, source, fragment)
+                for n, (source, fragment) in enumerate(SHORTCUTS.values(), 1)]
+    return learner, rounds.play(path, {"l02-backward": variants})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("where", sorted(SHORTCUTS))
-def test_a_learner_copy_refuses_the_backward_shortcut(where: str):
+def test_a_learner_copy_refuses_the_backward_shortcut(where: str, learner_run):
     source, fragment = SHORTCUTS[where]
-    learner, _ = course.learner_version(nbformat.read(LESSON, as_version=4), name=LESSON.name)
-    learner = copy.deepcopy(learner)
+    learner, played = learner_run
     at = next(i for i, c in enumerate(learner.cells) if grade_id(c) == "l02-backward")
-    learner.cells[at].source = source
     check = next(c for c in learner.cells[at + 1:] if c.cell_type == "code")
     assert grade_id(check) == "l02-backward-check"
     assert course.HIDDEN_KEPT in check.source  # the hidden re-check stays, visible
-    run(learner)
-    error = error_of(check)
+    (outcome,) = [o for o in played.outcomes if o.variant.source == source]
+    error = outcome.check_error
     assert error is not None and error.ename == "AssertionError", error
     assert fragment in " ".join(error.evalue.split())

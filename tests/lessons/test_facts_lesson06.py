@@ -24,7 +24,7 @@ from notebook_runner import NOTEBOOKS
 from stored import printed
 
 import backproplab as bl
-from backproplab.lessons import find_exercise
+from backproplab.course.grading import find_exercise
 
 LESSON = NOTEBOOKS / "06-zeroing-gradients.ipynb"
 CELLS = json.loads(LESSON.read_text())["cells"]

@@ -20,7 +20,7 @@ import torch
 from stored import output_text as _text
 
 import backproplab as bl
-from backproplab.lessons import lesson10
+from backproplab.course.exercises import lesson10
 
 ROOT = Path(__file__).parents[2]
 LESSON = ROOT / "notebooks" / "10-backprop-through-a-classifier.ipynb"

@@ -137,7 +137,7 @@ def _hunt(model, x, threshold, *, use="grad_input", walk="from the loss", remove
     (dict(remove=False), "still registered"),
 ])
 def test_the_vanishing_hunt_names_its_slips(slip, words):
-    from backproplab.lessons import find_exercise
+    from backproplab.course.grading import find_exercise
 
     check = find_exercise("l11-vanishing").check
     for seed in (0, 41):
@@ -180,7 +180,7 @@ def _windows(W, xs, k1, k2, *, detach_every_update=False):
 
 
 def test_the_overlapping_windows_exercise_is_checked_and_its_chunks_slip_named(cells):
-    from backproplab.lessons import find_exercise
+    from backproplab.course.grading import find_exercise
 
     check = find_exercise("l11-windows").check
     for seed in (0, 23):

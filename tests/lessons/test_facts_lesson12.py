@@ -98,6 +98,52 @@ def test_the_budget_exercise_asks_more_than_the_ranking(cells, seed):
     assert "Exercise 4's question" in cells["l12-46"].source
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_budget_check_reckons_a_choice_as_a_run_measures_it(seed):
+    """Exercise 4's check judges a choice from one plain run of the stack: a choice keeps the
+    plain run's bytes less what each chosen block saves, and backward recomputes each chosen
+    block once. Real checkpointed runs agree, for the cheapest choices and the ranking's."""
+    from backproplab.course.exercises.lesson12.budget import (
+        _budget_seed,
+        _cheapest_choices,
+        budget_stack,
+        kept_bytes,
+        run_stack,
+    )
+
+    blocks, x, found = budget_stack(seed)
+    choices = _cheapest_choices({"stack": _budget_seed(seed)})
+    assert choices and found["by_ratio"] not in choices
+    for chosen in [*choices, found["by_ratio"]]:
+        calls = [0] * len(blocks)
+        hooks = [b.register_forward_pre_hook(
+            lambda module, args, i=i, calls=calls: calls.__setitem__(i, calls[i] + 1))
+            for i, b in enumerate(blocks)]
+        try:
+            out, kept = kept_bytes(blocks, lambda c=chosen: run_stack(blocks, x, set(c)))
+            calls[:] = [0] * len(blocks)  # what backward runs again
+            out.sum().backward()
+        finally:
+            for hook in hooks:
+                hook.remove()
+        assert kept == found["plain"] - sum(found["saves"][i] for i in chosen)
+        assert calls == [int(i in chosen) for i in range(len(blocks))]
+
+
+def test_the_truncation_check_states_what_a_right_answer_measures():
+    """Exercise 5's pass words give the numbers a right answer returns on the loop of 8
+    units and 400 steps, which the check has it measure."""
+    import torch
+
+    from backproplab.course.exercises.lesson12 import MEASURED, loop_gradient, new_loop
+
+    W, xs = new_loop(torch.Generator().manual_seed(15), units=8, steps=400)
+    full = loop_gradient(W, xs)
+    for k, shown in MEASURED.items():
+        cut = loop_gradient(W, xs, k)
+        assert f"{((cut - full).norm() / full.norm()).item():.4f}" == shown
+
+
 def test_every_byte_count_check_meets_gelu_and_another_activation():
     """The byte formula's check runs three trials on generators whose seeds follow each other:
     on every seed one has GELU and one another activation, each with a hidden layer, so that
@@ -145,7 +191,7 @@ def test_checkpointing_built_from_hooks_is_checked_and_names_its_slips(cells):
     import torch
     from torch.autograd.graph import saved_tensors_hooks
 
-    from backproplab.lessons import find_exercise
+    from backproplab.course.grading import find_exercise
 
     def built(block, x, *, keep_rng=True):
         rng_state, recomputed, saves = torch.get_rng_state(), [], []

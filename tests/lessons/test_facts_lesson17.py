@@ -26,7 +26,7 @@ NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "17-lower-precision.ipynb"
 
 def _lesson_module():
     """lesson17.py, wherever the package keeps the exercise modules."""
-    for name in ("backproplab.course.exercises.lesson17", "backproplab.lessons.lesson17"):
+    for name in ("backproplab.course.exercises.lesson17",):
         try:
             return importlib.import_module(name)
         except ModuleNotFoundError:

@@ -318,7 +318,7 @@ def test_every_kept_slip_is_named_on_every_seed(key):
     """Each slip, as its own function, fails the check and is named on seeds other than the
     visible one: the inputs make it show on every trial (ties and overlapping windows in
     every image, both dropout modes in every check, padding and stride never 0 or 1)."""
-    from backproplab.course.grading import check_by_hand
+    from backproplab.course.byhand import check_by_hand
 
     exercise = lesson21.EXERCISES[key]
     for description, wrong in exercise.mistakes.items():

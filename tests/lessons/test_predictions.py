@@ -25,8 +25,8 @@ import nbformat
 import pytest
 
 import backproplab as bl
-from backproplab.course import after_reveal_folds, heading_level
-from backproplab.exercise import _answer_of
+from backproplab.course.assignment import after_reveal_folds, heading_level
+from backproplab.course.grading import _answer_of
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
@@ -39,7 +39,7 @@ MODULES = sorted(
 def _questions() -> list[tuple[str, bl.Prediction]]:
     found = []
     for path in MODULES:
-        module = importlib.import_module(f"backproplab.lessons.{path.stem}")
+        module = importlib.import_module(f"backproplab.course.exercises.{path.stem}")
         found += sorted(getattr(module, "PREDICTIONS", {}).items())
     return found
 
@@ -87,7 +87,7 @@ def _leaks(text: str, answer: object, choices: tuple | None) -> list[str]:
 
 def _wrong_guess(answer: object, choices: tuple | None) -> object:
     if choices is not None:
-        return next(c for c in choices if not bl.exercise._matches(c, answer))
+        return next(c for c in choices if not bl.course.grading._matches(c, answer))
     if isinstance(answer, bool):
         return not answer
     if isinstance(answer, str):
@@ -109,10 +109,10 @@ def test_question_hint_and_wrong_guess_message_hold_no_answer(key, question):
     for where, text in (("question", question.question), ("hint", question.hint)):
         assert not _leaks(text, answer, question.choices), f"{key}: the {where} gives it away"
     guess = _wrong_guess(answer, question.choices)
-    report = bl.exercise.prediction_report(question, guess)
+    report = bl.course.grading.prediction_report(question, guess)
     assert not report.ok, f"{key}: {guess!r} was accepted"
     message = " ".join(str(report).split()).replace(
-        f"(you predicted {bl.exercise._show(guess)})", "")
+        f"(you predicted {bl.course.grading._show(guess)})", "")
     assert not _leaks(message, answer, question.choices), f"{key}: {message}"
     assert "not quite" in message
 
@@ -145,7 +145,7 @@ def test_each_prediction_is_asked_checked_then_revealed(lesson):
         assert after is not None and after.cell_type == "code" and not _meta(after)
         assert re.search(rf"bl\.reveal\(\s*\"{re.escape(key)}\"\s*\)", after.source), (
             f"{grade_id}: the cell after the check must reveal {key!r}")
-        prediction = bl.lessons.find_prediction(key)
+        prediction = bl.course.exercises.find_prediction(key)
         answer = _answer_of(prediction)
         task = "\n".join(line for line in guess.source.splitlines()
                          if line.lstrip().startswith("#") and "SOLUTION" not in line)
@@ -283,7 +283,7 @@ def _on_screen(cells, guess_at: int) -> list[int]:
 def _screen_leaks(key: str, text: str, answer: object, choices: tuple | None,
                   below: bool = False) -> list[str]:
     """The answer's forms in ``text``; ``below`` the guess cell, also its meaning."""
-    meant = _meaning(bl.lessons.find_prediction(key), answer, text) if below else []
+    meant = _meaning(bl.course.exercises.find_prediction(key), answer, text) if below else []
     if choices is not None and all(any(re.search(f, text) for f in _forms(c)) for c in choices):
         return meant  # naming every choice gives no value away (what it says still may)
     if isinstance(answer, str) and answer.lower() in {"yes", "no"}:
@@ -298,7 +298,7 @@ def _screen_leaks(key: str, text: str, answer: object, choices: tuple | None,
 def _screen_problems(lesson: Path, unfolded: bool = False) -> tuple[int, list[str]]:
     """(predictions, what states an answer) in the learner copy of `lesson`; `unfolded`
     takes the "After the reveal" folds out first, as if the lesson had none."""
-    from backproplab import course
+    from backproplab.course import assignment as course
 
     copy, _ = course.learner_version(nbformat.read(lesson, as_version=4), lesson.stem)
     cells = copy.cells
@@ -313,7 +313,7 @@ def _screen_problems(lesson: Path, unfolded: bool = False) -> tuple[int, list[st
         found += 1
         check = next(k for k in range(i + 1, len(cells)) if cells[k].cell_type == "code")
         key = re.search(r"bl\.check_prediction\(\s*\"([^\"]+)\"", cells[check].source).group(1)
-        prediction = bl.lessons.find_prediction(key)
+        prediction = bl.course.exercises.find_prediction(key)
         answer = _answer_of(prediction)
         screen = _on_screen(cells, i)
         for k in screen:
@@ -366,7 +366,7 @@ def test_the_screen_test_sees_a_spoiler():
     on_screen = _on_screen(spoiled.cells, 1)
     assert on_screen == [0, 1, 2, 3, 4, 5, 6]
     assert _readable(spoiled.cells[6], above_heading=True) == ""
-    answer = _answer_of(bl.lessons.find_prediction("l08-predict-max-ties"))
+    answer = _answer_of(bl.course.exercises.find_prediction("l08-predict-max-ties"))
     said = [_screen_leaks("l08-predict-max-ties", _readable(spoiled.cells[k], k == 6), answer,
                           None) for k in on_screen]
     assert [bool(s) for s in said] == [False, False, False, False, True, True, False]

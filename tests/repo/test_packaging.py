@@ -4,7 +4,9 @@
 --no-isolation it uses the setuptools of this environment, pinned in the
 lock). Each install goes into a fresh venv that sees this environment's
 packages through a folder of links, backproplab's own files left out, so
-nothing is downloaded and the code under test is the installed copy.
+nothing is downloaded and the code under test is the installed copy. The
+wheel's install runs the unit tests; the sdist's install is checked to put the
+same files in place, byte for byte, so they are not run again.
 """
 
 from __future__ import annotations
@@ -160,15 +162,48 @@ def test_sdist_holds_the_package_readme_and_licence_and_nothing_else(dist):
     assert extra == allowed, f"unexpected files in the sdist: {sorted(extra - allowed)}"
 
 
-@pytest.mark.parametrize("kind", ["wheel", "sdist"])
-def test_installed_release_passes_the_unit_tests(dist, kind, tmp_path):
+def _install(release: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """``release`` installed in a fresh venv whose `backproplab` command answers with the
+    version; the venv's python and its own site-packages."""
     python, own = fresh_venv(tmp_path / "venv")
-    _run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", dist[kind]])
+    _run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", release])
     assert (own / "backproplab" / "__init__.py").is_file()
     version = _run([tmp_path / "venv" / "bin" / "backproplab", "--version"]).stdout
     assert version.strip() == f"backproplab {VERSION}"
+    return python, own
+
+
+# What an install of the release puts in place: the package, and the metadata pip reads.
+_INSTALLED = ("backproplab/", f"backproplab-{VERSION}.dist-info/METADATA",
+              f"backproplab-{VERSION}.dist-info/entry_points.txt")
+
+
+def _installed_files(own: Path) -> dict[str, bytes]:
+    """The files of an install under ``own`` (bytecode pip compiled left out)."""
+    return {path.relative_to(own).as_posix(): path.read_bytes()
+            for path in own.rglob("*") if path.is_file() and "__pycache__" not in path.parts
+            and path.relative_to(own).as_posix().startswith(_INSTALLED)}
+
+
+def test_installed_wheel_passes_the_unit_tests(dist, tmp_path):
+    python, own = _install(dist["wheel"], tmp_path)
     report = run_unit_tests(python, own, tmp_path)
     assert " passed" in report and "failed" not in report, report
+
+
+def test_installed_sdist_is_the_tested_wheel(dist, tmp_path):
+    """pip builds a wheel from the sdist and installs that: what lands on disk is, byte
+    for byte, what the wheel holds, whose installed copy passes the unit tests (so they
+    are not run a second time), and the package imports from its installed place."""
+    python, own = _install(dist["sdist"], tmp_path)
+    with zipfile.ZipFile(dist["wheel"]) as whl:
+        wheel = {name: whl.read(name) for name in whl.namelist() if name.startswith(_INSTALLED)}
+    installed = _installed_files(own)
+    assert sorted(installed) == sorted(wheel)
+    assert [name for name in wheel if installed[name] != wheel[name]] == []
+    done = _run([python, "-c", "import backproplab.course.grading as g; print(g.__file__)"],
+                cwd=tmp_path)
+    assert done.stdout.startswith(str(own)), done.stdout
 
 
 def test_plain_pip_install_keeps_the_torch_already_installed(dist, tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from backproplab import handout
+from backproplab.course import handout
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

@@ -15,6 +15,9 @@ method check builds its verdict from the same few pieces, all here:
 - `close` (with a tolerance named in `TOLERANCE`) and `relative` measure how far a
   result is from the expected one, the same way in every lesson; `Task` words a
   by-hand exercise whose answer is not a gradient;
+- `run_by_hand` and `judge_runs` split `check_by_hand` for a method exercise with a
+  gradient worked out by hand inside it: its runs recorded where the answer runs (as
+  plain data, `plain`), and judged by the by-hand judge in the grader;
 - `BY_HAND`, `METHOD` and `ENGINE` are the vocabularies an answer's source is read
   against (`backproplab.course.rules`): tensor arithmetic, torch's public API, and
   torch's API with classes that overload arithmetic (an engine the exercise builds).
@@ -23,30 +26,20 @@ method check builds its verdict from the same few pieces, all here:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from ...check import Check, Report, compare
 from ...custom_function import check_function
 from ...values import aligned, as_value, close_mask, finite_abs, relative
-from ..byhand import Task
-from ..grading import (
-    AutogradForbidden,
-    ByHand,
-    Check,
-    Method,
-    Prediction,
-    Report,
-    check_by_hand,
-    compare,
-    count_autograd,
-    failure,
-    forbid_autograd,
-    is_failure,
-    same,
-)
+from ...watch import AutogradForbidden, count_autograd, forbid_autograd
+from ..byhand import Ran, Task, check_by_hand, judge_by_hand, run_answer
+from ..grading import ByHand, Method, Prediction, failure, is_failure, same
 from ..rules import BY_HAND, METHOD
+from ..slips import fresh
 
 ENGINE = METHOD.allowing(engine=True)
 
@@ -61,16 +54,24 @@ __all__ = [
     "Method",
     "Prediction",
     "Report",
+    "as_plain",
     "attempt",
     "call_answer",
+    "compared",
+    "every_case",
+    "kind_of",
     "failure",
     "is_failure",
+    "judge_runs",
+    "plain",
+    "run_by_hand",
     "same",
     "check_by_hand",
     "check_function",
     "compare",
     "count_autograd",
     "failed",
+    "failed_words",
     "first_line",
     "forbid_autograd",
     "passed",
@@ -161,6 +162,66 @@ def call_answer(
         return None, told if is_failure(told) else failure("error", str(told))
 
 
+def as_plain(value: Any, depth: int = 0) -> Any:
+    """What an answer returned, as plain data an observation can hold: tensors (detached,
+    dense, on the CPU), numbers, words, None, and lists, tuples and dicts with str keys of
+    them; anything else as ``{"returned": its type's name}``.
+
+    >>> as_plain([torch.ones(2, requires_grad=True), 3, object()])
+    [tensor([1., 1.]), 3, {'returned': 'object'}]
+    """
+    if type(value) in (torch.Tensor, torch.nn.Parameter):
+        t = value.detach().cpu()
+        return (t.to_dense() if t.layout != torch.strided else t).clone()
+    if value is None or type(value) in (bool, int, float, complex, str):
+        return value
+    if type(value) in (list, tuple) and depth < 4:
+        return type(value)(as_plain(v, depth + 1) for v in value)
+    if type(value) is dict and depth < 4 and all(type(k) is str for k in value):
+        return {k: as_plain(v, depth + 1) for k, v in value.items()}
+    return {"returned": type(value).__name__}
+
+
+def kind_of(value: Any) -> str:
+    """What a value of an observation is, in a word: the type `as_plain` described, or its own.
+
+    >>> kind_of(as_plain(object())), kind_of([1.0])
+    ('object', 'list')
+    """
+    if isinstance(value, dict) and set(value) == {"returned"}:
+        return str(value["returned"])
+    return type(value).__name__
+
+
+def compared(label: str, got: Any, want: Any, expected: str, tol: str = "float64",
+             where: str = "") -> dict[str, str]:
+    """Why ``got`` is not `close` to ``want``, as a `failure`: `compare`'s words on the
+    value labelled ``label`` (after ``where``) with the tolerance named ``tol``, and its
+    verdict (``mismatch``, ``shape``, ...); or, when ``got`` is not a value at all, that
+    ``expected`` was expected and what came instead.
+
+    >>> compared("dW", torch.ones(2), torch.zeros(2), "a tensor")["failed"]
+    'mismatch'
+    >>> compared("dW", "two", torch.zeros(2), "a tensor", where="on new inputs")["detail"]
+    'on new inputs: expected a tensor, got str'
+    """
+    lead = f"{where}: " if where else ""
+    rtol, atol = TOLERANCE[tol]
+    w = as_value(want, "want").tensor
+    scale = max(1.0, float(finite_abs(w).max())) if w.numel() else 1.0  # as `close` scales
+    try:
+        check = compare(label, got, want, rtol=rtol, atol=atol * scale).checks[0]
+    except (TypeError, ValueError):  # not a tensor, a number nor a list of numbers
+        return failure("fail", f"{lead}expected {expected}, got {kind_of(got)}")
+    return failure(check.verdict, lead + check.message)
+
+
+def every_case(agree: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    """Agreement of two lists of cases (one trial's), ``agree`` judging each pair."""
+    return lambda got, want: (isinstance(got, list) and len(got) == len(want)
+                              and all(agree(g, w) for g, w in zip(got, want, strict=True)))
+
+
 def vjp(step: Callable, wrt, *upstream):
     """autograd's gradients at ``wrt`` of ``step(*wrt)``, given the gradients
     ``upstream`` arriving at its output(s): one step of a backward pass, as the
@@ -221,3 +282,81 @@ def close(got: Any, want: Any, tol: str = "float64", *, each: bool = False) -> A
 
 
 __all__ += ["TOLERANCE", "Task", "close", "relative"]
+def plain(value: Any, depth: int = 0) -> Any:
+    """``value`` as plain data, what can cross the grade's sandbox: tensors detached and
+    copied, numbers, words and None as they are, lists, tuples and dicts with str keys of
+    them (four levels deep); anything else as the words saying what it was. The kernel's
+    feedback records the same, so that both judge the same thing.
+
+    >>> plain((torch.ones(1, requires_grad=True), None, object()))
+    (tensor([1.]), None, '<a object object>')
+    """
+    if isinstance(value, torch.Tensor):
+        plain_tensor = type(value) in (torch.Tensor, torch.nn.Parameter) and value.layout \
+            == torch.strided
+        return value.detach().clone() if plain_tensor else f"<a {type(value).__name__} object>"
+    if value is None or type(value) in (bool, int, float, complex, str):
+        return value
+    if type(value) in (list, tuple) and depth < 4:
+        return type(value)(plain(v, depth + 1) for v in value)
+    if type(value) is dict and depth < 4 and all(type(k) is str for k in value):
+        return {k: plain(v, depth + 1) for k, v in value.items()}
+    return f"<a {type(value).__name__} object>"
+
+
+def run_by_hand(fn: Callable, cases: list, *, name: str = "your function") -> list | dict:
+    """``fn`` run on each case as `check_by_hand` runs an answer (`run_answer`: autograd
+    off and refused, inputs watched for nudges), recorded as plain data for `judge_runs`;
+    it stops at the first run that failed, as the judge does. A run that called autograd,
+    is not written yet or made a numerical estimate ends the exercise whatever the values:
+    it comes back as a `failure` of that kind, in the by-hand judge's own words (which it
+    gives before it compares anything).
+
+    >>> run_by_hand(lambda x: 2 * x, [(torch.ones(1),)])[0][0]
+    (tensor([2.]),)
+    """
+    parameters = inspect.signature(fn).parameters.values()
+    params = tuple(p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY,
+                                                             p.POSITIONAL_OR_KEYWORD))
+    records = []
+    for case in cases:
+        ran = run_answer(fn, fresh(case))
+        got = ran.got if isinstance(ran.got, (tuple, list)) else (ran.got,)
+        record = [plain(tuple(got)), ran.failure, ran.detail, ran.nudged, list(ran.warnings),
+                  ran.largest]
+        if ran.failure in ("autograd", "missing", "estimate"):
+            told = judge_runs([record, record], lambda *args: None, [case, case], name=name,
+                              params=params).checks[0]
+            return failure(told.verdict, told.message)
+        records.append(record)
+        if ran.failure is not None:
+            break
+    return records
+
+
+def judge_runs(records: list, reference: Callable[..., Any] | list, cases: list | None = None,
+               **options: Any) -> Report:
+    """The by-hand judge (`backproplab.course.byhand.judge_by_hand`) on the runs
+    `run_by_hand` recorded: case k is trial k, and ``reference`` is called on a copy of each
+    case once its run is judged; or, without ``cases``, ``reference`` is the list of the
+    reference's results, run by run (enough for a verdict, not for the words of a slip).
+    ``options`` are the judge's (``name``, ``outputs``, ``mistakes``, ``advice``, ``params``).
+    """
+    runs = iter(records)
+    if cases is None:
+        results, cases = iter(reference), [()] * len(reference)
+        reference = lambda *args: next(results)  # noqa: E731 - the results, in turn
+
+    def call(args: Any) -> Ran:
+        got, failed, detail, nudged, warned, largest = next(runs)
+        return Ran(got, failed, detail, nudged, tuple(warned), largest)
+
+    return judge_by_hand(call, reference, lambda gen: cases[gen.initial_seed()],
+                         trials=len(cases), seed=0, **options)
+
+
+def failed_words(report: Report, name: str) -> str:
+    """The words of a report's first failed check, after that check's name when it is not
+    ``name`` (the exercise's own): ``a.grad: on new inputs ...``."""
+    check = next(c for c in report.checks if not c.ok)
+    return check.message if check.name == name else f"{check.name}: {check.message}"

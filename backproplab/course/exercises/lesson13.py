@@ -24,15 +24,15 @@ from ._spec import (
     ByHand,
     Method,
     Prediction,
-    Report,
-    attempt,
+    as_plain,
+    call_answer,
     close,
-    compare,
+    compared,
     count_autograd,
-    failed,
-    passed,
+    every_case,
+    failure,
+    kind_of,
 )
-from ._spec import failed as _fail
 from ._spec import first_line as _first_line
 
 # --------------------------------------------------------------------------
@@ -77,36 +77,65 @@ def _graph_error(where: str, advice: str):
     return text
 
 
-def _check_newton(newton_step, seed: int) -> Report:
-    name = "newton_step"
-    if not callable(newton_step):
-        return _fail(name, f"expected a function newton_step(f, x), got "
-                           f"{type(newton_step).__name__}")
-    gen = torch.Generator().manual_seed(seed)
+def _newton_inputs(gen: torch.Generator) -> dict:
+    """Three new polynomials (degree 3 or 4) and the points of each."""
+    cases = []
     for _ in range(3):
         coefs, points = _polynomial(gen, int(torch.randint(3, 5, (1,), generator=gen)))
-        where = f"for {_show(coefs)} at {len(points)} points"
-        got, failure = attempt(name, newton_step, poly(coefs), points.clone(), raised=_graph_error(
-            where, "f'' is the derivative of f': compute f' with create_graph=True so that it "
-                   "has a graph to differentiate."))
-        if failure is not None:
-            return failure
-        d1 = poly_derivative(coefs, points, 1)
-        d2 = poly_derivative(coefs, points, 2)
-        expected = -d1 / d2
-        if isinstance(got, torch.Tensor) and not close(got, expected, "float32"):
-            if close(got, -expected, "float32"):
-                return _fail(name, f"{where}: the sign is flipped: Newton's step is -f'(x) / "
-                                   "f''(x).", "mismatch")
-            if close(got, -d2 / d1, "float32") or close(got, d2 / d1, "float32"):
-                return _fail(name, f"{where}: the ratio is upside down: divide f' by f'', "
-                                   "not f'' by f'.", "mismatch")
-        report = compare("Newton step", got.detach() if isinstance(got, torch.Tensor) else got,
-                         expected)
-        if not report.ok:
-            return failed(name, f"{where}: "
-                                 f"{report[0].message}", report[0].verdict)
-    return passed(name, "-f'/f'' matches on 3 new polynomials")
+        cases.append({"coefficients": coefs, "points": points})
+    return {"polynomials": cases}
+
+
+def _observe_newton(newton_step, inputs: dict) -> list | dict:
+    """What the answer returned for each polynomial."""
+    got_all = []
+    for case in inputs["polynomials"]:
+        coefs, points = case["coefficients"], case["points"]
+        got, failed = call_answer(
+            newton_step, poly(coefs), points.clone(),
+            not_callable=f"expected a function newton_step(f, x), got "
+                         f"{type(newton_step).__name__}",
+            raised=_graph_error(f"for {_show(coefs)} at {len(points)} points",
+                                "f'' is the derivative of f': compute f' with "
+                                "create_graph=True so that it has a graph to differentiate."))
+        if failed is not None:
+            return failed
+        got_all.append(as_plain(got))
+    return got_all
+
+
+def _newton_ratio(inputs: dict, ratio) -> list:
+    """``ratio(f', f'')`` at each polynomial's points: the step and its slips."""
+    return [ratio(poly_derivative(c["coefficients"], c["points"], 1),
+                  poly_derivative(c["coefficients"], c["points"], 2))
+            for c in inputs["polynomials"]]
+
+
+def _explain_newton(inputs: dict, got: list, want: list) -> str:
+    at = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not close(g, w))
+    case = inputs["polynomials"][at]
+    where = f"for {_show(case['coefficients'])} at {len(case['points'])} points"
+    return compared("Newton step", got[at], want[at], "a tensor like x", where=where)
+
+
+NEWTON = Method(
+    name="newton_step",
+    make_inputs=_newton_inputs,
+    observe=_observe_newton,
+    reference=lambda inputs: _newton_ratio(inputs, lambda d1, d2: -d1 / d2),
+    explain=_explain_newton,
+    mistakes={
+        "the sign is flipped: Newton's step is -f'(x) / f''(x).":
+            lambda inputs: _newton_ratio(inputs, lambda d1, d2: d1 / d2),
+        "the ratio is upside down: divide f' by f'', not f'' by f'.":
+            lambda inputs: _newton_ratio(inputs, lambda d1, d2: -d2 / d1),
+        "the ratio is upside down, and its sign flipped: Newton's step is -f'(x) / f''(x), "
+        "f' divided by f''.": lambda inputs: _newton_ratio(inputs, lambda d1, d2: d2 / d1),
+    },
+    trials=1,
+    agree=every_case(close),
+    passed="-f'/f'' matches on 3 new polynomials",
+)
 
 
 # --------------------------------------------------------------------------
@@ -144,61 +173,101 @@ def _penalty_grads(f, x, w, first, second, power=2):
     return torch.autograd.grad((g**2).sum() if power == 2 else g.sum(), wrt[second])[0]
 
 
-def _check_weight_penalty(penalty_grad, seed: int) -> Report:
-    name = "penalty_grad"
-    if not callable(penalty_grad):
-        return _fail(name, f"expected a function penalty_grad(f, x, w), got "
-                           f"{type(penalty_grad).__name__}")
-    gen = torch.Generator().manual_seed(seed)
+def _penalty_inputs(gen: torch.Generator) -> dict:
+    """Two new critics, each by its place in CRITICS, with its x and w."""
+    labels = [label for label, _ in CRITICS]
+    cases = []
     for _ in range(2):
-        label, f, x, w = _critic(gen)
-        where = (f"for f = {label}, x of shape {tuple(x.shape)}, w of shape "
-                 f"{tuple(w.shape)}")
+        label, _f, x, w = _critic(gen)
+        cases.append({"critic": labels.index(label), "x": x, "w": w})
+    return {"critics": cases}
+
+
+def _where(case: dict) -> str:
+    return (f"for f = {CRITICS[case['critic']][0]}, x of shape {tuple(case['x'].shape)}, w of "
+            f"shape {tuple(case['w'].shape)}")
+
+
+def _observe_penalty(penalty_grad, inputs: dict) -> list | dict:
+    """For each critic: the autograd calls the answer made, how many reverse passes, and
+    the gradient it returned."""
+    seen_all = []
+    for case in inputs["critics"]:
         with count_autograd() as seen:
-            got, failure = attempt(name, penalty_grad, f, x.clone(), w.clone(),
-                                   raised=_graph_error(
-                where, "The second pass differentiates the input-gradient, so that gradient "
-                       "needs a graph: compute it with create_graph=True, with x and w both "
-                       "requiring grad."))
-        if failure is not None:
-            return failure
-        full = sorted({c for c in seen.calls if any(j in c for j in _FULL_JACOBIANS)})
-        if full:
-            return _fail(name, f"{where}: it calls {', '.join(full)}, building a full Hessian or "
-                               "Jacobian. The exercise asks for two passes and no matrix of "
-                               "second derivatives.")
-        if seen.reverse > 2:
-            return _fail(name, f"{where}: {seen.reverse} backward passes; two are enough: one "
-                               "for the input-gradient (with a graph), one from the penalty.")
-        expected = _penalty_grads(f, x, w, "x", "w")
-        if not isinstance(got, torch.Tensor):
-            return _fail(name, f"{where}: expected a tensor shaped like w, got "
-                               f"{type(got).__name__}")
-        got = got.detach()
-        if got.shape == x.shape and got.shape != w.shape:
-            return _fail(name, f"{where}: the result is shaped like x, {tuple(x.shape)}: the "
-                               "penalty is trained through the weights, so its gradient is taken "
-                               "with respect to w (the first pass is the one with respect to x).",
-                         "mismatch")
-        slips = (
-            (_penalty_grads(f, x, w, "w", "w"),
-             "it penalises the gradient with respect to w; the penalty is on the gradient with "
-             "respect to the input x, differentiated with respect to w"),
-            (expected / 2, "it is half the answer: d|g|^2 = 2 g dg, the chain rule's factor 2 "
-                           "from the square is missing"),
-            (_penalty_grads(f, x, w, "x", "w", power=1),
-             "it is the gradient of the sum of the input-gradient's entries, not of their "
-             "squares: the penalty is |g|^2 = (g ** 2).sum()"),
-        )
-        for value, told in slips:
-            if (got.shape == value.shape and close(got, value, "float32")
-                    and not close(value, expected, "float32")):
-                return _fail(name, f"{where}: {told}.", "mismatch")
-        report = compare("gradient of the penalty", got, expected)
-        if not report.ok:
-            return failed(name, f"{where}: {report[0].message}", report[0].verdict)
-    return passed(name, "the penalty's gradient with respect to w matches on 2 new critics, "
-                        "with two backward passes and no Hessian")
+            got, failed = call_answer(
+                penalty_grad, CRITICS[case["critic"]][1], case["x"].clone(), case["w"].clone(),
+                not_callable=f"expected a function penalty_grad(f, x, w), got "
+                             f"{type(penalty_grad).__name__}",
+                raised=_graph_error(_where(case),
+                                    "The second pass differentiates the input-gradient, so "
+                                    "that gradient needs a graph: compute it with "
+                                    "create_graph=True, with x and w both requiring grad."))
+        if failed is not None:
+            return failed
+        seen_all.append({"calls": list(seen.calls), "reverse": seen.reverse,
+                         "grad": as_plain(got)})
+    return seen_all
+
+
+def _full(calls: list) -> list:
+    """The calls that build a full Hessian or Jacobian."""
+    return sorted({c for c in calls if any(j in c for j in _FULL_JACOBIANS)})
+
+
+def _penalty_agree(got: dict, want: dict) -> bool:
+    return (not _full(got["calls"]) and got["reverse"] <= 2
+            and close(got["grad"], want["grad"]))
+
+
+def _penalty(inputs: dict, first: str, second: str, power: int = 2, by: float = 1.0) -> list:
+    """The observation of an answer giving d/d(second) |d f / d(first)|**power, times by."""
+    return [{"grad": by * _penalty_grads(CRITICS[c["critic"]][1], c["x"], c["w"], first,
+                                         second, power)} for c in inputs["critics"]]
+
+
+def _explain_penalty(inputs: dict, got: list, want: list) -> str:
+    at = next(i for i, (g, w) in enumerate(zip(got, want, strict=True))
+              if not _penalty_agree(g, w))
+    case, mine = inputs["critics"][at], got[at]
+    where = _where(case)
+    if _full(mine["calls"]):
+        return (f"{where}: it calls {', '.join(_full(mine['calls']))}, building a full Hessian "
+                "or Jacobian. The exercise asks for two passes and no matrix of second "
+                "derivatives.")
+    if mine["reverse"] > 2:
+        return (f"{where}: {mine['reverse']} backward passes; two are enough: one for the "
+                "input-gradient (with a graph), one from the penalty.")
+    grad, x, w = mine["grad"], case["x"], case["w"]
+    if not isinstance(grad, torch.Tensor):
+        return f"{where}: expected a tensor shaped like w, got {kind_of(grad)}"
+    if grad.shape == x.shape and grad.shape != w.shape:
+        return failure("mismatch", f"{where}: the result is shaped like x, {tuple(x.shape)}: "
+                       "the penalty is trained through the weights, so its gradient is taken "
+                       "with respect to w (the first pass is the one with respect to x).")
+    return compared("gradient of the penalty", grad, want[at]["grad"], "a tensor", where=where)
+
+
+WEIGHT_PENALTY = Method(
+    name="penalty_grad",
+    make_inputs=_penalty_inputs,
+    observe=_observe_penalty,
+    reference=lambda inputs: _penalty(inputs, "x", "w"),
+    explain=_explain_penalty,
+    mistakes={
+        "it penalises the gradient with respect to w; the penalty is on the gradient with "
+        "respect to the input x, differentiated with respect to w.":
+            lambda inputs: _penalty(inputs, "w", "w"),
+        "it is half the answer: d|g|^2 = 2 g dg, the chain rule's factor 2 from the square "
+        "is missing.": lambda inputs: _penalty(inputs, "x", "w", by=0.5),
+        "it is the gradient of the sum of the input-gradient's entries, not of their "
+        "squares: the penalty is |g|^2 = (g ** 2).sum().":
+            lambda inputs: _penalty(inputs, "x", "w", power=1),
+    },
+    trials=1,
+    agree=every_case(_penalty_agree),
+    passed="the penalty's gradient with respect to w matches on 2 new critics, with two "
+           "backward passes and no Hessian",
+)
 
 
 # --------------------------------------------------------------------------
@@ -250,8 +319,8 @@ def _hvp_gradient(x, W, a, V):
 
 
 EXERCISES = {
-    "l13-newton-step": Method(check=_check_newton),
-    "l13-weight-penalty": Method(check=_check_weight_penalty),
+    "l13-newton-step": NEWTON,
+    "l13-weight-penalty": WEIGHT_PENALTY,
     "l13-hvp-by-hand": ByHand(
         name="hvp",
         reference=_hvp_reference,

@@ -21,8 +21,18 @@ import torch
 from torch import nn
 from torch.func import jvp, vjp
 
-from ._spec import ByHand, Method, Prediction, attempt, compare, count_autograd, passed
-from ._spec import failed as _fail
+from ._spec import (
+    ByHand,
+    Method,
+    Prediction,
+    as_plain,
+    call_answer,
+    close,
+    compared,
+    count_autograd,
+    failure,
+    kind_of,
+)
 
 # --------------------------------------------------------------------------- Exercise 2
 
@@ -122,6 +132,17 @@ def _clipped(per_example, scale):
             for k, g in per_example.items()}
 
 
+_CLIP_SLIPS = (
+    "the plain mean of the per-example gradients, nothing clipped: that is the batch gradient",
+    "the batch gradient clipped once: clip every example's gradient first, then average",
+    "max_norm / norm without the clamp at 1 scales the small gradients UP to max_norm; an "
+    "example within the limit keeps its gradient (scale = min(1, max_norm / norm))",
+    "each parameter's gradient clipped on its own: an example's norm is taken over all its "
+    "parameters together, then one scale multiplies all of them",
+    "the clipped gradients are added up, not averaged (divide by the number of examples)",
+)
+
+
 def _clip_slips(per_example, max_norm):
     """What each typical slip returns, computed from the per-example gradients."""
     norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in per_example.values()]).sum(0).sqrt()
@@ -134,20 +155,11 @@ def _clip_slips(per_example, max_norm):
         per_tensor[k] = (g * (max_norm / own).clamp(max=1.0).reshape(
             -1, *[1] * (g.dim() - 1))).mean(0)
     scale = (max_norm / norms).clamp(max=1.0)
-    n = len(norms)
-    return {
-        "the plain mean of the per-example gradients, nothing clipped: that is the batch "
-        "gradient": mean,
-        "the batch gradient clipped once: clip every example's gradient first, then average":
-            {k: g * batch_scale for k, g in mean.items()},
-        "max_norm / norm without the clamp at 1 scales the small gradients UP to max_norm; "
-        "an example within the limit keeps its gradient (scale = min(1, max_norm / norm))":
-            _clipped(per_example, max_norm / norms),
-        "each parameter's gradient clipped on its own: an example's norm is taken over all "
-        "its parameters together, then one scale multiplies all of them": per_tensor,
-        "the clipped gradients are added up, not averaged (divide by the number of examples)":
-            {k: g * n for k, g in _clipped(per_example, scale).items()},
-    }
+    clipped = _clipped(per_example, scale)
+    values = (mean, {k: g * batch_scale for k, g in mean.items()},
+              _clipped(per_example, max_norm / norms), per_tensor,
+              {k: g * len(norms) for k, g in clipped.items()})
+    return dict(zip(_CLIP_SLIPS, values, strict=True))
 
 
 def _telling_max_norm(per_example, norms):
@@ -170,70 +182,105 @@ def _telling_max_norm(per_example, norms):
     return None
 
 
-def _telling_case(seed):
-    """A new model and batch, their per-example gradients and norms, and a max_norm under
+def _clip_inputs(gen: torch.Generator) -> dict:
+    """A new model and batch (by the seed `_new_net` makes them from) and a max_norm under
     which the answer and every slip differ: new draws until one has it (the inputs are off
     to one side, so nearly always the first)."""
     for draw in range(50):
-        net, X, Y = _new_net(seed + 15 + 7717 * draw)
-        per_example = _loop_gradients(net, X, Y)
-        norms = torch.stack([g.flatten(1).pow(2).sum(1)
-                             for g in per_example.values()]).sum(0).sqrt()
+        seed = gen.initial_seed() + 15 + 7717 * draw
+        per_example, norms = _per_example(seed)
         max_norm = _telling_max_norm(per_example, norms)
         if max_norm is not None:
-            return net, X, Y, per_example, norms, max_norm
+            return {"net": seed, "max_norm": max_norm}
     raise AssertionError("no model and max_norm tell per-example clipping from its slips")
 
 
-def _check_clip(answer, seed):
-    name = "per-example clipping"
-    if not callable(answer):
-        return _fail(name, f"expected a function (model, X, Y, max_norm) -> dict of "
-                           f"gradients, got {type(answer).__name__}")
-    net, X, Y, per_example, norms, max_norm = _telling_case(seed)
+def _per_example(seed: int):
+    """The per-example gradients of `_new_net`'s model for ``seed``, and their norms."""
+    per_example = _loop_gradients(*_new_net(seed))
+    norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in per_example.values()]).sum(0).sqrt()
+    return per_example, norms
+
+
+def _observe_clip(answer, inputs: dict) -> dict:
+    """The autograd calls the answer made, its reverse passes, and what it returned."""
+    net, X, Y = _new_net(inputs["net"])
     with count_autograd() as seen:
-        got, failure = attempt(name, answer, net, X.clone(), Y.clone(), max_norm, what="it",
-                               raised=_clip_error)
-    if failure is not None:
-        return failure
-    passes = max(seen.calls.count("Tensor.backward()"), seen.reverse)
-    if passes > 1:
-        return _fail(name, f"{passes} backward passes for {len(X)} examples: a loop over the "
-                           "examples. The exercise asks for ONE vmapped call, vmap(grad(...)), "
-                           "which batches them into one pass.", "method")
-    if passes == 0 or "torch.func.vmap" not in seen.calls:
-        return _fail(name, "no vmapped call ran a reverse pass: one backward on the whole "
-                           "batch gives one gradient for all the examples together, not one "
-                           "per example. Get the per-example gradients with one call of "
-                           "vmap(grad(one_loss), in_dims=(None, 0, 0)).", "method")
-    keys = [k for k, _ in net.named_parameters()]
-    if not isinstance(got, dict) or sorted(got) != sorted(keys):
-        what = sorted(got) if isinstance(got, dict) else type(got).__name__
-        return _fail(name, f"expected a dict with one gradient per parameter, keys {keys}; "
-                           f"got {what}")
+        got, failed = call_answer(answer, net, X.clone(), Y.clone(), inputs["max_norm"],
+                                  what="it", raised=_clip_error,
+                                  not_callable=f"expected a function (model, X, Y, max_norm) "
+                                               f"-> dict of gradients, got "
+                                               f"{type(answer).__name__}")
+    if failed is not None:
+        return failed
+    return {"calls": list(seen.calls), "reverse": seen.reverse, "result": as_plain(got)}
+
+
+def _clip_reference(inputs: dict) -> dict:
+    per_example, norms = _per_example(inputs["net"])
+    return {"result": _clipped(per_example, (inputs["max_norm"] / norms).clamp(max=1.0))}
+
+
+def _clip_slip(words: str):
+    """The observation of the slip ``words`` names."""
+    def slip(inputs: dict) -> dict:
+        per_example, _ = _per_example(inputs["net"])
+        return {"result": _clip_slips(per_example, inputs["max_norm"])[words]}
+    return slip
+
+
+def _passes(got: dict) -> int:
+    return max(got["calls"].count("Tensor.backward()"), got["reverse"])
+
+
+def _clip_agree(got: dict, want: dict) -> bool:
+    result, right = got["result"], want["result"]
+    return (_passes(got) == 1 and "torch.func.vmap" in got["calls"]
+            and isinstance(result, dict) and sorted(result) == sorted(right)
+            and all(close(result[k], right[k]) for k in right))
+
+
+def _explain_clip(inputs: dict, got: dict, want: dict) -> str:
+    result, right, n = got["result"], want["result"], len(_new_net(inputs["net"])[1])
+    if _passes(got) > 1:
+        return failure("method", f"{_passes(got)} backward passes for {n} examples: a loop "
+                       "over the examples. The exercise asks for ONE vmapped call, "
+                       "vmap(grad(...)), which batches them into one pass.")
+    if _passes(got) == 0 or "torch.func.vmap" not in got["calls"]:
+        return failure("method", "no vmapped call ran a reverse pass: one backward on the "
+                       "whole batch gives one gradient for all the examples together, not one "
+                       "per example. Get the per-example gradients with one call of "
+                       "vmap(grad(one_loss), in_dims=(None, 0, 0)).")
+    keys = list(right)
+    if not isinstance(result, dict) or sorted(result) != sorted(keys):
+        what = sorted(result) if isinstance(result, dict) else kind_of(result)
+        return (f"expected a dict with one gradient per parameter, keys {keys}; got {what}")
     for k in keys:
-        if not isinstance(got[k], torch.Tensor) or got[k].shape != per_example[k].shape[1:]:
-            shape = tuple(got[k].shape) if isinstance(got[k], torch.Tensor) else got[k]
-            return _fail(name, f"the gradient for {k} has shape {shape}; it has the "
-                               f"parameter's shape {tuple(per_example[k].shape[1:])}",
-                         "shape")
-    got = {k: got[k].detach() for k in keys}
-    scale = (max_norm / norms).clamp(max=1.0)
-    want = _clipped(per_example, scale)
-    for slip, wrong in _clip_slips(per_example, max_norm).items():
-        if all(torch.allclose(got[k], wrong[k], rtol=1e-9, atol=1e-12) for k in keys):
-            return _fail(name, f"your result is {slip}", "mismatch")
-    for k in keys:
-        report = compare(f"{name} ({k})", got[k], want[k])
-        if not report.ok:
-            return _fail(name, f"the clipped mean for {k} differs from a loop of "
-                               f"{len(X)} backward calls with clipping. Each example's loss is "
-                               "((model(x_i) - y_i) ** 2).mean() on a batch of one; its norm "
-                               "is taken over all parameters together.\n  "
-                               + report[0].message, "mismatch")
-    clipped = int((norms > max_norm).sum())
-    return passed(name, f"one vmapped pass, and the same as a loop of {len(X)} backward calls "
-                        f"on a new model ({clipped} of {len(X)} examples clipped)")
+        if not isinstance(result[k], torch.Tensor) or result[k].shape != right[k].shape:
+            shape = tuple(result[k].shape) if isinstance(result[k], torch.Tensor) else result[k]
+            return failure("shape", f"the gradient for {k} has shape {shape}; it has the "
+                           f"parameter's shape {tuple(right[k].shape)}")
+    k = next(k for k in keys if not close(result[k], right[k]))
+    compare_words = compared(f"per-example clipping ({k})", result[k], right[k], "a tensor")
+    return failure("mismatch", f"the clipped mean for {k} differs from a loop of {n} backward "
+                   "calls with clipping. Each example's loss is ((model(x_i) - y_i) ** "
+                   "2).mean() on a batch of one; its norm is taken over all parameters "
+                   "together.\n  " + compare_words["detail"])
+
+
+CLIP = Method(
+    name="per-example clipping",
+    make_inputs=_clip_inputs,
+    observe=_observe_clip,
+    reference=_clip_reference,
+    explain=_explain_clip,
+    mistakes={f"your result is {words}": _clip_slip(words)
+              for words in _CLIP_SLIPS},
+    trials=1,
+    agree=_clip_agree,
+    passed="one vmapped pass, and the same as a loop of 7 backward calls on a new model (some "
+           "of its 7 examples clipped, the others not)",
+)
 
 
 EXERCISES = {
@@ -246,7 +293,7 @@ EXERCISES = {
                "h = tanh(u), s = x . x, y = h * s; each step's tangent comes from the "
                "tangents of its inputs by that step's local rule.",
     ),
-    "l14-clip-per-example": Method(check=_check_clip),
+    "l14-clip-per-example": CLIP,
 }
 
 # --------------------------------------------------------------------------- predictions

@@ -8,11 +8,12 @@
   float64. Its slips are about the chain rule of the mean and about float16's limits.
 - ``l17-compensated-step`` (method): a weight update that keeps 16-bit weights and a
   16-bit compensation (Kahan's summation), so that updates smaller than half a gap are
-  not lost. The check replays section 4's 1000 float16 steps against its float32 master
-  weights, then runs float16 and bfloat16 trainings of its own side by side and compares
-  every final weight with the exact sum of its updates (within one gap); anything but
-  16-bit tensors returned is refused. A slip is named only when the learner's step
-  equals the slip's on a probe.
+  not lost. The observation replays section 4's 1000 float16 steps and runs float16 and
+  bfloat16 trainings side by side, keeping the weights the learner's step returns; the
+  verdict compares section 4's with its float32 master weights, and every final weight of
+  the trainings with the exact sum of its updates (within two gaps), drawing the updates
+  again along the learner's path; anything but 16-bit tensors returned is refused. A
+  slip is named only when the learner's step equals the slip's on a probe.
 
 The prediction runs a Linear(3, 4) under float16 autocast and counts the rows of its
 weight gradient that come out all zero.
@@ -27,8 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._spec import ByHand, Check, Method, Prediction, Report
-from ._spec import failed as _fail
+from ._spec import ByHand, Method, Prediction, failure, is_failure
 
 FP16_NORMAL = torch.finfo(torch.float16).tiny  # 2**-14, the smallest normal float16
 FP16_SUBNORMAL = 2.0**-24  # the smallest positive float16 of all
@@ -219,14 +219,21 @@ def _one_step(answer: Any, w, comp, u) -> tuple[torch.Tensor, torch.Tensor]:
     return got[0], got[1]
 
 
-def _section_4(answer: Any) -> str | None:
-    """Section 4's 1000 steps in float16, against its float32 master weights."""
+def _section_4_run(answer: Any) -> torch.Tensor:
+    """Section 4's 1000 steps in float16, with the learner's step: the final weights."""
     grad, lr, steps = SECTION_4
     w = torch.ones(3, dtype=torch.float16)
-    comp, exact = torch.zeros_like(w), torch.ones(3, dtype=torch.float64)
-    update = -lr * torch.tensor(grad)
+    comp, update = torch.zeros_like(w), -lr * torch.tensor(grad)
     for _ in range(steps):
         w, comp = _one_step(answer, w, comp, update)
+    return w
+
+
+def _section_4(w: torch.Tensor) -> str | None:
+    """What is wrong with where section 4's run ended, against its float32 master weights."""
+    grad, lr, steps = SECTION_4
+    exact, update = torch.ones(3, dtype=torch.float64), -lr * torch.tensor(grad)
+    for _ in range(steps):
         exact += update.double()
     off = ((w.double() - exact).abs() / gap(exact.to(w.dtype))).max().item()
     if off > LIMIT:
@@ -236,31 +243,48 @@ def _section_4(answer: Any) -> str | None:
     return None
 
 
-def _slip(answer: Any, seed: int) -> str | None:
-    """The slip whose step the learner's equals on a probe (the weight to a gap, comp to a
-    hundredth of one), if one does."""
+def _probe(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step's weights, comp and update on which every slip gives its own result."""
     gen = torch.Generator().manual_seed(1717 + seed)
     w = (torch.rand(WIDTH, generator=gen) * 3 + 0.5).to(torch.bfloat16)
     comp = (gap(w) * (torch.rand(WIDTH, generator=gen, dtype=torch.float64) - 0.5)).to(w.dtype)
     u = (gap(w) * torch.randn(WIDTH, generator=gen, dtype=torch.float64)).float()
-    got = _one_step(answer, w, comp, u)
-    for words, slip in STEP_SLIPS.items():
-        want = slip(w, comp, u)
+    return w, comp, u
+
+
+def _slip(got: Any, w: torch.Tensor, slips: list[Any]) -> str | None:
+    """The slip whose step the learner's equals on the probe (the weight to a gap, comp to
+    a hundredth of one), if one does."""
+    for words, want in zip(STEP_SLIPS, slips, strict=True):
         if all((a.double() - b.double()).abs().le(tol * gap(w)).all()
                for a, b, tol in zip(got, want, (1.0, 0.01), strict=True)):
             return words
     return None
 
 
-def _trained(answer: Any, seed: int) -> tuple[float, str | None]:
-    """The trainings of `_trainings`, a step of each in turn: the largest distance of a
-    final weight from the exact sum of its updates, in gaps, or what went wrong."""
-    runs, worst = _trainings(seed), 0.0
+def _trajectories(answer: Any, seed: int) -> list[torch.Tensor]:
+    """The trainings of `_trainings`, a step of each in turn, with the learner's step: the
+    weights each returned after every step, one row a step."""
+    runs, paths = _trainings(seed), []
     for _ in range(STEPS):
         u = torch.zeros(WIDTH)
         for run in runs:  # the last run takes the update before it, turned
             u = -u if run["drift"] is None else _updates(run["gen"], run["w"], run["drift"])
             run["w"], run["comp"] = _one_step(answer, run["w"], run["comp"], u)
+            paths.append(run["w"])
+    return [torch.stack(paths[k::len(runs)]) for k in range(len(runs))]
+
+
+def _replayed(paths: list[torch.Tensor], seed: int) -> tuple[float, str | None]:
+    """The updates of the trainings drawn again, each for the weights the learner's step
+    had reached: the largest distance of a final weight from the exact sum of its
+    updates, in gaps, or what went wrong."""
+    runs, worst = _trainings(seed), 0.0
+    for step in range(STEPS):
+        u = torch.zeros(WIDTH)
+        for run, path in zip(runs, paths, strict=True):
+            u = -u if run["drift"] is None else _updates(run["gen"], run["w"], run["drift"])
+            run["w"] = path[step]
             run["exact"] += u.double()
     for run in runs:
         off = (run["w"].double() - run["exact"]).abs() / gap(run["exact"].to(run["dtype"]))
@@ -273,31 +297,72 @@ def _trained(answer: Any, seed: int) -> tuple[float, str | None]:
     return worst, None
 
 
-def _check_compensated(answer: Any, seed: int) -> Report:
-    name = getattr(answer, "__name__", "your step")
-    if not callable(answer):
-        return _fail(name, f"expected a function (w, comp, update) -> (w, comp), got "
-                           f"{type(answer).__name__}")
+def _trained(answer: Any, seed: int) -> tuple[float, str | None]:
+    """`_replayed` on the learner's own trainings (`_trajectories`)."""
+    return _replayed(_trajectories(answer, seed), seed)
+
+
+def _stage(run: Any, *args: Any) -> Any:
+    """``run(*args)``, or the `failure` of the learner's step it called."""
     try:
-        wrong = _section_4(answer)
-        worst, later = _trained(answer, seed) if wrong is None else (0.0, None)
-        wrong = wrong or later
-        slip = _slip(answer, seed) if wrong else None
+        return run(*args)
     except _Malformed as err:
-        return _fail(name, f"{err}.")
+        return failure("fail", f"{err}.")
     except NotImplementedError:
-        return _fail(name, "not written yet: it still raises NotImplementedError.", "missing")
+        return failure("missing", "not written yet: it still raises NotImplementedError.")
     except Exception as err:  # the learner's bug, told as a failed check
         line = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        return _fail(name, f"raised {type(err).__name__}: {line}", "error")
-    if wrong:
-        advice = slip or ("Keep in comp what the rounded weight lacks of the exact sum, and "
-                          "add it to the next step's update before rounding")
-        return _fail(name, f"{advice}. {wrong[0].upper()}{wrong[1:]}.", "mismatch")
-    return Report((Check(name, True, "pass", (
-        f"section 4's run ends where its updates add up, and in trainings of {STEPS} steps in "
-        f"float16 and bfloat16 every weight ends within {worst:.2f} of a gap of the exact sum "
-        "of its updates")),))
+        return failure("error", f"raised {type(err).__name__}: {line}")
+
+
+def _observe_compensated(answer: Any, inputs: dict[str, Any]) -> Any:
+    """Section 4's run (a `failure` if the step cannot be run), then the trainings' paths
+    and the step on the probe, each or the failure it met."""
+    if not callable(answer):
+        return failure("fail", f"expected a function (w, comp, update) -> (w, comp), got "
+                               f"{type(answer).__name__}")
+    section = _stage(_section_4_run, answer)
+    if is_failure(section):
+        return section
+    return {"section_4": section, "paths": _stage(_trajectories, answer, inputs["seed"]),
+            "probe": _stage(lambda: list(_one_step(answer, *_probe(inputs["seed"]))))}
+
+
+def _compensated_want(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The seed (the trainings are drawn again along the learner's paths) and what each
+    slip's step gives on the probe."""
+    probe = _probe(inputs["seed"])
+    return {"seed": inputs["seed"], "slips": [list(slip(*probe)) for slip in STEP_SLIPS.values()]}
+
+
+def _compensated_slip(got: dict[str, Any], want: dict[str, Any]) -> str | None:
+    wrong = _section_4(got["section_4"])
+    if wrong is None:
+        if is_failure(got["paths"]):
+            return got["paths"]["detail"]
+        wrong = _replayed(got["paths"], want["seed"])[1]
+    if wrong is None:
+        return None
+    if is_failure(got["probe"]):
+        return got["probe"]["detail"]
+    advice = _slip(got["probe"], _probe(want["seed"])[0], want["slips"]) or (
+        "Keep in comp what the rounded weight lacks of the exact sum, and add it to the next "
+        "step's update before rounding")
+    return f"{advice}. {wrong[0].upper()}{wrong[1:]}."
+
+
+COMPENSATED = Method(
+    name="compensated_step",
+    make_inputs=lambda gen: {"seed": gen.initial_seed()},
+    observe=_observe_compensated,
+    reference=_compensated_want,
+    agree=lambda got, want: _compensated_slip(got, want) is None,
+    explain=lambda inputs, got, want: _compensated_slip(got, want),
+    trials=1,
+    passed=f"section 4's run ends where its updates add up, and in trainings of {STEPS} steps "
+           f"in float16 and bfloat16 every weight ends within {LIMIT:g} gaps of the exact sum "
+           "of its updates",
+)
 
 
 SCALE_RANGE = ByHand(
@@ -311,7 +376,7 @@ SCALE_RANGE = ByHand(
 
 EXERCISES = {
     "l17-scale-range": SCALE_RANGE,
-    "l17-compensated-step": Method(check=_check_compensated),
+    "l17-compensated-step": COMPENSATED,
 }
 
 # --------------------------------------------------------------------------- prediction

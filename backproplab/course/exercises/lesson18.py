@@ -7,10 +7,12 @@
   by `check_by_hand` on fresh float64 inputs with autograd off.
 - ``l18-flop-compiler`` (method): a compiler for ``aot_function`` that reads the FLOPs of
   the matrix products (mm, addmm, bmm) off the FX graph it is handed, before any data
-  flows. The check compiles three new functions with it (a Linear with a bias, a batched
-  product, a weight used twice; an input that needs no gradient in one of them), measures
-  the compiled graphs' runs with ``FlopCounterMode``, and compares; the gradients must
-  still equal eager ones, and a compiler that runs the graph to measure it is refused.
+  flows. The observation compiles three new functions with it (a Linear with a bias, a
+  batched product, a weight used twice; an input that needs no gradient in one of them)
+  and keeps what it appended and the compiled gradients; the verdict compares them with
+  ``FlopCounterMode``'s measure of each pass in eager mode (the FLOPs of the graphs
+  AOTAutograd makes) and with eager gradients, and refuses a compiler that runs the graph
+  to measure it.
 
 The predictions compile small functions with a counting backend and count graphs, or read
 what the min-cut partitioner saves (measured with `bl.describe(...).saved_memory()`).
@@ -19,6 +21,7 @@ what the min-cut partitioner saves (measured with `bl.describe(...).saved_memory
 from __future__ import annotations
 
 import functools
+import numbers
 import warnings
 from typing import Any
 
@@ -27,9 +30,14 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from ...graph import describe
-from ._spec import ByHand, Check, Method, Prediction, Report
-from ._spec import failed as _fail
+from ._spec import METHOD, ByHand, Method, Prediction, failure, is_failure
 from ._spec import first_line as _first_line
+
+# What the grade's sandbox loads before an answer runs: what AOTAutograd imports the first
+# time it compiles a function.
+PRELOAD = ("functorch.compile", "torch._functorch._aot_autograd.subclass_codegen",
+           "torch._inductor.compiler_bisector", "torch._inductor.fx_passes.dedupe_symint_uses",
+           "torch._subclasses.schema_check_mode")
 
 # --------------------------------------------------------------------------- shared
 
@@ -163,26 +171,44 @@ def _new_function(kind: str, gen: torch.Generator, data_input: bool):
     return fn, args
 
 
-def _measured(fn, args, fw_compiler, bw_compiler):
+def _functions(seed: int) -> list[tuple[str, Any, tuple]]:
+    """The check's three new functions, one per kind of product in a drawn order, with
+    their inputs: (kind, fn, args). One of them has an input that needs no gradient."""
+    gen = torch.Generator().manual_seed(seed + 18)
+    kinds = [_PRODUCTS[i] for i in torch.randperm(3, generator=gen).tolist()]
+    data_trial = int(torch.randint(0, 3, (1,), generator=gen))
+    return [(kind, *_new_function(kind, gen, data_input=trial == data_trial))
+            for trial, kind in enumerate(kinds)]
+
+
+def _compiled_grads(fn, args, fw_compiler, bw_compiler) -> list[Any]:
     """Compile fn (the first forward and backward do it), then run forward and backward
-    again under FlopCounterMode: FLOPs per pass and product kind, and the gradients of
-    that second run. (Counting the first run would count the tracing too.)"""
+    again: the gradients of that second run."""
     from functorch.compile import aot_function
 
     compiled = aot_function(fn, fw_compiler=fw_compiler, bw_compiler=bw_compiler)
     compiled(*args).backward()
     for a in args:
         a.grad = None
+    compiled(*args).backward()
+    return [a.grad for a in args if a.requires_grad]
+
+
+def _eager(fn, args) -> dict[str, Any]:
+    """What a right compiler is judged against: the FLOPs of each pass, product by product,
+    as FlopCounterMode measures them in eager mode (they are those of the graphs
+    AOTAutograd compiles), and the gradients."""
+    args = [a.detach().clone().requires_grad_(a.requires_grad) for a in args]
     counted = []
     with FlopCounterMode(display=False) as forward:
-        out = compiled(*args)
+        out = fn(*args)
     counted.append(forward.get_flop_counts().get("Global", {}))
     with FlopCounterMode(display=False) as backward:
         out.backward()
     counted.append(backward.get_flop_counts().get("Global", {}))
-    flops = [{str(op).removeprefix("aten."): n for op, n in c.items()} for c in counted]
-    grads = [a.grad for a in args if a.requires_grad]
-    return flops, grads
+    return {"flops": [{str(op).removeprefix("aten."): n for op, n in c.items()}
+                      for c in counted],
+            "grads": [a.grad for a in args if a.requires_grad]}
 
 
 def _watching(compiler: Any, ran_early: list[int]) -> Any:
@@ -205,99 +231,134 @@ def _watching(compiler: Any, ran_early: list[int]) -> Any:
     return watched
 
 
-def _made_compiler(answer: Any, name: str) -> Any:
-    """(compiler, counts) from the learner's make_flop_compiler, or a failing Report."""
+def _made_compiler(answer: Any) -> Any:
+    """(compiler, counts) from the learner's make_flop_compiler, or a `failure`."""
     if not callable(answer):
-        return _fail(name, f"expected a function returning (compiler, counts), got "
-                           f"{type(answer).__name__}", "missing")
+        return failure("missing", f"expected a function returning (compiler, counts), got "
+                                  f"{type(answer).__name__}")
     try:
         made = answer()
     except NotImplementedError:
-        return _fail(name, "not written yet: it still raises NotImplementedError.", "missing")
+        return failure("missing", "not written yet: it still raises NotImplementedError.")
     except Exception as err:
-        return _fail(name, f"raised {type(err).__name__}: {_first_line(err)}", "error")
+        return failure("error", f"raised {type(err).__name__}: {_first_line(err)}")
     if not (isinstance(made, tuple) and len(made) == 2 and callable(made[0])
             and isinstance(made[1], list)):
-        return _fail(name, "expected two things back: a compiler function and the list it "
-                           "appends its counts to")
+        return failure("fail", "expected two things back: a compiler function and the list it "
+                               "appends its counts to")
     return made
 
 
-def _flop_trial(name: str, kind: str, fn: Any, args: tuple, compiler: Any,
-                counts: list, noted: list[str]) -> Any:
-    """One new function compiled with the learner's compiler: None if its counts and
-    gradients are right, else a failing Report."""
-    eager_args = [a.detach().clone().requires_grad_(a.requires_grad) for a in args]
-    fn(*eager_args).backward()
-    eager = [a.grad for a in eager_args if a.requires_grad]
+def _flop_run(fn: Any, args: tuple, compiler: Any, counts: list) -> Any:
+    """One new function compiled with the learner's compiler: whether the compiler ran a
+    graph while compiling it, the gradients, and what it appended (a `failure` when
+    compiling or running raised)."""
     before, ran_early = len(counts), []
     watched = _watching(compiler, ran_early)
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            truth, grads = _measured(fn, args, watched, watched)
+        with warnings.catch_warnings():  # torch's warnings about the graphs: not the point
+            warnings.simplefilter("ignore")
+            grads = _compiled_grads(fn, args, watched, watched)
     except NotImplementedError:
-        return _fail(name, "not written yet: it still raises NotImplementedError.", "missing")
+        return failure("missing", "not written yet: it still raises NotImplementedError.")
     except Exception as err:
-        return _fail(name, f"compiling or running with your compiler raised "
-                           f"{type(err).__name__}: {_first_line(err)}. The compiler must "
-                           "return something AOTAutograd can call, such as "
-                           "make_boxed_func(gm.forward)", "error")
-    for w in caught:  # shown in the report, never on stderr
-        text = f"{w.category.__name__}: {str(w.message).split('. ')[0]}"
-        if text not in noted:
-            noted.append(text)
+        return failure("error", f"compiling or running with your compiler raised "
+                                f"{type(err).__name__}: {_first_line(err)}. The compiler must "
+                                "return something AOTAutograd can call, such as "
+                                "make_boxed_func(gm.forward)")
+    return {"ran_early": bool(ran_early),
+            "grads": [g.detach().clone() if isinstance(g, torch.Tensor) else None for g in grads],
+            "counts": [_appended(c) for c in counts[before:]]}
+
+
+def _appended(value: Any) -> list[Any]:
+    """One appended count as plain data: [the number (a 1-element tensor's too), or None
+    if it is none; the name of its type; how it prints]."""
+    number = None
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        number = value.item()
+    elif isinstance(value, bool):
+        number = value
+    elif isinstance(value, numbers.Integral):
+        number = int(value)
+    elif isinstance(value, numbers.Real):
+        number = float(value)
+    return [number, type(value).__name__, str(value)[:60]]
+
+
+def _observe_flops(answer: Any, inputs: dict[str, Any]) -> Any:
+    """The learner's compiler on each new function in turn: a `failure` if the first cannot
+    be compiled with it; a later one's failure is kept in its place."""
+    made = _made_compiler(answer)
+    if is_failure(made):
+        return made
+    compiler, counts = made
+    trials = []
+    for _, fn, args in _functions(inputs["seed"]):
+        trial = _flop_run(fn, args, compiler, counts)
+        if is_failure(trial) and not trials:
+            return trial
+        trials.append(trial)
+    return {"trials": trials}
+
+
+def _trial_slip(kind: str, got: dict[str, Any], want: dict[str, Any]) -> str | None:
+    """What is wrong with one function's counts and gradients, or None."""
     where = f"on a new function with {kind}"
-    if ran_early:
-        return _fail(name, f"{where}: your compiler ran the graph while compiling it. A "
-                           "compiler is handed the graph before any data flows: read the "
-                           "sizes from each node's meta['val'] instead of measuring")
-    if any(g is None or not torch.allclose(g, e, rtol=1e-5, atol=1e-6)
-           for g, e in zip(grads, eager, strict=True)):
-        return _fail(name, f"{where}: the gradients changed: the compiler must return a "
-                           "callable that runs the graph as it is")
-    got = counts[before:]
-    if len(got) != 2:
-        return _fail(name, f"{where}: {len(got)} numbers were appended for its 2 graphs "
-                           "(forward, then backward): append one number each time the "
-                           "compiler is called")
-    for label, mine, parts in zip(("forward", "backward"), got, truth, strict=True):
-        mine = mine.item() if isinstance(mine, torch.Tensor) else mine
-        want = sum(parts.values())
-        if mine != want:
-            return _fail(name, f"{where}, the {label} graph: yours {mine}, FlopCounterMode "
-                               f"measured {want:,}. {_flop_slip(mine, want, parts)}")
+    if is_failure(got):
+        return got["detail"]
+    if got["ran_early"]:
+        return (f"{where}: your compiler ran the graph while compiling it. A compiler is handed "
+                "the graph before any data flows: read the sizes from each node's meta['val'] "
+                "instead of measuring")
+    if len(got["grads"]) != len(want["grads"]) or any(
+            not (isinstance(g, torch.Tensor) and g.shape == e.shape
+                 and torch.allclose(g, e, rtol=1e-5, atol=1e-6))
+            for g, e in zip(got["grads"], want["grads"], strict=False)):
+        return (f"{where}: the gradients changed: the compiler must return a callable that runs "
+                "the graph as it is")
+    if len(got["counts"]) != 2:
+        return (f"{where}: {len(got['counts'])} numbers were appended for its 2 graphs "
+                "(forward, then backward): append one number each time the compiler is called")
+    for label, (mine, kind_of, shown), parts in zip(("forward", "backward"), got["counts"],
+                                                     want["flops"], strict=True):
+        total = sum(parts.values())
+        if mine != total:
+            return (f"{where}, the {label} graph: yours {shown if mine is None else mine}, "
+                    f"FlopCounterMode measured {total:,}. "
+                    + _flop_slip(mine, kind_of, total, parts))
     return None
 
 
-def _check_flop_compiler(answer: Any, seed: int) -> Any:
-    name = "make_flop_compiler"
-    made = _made_compiler(answer, name)
-    if isinstance(made, Report):
-        return made
-    compiler, counts = made
-    noted: list[str] = []
-    gen = torch.Generator().manual_seed(seed + 18)
-    kinds = [_PRODUCTS[i] for i in torch.randperm(3, generator=gen).tolist()]
-    data_trial = int(torch.randint(0, 3, (1,), generator=gen))
-    for trial, kind in enumerate(kinds):
-        fn, args = _new_function(kind, gen, data_input=trial == data_trial)
-        failed = _flop_trial(name, kind, fn, args, compiler, counts, noted)
-        if failed is not None:
-            return failed
-    warned = tuple(Check(name, True, "warning", f"with your compiler, torch warned ({text})."
-                            " It is shown here rather than on stderr.") for text in noted)
-    return Report((Check(name, True, "pass",
-                               "matches FlopCounterMode on 3 new functions (mm, addmm and "
-                               "bmm; forward and backward graphs; one with an input that "
-                               "needs no gradient), read from the graphs before they ran, "
-                               "and the gradients are unchanged"), *warned))
+def _flops_slip(got: dict[str, Any], wants: list[dict[str, Any]]) -> str | None:
+    kinds = [want["kind"] for want in wants]
+    return next(filter(None, (_trial_slip(kind, trial, want) for kind, trial, want
+                              in zip(kinds, got["trials"], wants, strict=True))), None)
 
 
-def _flop_slip(mine: Any, want: int, parts: dict[str, int]) -> str:
+FLOP_COMPILER = Method(
+    name="make_flop_compiler",
+    make_inputs=lambda gen: {"seed": gen.initial_seed()},
+    observe=_observe_flops,
+    reference=lambda inputs: [{"kind": kind, **_eager(fn, args)}
+                              for kind, fn, args in _functions(inputs["seed"])],
+    agree=lambda got, want: _flops_slip(got, want) is None,
+    explain=lambda inputs, got, want: _flops_slip(got, want),
+    trials=1,
+    passed="matches FlopCounterMode on 3 new functions (mm, addmm and bmm; forward and "
+           "backward graphs; one with an input that needs no gradient), read from the graphs "
+           "before they ran, and the gradients are unchanged",
+    # AOTAutograd compiles the Python code of each graph it makes (FX's recompile).
+    allows=frozenset({"exec"}),
+    vocabulary=METHOD.allowing("functorch.compile.", "torch.compile", "torch.fx.",
+                               "torch.ops.aten.", "torch.utils.flop_counter."),
+)
+
+
+def _flop_slip(mine: Any, kind_of: str, want: int, parts: dict[str, int]) -> str:
     """The slip a wrong count shows, named only when the numbers show it."""
     if not isinstance(mine, (int, float)) or isinstance(mine, bool):
-        return f"Append a number (an int), not {type(mine).__name__}."
+        return f"Append a number (an int), not {kind_of}."
     if mine * 2 == want:
         return ("Half of it: that is the multiply-adds. FlopCounterMode counts 2 FLOPs per "
                 "multiply-add, 2 * m * k * n for an (m, k) @ (k, n) product.")
@@ -311,8 +372,6 @@ def _flop_slip(mine: Any, want: int, parts: dict[str, int]) -> str:
     return ("Look for the mm, addmm and bmm nodes (node.target is torch.ops.aten.mm.default "
             "and so on) and read their sizes from node.meta['val'] and their inputs'.")
 
-
-FLOP_COMPILER = Method(check=_check_flop_compiler)
 
 EXERCISES = {
     "l18-min-cut-backward": MIN_CUT,

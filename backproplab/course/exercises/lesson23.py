@@ -10,10 +10,11 @@
   group-lasso penalty, on integer data, so that every trial has a margin exactly at
   relu's kink, a score exactly at clamp's bound and a pair of weights exactly at the
   norm's zero: the answer must follow torch's choice at each and stay finite.
-- ``l23-safe-softplus``: a method check. The learner rewrites ``soft_relu``, a
+- ``l23-safe-softplus``: a method exercise. The learner rewrites ``soft_relu``, a
   ``torch.where`` whose unused branch overflows, so that its gradient has no NaN;
-  the check differentiates the learner's forward with its own autograd on inputs
-  in every region and compares values and gradients with the safe reference.
+  where the answer runs, autograd differentiates the learner's forward on inputs in
+  every region, and the grader compares values and gradients with the safe reference
+  (the gradient with respect to beta within the round-off of its two terms).
 - Three predictions: ``abs`` at its kink, ReLU spelled three ways at 0, and the
   ``.grad`` of ``|z|**2`` at ``z = 1+2j``.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from ._spec import BY_HAND, ByHand, Method, Prediction, Report, attempt, close, failed, passed
+from ._spec import BY_HAND, ByHand, Method, Prediction, call_answer, failure, plain
 from ._spec import vjp as _vjp
 
 F64 = torch.float64
@@ -284,9 +285,69 @@ def _region(bx: torch.Tensor) -> torch.Tensor:
     return (bx > THRESHOLD).long() + (bx > OVERFLOW).long()
 
 
-def _where(bad: torch.Tensor, bx: torch.Tensor) -> str:
-    regions = sorted(set(_region(bx)[bad].tolist()))
-    return " and ".join(_REGIONS[r] for r in regions)
+def _soft_trial(gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """One trial: x and beta in every region, and the gradient arriving at the output."""
+    x, beta = soft_inputs(gen)
+    return {"x": x, "beta": beta, "upstream": torch.randn(x.shape, generator=gen, dtype=F64)}
+
+
+def _observe_soft(answer, inputs) -> dict:
+    """What the learner's function returns for x and beta (each needing its gradient), and
+    what autograd sends back to them through it from the upstream gradient."""
+    x, beta = (inputs[k].clone().requires_grad_() for k in ("x", "beta"))
+    runs = _REFERENCE_RUNS[0]
+    out, failed = call_answer(answer, x, beta, what="safe_soft_relu",
+                              not_callable=f"expected the function safe_soft_relu(x, beta), "
+                                           f"got {type(answer).__name__}.")
+    if failed is not None:
+        return failed
+    if _REFERENCE_RUNS[0] != runs:
+        return failure("fail", "it calls the check's own reference (soft_relu_reference of "
+                               "backproplab's lesson module): the rewrite is yours to write.")
+    if not isinstance(out, torch.Tensor):
+        return {"returned": type(out).__name__}
+    seen = {"values": plain(out.detach()), "connected": out.requires_grad, "grads": None,
+            "raised": None}
+    if out.requires_grad:
+        try:
+            grads = torch.autograd.grad(out, (x, beta), inputs["upstream"], allow_unused=True)
+        except Exception as err:  # the learner's own backward (a Function, a hook) raised
+            seen["raised"] = f"{type(err).__name__}: {err}"
+        else:
+            seen["grads"] = [plain(g) for g in grads]
+    return seen
+
+
+def _soft_reference(inputs) -> dict:
+    """The safe rewrite's values and gradients; with, for comparing, each entry's region
+    and the round-off a right formula's gradients may show (see `_slack`)."""
+    x, beta = (inputs[k].clone().requires_grad_() for k in ("x", "beta"))
+    values = soft_relu_reference(x, beta)
+    grads = torch.autograd.grad(values, (x, beta), inputs["upstream"])
+    return {"values": values.detach(), "grads": list(grads), "regions": _region(beta * x).detach(),
+            "slack": _slack(inputs, values.detach(), grads[0])}
+
+
+def _slack(inputs, values: torch.Tensor, dx: torch.Tensor) -> list[torch.Tensor]:
+    """How far a right formula's gradients may stray, entry by entry. The gradient with
+    respect to x has no cancellation: round-off relative to its size (`_close`). The one
+    with respect to beta of f = g(beta x) / beta is (x df/dx - f) / beta, two terms that
+    nearly cancel where beta * x is just under 20 (and cancel exactly above it): any right
+    formula's round-off there is a few ulps of the terms, not of the small result, so a
+    correct rewrite in another form (F.softplus(bx) / beta, say) is not refused for it."""
+    x, beta, upstream = inputs["x"], inputs["beta"], inputs["upstream"]
+    terms = ((x * dx).abs() + (upstream * values).abs()) / beta.abs()
+    return [torch.zeros_like(dx), 16 * torch.finfo(F64).eps * terms]
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, slack: float | torch.Tensor = 0.0):
+    """Entry by entry, equal to float64 round-off (a formula, not an approximation)."""
+    scale = want.abs().max().clamp(min=1.0)
+    return (got.to(F64) - want).abs() <= 1e-12 * (want.abs() + 1e-3 * scale) + slack
+
+
+def _where(bad: torch.Tensor, regions: torch.Tensor) -> str:
+    return " and ".join(_REGIONS[r] for r in sorted(set(regions[bad].tolist())))
 
 
 def _first(bad: torch.Tensor, got: torch.Tensor, want: torch.Tensor) -> str:
@@ -297,95 +358,74 @@ def _first(bad: torch.Tensor, got: torch.Tensor, want: torch.Tensor) -> str:
     return f"yours {a:.{digits}g}, expected {b:.{digits}g}"
 
 
-def _soft_values(out, x, beta) -> Report | None:
-    """The failed report when the result is not the function's values."""
-    want = soft_relu_reference(x.detach(), beta.detach())
-    if not isinstance(out, torch.Tensor):
-        return failed(SOFT, f"safe_soft_relu(x, beta) returned {type(out).__name__}; it "
-                            "should return a tensor shaped like x.")
-    if out.shape != want.shape:
-        return failed(SOFT, f"safe_soft_relu(x, beta) returned shape {tuple(out.shape)}; "
-                            f"expected {tuple(want.shape)}, the shape of x.")
-    bad = ~close(out.detach().to(F64), want, "formula", each=True)
+def _values_problem(got: dict, want: dict) -> str | None:
+    """What is wrong with the values, in words, or None."""
+    if "returned" in got:
+        return (f"safe_soft_relu(x, beta) returned {got['returned']}; it should return a tensor "
+                "shaped like x.")
+    out, ref = got["values"], want["values"]
+    if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else out
+        return (f"safe_soft_relu(x, beta) returned shape {shape}; expected {tuple(ref.shape)}, "
+                "the shape of x.")
+    bad = ~_close(out, ref)
     if bad.any():
-        return failed(SOFT, f"the values differ from soft_relu's at the entries with "
-                            f"{_where(bad, (beta * x).detach())} ({_first(bad, out.detach(), want)}"
-                            "). The rewrite must compute the same function: x itself where "
-                            "beta * x > 20, log(1 + e^(beta x)) / beta elsewhere; only the NaN "
-                            "in its gradient should go.")
-    if not out.requires_grad:
-        return failed(SOFT, "the result is not connected to x and beta: autograd has nothing to "
-                            "differentiate (was it computed under no_grad, detached, or "
-                            "looked up?).")
+        return (f"the values differ from soft_relu's at the entries with "
+                f"{_where(bad, want['regions'])} ({_first(bad, out, ref)}). The rewrite must "
+                "compute the same function: x itself where beta * x > 20, log(1 + e^(beta x)) "
+                "/ beta elsewhere; only the NaN in its gradient should go.")
+    if not got["connected"]:
+        return ("the result is not connected to x and beta: autograd has nothing to "
+                "differentiate (was it computed under no_grad, detached, or looked up?).")
     return None
 
 
-def _soft_grads(out, x, beta, gen) -> Report | None:
-    """The failed report when autograd's gradients through the answer are not finite and
-    equal to the safe reference's."""
-    upstream = torch.randn(x.shape, generator=gen, dtype=F64)
-    try:
-        grads = torch.autograd.grad(out, (x, beta), upstream, allow_unused=True)
-    except Exception as err:  # the learner's own backward (a Function, a hook) raised
-        return failed(SOFT, f"backward through your function raised {type(err).__name__}: "
-                            f"{err}", "error")
-    leaves = [t.detach().requires_grad_() for t in (x, beta)]
-    wants = torch.autograd.grad(soft_relu_reference(*leaves), leaves, upstream)
-    bx = (beta * x).detach()
-    for name, got, want in zip(("x", "beta"), grads, wants, strict=True):
-        if got is None:
-            return failed(SOFT, f"no gradient reaches {name}: the result must depend on it as "
-                                "soft_relu does.")
-        broken = ~torch.isfinite(got)
+def _grads_problem(got: dict, want: dict) -> str | None:
+    """What is wrong with the gradients through the learner's function, or None."""
+    if got["raised"] is not None:
+        return f"backward through your function raised {got['raised']}"
+    regions = want["regions"]
+    for name, grad, ref, slack in zip(("x", "beta"), got["grads"], want["grads"],
+                                      want["slack"], strict=True):
+        if not isinstance(grad, torch.Tensor):
+            return (f"no gradient reaches {name}: the result must depend on it as soft_relu "
+                    "does.")
+        broken = ~torch.isfinite(grad)
         if broken.any():
-            return failed(SOFT, f"the gradient with respect to {name} has NaN or inf at "
-                                f"{int(broken.sum())} of {got.numel()} entries, those with "
-                                f"{_where(broken, bx)}: the unused branch still sees that "
-                                "input, and 0 times its inf is NaN. Keep the bad input away "
-                                "from it (a second torch.where), rather than cleaning up "
-                                "after it.")
-        bad = ~close(got, want, "formula", each=True)
+            return (f"the gradient with respect to {name} has NaN or inf at {int(broken.sum())} "
+                    f"of {grad.numel()} entries, those with {_where(broken, regions)}: the "
+                    "unused branch still sees that input, and 0 times its inf is NaN. Keep the "
+                    "bad input away from it (a second torch.where), rather than cleaning up "
+                    "after it.")
+        bad = ~_close(grad, ref, slack)
         if bad.any():
-            lost = bad & (got == 0) & (want != 0)
-            if (lost & (_region(bx) == 2)).any():
-                why = (" Where the branch that is used has a gradient, 0 is wrong: the NaN was "
-                       "replaced (nan_to_num, a hook) rather than prevented, and the good part "
-                       "of the gradient went with it.")
-            elif lost.any():
-                why = (" No gradient came through where that branch is used: is it detached, "
-                       "or computed under no_grad?")
-            else:
-                why = ""
-            return failed(SOFT, f"the gradient with respect to {name} differs from the "
-                                f"function's at the entries with {_where(bad, bx)} "
-                                f"({_first(bad, got, want)})." + why)
+            lost = bad & (grad == 0) & (ref != 0)
+            why = (" Where the branch that is used has a gradient, 0 is wrong: the NaN was "
+                   "replaced (nan_to_num, a hook) rather than prevented, and the good part of "
+                   "the gradient went with it." if (lost & (regions == 2)).any() else
+                   " No gradient came through where that branch is used: is it detached, or "
+                   "computed under no_grad?" if lost.any() else "")
+            return (f"the gradient with respect to {name} differs from the function's at the "
+                    f"entries with {_where(bad, regions)} ({_first(bad, grad, ref)})." + why)
     return None
 
 
-def _check_soft(answer, seed: int) -> Report:
-    for trial in range(3):
-        gen = torch.Generator().manual_seed(seed + trial)
-        x, beta = (t.requires_grad_() for t in soft_inputs(gen))
-        runs = _REFERENCE_RUNS[0]
-        out, failure = attempt(SOFT, answer, x, beta, what="safe_soft_relu",
-                               not_callable=f"expected the function safe_soft_relu(x, beta), got "
-                                            f"{type(answer).__name__}.")
-        if failure is not None:
-            return failure
-        if _REFERENCE_RUNS[0] != runs:
-            return failed(SOFT, "it calls the check's own reference (soft_relu_reference of "
-                                "backproplab's lesson module): the rewrite is yours to write.")
-        failure = _soft_values(out, x, beta)  # a failed Report is falsy: no `or` here
-        if failure is None:
-            failure = _soft_grads(out, x, beta, gen)
-        if failure is not None:
-            return failure
-    return passed(SOFT, "the same values as soft_relu and finite gradients with respect to "
-                        "x and beta equal to the safe rewrite's, on 3 new inputs in every "
-                        "region (exp overflowing included)")
+def _soft_problem(got: dict, want: dict) -> str | None:
+    return _values_problem(got, want) or _grads_problem(got, want)
 
 
-SAFE_SOFTPLUS = Method(check=_check_soft)
+SAFE_SOFTPLUS = Method(
+    name=SOFT,
+    make_inputs=_soft_trial,
+    observe=_observe_soft,
+    reference=_soft_reference,
+    explain=lambda inputs, got, want: _soft_problem(got, want),
+    trials=3,
+    agree=lambda got, want: _soft_problem(got, want) is None,
+    passed="the same values as soft_relu and finite gradients with respect to x and beta "
+           "equal to the safe rewrite's, on 3 new inputs in every region (exp overflowing "
+           "included)",
+)
 
 EXERCISES = {
     "l23-complex-vjps": COMPLEX_VJPS,

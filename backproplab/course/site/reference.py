@@ -18,7 +18,7 @@ def reference_pages(modules: Sequence[str]) -> dict[str, str]:
         "The helper package the lessons import as ``bl`` (``import backproplab as bl``), "
         "module by module in the order the lessons meet them. Every public name is also "
         "available from the package itself: ``bl.check_by_hand`` is "
-        ":func:`backproplab.course.grading.check_by_hand`. The examples in these docstrings "
+        ":func:`backproplab.course.byhand.check_by_hand`. The examples in these docstrings "
         "are run by the test suite.", "",
         ".. list-table::", "   :widths: 1 4", "",
     ]

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ...byhand import Ran, judge_by_hand, run_answer
-from .._spec import ENGINE, Method, call_answer, failure
+from .._spec import ENGINE, ByHand, Method, call_answer, failure
 from .slips import CE_ADVICE, CE_SLIPS, OP_ADVICE, OPS, ce_reference, forward, op_reference, slips
 
 __all__ = ["CROSS_ENTROPY", "OPS_AND_TANH", "ce_inputs", "op_inputs", "tanh_problem"]
@@ -90,10 +90,9 @@ def _judged(label: str, runs: list[list[Any]], trials: list[list[Any]], referenc
     ``label`` on ``trials`` (None: they pass), led by ``label``. ``params`` name the
     inputs."""
     replay = iter(runs)
-    report = judge_by_hand(lambda args: Ran(*next(replay)), reference,
-                           lambda gen: tuple(trials[gen.initial_seed()]), name=label,
-                           trials=len(trials), seed=0, mistakes=mistakes, advice=advice,
-                           entries=entries, params=params)
+    exercise = ByHand(label, reference, lambda gen: tuple(trials[gen.initial_seed()]),
+                      trials=len(trials), mistakes=mistakes, advice=advice, entries=entries)
+    report = judge_by_hand(exercise, lambda args: Ran(*next(replay)), seed=0, params=params)
     bad = next((c for c in report.checks if not c.ok), None)
     return None if bad is None else f"{bad.name}: {bad.message}"
 

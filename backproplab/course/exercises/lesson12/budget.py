@@ -3,9 +3,11 @@
 The blocks cost unequal amounts to recompute. The check draws its stack so that the rule
 of section 3 taken as a plan, the blocks with the most bytes per multiply-add first until
 the budget is met, is *not* the cheapest choice: its last block saves more than the budget
-still needs, and another mix fits for less. It runs the learner's choice itself, measures
-the memory kept, counts the recomputations in backward with forward pre-hooks, and
-compares with the cheapest of every choice within the budget.
+still needs, and another mix fits for less. The answer only chooses. What its choice keeps
+and what backward recomputes follow from one plain run of the stack (the bytes each block
+keeps, its multiply-adds: sums, which lesson 12's facts test measures against real
+checkpointed runs), and the choice is compared with the cheapest of every choice within
+the budget.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 from torch.utils.checkpoint import checkpoint
 
-from .._spec import attempt, passed
-from .._spec import failed as _fail
+from .._spec import Method, call_answer
 from .hooked import first_error
 
 
@@ -124,15 +125,20 @@ def plan(blocks, x):
             "by_ratio_cost": sum(costs[i] for i in by_ratio)}
 
 
-def budget_stack(seed):
-    """The check's stack for ``seed``: the first of a run of new stacks on which the rule of
-    thumb is not the cheapest choice, with its plan."""
+def _budget_seed(seed):
+    """The seed of the check's stack for ``seed``: the first of a run of new stacks on which
+    the rule of thumb is not the cheapest choice."""
     for draw in range(200):
-        blocks, x = uneven_stack(1000 * seed + 17 + draw)
-        found = plan(blocks, x)
+        found = plan(*uneven_stack(1000 * seed + 17 + draw))
         if found["by_ratio_cost"] > found["cheapest"]:
             break
-    return blocks, x, found
+    return 1000 * seed + 17 + draw
+
+
+def budget_stack(seed):
+    """The check's stack for ``seed``, its input, and its plan."""
+    blocks, x = uneven_stack(_budget_seed(seed))
+    return blocks, x, plan(blocks, x)
 
 
 def _too_costly(chosen, cost, found):
@@ -153,51 +159,62 @@ def _too_costly(chosen, cost, found):
         "the choices that fit the budget")
 
 
-def check_checkpoint(answer, seed):
-    name = "choose_checkpoints"
-    if not callable(answer):
-        return _fail(name, f"expected a function (blocks, x) -> block indices, got "
-                           f"{type(answer).__name__}")
-    blocks, x, found = budget_stack(seed)
-    chosen, failure = attempt(name, answer, blocks, x.clone(), what="it", raised=first_error)
-    if failure is not None:
-        return failure
+def _observe_choice(answer, inputs):
+    """The blocks the answer chose for the stack, each once and in order (an index that is
+    not an int as its repr), or what it returned instead of a collection."""
+    blocks, x = uneven_stack(inputs["stack"])
+    chosen, failed = call_answer(answer, blocks, x, what="it", raised=first_error,
+                                 not_callable=f"expected a function (blocks, x) -> block "
+                                              f"indices, got {type(answer).__name__}")
+    if failed is not None:
+        return failed
     try:
         chosen = sorted(set(chosen))
     except TypeError:
-        return _fail(name, f"expected a set or list of block indices, got "
-                           f"{type(chosen).__name__}")
-    if not all(isinstance(i, int) and 0 <= i < len(blocks) for i in chosen):
-        return _fail(name, f"expected indices between 0 and {len(blocks) - 1}, got {chosen}")
+        return {"returned": type(chosen).__name__}
+    return [i if isinstance(i, int) else repr(i)[:40] for i in chosen]
 
-    plain_out = run_stack(blocks, x, set())
-    blocks.zero_grad()
-    plain_out.sum().backward()
-    plain_grads = [p.grad.clone() for p in blocks.parameters()]
-    calls = [0] * len(blocks)
-    hooks = [b.register_forward_pre_hook(
-        lambda module, args, i=i: calls.__setitem__(i, calls[i] + 1))
-        for i, b in enumerate(blocks)]
-    try:
-        out, kept = kept_bytes(blocks, lambda: run_stack(blocks, x, set(chosen)))
-        calls[:] = [0] * len(blocks)  # count only what backward runs again
-        blocks.zero_grad()
-        out.sum().backward()
-    finally:
-        for hook in hooks:
-            hook.remove()
-    recomputed = [i for i, c in enumerate(calls) if c]
-    cost = sum(calls[i] * found["costs"][i] for i in recomputed)
-    for p, g in zip(blocks.parameters(), plain_grads, strict=True):
-        if not torch.equal(p.grad, g):  # not the learner's doing: the check runs the stack
-            return _fail(name, "gradients changed under checkpointing")
-    plain, budget = found["plain"], found["budget"]
+
+def _cheapest_choices(inputs):
+    """Every choice within the budget that recomputes the least: what a right answer
+    returns. A plain run of the stack says what each block keeps (`plan`), so the bytes a
+    choice keeps and what backward recomputes are sums (lesson 12's facts test measures
+    them against real runs)."""
+    found = plan(*uneven_stack(inputs["stack"]))
+    return [list(c) for r in range(len(found["costs"]) + 1)
+            for c in itertools.combinations(range(len(found["costs"])), r)
+            if _kept(c, found) <= found["budget"]
+            and sum(found["costs"][i] for i in c) == found["cheapest"]]
+
+
+def _kept(chosen, found):
+    """The bytes kept with ``chosen`` checkpointed: the plain run's, less what each saves."""
+    return found["plain"] - sum(found["saves"][i] for i in chosen)
+
+
+def _explain_choice(inputs, got, want):
+    found = plan(*uneven_stack(inputs["stack"]))
+    n = len(found["costs"])
+    if isinstance(got, dict):
+        return f"expected a set or list of block indices, got {got['returned']}"
+    if not all(isinstance(i, int) and 0 <= i < n for i in got):
+        return f"expected indices between 0 and {n - 1}, got {got}"
+    plain, budget, kept = found["plain"], found["budget"], _kept(got, found)
     if kept > budget:
-        return _fail(name, f"with blocks {chosen} checkpointed, {kept:,} bytes are kept, over "
-                           f"the budget of {budget:,} ({BUDGET_PERCENT} % of the plain {plain:,}): "
-                           "checkpoint more blocks")
-    if cost > found["cheapest"]:
-        return _fail(name, _too_costly(chosen, cost, found))
-    return passed(name, f"{kept:,} of {plain:,} bytes kept (budget {budget:,}); backward "
-                         f"recomputed {len(recomputed)} blocks, {cost:,} multiply-adds per "
-                         "example, the least any choice within the budget needs")
+        return (f"with blocks {got} checkpointed, {kept:,} bytes are kept, over the budget of "
+                f"{budget:,} ({BUDGET_PERCENT} % of the plain {plain:,}): checkpoint more "
+                "blocks")
+    return _too_costly(got, sum(found["costs"][i] for i in got), found)
+
+
+CHECKPOINT = Method(
+    name="choose_checkpoints",
+    make_inputs=lambda gen: {"stack": _budget_seed(gen.initial_seed())},
+    observe=_observe_choice,
+    reference=_cheapest_choices,
+    explain=_explain_choice,
+    trials=1,
+    agree=lambda got, want: got in want,
+    passed=f"the bytes kept are within the budget ({BUDGET_PERCENT} % of what the plain stack "
+           "keeps), and backward recomputes the least any choice within the budget needs",
+)

@@ -7,35 +7,38 @@ that close once they hold ``cap`` bytes or more, each bucket one ``dist.all_redu
 flat tensor, sent as soon as its last gradient is ready, and what is left sent with the
 last gradient. The check runs two steps of a model whose widths and cap come from the
 seed (chosen so that every slip below gives other bucket sizes), in 2 and in 3
-processes. Inside the workers it records every all-reduce (its size, whether it ran
-inside backward) and how many had been sent when each gradient was ready. It compares
-the sizes with the buckets the rule gives, the moments with the earliest possible ones,
-and the gradients with DDP's on the same data. A slip is named only when the sizes are
+processes. Inside the workers the observation records every all-reduce (its size,
+whether it ran inside backward) and how many had been sent when each gradient was ready.
+The verdict compares the sizes with the buckets the rule gives, the moments with the
+earliest possible ones, and the gradients with what DDP's averaging gives on the same
+data (computed in the grader's own process). A slip is named only when the sizes are
 exactly what that slip gives.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ...distributed import grads_by_name, mse
-from .._spec import Report, passed
-from .._spec import failed as _fail
+from .._spec import Method, is_failure
 from .common import (
+    ALLOWS,
+    VOCABULARY,
     WORLD_SIZES,
     _advice,
     _factor,
     _flat,
     _is_local,
     _scale_slip,
-    _trials,
     _watch_all_reduce,
     _watch_ddp,
+    averaged,
+    each_world,
 )
 
 STEPS = 2  # a second step catches buckets that carry over from the first
@@ -114,9 +117,13 @@ def pick(seed: int) -> tuple[list[int], int]:
             return widths, good[int(torch.randint(0, len(good), (1,), generator=gen))]
 
 
-def _share(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _batch(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed + 1)
-    x, y = torch.randn(12, 5, generator=gen), torch.randn(12, 3, generator=gen)
+    return torch.randn(12, 5, generator=gen), torch.randn(12, 3, generator=gen)
+
+
+def _share(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = _batch(seed)
     rank, world = dist.get_rank(), dist.get_world_size()
     return x.chunk(world)[rank], y.chunk(world)[rank]
 
@@ -125,7 +132,7 @@ def _bucket_trial(answer: Any, seed: int, widths: list[int], cap: int) -> dict[s
     """Two steps of a plain model after ``answer(model, cap)`` (runs in each worker)."""
     sent = _watch_all_reduce()
     made = _watch_ddp()
-    model, exact_model, local_model = (bucket_model(widths, seed) for _ in range(3))
+    model = bucket_model(widths, seed)
     x, y = _share(seed)
     answer(model, cap)
     seen: list[int] = []  # all-reduce calls made when each gradient was ready
@@ -144,12 +151,7 @@ def _bucket_trial(answer: Any, seed: int, widths: list[int], cap: int) -> dict[s
         steps.append({"sizes": [n for _, n, _ in sent[before:]],
                       "inside": all(inside for _, _, inside in sent[before:]),
                       "seen": [k - before for k in seen]})
-    used_ddp = len(made)
-    exact = DDP(exact_model)  # what DDP gives on the same data (keep it alive to backward)
-    mse(exact, x, y).backward()
-    mse(local_model, x, y).backward()
-    return {"used_ddp": used_ddp, "steps": steps, "grads": grads_by_name(model),
-            "exact": grads_by_name(exact_model), "local": grads_by_name(local_model)}
+    return {"used_ddp": len(made), "steps": steps, "grads": grads_by_name(model)}
 
 
 def _earliest(want: list[int], sizes: list[int]) -> list[int]:
@@ -197,14 +199,15 @@ def _timing_slip(steps: list[dict], sizes: list[int], cap: int, where: str) -> s
     return None
 
 
-def _values_slip(results: list[dict], world: int, where: str) -> str | None:
-    for r, result in enumerate(results):
-        mine, exact = _flat(result["grads"]), _flat(result["exact"])
+def _values_slip(results: list[dict], want: dict, world: int, where: str) -> str | None:
+    exact = _flat(want["exact"])
+    for r, (result, local) in enumerate(zip(results, want["local"], strict=True)):
+        mine = _flat(result["grads"])
         if mine is None:
             return f"{where} some .grad is None after backward on rank {r}."
-        if torch.allclose(mine, exact, rtol=1e-5, atol=1e-7):
+        if mine.shape == exact.shape and torch.allclose(mine, exact, rtol=1e-5, atol=1e-7):
             continue
-        if _is_local(result):
+        if _is_local(result["grads"], local):
             return (f"{where} each rank kept its own gradient: write each bucket's average "
                     "back into the .grad of every parameter in it.")
         c = _factor(mine, exact)
@@ -217,34 +220,75 @@ def _values_slip(results: list[dict], world: int, where: str) -> str | None:
     return None
 
 
-def _check_bucketed(answer: Any, seed: int) -> Report:
-    name = getattr(answer, "__name__", "your function")
-    for world in WORLD_SIZES:
-        widths, cap = pick(seed * 7 + world)
-        found = _trials(_bucket_trial, answer, seed, name, worlds=(world,),
-                        extra=(widths, cap))
-        if isinstance(found, Report):
-            return found
-        results, where = found[0], f"({world} processes, cap {cap} bytes)"
-        if results[0]["used_ddp"]:
-            return _fail(name, f"{where} it made a DistributedDataParallel; the exercise asks "
-                               "for DDP's buckets without DDP: dist.all_reduce in gradient "
-                               "hooks.")
-        steps, sizes = results[0]["steps"], ready_order(widths)
-        if not any(step.get("sizes") for step in steps) and "error" not in steps[0]:
-            return _fail(name, f"{where} made no dist.all_reduce call: each rank kept its own "
-                               "gradient.")
-        done = [step for step in steps if "error" not in step]
-        slip = _sizes_slip(done, sizes, cap, where)
-        if slip is None and len(done) < len(steps):
-            error = steps[len(done)]["error"]
-            slip = (f"{where} step {len(done) + 1} raised {error}" + _advice(error)
-                    + ("" if done else "."))
-        slip = (slip or _timing_slip(done, sizes, cap, where)
-                or _values_slip(results, world, where))
+def _world_slip(results: list[dict], want: dict, world: int) -> str | None:
+    """The first thing wrong with one run, in the order the check always looked."""
+    widths, cap = want["widths"], want["cap"]
+    where = f"({world} processes, cap {cap} bytes)"
+    if len(results) != world:  # never from a run that went through
+        return f"{where} {len(results)} ranks sent back their results."
+    if results[0]["used_ddp"]:
+        return (f"{where} it made a DistributedDataParallel; the exercise asks for DDP's "
+                "buckets without DDP: dist.all_reduce in gradient hooks.")
+    steps, sizes = results[0]["steps"], ready_order(widths)
+    if not any(step.get("sizes") for step in steps) and "error" not in steps[0]:
+        return f"{where} made no dist.all_reduce call: each rank kept its own gradient."
+    done = [step for step in steps if "error" not in step]
+    slip = _sizes_slip(done, sizes, cap, where)
+    if slip is None and len(done) < len(steps):
+        error = steps[len(done)]["error"]
+        slip = f"{where} step {len(done) + 1} raised {error}" + _advice(error) + (
+            "" if done else ".")
+    if slip is None and len(done) != STEPS:  # never from a run that went through
+        slip = f"{where} {len(done)} of its {STEPS} steps were sent back."
+    return (slip or _timing_slip(done, sizes, cap, where)
+            or _values_slip(results, want, world, where))
+
+
+def _bucket_inputs(gen: torch.Generator) -> dict[str, Any]:
+    """The seed, and for 2 and for 3 processes the model's widths and the cap."""
+    seed = gen.initial_seed()
+    return {"seed": seed, "worlds": [list(pick(seed * 7 + world)) for world in WORLD_SIZES]}
+
+
+def _observe_bucketed(answer: Any, inputs: dict[str, Any]) -> Any:
+    """Two steps after the learner's function set the model up, in 2 and in 3 processes:
+    the all-reduce calls of each step and the gradients each rank ended with."""
+    plans = dict(zip(WORLD_SIZES, inputs["worlds"], strict=True))
+    found = each_world(_bucket_trial, answer, inputs["seed"],
+                       extra=lambda world: tuple(plans[world]))
+    return found if is_failure(found) else {"runs": found}
+
+
+def _bucket_want(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """For each world size: the widths, the cap, and what DDP's averaging gives."""
+    wants = []
+    for world, (widths, cap) in zip(WORLD_SIZES, inputs["worlds"], strict=True):
+        seed = inputs["seed"] + world
+        exact, local = averaged(functools.partial(bucket_model, widths, seed), *_batch(seed),
+                                world)
+        wants.append({"widths": widths, "cap": cap, "exact": exact, "local": local})
+    return wants
+
+
+def _bucket_slip(got: dict[str, Any], wants: list[dict[str, Any]]) -> str | None:
+    for world, results, want in zip(WORLD_SIZES, got["runs"], wants, strict=True):
+        slip = results["detail"] if is_failure(results) else _world_slip(results, want, world)
         if slip is not None:
-            return _fail(name, slip, "mismatch")
-    return passed(name, f"in 2 and in 3 processes, {STEPS} steps each: one all-reduce per "
-        "bucket, the buckets closed at the cap in the order the gradients became ready, "
-        "each sent from the hook of its last gradient during backward, and the gradients "
-        "equal DDP's")
+            return slip
+    return None
+
+
+BUCKETS = Method(
+    name="bucketed_averaging",
+    make_inputs=_bucket_inputs,
+    observe=_observe_bucketed,
+    reference=_bucket_want,
+    agree=lambda got, want: _bucket_slip(got, want) is None,
+    explain=lambda inputs, got, want: _bucket_slip(got, want),
+    trials=1,
+    passed=f"in 2 and in 3 processes, {STEPS} steps each: one all-reduce per bucket, the "
+           "buckets closed at the cap in the order the gradients became ready, each sent from "
+           "the hook of its last gradient during backward, and the gradients equal DDP's",
+    allows=ALLOWS,
+    vocabulary=VOCABULARY,
+)

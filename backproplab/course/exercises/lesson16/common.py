@@ -1,6 +1,12 @@
 """What lesson 16's checks share: the world sizes, what the workers watch (all-reduce calls,
-DDP objects, torch's ready-made hooks), running an answer in 2 and in 3 processes, and the
-readings of a gradient that is the sum, or is divided twice, or assumes two processes."""
+DDP objects, torch's ready-made hooks), running an answer in 2 and in 3 processes (the
+observation steps), and the readings of a gradient that is the sum, or is divided twice,
+or assumes two processes (the verdicts, made from what the runs sent back).
+
+The observation steps start worker processes joined by gloo over loopback, through a
+forkserver: in the grade's sandbox they need to start processes, open sockets and
+files (the rendezvous file and the results), and import what the results' pickles name.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +16,17 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ...distributed import WorkerError, WorkerTimeout, make_batch, run
-from .._spec import Report
-from .._spec import failed as _fail
+from ...distributed import WorkerError, WorkerTimeout, grads_by_name, make_batch, mse, run
+from .._spec import METHOD, failure, is_failure
 
 WORLD_SIZES = (2, 3)  # every check runs in 2 processes, then in 3
 TIMEOUT = 60.0
+# What the observation steps do beyond computing, refused otherwise in the grade's sandbox:
+# worker processes (stopped with a signal once they are done), the socket to the
+# forkserver they are forked from, and the folder of the rendezvous and result files.
+ALLOWS = frozenset({"processes", "sockets", "open"})
+# What an answer may name besides the method vocabulary: the process group and its futures.
+VOCABULARY = METHOD.allowing("torch.distributed.", "torch.futures.")
 
 # --------------------------------------------------------------------------
 # What the workers watch: all-reduce calls and DDP, inside each process
@@ -82,31 +93,60 @@ def _my_share(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 # --------------------------------------------------------------------------
 
 
-def _trials(worker: Any, answer: Any, seed: int, name: str, timeout: float = TIMEOUT,
+def _trials(worker: Any, answer: Any, seed: int, timeout: float = TIMEOUT,
             waiting: str = "does every rank make the same all-reduce calls?",
             worlds: tuple[int, ...] = WORLD_SIZES,
-            extra: tuple[Any, ...] = ()) -> list[list[dict]] | Report:
+            extra: tuple[Any, ...] = ()) -> list[list[dict]] | dict:
     """Run ``worker(answer, seed + world, *extra)`` in 2 and then 3 processes (or in
-    ``worlds``); a failing Report on error."""
+    ``worlds``): each run's results, rank by rank, or the `failure` of the first run
+    that raised or hung."""
     if not callable(answer):
-        return _fail(name, f"expected a function, got {type(answer).__name__}", "missing")
+        return failure("missing", f"expected a function, got {type(answer).__name__}")
     results = []
     for world in worlds:
         try:
             results.append(run(worker, world, answer, seed + world, *extra, timeout=timeout))
         except TypeError as err:  # the function could not be sent to the workers
-            return _fail(name, str(err), "error")
+            return failure("error", str(err))
         except WorkerError as err:
             summary = str(err).splitlines()[0].split(" failed: ", 1)[-1]
             if summary.startswith("NotImplementedError"):
-                return _fail(name, "not written yet: the function still raises "
-                                   "NotImplementedError.", "missing")
-            return _fail(name, f"raised in the worker processes ({world} of them): {summary}"
-                               + _advice(summary), "error")
+                return failure("missing", "not written yet: the function still raises "
+                                          "NotImplementedError.")
+            return failure("error", f"raised in the worker processes ({world} of them): "
+                                    f"{summary}" + _advice(summary))
         except WorkerTimeout:
-            return _fail(name, f"the {world} worker processes were still waiting after "
-                               f"{timeout:g} s: {waiting}", "error")
+            return failure("error", f"the {world} worker processes were still waiting after "
+                                    f"{timeout:g} s: {waiting}")
     return results
+
+
+def each_world(worker: Any, answer: Any, seed: int, extra: Any = lambda world: (),
+               **options: Any) -> list[Any] | dict:
+    """Run in 2 processes, then in 3, each run on its own: the first run's `failure` ends
+    it; a later run's is kept in its place, to be told once the runs before it pass."""
+    runs: list[Any] = []
+    for world in WORLD_SIZES:
+        found = _trials(worker, answer, seed, worlds=(world,), extra=extra(world), **options)
+        if is_failure(found) and not runs:
+            return found
+        runs.append(found if is_failure(found) else found[0])
+    return runs
+
+
+def averaged(make_model: Any, x: torch.Tensor, y: torch.Tensor, world: int
+             ) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
+    """What DDP's averaging gives in ``world`` processes, each on its chunk of the batch
+    (x, y), computed here in one process; and each rank's own gradients. The models are
+    made with ``make_model()`` (which seeds torch's generator: this one's is kept)."""
+    local = []
+    with torch.random.fork_rng():
+        for rank in range(world):
+            model = make_model()
+            mse(model, x.chunk(world)[rank], y.chunk(world)[rank]).backward()
+            local.append(grads_by_name(model))
+    exact = {name: sum(grads[name] for grads in local) / world for name in local[0]}
+    return exact, local
 
 
 def _advice(summary: str) -> str:
@@ -145,6 +185,9 @@ def _scale_slip(c: float, world: int) -> str | None:
     return None
 
 
-def _is_local(result: dict) -> bool:
-    mine, local = _flat(result["grads"]), _flat(result["local"])
-    return mine is not None and torch.equal(mine, local)
+def _is_local(grads: dict, local: dict) -> bool:
+    """Whether a rank's gradients are its own, not averaged (to float32 round-off: the
+    rank's own gradient was computed again here, in another process)."""
+    mine, local = _flat(grads), _flat(local)
+    return mine is not None and mine.shape == local.shape and torch.allclose(
+        mine, local, rtol=1e-6, atol=1e-9)

@@ -2,10 +2,11 @@
 
 From its whole local gradient each rank keeps the mean over the ranks of its own rows, in
 FSDP's layout (ceil(rows / world) rows per rank, the last rank what remains). A dispatch
-mode inside the workers records every c10d operation the answer makes: any collective but
-send and receive is refused (reduce_scatter itself, and all_reduce followed by slicing),
-and so is sending more than the other ranks' shards. The shards are compared with the
-single-process whole-batch gradient's rows."""
+mode inside the workers records every c10d operation the answer makes and what it
+returned; the verdict refuses any collective but send and receive (reduce_scatter
+itself, and all_reduce followed by slicing), and sending more than the other ranks'
+shards, and compares the shards with the single-process whole-batch gradient's rows
+(each rank's own gradient, what the answer was handed, computed again in the grader)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,8 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .._spec import Report, passed
-from .._spec import failed as _fail
-from .common import WORLD_SIZES, _factor, _trials
+from .._spec import Method, is_failure
+from .common import ALLOWS, VOCABULARY, WORLD_SIZES, _factor, each_world
 
 SHARD_TIMEOUT = 20.0  # a deadlock is the typical slip here: say so soon
 SHARD_NAMES = ("layer1.weight", "layer1.bias", "layer2.weight", "layer2.bias")
@@ -84,7 +84,7 @@ def _shard_trial(answer: Any, seed: int) -> dict[str, Any]:
         with wire:
             result = answer(grad.clone())
         kept = result.detach().clone() if isinstance(result, torch.Tensor) else None
-        found[name] = {"local": grad, "result": kept, "type": type(result).__name__,
+        found[name] = {"result": kept, "type": type(result).__name__,
                        "sent": wire.sent, "received": wire.received, "others": wire.others}
     return found
 
@@ -226,23 +226,50 @@ def _entry_slip(name: str, entry: dict, whole: torch.Tensor, results: list[dict]
                              name))
 
 
-def _check_shard_mean(answer: Any, seed: int) -> Report:
-    name = getattr(answer, "__name__", "your function")
-    for world in WORLD_SIZES:  # 2 processes first: an answer wrong there needs no third
-        found = _trials(_shard_trial, answer, seed, name, timeout=SHARD_TIMEOUT,
-                        waiting="every rank was waiting. A blocking dist.send waits until "
-                                "the other rank receives, so when every rank sends first, "
-                                "none ever receives: start the sends with dist.isend and "
-                                "the receives with dist.irecv, then wait() on each.",
-                        worlds=(world,))
-        if isinstance(found, Report):
-            return found
-        whole = _shard_gradients(seed + world, 0, 1)  # one process, the whole batch
-        slip = _shard_verdict(found[0], whole, world)
+def _observe_shard(answer: Any, inputs: dict[str, Any]) -> Any:
+    """The learner's function on each rank's gradients, in 2 and in 3 processes: what it
+    returned and what it sent (a `failure` when the first run raised or hung)."""
+    found = each_world(_shard_trial, answer, inputs["seed"], timeout=SHARD_TIMEOUT,
+                       waiting="every rank was waiting. A blocking dist.send waits until the "
+                               "other rank receives, so when every rank sends first, none "
+                               "ever receives: start the sends with dist.isend and the "
+                               "receives with dist.irecv, then wait() on each.")
+    return found if is_failure(found) else {"runs": found}
+
+
+def _shard_want(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """For each world size: each rank's own gradients, and the whole batch's."""
+    return [{"local": [_shard_gradients(inputs["seed"] + world, rank, world)
+                       for rank in range(world)],
+             "whole": _shard_gradients(inputs["seed"] + world, 0, 1)} for world in WORLD_SIZES]
+
+
+def _shard_slip(got: dict[str, Any], wants: list[dict[str, Any]]) -> str | None:
+    for world, found, want in zip(WORLD_SIZES, got["runs"], wants, strict=True):
+        if is_failure(found):
+            return found["detail"]
+        # What each rank was handed goes beside what it returned, as the readings expect.
+        results = [{name: {**entry[name], "local": local[name]} for name in SHARD_NAMES}
+                   for entry, local in zip(found, want["local"], strict=True)]
+        slip = _shard_verdict(results, want["whole"], world)
         if slip is not None:
-            return _fail(name, slip, "mismatch")
-    return passed(name, "each rank kept the mean over the ranks of its own rows, in FSDP's "
-        f"layout (7 rows as {_layouts(7, 2)} over 2 ranks and {_layouts(7, 3)} over 3; 4 "
-        f"rows as {_layouts(4, 3)}), equal to the single-process whole-batch gradient's "
-        "rows, sending every other rank only its shard, with send and recv alone, in 2 and "
-        "in 3 processes")
+            return slip
+    return None
+
+
+SHARD_MEAN = Method(
+    name="shard_mean",
+    make_inputs=lambda gen: {"seed": gen.initial_seed()},
+    observe=_observe_shard,
+    reference=_shard_want,
+    agree=lambda got, want: _shard_slip(got, want) is None,
+    explain=lambda inputs, got, want: _shard_slip(got, want),
+    trials=1,
+    passed="each rank kept the mean over the ranks of its own rows, in FSDP's layout (7 rows "
+           f"as {_layouts(7, 2)} over 2 ranks and {_layouts(7, 3)} over 3; 4 rows as "
+           f"{_layouts(4, 3)}), equal to the single-process whole-batch gradient's rows, "
+           "sending every other rank only its shard, with send and recv alone, in 2 and in 3 "
+           "processes",
+    allows=ALLOWS,
+    vocabulary=VOCABULARY,
+)

@@ -9,8 +9,9 @@ engine's pieces with the answer, as lesson 03's do:
   in front, a 1-D operand on either side, two vectors to a scalar, size-1
   dimensions on both sides), with new sizes each time: the forward value must be
   torch's, then the lesson's ``backward`` runs from ``(out * G).sum()`` with autograd
-  refused (`check_by_hand`), and the two leaves' gradients must be torch's. Each
-  slip is named only when it holds on every trial.
+  refused, as `check_by_hand` runs an answer, and the two leaves' gradients must be
+  torch's, in the by-hand judge's view. Each slip is named only when it holds on every
+  trial.
 - Exercise 2 (``l20-backward``) passes ``(backward_by_counting, Tensor)``. The check
   builds graphs with the lesson's operations (a tensor used several times, a random
   graph of many paths, a chain 5,000 operations deep), replaces every node's rule
@@ -24,25 +25,28 @@ engine's pieces with the answer, as lesson 03's do:
   along a dimension, as one node. Inputs are small integers, so ties are common;
   torch's ``amax`` splits the gradient evenly between the tied entries.
 
-Each check is a module here (``matmul``, ``counting``, ``amax``); ``shared`` holds what
-they share. This module holds the lesson's exercises and its prediction.
+Each exercise is a module here (``matmul``, ``counting``, ``amax``), a `Method` whose
+observation (what the answer made and did, recorded where it runs) is judged in the
+grader; ``shared`` holds what they share. This module holds the lesson's exercises and
+its prediction.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .._spec import ENGINE, Method, Prediction
-from .amax import check_amax
-from .counting import check_counting
-from .matmul import check_matmul
+from .._spec import Prediction
+from .amax import AMAX
+from .counting import COUNTING
+from .matmul import MATMUL
 from .shared import F64
 
-# The engine is the lesson: its Tensor sets its own operators (``Tensor.__add__ = add``).
+# The engine is the lesson: its Tensor sets its own operators (``Tensor.__add__ = add``),
+# so each exercise reads the answer with the ENGINE vocabulary.
 EXERCISES = {
-    "l20-matmul": Method(check=check_matmul, vocabulary=ENGINE),
-    "l20-backward": Method(check=check_counting, vocabulary=ENGINE),
-    "l20-amax": Method(check=check_amax, vocabulary=ENGINE),
+    "l20-matmul": MATMUL,
+    "l20-backward": COUNTING,
+    "l20-amax": AMAX,
 }
 
 # --------------------------------------------------------------------------- prediction

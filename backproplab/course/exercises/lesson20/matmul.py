@@ -5,8 +5,19 @@ from __future__ import annotations
 
 import torch
 
-from .._spec import check_by_hand, failed
-from .shared import F64, draw_size, forward_problem, shape_text, trial_kind, unpack
+from ...slips import fresh
+from .._spec import ENGINE, Method, failed_words, failure, is_failure, judge_runs, run_by_hand
+from .shared import (
+    F64,
+    cases_from,
+    draw_size,
+    followable,
+    forward_problem,
+    forward_records,
+    shape_text,
+    trial_kind,
+    unpack,
+)
 
 
 def _matmul_shapes(gen):
@@ -109,31 +120,79 @@ MATMUL_ADVICE = ("Make both operands matrices as matmul does (a 1-D a a row, a 1
                  "and drop any dimension that was added.")
 
 
-def check_matmul(answer, seed):
-    pieces, unpacked = unpack(answer, ("broadcast_matmul", "Tensor", "backward"))
+NAMES = ("broadcast_matmul", "Tensor", "backward")
+NAME = "broadcast_matmul"
+
+
+def matmul_inputs(gen):
+    """Six cases, one of each kind of broadcasting (seeds seed to seed + 5)."""
+    return {"cases": cases_from(gen, _matmul_inputs, 6)}
+
+
+def _shown(A, B):
+    return f"broadcast_matmul(a {shape_text(A.shape)}, b {shape_text(B.shape)})"
+
+
+def _observe_matmul(answer, inputs):
+    """What the learner's product made on every case, then (when backward can follow
+    each) the two leaves' gradients from ``(out * G).sum()``, autograd refused."""
+    pieces, unpacked = unpack(answer, NAMES)
     if unpacked:
         return unpacked
     matmul, value_class, backward = pieces
-    name = "broadcast_matmul"
     if not callable(matmul):
-        return failed(name, f"broadcast_matmul is {type(matmul).__name__}, not a function of "
-                            "two Tensors")
-    cases = []
-    for k in range(6):
-        A, B, _ = _matmul_inputs(torch.Generator().manual_seed(seed + k))
-        shown = f"broadcast_matmul(a {shape_text(A.shape)}, b {shape_text(B.shape)})"
-        cases.append((shown, lambda A=A, B=B: matmul(value_class(A), value_class(B)),
-                      torch.matmul(A, B)))
-    problem = forward_problem(name, value_class, cases)
-    if problem is not None:
-        return problem
+        return failure("fail", f"broadcast_matmul is {type(matmul).__name__}, not a function "
+                               "of two Tensors")
+    cases = inputs["cases"]
+    forward = forward_records(NAME, value_class, [
+        (_shown(A, B), lambda A=A, B=B: matmul(value_class(A), value_class(B)))
+        for A, B, _ in cases])
+    if is_failure(forward) or not followable(forward):
+        return forward if is_failure(forward) else {"forward": forward}
 
     def engine_grads(A, B, G):
         a, b = value_class(A), value_class(B)
         backward((matmul(a, b) * value_class(G)).sum())
         return a.grad, b.grad
 
-    return check_by_hand(engine_grads, _matmul_reference, _matmul_inputs, name=name,
-                         outputs=("a.grad", "b.grad"), trials=6, seed=seed,
-                         mistakes=MATMUL_SLIPS, advice=MATMUL_ADVICE)
+    grads = run_by_hand(engine_grads, cases, name=NAME)
+    return grads if is_failure(grads) else {"forward": forward, "grads": grads}
 
+
+def _reference(inputs):
+    cases = inputs["cases"]
+    return {"forward": [torch.matmul(A, B) for A, B, _ in cases],
+            "grads": [_matmul_reference(*fresh(case)) for case in cases]}
+
+
+def _judged(got, reference, cases=None):
+    return judge_runs(got["grads"], reference, cases, name=NAME, outputs=("a.grad", "b.grad"),
+                      mistakes=MATMUL_SLIPS, advice=MATMUL_ADVICE, params=("A", "B", "G"))
+
+
+def _agrees(got, want):
+    shown = [NAME] * len(want["forward"])
+    return (forward_problem(got["forward"], want["forward"], shown) is None and "grads" in got
+            and _judged(got, want["grads"]).ok)
+
+
+def _explain(inputs, got, want):
+    shown = [_shown(A, B) for A, B, _ in inputs["cases"]]
+    problem = forward_problem(got["forward"], want["forward"], shown)
+    if problem is not None:
+        return problem
+    return failed_words(_judged(got, _matmul_reference, inputs["cases"]), NAME)
+
+
+# The engine is the lesson: its Tensor sets its own operators (``Tensor.__add__ = add``).
+MATMUL = Method(
+    name=NAME,
+    make_inputs=matmul_inputs,
+    observe=_observe_matmul,
+    reference=_reference,
+    explain=_explain,
+    trials=1,  # one trial of six cases: the by-hand judge names a slip only if all six show it
+    agree=_agrees,
+    passed="a.grad and b.grad match autograd on 6 new random inputs",
+    vocabulary=ENGINE,
+)

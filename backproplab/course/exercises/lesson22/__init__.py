@@ -25,25 +25,29 @@ produces it; the learner's reports must fall right after a module's last one,
 once per pass, with this pass's gradients (None for a parameter the pass does
 not reach), and stop once the returned handles are removed.
 
+Both are judged in the grader from what the answer did, recorded where it runs (the
+order it ran the nodes in and the leaves' gradients; each pass's gradients and reports
+in the order they came); the graphs and the network are made again there from the seed.
+
 The parts: ``graphs`` (the graphs Exercise 1 is checked on), ``engine`` (torch's
 order, and the check's own executor that names the slips), and one module per
-check, ``executor`` and ``layers``. This module holds the exercises and predictions.
+exercise, ``executor`` and ``layers``. This module holds the exercises and predictions.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .._spec import Method, Prediction
-from .executor import check_executor
-from .layers import check_layers
+from .._spec import Prediction
+from .executor import EXECUTOR_EXERCISE
+from .layers import LAYERS_EXERCISE
 
 EXERCISES = {
     # VOCABULARY: the executor keeps its ready nodes in a binary heap (heapq, an import)
     # and puts a small class of its own on it, compared by the key alone (__lt__): both
-    # are what reproducing torch's order, ties included, needs. A Method check, not ByHand.
-    "l22-executor": Method(check=check_executor),
-    "l22-layers": Method(check=check_layers),
+    # are what reproducing torch's order, ties included, needs. A Method, not ByHand.
+    "l22-executor": EXECUTOR_EXERCISE,
+    "l22-layers": LAYERS_EXERCISE,
 }
 
 

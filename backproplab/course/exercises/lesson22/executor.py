@@ -9,8 +9,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .._spec import Report, attempt, compare, count_autograd, passed
-from .._spec import failed as _fail
+from .._spec import Method, call_answer, compare, count_autograd, failure, is_failure, plain
 from .engine import ACC, BORROWED, execute, graph_nodes, torch_order
 from .graphs import GRAPHS, Graph, build
 
@@ -35,35 +34,38 @@ QUEUE_SLIPS = {
 
 
 class _Run(NamedTuple):
-    """One graph as the check saw it: torch's copy, the learner's copy, both orders
-    (as positions in `graph_nodes`)."""
+    """One graph as the grader sees it: a copy of it (built again from its seed), the
+    sequence numbers the learner's copy had, both orders (as positions in `graph_nodes`)
+    and both sets of leaf gradients."""
 
     what: str
     maker: Callable[[torch.Generator], Graph]
     seed: int
-    theirs: Graph
-    mine: Graph
+    copy: Graph
+    numbers: list[int]
     want: list[int]
     got: list[int]
+    want_grads: list[Any]
+    got_grads: list[Any]
 
 
-def _positions(nodes: list[Any], graph: Graph, what: str) -> tuple[list[int], Report | None]:
+def _positions(nodes: Any, graph: Graph, what: str) -> list[int] | dict:
+    """Where each node the learner returned sits in `graph_nodes`, or a failure."""
     index = {node: i for i, node in enumerate(graph_nodes(graph.roots))}
     if not isinstance(nodes, (list, tuple)):
-        return [], _fail(EXECUTOR, f"on a graph with {what}: it returned "
-                                   f"{type(nodes).__name__}; return a list of the nodes in the "
-                                   "order you ran them.")
+        return failure("fail", f"on a graph with {what}: it returned {type(nodes).__name__}; "
+                               "return a list of the nodes in the order you ran them.")
     for item in nodes:
         if isinstance(item, str):
-            return [], _fail(EXECUTOR, f"on a graph with {what}: the list holds names such as "
-                                       f"{item!r}; return the nodes themselves, the objects you "
-                                       "called.")
+            return failure("fail", f"on a graph with {what}: the list holds names such as "
+                                   f"{item!r}; return the nodes themselves, the objects you "
+                                   "called.")
         if item not in index:
-            return [], _fail(EXECUTOR, f"on a graph with {what}: the list holds "
-                                       f"{type(item).__name__}, which is not a node of the graph "
-                                       "your function was given (return the nodes you called, "
-                                       "from next_functions).")
-    return [index[item] for item in nodes], None
+            return failure("fail", f"on a graph with {what}: the list holds "
+                                   f"{type(item).__name__}, which is not a node of the graph "
+                                   "your function was given (return the nodes you called, "
+                                   "from next_functions).")
+    return [index[item] for item in nodes]
 
 
 def _raised(err: Exception) -> str:
@@ -83,52 +85,92 @@ def _raised(err: Exception) -> str:
     return text
 
 
-def _learner_runs(answer: Any, seed: int) -> tuple[list[_Run], Report | None]:
-    runs = []
-    for k, (what, maker) in enumerate(GRAPHS):
-        graph_seed = seed * 131 + k
-        theirs, mine = build(maker, graph_seed), build(maker, graph_seed)
-        index = {node: i for i, node in enumerate(graph_nodes(theirs.roots))}
-        want = [index[node] for node in torch_order(theirs)]
+def executor_inputs(gen: torch.Generator) -> dict[str, Any]:
+    """The seed the nine graphs are built from (graph k from seed * 131 + k): where the
+    answer runs, and again in the grader."""
+    return {"seed": gen.initial_seed()}
+
+
+def _seeds(inputs: dict[str, Any]) -> list[int]:
+    return [inputs["seed"] * 131 + k for k in range(len(GRAPHS))]
+
+
+def _observe_executor(answer: Any, inputs: dict[str, Any]) -> list[dict] | dict:
+    """On each graph, the order the learner's executor ran the nodes in (positions in
+    `graph_nodes`), the nodes' sequence numbers and the leaves' .grad; or the failure of
+    the first run that could not be read (it raised, ran torch's engine or the check's own
+    executor, or returned something other than the graph's nodes)."""
+    seen = []
+    for (what, maker), graph_seed in zip(GRAPHS, _seeds(inputs), strict=True):
+        mine = build(maker, graph_seed)
         BORROWED.update(watching=True, called=False)
         try:
-            with torch.no_grad(), count_autograd() as seen:
-                got, failure = attempt(EXECUTOR, answer, mine.roots, mine.grads, mine.inputs,
-                                       raised=lambda err, what=what: f"on a graph with {what}: "
-                                                                     f"{_raised(err)}")
+            with torch.no_grad(), count_autograd() as engine:
+                got, failed = call_answer(answer, mine.roots, mine.grads, mine.inputs,
+                                          raised=lambda err, what=what: f"on a graph with "
+                                                                        f"{what}: {_raised(err)}")
         finally:
             BORROWED["watching"] = False
         if BORROWED["called"]:
-            return runs, _fail(EXECUTOR, "your code called the check's own executor "
-                                         "(execute in the lesson's exercise module). Write "
-                                         "your own: count, prune, buffer and queue yourself.")
-        if seen.reverse:
-            return runs, _fail(EXECUTOR, f"your code ran a backward pass of torch's engine "
-                                         f"({seen.calls[0]}). This exercise asks you to be the "
-                                         "engine: call each node yourself, node(*grads).",
-                               "autograd")
-        if failure is not None:
-            return runs, failure
-        got, failure = _positions(got, mine, what)
-        if failure is not None:
-            return runs, failure
-        runs.append(_Run(what, maker, graph_seed, theirs, mine, want, got))
-    return runs, None
+            return failure("fail", "your code called the check's own executor (execute in the "
+                                   "lesson's exercise module). Write your own: count, prune, "
+                                   "buffer and queue yourself.")
+        if engine.reverse:
+            return failure("autograd", f"your code ran a backward pass of torch's engine "
+                                       f"({engine.calls[0]}). This exercise asks you to be the "
+                                       "engine: call each node yourself, node(*grads).")
+        order = failed if failed is not None else _positions(got, mine, what)
+        if is_failure(order):
+            return order
+        seen.append({"order": order, "grads": [plain(leaf.grad) for leaf in mine.leaves],
+                     "numbers": [n._sequence_nr() for n in graph_nodes(mine.roots)]})
+    return seen
+
+
+def _reference(inputs: dict[str, Any]) -> list[dict]:
+    """torch's order (its engine watched by node pre-hooks) and gradients, graph by graph."""
+    found = []
+    for (_, maker), graph_seed in zip(GRAPHS, _seeds(inputs), strict=True):
+        theirs = build(maker, graph_seed)
+        index = {node: i for i, node in enumerate(graph_nodes(theirs.roots))}
+        order = [index[node] for node in torch_order(theirs)]
+        found.append({"order": order, "grads": [leaf.grad for leaf in theirs.leaves]})
+    return found
+
+
+def _close(got: Any, want: Any) -> bool:
+    return (got is None and want is None) or (
+        isinstance(got, torch.Tensor) and want is not None
+        and compare("", got, want, rtol=1e-10, atol=1e-12).ok)
+
+
+def _agrees(got: list[dict], want: list[dict]) -> bool:
+    return len(got) == len(want) and all(
+        g["order"] == w["order"] and len(g["grads"]) == len(w["grads"])
+        and all(_close(a, b) for a, b in zip(g["grads"], w["grads"], strict=True))
+        for g, w in zip(got, want, strict=True))
+
+
+def _runs(inputs: dict[str, Any], got: list[dict], want: list[dict]) -> list[_Run]:
+    return [_Run(what, maker, graph_seed, build(maker, graph_seed), g["numbers"], w["order"],
+                 g["order"], w["grads"], g["grads"])
+            for (what, maker), graph_seed, g, w in zip(GRAPHS, _seeds(inputs), got, want,
+                                                        strict=True)]
 
 
 def _names(run: _Run, positions: list[int]) -> str:
-    nodes = graph_nodes(run.mine.roots)
+    nodes = graph_nodes(run.copy.roots)
     return ", ".join(nodes[i].name().replace("torch::autograd::", "") for i in positions)
 
 
 def _name(run: _Run, position: int) -> str:
-    node = graph_nodes(run.mine.roots)[position]
+    node = graph_nodes(run.copy.roots)[position]
     return node.name().replace("torch::autograd::", "")
 
 
 def _structure(run: _Run) -> str | None:
     """What is wrong with the set of nodes run, or with when each ran, or None."""
-    nodes = graph_nodes(run.mine.roots)
+    nodes = graph_nodes(run.copy.roots)
     where = f"on a graph with {run.what}"
     seen: set[int] = set()
     for i in run.got:
@@ -180,10 +222,9 @@ def _order_message(runs: list[_Run]) -> str:
             return message + "."
     run = next(r for r in runs if r.got != r.want)
     step = next(k for k, (a, b) in enumerate(zip(run.got, run.want, strict=True)) if a != b)
-    nodes = graph_nodes(run.mine.roots)
 
     def told(i: int) -> str:
-        seq = nodes[i]._sequence_nr()
+        seq = run.numbers[i]
         return f"{_name(run, i)} (sequence number {'2**64 - 1' if seq == ACC else seq})"
     return (f"on a graph with {run.what}: torch ran {_names(run, run.want)}; you ran "
             f"{_names(run, run.got)}. At step {step} (from 0) torch ran {told(run.want[step])}, "
@@ -192,17 +233,12 @@ def _order_message(runs: list[_Run]) -> str:
 
 
 def _grads_message(runs: list[_Run]) -> str | None:
-    wrong = []
-    for run in runs:
-        for k, (want, got) in enumerate(zip(run.theirs.leaves, run.mine.leaves, strict=True)):
-            if (want.grad is None) != (got.grad is None) or (want.grad is not None and not compare(
-                    "", got.grad, want.grad, rtol=1e-10, atol=1e-12).ok):
-                wrong.append((run, k))
-                break
-    if not wrong:
+    wrong = next(((run, k) for run in runs for k, (want, got) in enumerate(zip(
+        run.want_grads, run.got_grads, strict=True)) if not _close(got, want)), None)
+    if wrong is None:
         return None
-    run, k = wrong[0]
-    want, got = run.theirs.leaves[k].grad, run.mine.leaves[k].grad
+    run, k = wrong
+    want, got = run.want_grads[k], run.got_grads[k]
     where = f"on a graph with {run.what}, leaf {k} (counted from 0)"
     if got is None or want is None:
         return (f"{where}: its .grad is {'None' if got is None else 'filled'}, torch's "
@@ -221,10 +257,8 @@ def _grads_message(runs: list[_Run]) -> str | None:
 
 def _same_grads(run: _Run, copy: Graph) -> bool:
     """Whether the learner's leaves hold the gradients of ``copy``'s leaves."""
-    return all((a.grad is None and b.grad is None) or (
-        a.grad is not None and b.grad is not None and compare(
-            "", b.grad, a.grad, rtol=1e-10, atol=1e-12).ok)
-        for a, b in zip(copy.leaves, run.mine.leaves, strict=True))
+    return all(_close(got, leaf.grad) for leaf, got in zip(copy.leaves, run.got_grads,
+                                                            strict=True))
 
 
 def _add_slip(run: _Run) -> bool:
@@ -240,19 +274,26 @@ def _seeded_with_ones(run: _Run) -> Graph:
     return copy
 
 
-def check_executor(answer: Any, seed: int) -> Report:
-    runs, failure = _learner_runs(answer, seed)
-    if failure is not None:
-        return failure
+def _explain(inputs: dict[str, Any], got: list[dict], want: list[dict]) -> str:
+    runs = _runs(inputs, got, want)
     for run in runs:
         problem = _structure(run)
         if problem is not None:
-            return _fail(EXECUTOR, problem)
+            return problem
     if any(run.got != run.want for run in runs):
-        return _fail(EXECUTOR, _order_message(runs))
-    problem = _grads_message(runs)
-    if problem is not None:
-        return _fail(EXECUTOR, problem)
-    return passed(EXECUTOR, f"torch's order and gradients on {len(runs)} new graphs (branches, "
-                            "shared results, several outputs, ties, pruning, an empty slot, a "
-                            "broadcast, and two at random)")
+        return _order_message(runs)
+    return _grads_message(runs) or "your run differs from torch's."
+
+
+EXECUTOR_EXERCISE = Method(
+    name=EXECUTOR,
+    make_inputs=executor_inputs,
+    observe=_observe_executor,
+    reference=_reference,
+    explain=_explain,
+    trials=1,  # nine graphs in one trial: a queue slip is named when every graph shows it
+    agree=_agrees,
+    passed=f"torch's order and gradients on {len(GRAPHS)} new graphs (branches, shared "
+           "results, several outputs, ties, pruning, an empty slot, a broadcast, and two at "
+           "random)",
+)

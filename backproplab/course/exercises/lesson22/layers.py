@@ -4,13 +4,12 @@ a backward pass computes for its parameters exist."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import nn
 
-from .._spec import Report, attempt, count_autograd, passed
-from .._spec import failed as _fail
+from .._spec import Method, call_answer, count_autograd, failure, plain
 
 LAYERS = "watch_layers"
 
@@ -34,11 +33,8 @@ def layer_model(gen: torch.Generator) -> tuple[nn.Sequential, list[torch.Tensor]
     return model, batches
 
 
-class _Event(NamedTuple):
-    kind: str  # "grad" (the check's own hook saw a parameter's gradient) or "report"
-    name: str  # the parameter's full name, or the module the report named
-    value: Any  # the gradient, or the grads the report gave
-    held: frozenset[str]  # report: the keys whose value *is* that parameter's .grad
+PASSES = ("a first backward pass", "a second backward pass (.grad not zeroed in between)",
+          "a pass with inputs=[first weight, last parameter]")
 
 
 def _own(model: nn.Module) -> dict[str, dict[str, torch.Tensor]]:
@@ -47,11 +43,86 @@ def _own(model: nn.Module) -> dict[str, dict[str, torch.Tensor]]:
             if dict(m.named_parameters(recurse=False))}
 
 
-def _pass_problem(model: nn.Module, events: list[_Event], what: str) -> str | None:
-    """What is wrong with the reports of one backward pass, or None."""
+def _passes(model: nn.Module, batches: list[torch.Tensor]) -> list[Callable[[], None]]:
+    """The backward passes the check runs, in the order of `PASSES`."""
     own = _own(model)
-    reports = [(k, e) for k, e in enumerate(events) if e.kind == "report"]
-    names = [e.name for _, e in reports]
+    first, last = next(iter(own.values())), list(own.values())[-1]
+    some = [next(iter(first.values())), list(last.values())[-1]]
+
+    def full(x: torch.Tensor) -> Callable[[], None]:
+        return lambda: model(x).pow(2).sum().backward()
+    return [full(batches[0]), full(batches[1]),
+            lambda: model(batches[2]).pow(2).sum().backward(inputs=some)]
+
+
+def layers_inputs(gen: torch.Generator) -> dict[str, int]:
+    """The seed the network and its batches are made from (seed * 7 + 3)."""
+    return {"seed": gen.initial_seed() * 7 + 3}
+
+
+def _report_event(model: nn.Module, name: Any, grads: Any) -> dict[str, Any]:
+    """A report as plain data: the name, what the grads are, their values by key, and the
+    keys whose value *is* that parameter's .grad."""
+    module = dict(model.named_modules()).get(name) if isinstance(name, str) else None
+    own = dict(module.named_parameters(recurse=False)) if module is not None else {}
+    given = grads if isinstance(grads, dict) else None
+    return {"kind": "report", "name": name if isinstance(name, str) else repr(name),
+            "type": type(grads).__name__,
+            "keys": None if given is None else sorted(str(k) for k in given),
+            "values": None if given is None else {str(k): plain(v) for k, v in given.items()},
+            "held": sorted(str(k) for k, v in (given or {}).items()
+                           if k in own and v is not None and v is own[k].grad)}
+
+
+def _observe_layers(answer: Any, inputs: dict[str, int]) -> dict[str, Any] | dict:
+    """Each pass's events in order (the check's own tensor hooks, registered first, log
+    every parameter's gradient as the engine makes it; the learner's reports come between),
+    then what the returned handles are and whether reports stop once they are removed."""
+    model, batches = layer_model(torch.Generator().manual_seed(inputs["seed"]))
+    events: list[dict[str, Any]] = []
+    for name, p in model.named_parameters():
+        p.register_hook(lambda grad, name=name: events.append(
+            {"kind": "grad", "name": name, "value": plain(grad)}))
+    with count_autograd() as seen:
+        handles, failed = call_answer(answer, model, lambda name, grads: events.append(
+            _report_event(model, name, grads)))
+    if failed is not None:
+        return failed
+    if seen.reverse:
+        return failure("autograd", f"your function ran a backward pass ({seen.calls[0]}); it "
+                                   "only arranges the hooks, and the check runs the passes.")
+    passes = []
+    for run in _passes(model, batches):
+        events.clear()
+        try:
+            run()
+        except Exception as err:  # raised inside the learner's hook: no pass after it
+            return {"passes": [*passes, {"events": list(events), "raised": f"{type(err).__name__}"
+                                                                          f": {err}"}]}
+        passes.append({"events": list(events), "raised": None})
+    found = list(handles) if isinstance(handles, (list, tuple)) else [handles] if hasattr(
+        handles, "remove") else []
+    removable = bool(found) and all(hasattr(h, "remove") for h in found)
+    events.clear()
+    if removable:
+        for handle in found:
+            handle.remove()
+        model(batches[0]).pow(2).sum().backward()
+    return {"passes": passes, "returned": type(handles).__name__, "removable": removable,
+            "after": sum(e["kind"] == "report" for e in events)}
+
+
+def _reference(inputs: dict[str, int]) -> dict[str, list[str]]:
+    """The modules with parameters of their own, each with its parameters' names: what a
+    right answer reports on (its reports are held against the run's own gradients)."""
+    model, _ = layer_model(torch.Generator().manual_seed(inputs["seed"]))
+    return {name: list(params) for name, params in _own(model).items()}
+
+
+def _pass_problem(own: dict[str, list[str]], events: list[dict], what: str) -> str | None:
+    """What is wrong with the reports of one backward pass, or None."""
+    reports = [(k, e) for k, e in enumerate(events) if e["kind"] == "report"]
+    names = [e["name"] for _, e in reports]
     if len(set(names)) == 1 and len(names) > 1 and len(own) > 1:
         return (f"in {what}, every report named {names[0]!r}. A function made in a loop looks "
                 "its loop variables up when it runs, by then their last values: bind them when "
@@ -66,8 +137,8 @@ def _pass_problem(model: nn.Module, events: list[_Event], what: str) -> str | No
                     "(does a count or a record carry over from the pass before?).")
     for module, params in own.items():
         full = {f"{module}.{k}" if module else k: k for k in params}
-        grads = [(k, e) for k, e in enumerate(events) if e.kind == "grad" and e.name in full]
-        mine = [(k, e) for k, e in reports if e.name == module]
+        grads = [(k, e) for k, e in enumerate(events) if e["kind"] == "grad" and e["name"] in full]
+        mine = [(k, e) for k, e in reports if e["name"] == module]
         if not grads and mine:
             return (f"in {what}, you reported {module!r}, though this pass computes none of "
                     "its gradients.")
@@ -86,7 +157,7 @@ def _pass_problem(model: nn.Module, events: list[_Event], what: str) -> str | No
             return (f"in {what}, you reported {module!r} after {done} of the {len(grads)} "
                     "gradients this pass computes for it: a report waits for all of them "
                     "(register_multi_grad_hook's mode 'any' fires at the first).")
-        if any(e.kind == "grad" for e in events[last + 1:at]):
+        if any(e["kind"] == "grad" for e in events[last + 1:at]):
             return (f"in {what}, you reported {module!r} only after later gradients had come: "
                     "report as soon as its own last gradient exists.")
         problem = _values_problem(module, params, full, grads, report, what)
@@ -104,21 +175,20 @@ def _never(module: str, what: str, computed: int, owned: int) -> str:
     return f"in {what}, you never reported {module!r}."
 
 
-def _values_problem(module: str, params: dict[str, torch.Tensor], full: dict[str, str],
-                    grads: list[tuple[int, _Event]], report: _Event, what: str) -> str | None:
-    given = report.value
-    if not isinstance(given, dict) or sorted(given) != sorted(params):
-        keys = sorted(given) if isinstance(given, dict) else type(given).__name__
+def _values_problem(module: str, params: list[str], full: dict[str, str],
+                    grads: list[tuple[int, dict]], report: dict, what: str) -> str | None:
+    if report["keys"] != sorted(params):
+        keys = report["keys"] if report["keys"] is not None else report["type"]
         return (f"in {what}, the grads you reported for {module!r} are {keys}; give a dict "
                 f"by parameter name: {sorted(params)}.")
-    if report.held:
+    if report["held"]:
         return (f"in {what}, you reported {module!r} with the parameters' .grad. That is not "
                 "this pass's gradient: .grad adds up across backward passes (lesson 05), and a "
                 "tensor hook runs before the new gradient is added to it. Report the gradients "
                 "your hooks receive.")
-    computed = {full[e.name]: e.value for _, e in grads}
+    computed = {full[e["name"]]: e["value"] for _, e in grads}
     for key in params:
-        want, got = computed.get(key), given[key]
+        want, got = computed.get(key), report["values"][key]
         if want is None and got is not None:
             return (f"in {what}, you gave {module!r}.{key} a gradient, but this pass computes "
                     "none for it: give None.")
@@ -128,70 +198,30 @@ def _values_problem(module: str, params: dict[str, torch.Tensor], full: dict[str
     return None
 
 
-def _passes(model: nn.Module, batches: list[torch.Tensor]) -> list[tuple[str, Callable[[], None]]]:
-    """The backward passes the check runs, each with how a message names it."""
-    own = _own(model)
-    first, last = next(iter(own.values())), list(own.values())[-1]
-    some = [next(iter(first.values())), list(last.values())[-1]]
-
-    def full(x: torch.Tensor) -> Callable[[], None]:
-        return lambda: model(x).pow(2).sum().backward()
-    return [("a first backward pass", full(batches[0])),
-            ("a second backward pass (.grad not zeroed in between)", full(batches[1])),
-            ("a pass with inputs=[first weight, last parameter]",
-             lambda: model(batches[2]).pow(2).sum().backward(inputs=some))]
-
-
-def check_layers(answer: Any, seed: int) -> Report:
-    model, batches = layer_model(torch.Generator().manual_seed(seed * 7 + 3))
-    names = {p: name for name, p in model.named_parameters()}
-    events: list[_Event] = []
-    for p, name in names.items():
-        p.register_hook(lambda grad, name=name: events.append(_Event("grad", name, grad,
-                                                                     frozenset())))
-
-    def report(name: Any, grads: Any) -> None:
-        module = dict(model.named_modules()).get(name) if isinstance(name, str) else None
-        own = dict(module.named_parameters(recurse=False)) if module is not None else {}
-        held = frozenset(k for k, v in (grads.items() if isinstance(grads, dict) else ())
-                         if k in own and v is not None and v is own[k].grad)
-        events.append(_Event("report", name if isinstance(name, str) else repr(name), grads,
-                             held))
-
-    with count_autograd() as seen:
-        handles, failure = attempt(LAYERS, answer, model, report)
-    if failure is not None:
-        return failure
-    if seen.reverse:
-        return _fail(LAYERS, f"your function ran a backward pass ({seen.calls[0]}); it only "
-                             "arranges the hooks, and the check runs the passes.", "autograd")
-    for what, run in _passes(model, batches):
-        events.clear()
-        try:
-            run()
-        except Exception as err:  # raised inside the learner's hook
-            return _fail(LAYERS, f"in {what}, your hook raised {type(err).__name__}: {err}",
-                         "error")
-        problem = _pass_problem(model, events, what)
+def _problem(got: dict[str, Any], own: dict[str, list[str]]) -> str | None:
+    for what, seen in zip(PASSES, got["passes"], strict=False):
+        if seen["raised"] is not None:
+            return f"in {what}, your hook raised {seen['raised']}"
+        problem = _pass_problem(own, seen["events"], what)
         if problem is not None:
-            return _fail(LAYERS, problem)
-    return _removed(model, batches, handles, events)
+            return problem
+    if not got.get("removable"):
+        return (f"it returned {got.get('returned')}; return the handles of the hooks (a list), "
+                "so that they can be removed.")
+    if got["after"]:
+        return ("reports still came after every handle your function returned was removed: "
+                "return the handle of each hook you registered.")
+    return None
 
 
-def _removed(model: nn.Module, batches: list[torch.Tensor], handles: Any,
-             events: list[_Event]) -> Report:
-    found = list(handles) if isinstance(handles, (list, tuple)) else [handles] if hasattr(
-        handles, "remove") else None
-    if not found or not all(hasattr(h, "remove") for h in found):
-        return _fail(LAYERS, f"it returned {type(handles).__name__}; return the handles of the "
-                             "hooks (a list), so that they can be removed.")
-    for handle in found:
-        handle.remove()
-    events.clear()
-    model(batches[0]).pow(2).sum().backward()
-    if any(e.kind == "report" for e in events):
-        return _fail(LAYERS, "reports still came after every handle your function returned was "
-                             "removed: return the handle of each hook you registered.")
-    return passed(LAYERS, f"one report per module and pass, right after its last gradient, on a "
-                          f"new network ({', '.join(_own(model))}): full, repeated and pruned "
-                          "passes, and none once removed")
+LAYERS_EXERCISE = Method(
+    name=LAYERS,
+    make_inputs=layers_inputs,
+    observe=_observe_layers,
+    reference=_reference,
+    explain=lambda inputs, got, want: _problem(got, want) or "it did not report as asked.",
+    trials=1,
+    agree=lambda got, want: len(got["passes"]) == len(PASSES) and _problem(got, want) is None,
+    passed="one report per module and pass, right after its last gradient, on a new network: "
+           "full, repeated and pruned passes, and none once removed",
+)

@@ -4,7 +4,7 @@ The lesson has two notebooks:
 
 - ``08-non-scalar-backward.ipynb``: the ``gradient`` argument of backward is the vector of
   a vector-Jacobian product (VJP); a banded Jacobian built from three backward calls
-  (rows that share no column share a pass); the VJP of a function whose outputs all
+  (rows that share no column share a pass; module ``band``); the VJP of a function whose outputs all
   depend on all inputs (x / x.sum()), derived by hand.
 - ``08-tensor-op-vjps.ipynb``: deriving the VJP of a tensor operation (index notation, one
   entry differentiated, read back as tensor code, shapes first) and the rules it gives for
@@ -20,16 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from ._spec import (
-    ByHand,
-    Method,
-    Prediction,
-    attempt,
-    compare,
-    count_autograd,
-    passed,
-)
-from ._spec import failed as _failed
+from .._spec import ByHand, Prediction
+from .band import BAND
 
 
 def _sizes(gen, k, low=2, high=6):
@@ -40,121 +32,6 @@ def _sizes(gen, k, low=2, high=6):
 
 def _randn(gen, *shape):
     return torch.randn(*shape, generator=gen, dtype=torch.float64)
-
-
-
-
-def _ran(name, run, *args):
-    """``run(*args)`` and None, or None and the failed Report that says why it raised."""
-    return attempt(name, run, *args, what="it")
-
-
-def _shape(t):
-    return tuple(t.shape)
-
-
-# --------------------------------------------------------------------------
-# 08-non-scalar-backward: a banded Jacobian in three backward passes
-# --------------------------------------------------------------------------
-
-_BAND = "band_jacobian"
-_BACKWARD_CALLS = {"Tensor.backward()", "torch.autograd.backward"}
-
-
-def _stencil(gen):
-    """A new function whose output i reads x[i-1], x[i] and x[i+1] only (zero beyond the
-    ends), and a point x of a new length, 7 to 12."""
-    (n,) = _sizes(gen, 1, 7, 12)
-    a, b, c, d = (float(t) for t in torch.rand(4, generator=gen) + 0.5)
-
-    def g(t):
-        zero = t.new_zeros(1)
-        left, right = torch.cat([zero, t[:-1]]), torch.cat([t[1:], zero])
-        return a * t * left + b * torch.sin(right) - c * t**2 + d * left * torch.tanh(right)
-
-    return g, torch.randn(n, generator=gen)
-
-
-def _from_passes(passes, n):
-    """The Jacobian read back from three passes: entry (i, j) of the band from pass i % 3."""
-    J = torch.zeros(n, n)
-    for i in range(n):
-        for j in range(max(i - 1, 0), min(i + 2, n)):
-            J[i, j] = passes[i % 3][j]
-    return J
-
-
-def _band_slips(J):
-    """What the typical slips return, from the right Jacobian J: name -> tensor."""
-    n = J.shape[0]
-    passes = [J[c::3].sum(0) for c in range(3)]  # each pass: the rows i % 3 == c, added
-    return {
-        "accumulated": _from_passes([sum(passes[:c + 1]) for c in range(3)], n),
-        "emptied": _from_passes([passes[2]] * 3, n),
-        "whole rows": torch.stack([passes[i % 3] for i in range(n)]),
-        "transposed": J.T,
-    }
-
-
-_BAND_TOLD = {
-    "accumulated": "row i holds the passes up to its own added together: x.grad accumulated "
-                   "across your backward calls. Start each pass from an empty .grad "
-                   "(x.grad = None, or a fresh leaf).",
-    "emptied": "every row was read from the last pass: the passes share one tensor, x.grad, "
-               "which zero_() empties in place and the next call fills again. Keep a copy "
-               "(x.grad.clone()) or give each pass a fresh leaf.",
-    "whole rows": "row i holds the whole result of its pass, but that result also carries the "
-                  "other rows of the pass, each in its own columns. Row i owns only columns "
-                  "i - 1 to i + 1 of it; the rest of row i is 0.",
-    "transposed": "it is transposed: row i is output i, column j is input j.",
-}
-
-
-def _band_count(calls: int, n: int) -> str:
-    """What a wrong number of backward calls says about the answer."""
-    if calls == n:
-        return (f"{n} backward calls, one per output: that is section 2's row by row. A pass "
-                "may carry several rows, as long as no two of them share a column.")
-    if calls == 2:
-        return ("2 backward calls: a pass that carries rows i and i + 2 adds their numbers in "
-                "column i + 1, which both of them read, and cannot tell them apart.")
-    if calls == 1:
-        return ("1 backward call: it adds every row, and in column j up to three of them "
-                "(j - 1, j and j + 1) land on the same entry.")
-    return f"{calls} backward calls; the exercise asks for three, whatever the length."
-
-
-def _check_band(answer, seed):
-    """Three backward calls and the right Jacobian, on two new banded functions."""
-    if not callable(answer):
-        return _failed(_BAND, f"expected a function band_jacobian(g, x), got "
-                              f"{type(answer).__name__}.")
-    for k in range(2):
-        g, x = _stencil(torch.Generator().manual_seed(seed + k))
-        n = x.numel()
-        with count_autograd() as seen:
-            got, failure = _ran(_BAND, answer, g, x.clone())
-        if failure is not None:
-            return failure
-        other = [call for call in seen.calls if call not in _BACKWARD_CALLS]
-        if other:
-            return _failed(_BAND, f"your code called {other[0]}; the exercise asks for "
-                                  "backward calls only, three of them, each with a gradient "
-                                  "argument of your choosing.")
-        if seen.reverse != 3:
-            return _failed(_BAND, f"for a function of length {n}, {_band_count(seen.reverse, n)}")
-        want = torch.autograd.functional.jacobian(g, x)
-        where = f"for a function of length {n}"
-        if isinstance(got, torch.Tensor) and _shape(got) == (n, n) and not compare(
-                _BAND, got, want).ok:
-            for slip, wrong in _band_slips(want).items():
-                if compare(_BAND, got, wrong).ok:
-                    return _failed(_BAND, f"{where}, {_BAND_TOLD[slip]}", "mismatch")
-        report = compare(f"{_BAND} ({where})", got, want)
-        if not report.ok:
-            return report
-    return passed(_BAND, "three backward calls, and the right Jacobian for 2 new functions "
-                         "of new lengths")
 
 
 # --------------------------------------------------------------------------
@@ -299,7 +176,7 @@ _SUMMED = "summed over the wrong dimension"
 
 EXERCISES = {
     # 08-non-scalar-backward
-    "l08-band-jacobian": Method(check=_check_band),
+    "l08-band-jacobian": BAND,
     "l08-mean-gradient": ByHand(
         name="gradient argument for y[-1].mean()",
         reference=_last_row_mean_weights,

@@ -1,0 +1,109 @@
+"""An answer's source as the grade takes it from a notebook (`sources.from_notebook`): the
+definitions it needs, each as it stands where it is read, and nothing else."""
+
+from __future__ import annotations
+
+import ast
+
+from backproplab.course import rules, sources
+
+
+def _taken(cells: list[str], names: list[str]) -> list[tuple[int, str]]:
+    """(cell, first line) of each statement the answer ``names`` is made of."""
+    return [(p.cell, ast.unparse(p.tree).split("\n")[0])
+            for p in sources.from_notebook(cells, names)]
+
+
+def test_what_a_statement_reads_while_it_runs_comes_from_above_it():
+    """A decorator, a base class or a default runs when its cell runs: the ``import torch``
+    above it, not only a scratch cell's below it, which the function reads when called."""
+    cells = ["import torch", "@torch.no_grad()\ndef slope(x):\n    return torch.cos(x)",
+             "import torch\nprint(torch.__version__)"]
+    assert _taken(cells, ["slope"]) == [(0, "import torch"), (1, "@torch.no_grad()"),
+                                        (2, "import torch")]
+    base = ["import torch", "class Power(torch.autograd.Function):\n    pass",
+            "import torch"]
+    assert _taken(base, ["Power"]) == [(0, "import torch"),
+                                       (1, "class Power(torch.autograd.Function):")]
+
+
+def test_a_value_that_reads_its_own_name_takes_the_one_above():
+    cells = ["x = 1", "y = 5", "x = x + y", "def f():\n    return x"]
+    assert _taken(cells, ["f"]) == [(0, "x = 1"), (1, "y = 5"), (2, "x = x + y"),
+                                    (3, "def f():")]
+
+
+def test_a_global_counter_takes_its_start():
+    cells = ["CALLS = 0", "def f(x):\n    global CALLS\n    CALLS += 1\n    return x"]
+    assert _taken(cells, ["f"]) == [(0, "CALLS = 0"), (1, "def f(x):")]
+
+
+def test_a_loop_that_fills_a_table_is_part_of_its_definition():
+    cells = ["TABLE = {}\nfor k in range(3):\n    TABLE[k] = 2 * k\nLOG = []\nLOG.append(1)",
+             "print(TABLE)", "def f(x):\n    return TABLE[1] * x + LOG[0]"]
+    assert _taken(cells, ["f"]) == [(0, "TABLE = {}"), (0, "for k in range(3):"),
+                                    (0, "LOG = []"), (0, "LOG.append(1)"), (2, "def f(x):")]
+
+
+def test_names_a_match_pattern_captures_are_its_own():
+    cells = ["numeric = bl.numerical_grad(f, x)",
+             "def f(x):\n    match x.shape:\n        case (numeric, *rest):\n"
+             "            return numeric\n        case {'k': v, **others}:\n            return v"]
+    assert _taken(cells, ["f"]) == [(1, "def f(x):")]
+
+
+def test_a_definition_inside_an_if_block_or_followed_by_a_help_line_counts():
+    cells = ["if True:\n    def f(x):\n        return x", "def g(x):\n    return x\n\ng?"]
+    assert _taken(cells, ["f", "g"]) == [(0, "if True:"), (1, "def g(x):")]
+    assert sources.defined(ast.parse(cells[0])) == {"f"}
+
+
+def test_a_cell_that_cannot_be_read_is_said_so():
+    unreadable: list[tuple[int, int, str]] = []
+    cells = ["import torch", "def f(x):\n    return x +\n"]
+    assert sources.from_notebook(cells, ["f"], unreadable) == []
+    assert unreadable == [(1, 2, "invalid syntax")]
+    assert sources.unreadable_note(unreadable, ["cell 3", 'cell 7 (under "Exercise 1")']) == (
+        'cell 7 (under "Exercise 1") could not be read as Python (line 2: invalid syntax), so '
+        "nothing it defines counts")
+
+
+def test_a_class_reads_its_own_names_and_a_method_the_globals():
+    cells = ["scale = 2", "x = 9",
+             "class A:\n    x = 1\n    y = x + 1\n\n    def f(self):\n        return scale"]
+    assert _taken(cells, ["A"]) == [(0, "scale = 2"), (2, "class A:")]
+
+
+def test_the_kernel_reads_a_decorated_function_of_the_learners():
+    """``@torch.no_grad()`` wraps the learner's function in one of torch's: the learner's
+    is read, decorator and all."""
+    import linecache
+
+    import torch
+
+    source = "@torch.no_grad()\ndef slope(x):\n    return 3 * x\n"
+    name = "<test cell sources-decorated>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    space = {"torch": torch}
+    exec(compile(source, name, "exec"), space)
+    trees, bound, unread = sources.from_objects(space["slope"])
+    assert [type(t).__name__ for t in trees] == ["FunctionDef"] and unread == []
+    assert rules.read(trees, rules.BY_HAND, bound) == []
+
+
+def test_the_kernel_reads_a_module_an_answer_holds_as_a_value():
+    """A module handed to a function through functools.partial is no name in any cell's
+    code: the kernel's reading says it is a module used as a value all the same."""
+    import functools
+    import linecache
+
+    import torch
+
+    source = "def load(T, path):\n    return T.load(path)\n"
+    name = "<test cell sources-partial>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    space: dict = {}
+    exec(compile(source, name, "exec"), space)
+    trees, bound, _ = sources.from_objects(functools.partial(space["load"], torch))
+    found = rules.read(trees, rules.METHOD, bound)
+    assert [(f.used, f.why) for f in found] == [("answer, which is torch", "module-value")]
