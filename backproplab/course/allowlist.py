@@ -354,10 +354,19 @@ def _parts_reason(parts: list[str], vocabulary: Vocabulary) -> str | None:
     return None
 
 
+def _beyond(qualified: str, names: Iterable[str]) -> list[str]:
+    """The attributes of ``qualified`` past the longest name the exercise allows that holds
+    it (a private module the exercise names, ``torch.utils._python_dispatch``, is allowed
+    with its underscore); past the top module otherwise."""
+    held = [n.rstrip(".") for n in names
+            if qualified == n.rstrip(".") or qualified.startswith(n.rstrip(".") + ".")]
+    return qualified.split(".")[max((n.count(".") + 1 for n in held), default=1):]
+
+
 def _judge(qualified: str, vocabulary: Vocabulary) -> str | None:
     if _under(qualified, vocabulary.names) or qualified in _ANY_ANSWER \
             or _path_of_allowed(qualified, vocabulary):
-        return _parts_reason(qualified.split(".")[1:], vocabulary)
+        return _parts_reason(_beyond(qualified, vocabulary.names), vocabulary)
     if qualified in _BOOKKEEPING_REFUSED:
         return _BOOKKEEPING_REFUSED[qualified]
     parts = qualified.split(".")

@@ -533,7 +533,7 @@ def refusal(found: Sequence[Finding], vocabulary: Vocabulary = BY_HAND, *,
                 "(torch.where, x.sum, scatter_add_, einsum, ...), torch.no_grad, Python's "
                 "plain builtins, math, its own helper functions and classes and the names "
                 f"the exercise hands over. {REPORT}")
-    extra = sorted(n.rstrip(".") for n in vocabulary.names)
+    extra = sorted(n.rstrip(".") for n in vocabulary.names if not is_dunder(n))
     extra_text = f", and for this exercise {', '.join(extra)}" if extra else ""
     return (f"your code uses {listed}, which this exercise does not allow. An answer may use "
             "torch's tensor operations and the modules a method works with (torch.autograd, "

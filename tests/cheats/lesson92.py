@@ -5,10 +5,12 @@ its hidden tests, as nbgrader grades it. The dispatch mode: the check's own reco
 from the package, and torch's private current-node lookup (refused, and it would put the
 engine's sums under the node before). The formulas: central finite differences written out,
 bl.numerical_grad, a table of the visible check's answers, grad mode switched back on, and
-torch's own backward kernel for cumprod.
+torch's own backward kernel for cumprod, and one estimate in disguise per formula
+(tests/cheats/estimates.py).
 """
 
 from cheats.builders import autograd_back_on, finite_differences, lookup, numerical_grad
+from cheats.estimates import Plan, gradients, with_disguised
 
 CUMPROD = "cumprod_backward(x, dim, g)"
 ATAN2 = "atan2_backward(y, x, g)"
@@ -65,3 +67,7 @@ CHEATS = {
     ],
     "l92-atan2": _common("l92-atan2"),
 }
+
+# Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
+PLANS = {key: Plan(signature, gradients(outputs)) for key, (signature, outputs) in STEPS.items()}
+CHEATS = with_disguised(CHEATS, PLANS)

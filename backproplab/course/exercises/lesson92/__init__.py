@@ -21,6 +21,9 @@ from .._spec import Prediction
 from .formulas import ATAN2, CUMPROD
 from .recording import OPS_BY_NODE
 
+# What the grade's sandbox loads before an answer runs: the module a dispatch mode comes from.
+PRELOAD = ("torch.utils._python_dispatch",)
+
 EXERCISES = {
     "l92-ops-by-node": OPS_BY_NODE,
     "l92-cumprod": CUMPROD,
