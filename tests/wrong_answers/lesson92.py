@@ -10,6 +10,17 @@ sum the wrong way, x_k left in, one term only. atan2: numerators swapped, a sign
 distance for its square, the broadcast not summed.
 """
 
+# The walk over every node of the graph, once each: {hooks} registers its hooks.
+WALK = """    handles, todo, seen = [], [loss.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        {hooks}todo.extend(fn for fn, _ in node.next_functions)
+"""
+PRE = "handles.append(node.register_prehook(lambda grads, node=node: started(node)))\n        "
+
 MODE = '''from torch.utils._python_dispatch import TorchDispatchMode
 
 
@@ -35,15 +46,7 @@ def ops_by_node(loss):
     def finished():
         mode.running = None
 
-    handles, todo, seen = [], [loss.grad_fn], set()
-    while todo:
-        node = todo.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        handles.append(node.register_prehook(lambda grads, node=node: started(node)))
-        {post}todo.extend(fn for fn, _ in node.next_functions)
-    {run}
+{walk}    {run}
     for handle in handles:
         handle.remove()
     return {report}
@@ -56,7 +59,8 @@ CALL = "return func(*args, **(kwargs or {}))"
 
 
 def _mode(op="str(func)", call=CALL, post=POST, run=RUN, report="mode.report"):
-    return MODE.format(op=op, call=call, post=post, run=run, report=report)
+    return MODE.format(op=op, call=call, run=run, report=report,
+                       walk=WALK.format(hooks=PRE + post))
 
 
 # Ops gathered since the node before finished, handed to a node when it finishes.
@@ -80,20 +84,13 @@ def ops_by_node(loss):
         report.append((node.name(), mode.pending))
         mode.pending = []
 
-    handles, todo, seen = [], [loss.grad_fn], set()
-    while todo:
-        node = todo.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        handles.append(node.register_hook(lambda gi, go, node=node: finished(node)))
-        todo.extend(fn for fn, _ in node.next_functions)
-    with mode:
+{walk}    with mode:
         loss.backward()
     for handle in handles:
         handle.remove()
     return report
-'''
+'''.replace("{walk}", WALK.format(
+    hooks="handles.append(node.register_hook(lambda gi, go, node=node: finished(node)))\n        "))
 
 CUMPROD = "cumprod_backward(x, dim, g)"
 ATAN2 = "atan2_backward(y, x, g)"
