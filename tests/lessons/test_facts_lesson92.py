@@ -89,7 +89,9 @@ def test_the_digit_counts_an_operations_entries_in_table_order(cells):
                      "MaxBackward0"]
     out = printed(cells["l92-11"])
     assert "x.max(dim=0)  MaxBackward0  entry 0: max.dim" in out
-    assert "612 class names by the rule, 612 of them in the header" in printed(cells["l92-13"])
+    out = printed(cells["l92-13"])
+    assert "class names by the rule; all in the header: True" in out
+    assert "all for _foreach_ operations or view copies: True" in out
 
 
 def test_shared_helpers_split_or_pick_ties():
@@ -223,7 +225,7 @@ def test_torchs_cumprod_and_atan2_formulas_where_the_plain_ones_fail(cells):
         runs.append(log.ops)
         assert torch.isfinite(row.grad).all()
     assert runs[0] == runs[1] and "div.Tensor" in runs[0]  # no branch on the values
-    assert "x = [0.5, 0.0, -1.0, 0.0]: 34 operations" in printed(cells["l92-50"])
+    assert "the same operations without zeros and with two: True" in printed(cells["l92-50"])
     ys = torch.tensor([[1.0, 0.0]], dtype=torch.float64, requires_grad=True)
     xs = torch.tensor([2.0, 0.0], dtype=torch.float64, requires_grad=True)
     torch.atan2(ys, xs).sum().backward()
