@@ -45,7 +45,8 @@ class Vocabulary:
 
     ``by_hand``: tensor arithmetic only (else the torch modules of a method exercise
     too); ``names``: qualified names (or prefixes ending in ".") allowed beyond the
-    kind's own, such as ``"heapq"`` or ``"torch.distributed."``; ``engine``: classes
+    kind's own, such as ``"heapq"`` or ``"torch.distributed."``, and class hooks the
+    answer may define (``"__torch_dispatch__"``, for a dispatch mode); ``engine``: classes
     may overload arithmetic; ``complex_numbers``: complex literals and dtypes.
     """
 
@@ -353,10 +354,19 @@ def _parts_reason(parts: list[str], vocabulary: Vocabulary) -> str | None:
     return None
 
 
+def _beyond(qualified: str, names: Iterable[str]) -> list[str]:
+    """The attributes of ``qualified`` past the longest name the exercise allows that holds
+    it (a private module the exercise names, ``torch.utils._python_dispatch``, is allowed
+    with its underscore); past the top module otherwise."""
+    held = [n.rstrip(".") for n in names
+            if qualified == n.rstrip(".") or qualified.startswith(n.rstrip(".") + ".")]
+    return qualified.split(".")[max((n.count(".") + 1 for n in held), default=1):]
+
+
 def _judge(qualified: str, vocabulary: Vocabulary) -> str | None:
     if _under(qualified, vocabulary.names) or qualified in _ANY_ANSWER \
             or _path_of_allowed(qualified, vocabulary):
-        return _parts_reason(qualified.split(".")[1:], vocabulary)
+        return _parts_reason(_beyond(qualified, vocabulary.names), vocabulary)
     if qualified in _BOOKKEEPING_REFUSED:
         return _BOOKKEEPING_REFUSED[qualified]
     parts = qualified.split(".")

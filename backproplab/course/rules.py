@@ -420,7 +420,9 @@ class _Reader(ast.NodeVisitor):
         """Why a class may not define ``name``: a hook, an operator (unless the exercise
         builds an engine), another dunder, or a name refused on every value."""
         if name in CLASS_HOOKS:
-            return "class-hook"
+            # an exercise may name the hook its answer defines (a dispatch mode's
+            # ``__torch_dispatch__``)
+            return None if name in self.vocabulary.names else "class-hook"
         if name in ARITHMETIC_METHODS:
             return None if self.vocabulary.engine else "engine"
         if is_dunder(name):
@@ -531,7 +533,7 @@ def refusal(found: Sequence[Finding], vocabulary: Vocabulary = BY_HAND, *,
                 "(torch.where, x.sum, scatter_add_, einsum, ...), torch.no_grad, Python's "
                 "plain builtins, math, its own helper functions and classes and the names "
                 f"the exercise hands over. {REPORT}")
-    extra = sorted(n.rstrip(".") for n in vocabulary.names)
+    extra = sorted(n.rstrip(".") for n in vocabulary.names if not is_dunder(n))
     extra_text = f", and for this exercise {', '.join(extra)}" if extra else ""
     return (f"your code uses {listed}, which this exercise does not allow. An answer may use "
             "torch's tensor operations and the modules a method works with (torch.autograd, "

@@ -367,9 +367,9 @@ PLANS: dict[str, Plan] = {
 
 def every_plan() -> dict[str, Plan]:
     """The plans of every by-hand exercise: those above and those the cheat tables of
-    lessons 10, 19 and 21 make from their steps."""
+    lessons 10, 19, 21 and 92 make from their steps."""
     plans = dict(PLANS)
-    for lesson in ("lesson10", "lesson19", "lesson21"):
+    for lesson in ("lesson10", "lesson19", "lesson21", "lesson92"):
         plans |= importlib.import_module(f"cheats.{lesson}").PLANS
     return plans
 

@@ -305,6 +305,23 @@ def test_an_exercise_adds_the_torch_modules_it_needs():
                                   find_exercise("l24-rms-norm-op").vocabulary) is None
 
 
+def test_an_exercise_may_name_a_private_module_and_the_class_hook_it_needs():
+    """Lesson 92's dispatch mode: torch.utils._python_dispatch is allowed with its
+    underscore, never the private names inside it, and __torch_dispatch__ may be defined
+    there alone."""
+    mode = find_exercise("l92-ops-by-node").vocabulary
+    for name in ("torch.utils._python_dispatch", "torch.utils._python_dispatch.TorchDispatchMode"):
+        assert rules.qualified_reason(name, mode) is None
+        assert rules.qualified_reason(name, rules.METHOD) == "private"
+    assert rules.qualified_reason("torch.utils._python_dispatch._get_current_dispatch_mode",
+                                  mode) == "private"
+    assert rules.qualified_reason("torch.utils._pytree", mode) == "private"
+    source = ("class Mode:\n    def __torch_dispatch__(self, func, types, args=(), kwargs=None):"
+              "\n        return func(*args, **(kwargs or {}))\n")
+    assert not [f for f in rules.read([ast.parse(source)], mode) if f.why == "class-hook"]
+    assert [f for f in rules.read([ast.parse(source)], rules.METHOD) if f.why == "class-hook"]
+
+
 def test_own_attribute_names_open_nothing_refused_elsewhere():
     """A class attribute named like a module or an entry point (sys, modules, exec) is
     refused where it is defined and opens nothing on other values."""

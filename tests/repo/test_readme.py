@@ -140,7 +140,7 @@ def test_helper_package_example_runs(capsys):
 _NUMBERS = {word: n for n, word in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
     "fifteen sixteen seventeen eighteen nineteen twenty twenty-one twenty-two twenty-three "
-    "twenty-four twenty-five".split())}
+    "twenty-four twenty-five twenty-six twenty-seven twenty-eight twenty-nine thirty".split())}
 
 
 def test_the_opening_counts_the_notebooks_and_lessons_there_are():
