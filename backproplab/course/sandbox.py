@@ -108,10 +108,22 @@ def _visible() -> list[Path]:
     paths = {Path(sys.base_prefix), Path(sys.prefix), Path(backproplab.__file__).parent}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         paths.add(Path(sysconfig.get_paths()[key]))
-    paths |= {Path(p) for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)}
-    real = sorted({p.resolve() for p in paths if p.is_dir()})
+    sites = {Path(p) for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)}
+    paths |= sites | {target for site in sites for target in _link_targets(site)}
+    real = sorted({p.resolve() for p in paths if p.exists()})
     # A folder inside another that is shown already comes with it.
     return [p for p in real if not any(q != p and q in p.parents for q in real)]
+
+
+def _link_targets(site: Path) -> set[Path]:
+    """What a site folder's links point to (a site made of links to another environment's
+    packages): the links are bound as they are, so each target must be seen too, itself
+    and nothing around it."""
+    try:
+        entries = list(os.scandir(site))
+    except OSError:
+        return set()
+    return {Path(os.path.realpath(e.path)) for e in entries if e.is_symlink()}
 
 
 def _ancestors(path: Path) -> list[Path]:

@@ -119,7 +119,12 @@ def test_what_the_where_check_says_of_each_place_holds():
     """For each place, what the check's message says the step leaves is what torch does."""
     from backproplab.course.exercises import lesson06
 
-    make_model, X, y, k, lr = lesson06._where_problem(torch.Generator().manual_seed(3))
+    inputs = lesson06._where_inputs(torch.Generator().manual_seed(3))
+    X, y, k, lr = inputs["X"], inputs["y"], inputs["k"], inputs["lr"]
+
+    def make_model():
+        return lesson06._where_model(inputs)
+
     used = make_model()
     F.mse_loss(used(X), y).backward()  # the exercise says a deep copy's .grad starts empty
     assert all(p.grad is None for p in copy.deepcopy(used).parameters())
@@ -196,8 +201,8 @@ def test_the_where_check_passes_a_detector_and_names_the_one_step_slip():
         return "never" if same([p.grad for p in model.parameters()], summed) else "start"
 
     for seed in (0, 1, 2, 8419):
-        assert lesson06._check_where(detector, seed)
-    report = lesson06._check_where(lambda *args: detector(*args, steps=1), 0)
+        assert lesson06.WHERE.check(detector, seed)
+    report = lesson06.WHERE.check(lambda *args: detector(*args, steps=1), 0)
     assert not report and "after a second step" in report[0].message
 
 

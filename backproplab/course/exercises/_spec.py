@@ -351,8 +351,10 @@ def judge_runs(records: list, reference: Callable[..., Any] | list, cases: list 
         got, failed, detail, nudged, warned, largest = next(runs)
         return Ran(got, failed, detail, nudged, tuple(warned), largest)
 
-    return judge_by_hand(call, reference, lambda gen: cases[gen.initial_seed()],
-                         trials=len(cases), seed=0, **options)
+    params = options.pop("params", ())
+    replay = ByHand(options.pop("name"), reference, lambda gen: tuple(cases[gen.initial_seed()]),
+                    trials=len(cases), **options)
+    return judge_by_hand(replay, call, seed=0, params=params)
 
 
 def failed_words(report: Report, name: str) -> str:

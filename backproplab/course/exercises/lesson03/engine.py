@@ -17,8 +17,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ...byhand import Ran, judge_by_hand, run_answer
-from .._spec import ENGINE, ByHand, Method, call_answer, failure
+from ...byhand import Ran, run_answer
+from .._spec import ENGINE, Method, call_answer, failure, judge_runs
 from .slips import CE_ADVICE, CE_SLIPS, OP_ADVICE, OPS, ce_reference, forward, op_reference, slips
 
 __all__ = ["CROSS_ENTROPY", "OPS_AND_TANH", "ce_inputs", "op_inputs", "tanh_problem"]
@@ -89,10 +89,8 @@ def _judged(label: str, runs: list[list[Any]], trials: list[list[Any]], referenc
     """What `judge_by_hand` says of the engine's recorded passes, as the check of
     ``label`` on ``trials`` (None: they pass), led by ``label``. ``params`` name the
     inputs."""
-    replay = iter(runs)
-    exercise = ByHand(label, reference, lambda gen: tuple(trials[gen.initial_seed()]),
-                      trials=len(trials), mistakes=mistakes, advice=advice, entries=entries)
-    report = judge_by_hand(exercise, lambda args: Ran(*next(replay)), seed=0, params=params)
+    report = judge_runs(runs, reference, trials, name=label, mistakes=mistakes, advice=advice,
+                        entries=entries, params=params)
     bad = next((c for c in report.checks if not c.ok), None)
     return None if bad is None else f"{bad.name}: {bad.message}"
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from ...byhand import Ran, judge_by_hand, run_answer
-from .._spec import Report, failure
+from ...byhand import run_answer
+from .._spec import Report, failure, judge_runs
 from .._spec import first_line as _first_line
 
 
@@ -205,16 +205,9 @@ def judged_by_hand(runs: Sequence[Sequence[Any]], trials: Sequence[Sequence[Any]
     """`judge_by_hand`'s report on recorded backward calls (`backward_runs`): each trial's
     inputs and the reference's result, replayed in turn. ``options`` are its keywords
     (``name``, ``outputs``, ``mistakes``, ``advice``, ``params``)."""
-    recorded = iter(runs)
     answers = iter(references)
-
-    def call(args: tuple[Any, ...]) -> Ran:
-        got, kind, detail, nudged, noted, largest = next(recorded)
-        return Ran(got, kind, detail, nudged, tuple(noted), largest)
-
-    return judge_by_hand(call, lambda *args: next(answers),
-                         lambda gen: tuple(trials[gen.initial_seed()]),
-                         trials=len(trials), seed=0, **options)
+    return judge_runs(list(runs), lambda *args: next(answers), [tuple(t) for t in trials],
+                      **options)
 
 
 def words(report: Report, name: str) -> str | None:
