@@ -365,6 +365,26 @@ PLANS: dict[str, Plan] = {
 }
 
 
+# Lesson 91's forward: two writes into windows of a copy.
+_TWO_WRITES = '''\
+def two_writes(x, a, b, i, j):
+    k = len(a)
+    y = x.clone()
+    y[i:i + k].mul_(a)
+    y[j:j + k] = b * y[i:i + k].clone()
+    return y
+
+
+'''
+
+PLANS["l91-two-writes"] = Plan(
+    "window_grads(x, a, b, i, j, g)",
+    gradients([("(two_writes(t, a, b, i, j) * g).sum()", "x"),
+               ("(two_writes(x, t, b, i, j) * g).sum()", "a"),
+               ("(two_writes(x, a, t, i, j) * g).sum()", "b")]),
+    lesson=_TWO_WRITES)
+
+
 def every_plan() -> dict[str, Plan]:
     """The plans of every by-hand exercise: those above and those the cheat tables of
     lessons 10, 19, 21 and 92 make from their steps."""

@@ -132,20 +132,27 @@ def _observe_hooked(answer, inputs: dict) -> list | dict:
     """Each block's run through the answer (see `_watched`), up to the first that failed
     or used torch's own checkpoint."""
     seen = []
-    for k, case in enumerate(inputs["blocks"]):
-        block = _block(case)
-        with torch.random.fork_rng():  # the learner's random state stays as it was
-            watch = _Watch(block)
-            try:
-                ran, failed = _watched(answer, block, case, watch, copies_too=k == 0)
-            finally:
-                for handle in watch.handles:
-                    handle.remove()
-        if failed is not None and not ran["used"]:
-            return failed
-        seen.append(ran)
-        if ran["used"]:
-            break
+    # Whatever lived before the run cannot be a copy the answer made: frozen, it is left
+    # out of the collections and of the look through live objects (`_Watch.kept`), which
+    # then cost what the answer made, not what the whole process holds.
+    gc.freeze()
+    try:
+        for k, case in enumerate(inputs["blocks"]):
+            block = _block(case)
+            with torch.random.fork_rng():  # the learner's random state stays as it was
+                watch = _Watch(block)
+                try:
+                    ran, failed = _watched(answer, block, case, watch, copies_too=k == 0)
+                finally:
+                    for handle in watch.handles:
+                        handle.remove()
+            if failed is not None and not ran["used"]:
+                return failed
+            seen.append(ran)
+            if ran["used"]:
+                break
+    finally:
+        gc.unfreeze()
     return seen
 
 
