@@ -238,23 +238,40 @@ def _judged(run: Answer, exercise: Any, seed: int, params: Sequence[str]) -> Rep
                     f"({type(err).__name__})", "error")
 
 
+# The grader's own runs (references, slips, explanations) seed and draw from torch's
+# process-wide random generator (a dropout mask): students graded in threads take turns.
+_OWN_RUNS = threading.RLock()
+
+
 def _cached(exercise: Any, cache: dict) -> Any:
     """``exercise`` with its reference and slips computed once per input, for the whole
-    class: every student's answer to a seed's trial meets the same inputs."""
+    class: every student's answer to a seed's trial meets the same inputs. They, and a
+    method's explanation, run one at a time in the grader."""
     def memo(function: Callable[..., Any]) -> Callable[..., Any]:
         def cached(*args: Any) -> Any:
-            try:
-                key = (id(function), hashlib.sha256(wire.encode(list(args))).digest())
-            except wire.WireError:
-                return function(*args)
-            if key not in cache:
-                cache[key] = function(*args)
-            return copy.deepcopy(cache[key])
+            with _OWN_RUNS:
+                try:
+                    key = (id(function), hashlib.sha256(wire.encode(list(args))).digest())
+                except wire.WireError:
+                    return function(*args)
+                if key not in cache:
+                    cache[key] = function(*args)
+                return copy.deepcopy(cache[key])
         return cached
 
-    if isinstance(exercise, ByHand) or getattr(exercise, "observe", None) is not None:
+    def alone(function: Callable[..., Any]) -> Callable[..., Any]:
+        def one_at_a_time(*args: Any) -> Any:
+            with _OWN_RUNS:
+                return function(*args)
+        return one_at_a_time
+
+    if isinstance(exercise, ByHand):
         return dataclasses.replace(
             exercise, reference=memo(exercise.reference),
+            mistakes={k: memo(v) for k, v in exercise.mistakes.items()})
+    if getattr(exercise, "observe", None) is not None:
+        return dataclasses.replace(
+            exercise, reference=memo(exercise.reference), explain=alone(exercise.explain),
             mistakes={k: memo(v) for k, v in exercise.mistakes.items()})
     return exercise
 
