@@ -109,7 +109,7 @@ def backward(root):  # lesson 20's pass: what meets at a node is added, then its
     grads = {id(start): torch.ones_like(root.data)}
     for node in reversed(topo_order(start)):
         g = grads.pop(id(node))
-        for parent, share in zip(node.inputs, node.rule(g)):
+        for parent, share in zip(node.inputs, node.rule(g), strict=True):
             if parent is not None:
                 grads[id(parent)] = grads[id(parent)] + share if id(parent) in grads else share
 '''
