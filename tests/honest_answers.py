@@ -127,6 +127,10 @@ HONEST = [
         "    r, u = line.residual(x, y), line.log_sd(x)\n"
         "    d_r, d_u = r * torch.exp(-2 * u), 1 - r**2 * torch.exp(-2 * u)\n"
         "    return (d_r * x).mean(), d_r.mean(), (d_u * x).mean(), d_u.mean()\n")),
+    Honest("l04-huber", "an empty class as a namespace", (
+        "class Box:\n    pass\n\n\ndef huber_grads(x, y, w, b, delta):\n    parts = Box()\n"
+        "    parts.r = w * x + b - y\n    parts.pull = parts.r.clamp(-delta, delta)\n"
+        "    return (parts.pull * x).mean(), parts.pull.mean()\n")),
     Honest("l04-huber", "torch.where", (
         "def huber_grads(x, y, w, b, delta):\n    r = w * x + b - y\n"
         "    pull = torch.where(r.abs() <= delta, r, delta * torch.sign(r))\n"
@@ -522,6 +526,11 @@ HONEST = [
         "    dy = g * slope / x\n"
         "    dx = g * slope * (-y / (x * x))\n"
         "    return dy, dx.sum(0)\n")),
+    # ---------------------------------------------------------------- lesson 23
+    Honest("l23-safe-softplus", "F.softplus under the where (its own threshold keeps exp tame)", (
+        "def safe_soft_relu(x, beta):\n    bx = beta * x\n"
+        "    return torch.where(bx > 20, x, F.softplus(bx) / beta)\n")),
+    # ---------------------------------------------------------------- lesson 92
     Honest("l92-atan2", "a helper in an earlier cell", (
         "def atan2_backward(y, x, g):\n"
         "    return turn(g, x, y), sum_to(turn(g, -y, x), x)\n"),

@@ -528,6 +528,8 @@ class _Live:
             self.value(name, _wrapped(value), scope)
         elif isinstance(value, type) and self._class_code(value) is not None:
             self.cls(value)
+        elif isinstance(value, type) and self._plain_class(value):
+            self.empty_class(value, scope)
         elif isinstance(value, types.MethodType):
             self.value(name, value.__func__, scope)
             self.value(name, value.__self__, scope)
@@ -560,6 +562,25 @@ class _Live:
                                                                     cls.__module__):
                 return member.__code__
         return None
+
+    @staticmethod
+    def _plain_class(cls: type) -> bool:
+        """A class of the notebook's with no code of its own, used as a namespace
+        (``class Box: pass``): made by ``type``, from ``object`` alone."""
+        made = {"__module__", "__dict__", "__weakref__", "__doc__"}  # Python's own
+        return (type(cls) is type and cls.__bases__ == (object,)
+                and cls.__module__ == "__main__"
+                and {a for a in vars(cls) if a.startswith("__")} <= made)
+
+    def empty_class(self, cls: type, scope: dict[str, Any]) -> None:
+        """A namespace class: what it holds is read as an object's attributes are, and
+        it stands in the reading as an empty class of the learner's (it has no source
+        to read without a function in it)."""
+        self._seen.add(id(cls))
+        self.trees.append(ast.parse(f"class {cls.__name__}:\n    pass\n"))
+        for attr, held in vars(cls).items():
+            if not attr.startswith("__"):  # the dunders are Python's (_plain_class)
+                self.held(attr, held, scope)
 
     def function(self, fn: types.FunctionType) -> None:
         self._seen.add(id(fn))
