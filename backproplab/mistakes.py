@@ -165,8 +165,9 @@ def _reshape(d: Diagnosis, you: str, yours: str) -> str:
             f"the reference ({why})")
 
 
-def _size_words(d: Diagnosis) -> str:
-    return f"the size of dimension {d.dims[0]}" if d.dims else "the number of elements"
+def _size_words(d: Diagnosis, you: str) -> str:
+    return (f"the size of dimension {d.dims[0]} of {you}" if d.dims
+            else f"the number of elements of {you}")
 
 
 def _factor(d: Diagnosis, you: str, yours: str) -> str:
@@ -182,9 +183,9 @@ def _factor(d: Diagnosis, you: str, yours: str) -> str:
         "reference-accumulated": f"the reference .grad accumulated {k} backward passes without "
                                  "zeroing (re-running a cell adds to .grad; call .grad.zero_() "
                                  "or zero_grad())",
-        "mean": f"off by a factor of 1/N with N = {d.size}, {_size_words(d)}: did you average "
+        "mean": f"off by a factor of 1/N with N = {d.size}, {_size_words(d, you)}: did you average "
                 "instead of sum?",
-        "sum": f"off by a factor of N = {d.size}, {_size_words(d)}: did you sum where the "
+        "sum": f"off by a factor of N = {d.size}, {_size_words(d, you)}: did you sum where the "
                "forward pass takes a mean (a missing 1/N)?",
     }
     said = [ideas[r] for r in d.readings]

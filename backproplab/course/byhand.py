@@ -208,7 +208,7 @@ def check_by_hand(
     ...     make_inputs=lambda gen: (torch.randn(4, generator=gen),),
     ...     name="dz/dx",
     ... ))  # doctest: +ELLIPSIS
-    ✗ dz/dx: on new inputs (shape 4): mismatch. Likely mistake: ...factor 2...
+    ✗ dz/dx: on new inputs (x of shape 4): mismatch. Likely mistake: ...factor 2...
     """
     from .grading import ByHand  # here, not above: grading imports this module
 

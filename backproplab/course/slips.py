@@ -65,8 +65,14 @@ def fresh(inputs: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(t.detach().clone() if isinstance(t, torch.Tensor) else t for t in inputs)
 
 
-def shapes(inputs: Sequence[Any]) -> str:
-    """The inputs' shapes, then any plain numbers: "shapes 3x4, 4 and the number 2.5"."""
+def shapes(inputs: Sequence[Any], params: Sequence[str] = ()) -> str:
+    """The inputs' shapes, then any plain numbers: "shapes 3x4, 4 and the number 2.5";
+    each named when ``params`` names them all: "x of shape 3x4, w of shape 4, eps = 2.5"."""
+    if params and len(params) >= len(inputs):
+        return ", ".join(
+            f"{name} of shape " + ("x".join(map(str, t.shape)) or "()")
+            if isinstance(t, torch.Tensor) else f"{name} = {t!r}"
+            for name, t in zip(params, inputs, strict=False))
     shapes = ["x".join(map(str, t.shape)) or "scalar" for t in inputs
               if isinstance(t, torch.Tensor)]
     others = [repr(t) for t in inputs if not isinstance(t, torch.Tensor)]
@@ -163,7 +169,7 @@ def judge(
     if not failed:
         return None
     first, check = failed[0]
-    where = f"on new inputs ({shapes(first.inputs)})"
+    where = f"on new inputs ({shapes(first.inputs, params)})"
 
     def told(text: str) -> Check:
         """The failed check saying ``text``, with the first failed trial's numbers."""
@@ -193,13 +199,19 @@ def judge(
     averaged = _mean_for_sum(runs, i, rtol, atol, params)
     if averaged:
         return told(f"{averaged}.")
+    shaped = next((r for r, c in failed if c.verdict == "shape"), None)
+    if shaped is not None and len(failed) < len(runs):  # the plainest fact comes first
+        text = next(c.text for r, c in failed if r is shaped)
+        return Check(label, False, "shape", f"on new inputs ({shapes(shaped.inputs, params)}): "
+                     f"{text}; it matches on {len(runs) - len(failed)} of {len(runs)} new "
+                     f"inputs. {advice}")
     if len(failed) < len(runs):
         follows = _follows_argument(runs, [r for r, _ in failed], params)
         return told(
             f"it matches on {len(runs) - len(failed)} of {len(runs)} new inputs but not on "
             "these: " + (follows or "look at what sets them apart (a repeated index, a size-1 "
                          "dimension, a point at the edge of a formula)") + f". {advice}")
-    common = _common_diagnosis(label, i, failed, rtol, atol)
+    common = _common_diagnosis(label, i, failed, rtol, atol, params)
     if common is not None:
         return common
     if check.verdict == "shape":
@@ -208,7 +220,8 @@ def judge(
 
 
 def _common_diagnosis(label: str, i: int, failed: list[tuple[Trial, Check]],
-                      rtol: float | None, atol: float | None) -> Check | None:
+                      rtol: float | None, atol: float | None,
+                      params: Sequence[str] = ()) -> Check | None:
     """The failed check naming the mistake `compare` diagnoses on every failed trial, or
     None. Trials are diagnosed one at a time, and no further once one names another."""
     diagnosed: list[tuple[Trial, Check]] = []
@@ -222,7 +235,8 @@ def _common_diagnosis(label: str, i: int, failed: list[tuple[Trial, Check]],
     # that happens to equal 2 on one trial adds "or N = 2" there only), the smallest of
     # those (its numbers are the easiest to follow).
     run, shown = min(diagnosed, key=lambda rc: (_claims(rc[1].diagnosis), _entries(rc[0])))
-    return dataclasses.replace(shown, text=f"on new inputs ({shapes(run.inputs)}): {shown.text}")
+    return dataclasses.replace(shown, text=f"on new inputs ({shapes(run.inputs, params)}): "
+                                           f"{shown.text}")
 
 
 def _lower_precision(runs: list[Trial], i: int) -> str | None:
@@ -334,8 +348,8 @@ def input_name(k: int, params: Sequence[str]) -> str:
 def _mean_for_sum(runs: list[Trial], i: int, rtol: float | None, atol: float | None,
                   params: Sequence[str]) -> str | None:
     """'exactly 1/N x the reference' when N is the number of entries along the same
-    dimensions of the same input on every trial (a mean where a sum belongs). Sizes of
-    2 or 3 are left to the plain factor diagnosis: a missing 2 is as likely."""
+    dimensions of the same input on every trial (a mean where a sum belongs). Where N is
+    2 (or 3) on every trial, a missing factor 2 (or 3) is as likely, and said too."""
     first = runs[0].inputs
     for k, x in enumerate(first):
         if not isinstance(x, torch.Tensor) or x.ndim == 0 or x.ndim > 4:
@@ -343,17 +357,22 @@ def _mean_for_sum(runs: list[Trial], i: int, rtol: float | None, atol: float | N
         for r in range(1, x.ndim + 1):
             for dims in itertools.combinations(range(x.ndim), r):
                 sizes = _sizes_along(runs, k, dims)
-                if sizes is None or min(sizes) < 4:
+                if sizes is None or min(sizes) < 2:
                     continue
-                if all(_compare("", run.got[i] * n if isinstance(run.got[i], torch.Tensor)
-                                else None, run.ref[i], run.ref[i], rtol, atol).ok
-                       for run, n in zip(runs, sizes, strict=True)):
-                    what = ("the size of " if r == 1 else "the number of entries along ") + (
-                        f"dimension {dims[0]}" if r == 1
-                        else "dimensions " + ", ".join(map(str, dims[:-1])) + f" and {dims[-1]}")
-                    return (f"your answer is exactly 1/N × the reference, N = {sizes[0]} "
-                            f"({what} of {input_name(k, params)}): a mean where the gradient "
-                            "needs a sum (every entry's contribution adds up, none is averaged)")
+                if not all(_compare("", run.got[i] * n if isinstance(run.got[i], torch.Tensor)
+                                    else None, run.ref[i], run.ref[i], rtol, atol).ok
+                           for run, n in zip(runs, sizes, strict=True)):
+                    continue
+                what = ("the size of " if r == 1 else "the number of entries along ") + (
+                    f"dimension {dims[0]}" if r == 1
+                    else "dimensions " + ", ".join(map(str, dims[:-1])) + f" and {dims[-1]}")
+                mean = (f"({what} of {input_name(k, params)}): a mean where the gradient "
+                        "needs a sum (every entry's contribution adds up, none is averaged)")
+                if len(set(sizes)) == 1 and sizes[0] in (2, 3):
+                    n = sizes[0]
+                    return (f"your answer is exactly 1/{n} × the reference; either a missing "
+                            f"factor {n}, or 1/N with N = {n} {mean}")
+                return f"your answer is exactly 1/N × the reference, N = {sizes[0]} {mean}"
     return None
 
 

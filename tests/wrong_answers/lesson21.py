@@ -135,6 +135,8 @@ WRONG = {
         (_fn(CONV_DX, TURNED.format(kernel="w.transpose(2, 3)")),
          "the kernel was transposed (rows and columns swapped)"),
         (_fn(CONV_DX, NO_STRIDE), "the stride is missing"),
+        (_fn(CONV_DX, "return F.conv_transpose2d(dout, w, stride=stride, padding=padding)"),
+         "dx lacks the last rows or columns of x"),
         (_fn(CONV_DX, "return torch.zeros_like(x)"), "hard-coded"),
     ],
     "l21-conv-dw": [
@@ -148,6 +150,8 @@ WRONG = {
                       "dw = (dout[0].flatten(1) @ patches[0].T).reshape(w.shape)\n"
                       "return dw, dout.sum(dim=(0, 2, 3))"),
          "dw comes from the first example only"),
+        (_fn(CONV_DW, DW.format(dw="dw / x.shape[0]", db="dout.sum(dim=(0, 2, 3))")),
+         "(the size of dimension 0 of x)"),
         (_fn(CONV_DW, DW.format(dw="dw.flip(2, 3)", db="dout.sum(dim=(0, 2, 3))")),
          "dw came out turned 180 degrees"),
         (_fn(CONV_DW, DW.format(dw="dw.transpose(2, 3)", db="dout.sum(dim=(0, 2, 3))")),

@@ -87,12 +87,14 @@ def _randn(gen, *shape, scale=1.0):
 
 def fresh_conv(gen):
     """(x, w, dout, stride, padding) of a new convolution: a batch of 2 or 3, square
-    kernels of 2 to 4, stride 2 or 3, padding 1 up to half the kernel, images 5 to 9 on a
-    side (often not a whole number of strides, so the last rows are never read)."""
+    kernels of 2 to 4, stride 2 or 3, padding 1 up to half the kernel, images 5 to 10 on a
+    side: the height often, the width always, not a whole number of strides, so the last
+    rows (columns) are never read."""
     N, C_in, C_out = _randint(2, 4, gen), _randint(1, 4, gen), _randint(2, 5, gen)
     k = _randint(2, 5, gen)
     stride, padding = _randint(2, 4, gen), _randint(1, k // 2 + 1, gen)
     H, W = _randint(5, 10, gen), _randint(5, 10, gen)
+    W += (W + 2 * padding - k) % stride == 0  # one column past the last stride
     x, w = _randn(gen, N, C_in, H, W), _randn(gen, C_out, C_in, k, k)
     H_out = (H + 2 * padding - k) // stride + 1
     W_out = (W + 2 * padding - k) // stride + 1
@@ -162,6 +164,11 @@ CONV_DX = ByHand(
         "apart, so dout's entries must be spread out with stride - 1 zeros between them "
         "before the correlation (fold does it when given stride=)":
             lambda x, w, dout, s, p: F.conv_transpose2d(dout, w, padding=p),
+        "dx lacks the last rows or columns of x: where H + 2·padding - k is not a multiple "
+        "of the stride, the forward pass's patches never reach them, and conv_transpose2d "
+        "leaves them out unless told (output_padding=); dx has x's shape, 0 where no patch "
+        "reached":
+            lambda x, w, dout, s, p: F.conv_transpose2d(dout, w, stride=s, padding=p),
     },
     advice="The layer is unfold, then a matrix product: go back through the product (lesson "
            "08's matmul rule, per example), then through unfold (section 2), with the same "
