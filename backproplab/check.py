@@ -295,8 +295,8 @@ def show(report: Report) -> None:
 
 # What to try when no mistake can be named.
 NEXT_STEPS = (
-    "Work out the local derivative of each step again and chain them; "
-    "bl.numerical_grad gives a reference to compare each step with."
+    "Work out the local derivative of each step again and chain them, trying each step "
+    "alone in a scratch cell against torch.autograd.grad of that step."
 )
 
 # Tolerance for a finite-difference reference: central differences in float64

@@ -174,8 +174,8 @@ def _factor(d: Diagnosis, you: str, yours: str) -> str:
     v = Fraction(d.factor or 0)
     k = int(max(v, 1 / v))  # the 2 or 3 of a stray or missing factor
     ideas = {
-        "stray": "a stray factor 2 (e.g. the power rule applied twice)" if k == 2
-        else "a stray factor 3",
+        "stray": ("a stray factor 2 (a term counted twice, or the power rule applied twice)"
+                  if k == 2 else "a stray factor 3"),
         "accumulated": f"gradients accumulated over {k} backward passes because .grad was not "
                        "zeroed in between (call .grad.zero_() or optimizer.zero_grad())",
         "missing": "a missing factor 2 (e.g. d(x²)/dx = 2x)" if k == 2

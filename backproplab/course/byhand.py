@@ -331,7 +331,7 @@ def _run_trials(exercise: ByHand, call: Callable[[tuple[Any, ...]], Ran], seed: 
             return fail(name, "not written yet: the function still raises "
                               "NotImplementedError.", "missing"), noted
         if ran.failure == "error":
-            return fail(name, f"raised {ran.detail} (on inputs with {shapes(inputs)}). Call "
+            return fail(name, f"raised {ran.detail} (on inputs: {shapes(inputs, params)}). Call "
                               "it yourself on such inputs to see where.", "error"), noted
         if ran.failure == "estimate":
             return fail(name, _estimate_message(ran.nudged or 0, params), "estimate"), noted

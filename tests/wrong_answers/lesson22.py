@@ -128,7 +128,7 @@ WRONG = {
                   "            report(name, {k: p.grad for k, p in module.named_parameters(recurse=False)})\n"),
                  ("def layer_ready(grads, name=name, keys=tuple(params)):",
                   "def layer_ready(grads, name=name, keys=tuple(params), module=module):")),
-         ".grad adds up across backward passes"),
+         "the next pass adds into that very tensor"),
         # The handles not returned.
         (_layers(("    return handles\n", "    return None\n")), "return the handles"),
         # A count per module that is never reset: later passes report again and again.
@@ -164,5 +164,31 @@ WRONG = {
          "            handles.append(p.register_hook(lambda g, key=key, note=note: note(g, key)))\n"
          "    return handles\n",
          "you never reported it"),
+        # A tensor hook on each parameter reporting at once: one report per parameter.
+        ("def watch_layers(model, report):\n"
+         "    handles = []\n"
+         "    for name, module in model.named_modules():\n"
+         "        for key, p in module.named_parameters(recurse=False):\n"
+         "            handles.append(p.register_hook(\n"
+         "                lambda g, name=name, key=key: report(name, {key: g})))\n"
+         "    return handles\n",
+         "a hook on each parameter reports once per parameter"),
+        # Post-accumulate hooks that report .grad once the module's last one has run.
+        ("def watch_layers(model, report):\n"
+         "    handles = []\n"
+         "    for name, module in model.named_modules():\n"
+         "        params = dict(module.named_parameters(recurse=False))\n"
+         "        if not params:\n"
+         "            continue\n"
+         "        left = [len(params)]\n\n"
+         "        def ready(p, name=name, params=params, left=left):\n"
+         "            left[0] -= 1\n"
+         "            if left[0] == 0:\n"
+         "                left[0] = len(params)\n"
+         "                report(name, {k: q.grad for k, q in params.items()})\n"
+         "        for p in params.values():\n"
+         "            handles.append(p.register_post_accumulate_grad_hook(ready))\n"
+         "    return handles\n",
+         "the parameters' .grad tensors themselves"),
     ],
 }

@@ -133,8 +133,11 @@ def _pass_problem(own: dict[str, list[str]], events: list[dict], what: str) -> s
                     "Report each module that has (named_parameters(recurse=False)), under its "
                     "name in model.named_modules().")
         if names.count(name) > 1:
+            why = ("a hook on each parameter reports once per parameter: wait for all of the "
+                   "module's gradients (register_multi_grad_hook)" if what == PASSES[0] else
+                   "does a count or a record carry over from the pass before?")
             return (f"in {what}, you reported {name!r} {names.count(name)} times; once per pass "
-                    "(does a count or a record carry over from the pass before?).")
+                    f"({why}).")
     for module, params in own.items():
         full = {f"{module}.{k}" if module else k: k for k in params}
         grads = [(k, e) for k, e in enumerate(events) if e["kind"] == "grad" and e["name"] in full]
@@ -182,10 +185,11 @@ def _values_problem(module: str, params: list[str], full: dict[str, str],
         return (f"in {what}, the grads you reported for {module!r} are {keys}; give a dict "
                 f"by parameter name: {sorted(params)}.")
     if report["held"]:
-        return (f"in {what}, you reported {module!r} with the parameters' .grad. That is not "
-                "this pass's gradient: .grad adds up across backward passes (lesson 05), and a "
-                "tensor hook runs before the new gradient is added to it. Report the gradients "
-                "your hooks receive.")
+        return (f"in {what}, you reported {module!r} with the parameters' .grad tensors "
+                "themselves. .grad is the sum of every pass since it was last zeroed (lesson "
+                "05), and the next pass adds into that very tensor, so what you handed over "
+                "changes after your report. Report the gradients this pass computed: those "
+                "your hooks receive (a tensor hook, register_multi_grad_hook).")
     computed = {full[e["name"]]: e["value"] for _, e in grads}
     for key in params:
         want, got = computed.get(key), report["values"][key]
