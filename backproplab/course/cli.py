@@ -4,7 +4,7 @@ Also runs as ``python -m backproplab``. Problems with the input are reported
 on stderr in one line each, with exit code 2 and no traceback.
 
     $ backproplab release notebooks/ student/
-    released 01-graph.ipynb: 2 exercises, 0 hidden test blocks removed
+    released 01-graph.ipynb: 2 graded exercises, 0 hidden test blocks removed
     ...
 
 Each command imports what it needs when it runs: ``backproplab --help``

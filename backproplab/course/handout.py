@@ -41,20 +41,38 @@ __all__ = ["Released", "find_notebooks", "is_student_version", "learn", "release
 class Released:
     """What :func:`release` did to one notebook.
 
-    >>> Released(Path("a.ipynb"), Path("out/a.ipynb"), 2, 1).summary()
-    'released a.ipynb: 2 exercises, 1 hidden test block removed'
+    ``exercises`` counts the answers blanked whose check is worth points (the rows
+    the grade's CSV has); ``predictions``, those whose check is worth none (a
+    "predict, then run" guess: feedback, never a grade).
+
+    >>> Released(Path("a.ipynb"), Path("out/a.ipynb"), 2, 1, predictions=3).summary()
+    'released a.ipynb: 2 graded exercises, 3 predictions (0 points), 1 hidden test block removed'
     """
 
     source: Path
     dest: Path
     exercises: int
     hidden_blocks: int
+    predictions: int = 0
 
     def summary(self) -> str:
         """One progress line, as the command line prints it."""
-        ex = _plural(self.exercises, "exercise")
+        ex = _plural(self.exercises, "graded exercise")
+        guesses = f"{_plural(self.predictions, 'prediction')} (0 points), " \
+            if self.predictions else ""
         hidden = _plural(self.hidden_blocks, "hidden test block")
-        return f"released {self.source.name}: {ex}, {hidden} removed"
+        return f"released {self.source.name}: {ex}, {guesses}{hidden} removed"
+
+
+def _worth_nothing(nb: nbformat.NotebookNode) -> int:
+    """How many answer cells are checked by a cell worth 0 points (predictions)."""
+    meta = [c.get("metadata", {}).get("nbgrader", {}) for c in nb.cells]
+    count = 0
+    for i, m in enumerate(meta):
+        if m.get("solution") and not m.get("grade"):
+            check = next((n for n in meta[i + 1:] if n.get("grade")), None)
+            count += check is not None and not check.get("points")
+    return count
 
 
 def _plural(n: int, word: str) -> str:
@@ -212,7 +230,7 @@ def release(
     Usage (it writes files, so this is not run as a doctest)::
 
         release("notebooks", "student", log=print)
-        # released 02-chain-rule.ipynb: 3 exercises, 0 hidden test blocks removed
+        # released 02-chain-rule.ipynb: 3 graded exercises, 0 hidden test blocks removed
         # -> [PosixPath('student/02-chain-rule.ipynb'), ...]
 
     Raises CourseError for a missing SRC, an empty folder, a file that is
@@ -224,10 +242,13 @@ def release(
 
     done: list[tuple[str, Released]] = []
     for path, target in zip(notebooks, targets, strict=True):
-        student, exercises, hidden = student_version(read_notebook(path), name=str(path))
+        source = read_notebook(path)
+        student, exercises, hidden = student_version(source, name=str(path))
         student.metadata[STUDENT_MARK] = {"student_version": True, "source": path.name,
                                           "fingerprint": fingerprint(student)}
-        done.append((nbformat.writes(student), Released(path, target, exercises, hidden)))
+        guesses = _worth_nothing(source)
+        done.append((nbformat.writes(student),
+                     Released(path, target, exercises - guesses, hidden, guesses)))
 
     _write_all([(info.dest, text) for text, info in done])
     if log is not None:

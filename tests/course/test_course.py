@@ -398,7 +398,7 @@ def test_cli_release_folder(src: Path, tmp_path: Path, capsys) -> None:
     nbformat.write(_fixture(), src / ".ipynb_checkpoints" / "00-fixture-checkpoint.ipynb")
     code, out, err = _cli(capsys, "release", src, tmp_path / "out")
     assert (code, err) == (0, "")
-    assert out == "released 00-fixture.ipynb: 2 exercises, 1 hidden test block removed\n"
+    assert out == "released 00-fixture.ipynb: 2 graded exercises, 1 hidden test block removed\n"
     assert sorted(p.name for p in (tmp_path / "out").rglob("*")) == ["00-fixture.ipynb"]
 
 

@@ -281,7 +281,8 @@ def test_diagnose_average_instead_of_sum(shape, dim, seed):
 def test_diagnose_one_over_n_message_exact_wording():
     ref = ref_tensor((5, 3), 0)
     d = said(ref / 5, ref)
-    assert "off by a factor of 1/N with N = 5, the size of dimension 0 of your answer: did you average" in d
+    assert ("off by a factor of 1/N with N = 5, the size of dimension 0 of your answer: "
+            "did you average") in d
 
 
 @SETTINGS
