@@ -70,8 +70,8 @@ COMPLEX_VJPS = ByHand(
     make_inputs=_vjps_inputs,
     outputs=["dz of z * w", "dw of z * w", "dz of |z|**2", "dz of exp(z)"],
     mistakes={
-        "z * w: no conjugate. torch sends each factor g times the conjugate of the other "
-        "factor: g * w.conj() to z and g * z.conj() to w":
+        "z * w: no conjugate. In section 6's formula the derivative ∂s/∂z is conjugated "
+        "before it meets g; look again at which factor carries the bar":
             lambda z, w, g, r: _vjps(z, w, g, r, mul=(g * w, g * z)),
         "z * w: this is the conjugate of torch's answer (conj(g) * w), the other convention "
         "(∂L/∂z, what JAX returns); torch's .grad is ∂L/∂x + i ∂L/∂y, its conjugate":
@@ -80,21 +80,22 @@ COMPLEX_VJPS = ByHand(
         "∂s/∂z* = z; torch's .grad, ∂L/∂x + i ∂L/∂y, is twice that":
             lambda z, w, g, r: _vjps(z, w, g, r, abs2=r * z),
         "|z|**2: conjugated. 2 * r * z.conj() is 2r ∂s/∂z, the mirror image of the uphill "
-        "direction; torch returns 2 * r * z":
+        "direction; section 6's formula takes the other Wirtinger derivative for a real s":
             lambda z, w, g, r: _vjps(z, w, g, r, abs2=2 * r * z.conj()),
-        "|z|**2: conjugated, and the factor 2 is missing: r * z.conj() is r ∂s/∂z; torch "
-        "returns 2 * r * z":
+        "|z|**2: conjugated, and the factor 2 is missing: r * z.conj() is r ∂s/∂z, the "
+        "derivative section 6's formula does not take for a real s, and only one of its two "
+        "terms":
             lambda z, w, g, r: _vjps(z, w, g, r, abs2=r * z.conj()),
-        "exp(z): no conjugate. exp is holomorphic, so its VJP is g times the conjugate of its "
-        "derivative: g * exp(z).conj()":
+        "exp(z): no conjugate. exp is holomorphic, so one term of section 6's formula is "
+        "left, and in it the derivative is conjugated":
             lambda z, w, g, r: _vjps(z, w, g, r, exp=g * z.exp()),
         "exp(z): this is the conjugate of torch's answer (conj(g) * exp(z)), the other "
         "convention (∂L/∂z)":
             lambda z, w, g, r: _vjps(z, w, g, r, exp=g.conj() * z.exp()),
     },
     advice="For each operation s = f(z) write ∂s/∂z and ∂s/∂z* (z and z* as independent "
-           "variables), then torch's rule: the gradient is conj(g) * ∂s/∂z* + g * conj(∂s/∂z). "
-           "Check one entry against section 5's numbers.",
+           "variables), then put them in section 6's formula. Check one entry against section "
+           "5's numbers.",
     vocabulary=COMPLEX,
 )
 
