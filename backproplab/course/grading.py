@@ -249,7 +249,9 @@ class Prediction:
     ``why`` is shown by `reveal`, after the guess (``{answer}`` is filled in).
     With ``choices``, a guess outside them is told what the choices are. With
     ``unordered`` (the question asks *which* items), a guess of the right items in any
-    order, a set included, is right.
+    order, a set included, is right. With ``order`` (the question asks for an order
+    of items it names), the right items in another order are simply a wrong guess,
+    told the hint.
     """
 
     question: str
@@ -258,6 +260,7 @@ class Prediction:
     why: str
     choices: tuple[Any, ...] | None = None
     unordered: bool = False
+    order: bool = False
 
 
 # First guess checked per question in this kernel, and the questions revealed.
@@ -319,8 +322,8 @@ def prediction_report(prediction: str | Prediction, guess: Any) -> Report:
     _GUESSES.setdefault(key, guess)
     answer = _answer_of(p)
     shown = guess
-    if not p.unordered and _items(guess) is not None and _items(guess) == _items(answer) \
-            and not _matches(guess, answer):
+    if not (p.unordered or p.order) and _items(guess) is not None \
+            and _items(guess) == _items(answer) and not _matches(guess, answer):
         order = ("in increasing order" if list(answer) == _items(answer)
                  else "in the order the question asks for")
         return fail(p.question, f"not quite: the right items (you predicted {_show(shown)}), "

@@ -381,3 +381,18 @@ def test_the_screen_test_sees_a_spoiler():
     assert not _screen_leaks("l06-predict-forgot", "and no dampening", "no", ("yes", "no"))
     assert _screen_leaks("l06-predict-forgot", 'it answers "no"', "no", ("yes", "no"))
     assert not _readable(nbformat.v4.new_code_cell("y = x ** 2"))
+
+
+def test_an_order_question_tells_a_wrong_order_its_hint():
+    """Where the question names its items in an order of its own (the nodes from the output
+    down), the right items in another order are told to follow that order; where the order
+    is what is asked (``order=True``), another order is a wrong guess, told the hint."""
+    names = bl.Prediction("the nodes, from the output down", answer=lambda: ["B", "A"],
+                          hint="walk from the output", why="{answer}")
+    said = str(bl.course.grading.prediction_report(names, ["A", "B"]))
+    assert "in another order" in said and "Hint" not in said
+    order = bl.Prediction("the order the nodes run in", answer=lambda: [0, 2, 1, 3],
+                          hint="a heap", why="{answer}", order=True)
+    said = str(bl.course.grading.prediction_report(order, [3, 2, 1, 0]))
+    assert "another order" not in said and "Hint: a heap" in said
+    assert bl.course.grading.prediction_report(order, [0, 2, 1, 3]).ok

@@ -87,11 +87,13 @@ PREDICTIONS = {
     "l22-predict-ties": Prediction(
         question="the order in which the four leaves' AccumulateGrad nodes run (by position)",
         answer=_ties_answer,
-        hint="all four become ready in the same step and share one sequence number, 2**64 - "
-             "1. Ask what kind of queue the engine keeps, and whether it promises anything to "
-             "nodes that tie.",
+        hint="the sequence number cannot order them, so the queue's own structure does: the "
+             "ready queue is a binary heap (C++'s std::priority_queue). Push the four in edge "
+             "order with equal keys, then pop them one by one, and follow where each pop "
+             "moves the last entry.",
         why="the ready queue is a binary heap (C++'s std::priority_queue) keyed on the sequence "
             "number alone; the four tie, and the heap's sifting hands them out as {answer}, "
             "neither first in, first out nor last in, first out",
+        order=True,
     ),
 }
