@@ -46,6 +46,7 @@ def _call(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedPr
     [], ["--lessons"], ["2.15.0", "--bogus"], ["2.15.0", "lessons"],
     ["2.15.0", "--lessons", "--lessons-only"], ["2.15.0", "--lessons", "--lessons"],
     ["2.15.0", "--lowest", "--lowest"],
+    ["2.15.0", str(ROOT / "notebooks" / "01-computational-graph.ipynb")],  # no --lessons
 ])
 def test_a_wrong_call_prints_the_usage_and_makes_nothing(args, tmp_path):
     done = _call(args, tmp_path)
@@ -57,6 +58,7 @@ def test_a_wrong_call_prints_the_usage_and_makes_nothing(args, tmp_path):
 @pytest.mark.parametrize("args", [
     ["2.15.0"], ["2.15.0", "--lessons"], ["2.15.0", "--lessons-only"],
     ["2.15.0", "--lowest", "--lessons"], ["2.15.0", "--lessons-only", "--lowest"],
+    ["2.15.0", "--lessons-only", str(ROOT / "notebooks" / "01-computational-graph.ipynb")],
 ])
 def test_every_call_the_usage_shows_gets_past_the_argument_check(args, tmp_path):
     # PYTHON=false: making the venv fails at once, after the arguments were accepted.
@@ -109,6 +111,25 @@ def test_errors_fail_outside_raises_exception_cells_only():
     assert failures == ["tagged raises-exception, raised nothing (stored: RuntimeError)"]
     failures, _ = compare(tagged, _cell(error=("TypeError", "other")))
     assert failures == ["raised TypeError: other (stored: RuntimeError)"]
+
+
+def test_a_check_that_raises_its_cross_fails_where_the_stored_one_passed():
+    """A failed check raises AssertionError with a message that starts with a blank line
+    and then its ✗ line: the failure names that line, and the ✗ counts as a mark."""
+    message = "\n✗ dz/dx: off by a factor of 2\n  worst entry ..."
+    failures, _ = run_lessons.compare_cell(_cell("✓ dz/dx: exact\n"),
+                                           _cell(error=("AssertionError", message)))
+    assert failures == ["AssertionError: ✗ dz/dx: off by a factor of 2",
+                        "✗ where the stored lesson shows ✓: ✗ dz/dx: off by a factor of 2"]
+    tagged = _cell(error=("AssertionError", message), tags=("raises-exception",))
+    assert run_lessons.compare_cell(tagged, _cell(error=("AssertionError", message))) == ([], [])
+
+
+def test_a_version_without_a_build_matches_every_build_of_it():
+    same = run_lessons.same_torch
+    assert same("2.15.0+cu132", "2.15.0") and same("2.15.0", "2.15.0")
+    assert same("2.13.0+cpu", "2.13.0+cpu") and not same("2.13.0+cu128", "2.13.0+cpu")
+    assert not same("2.15.1", "2.15.0") and not same("2.15.0rc1", "2.15.0")
 
 
 def test_new_stderr_is_a_note_with_the_path_inside_packages_left_out():
