@@ -101,7 +101,7 @@ def _plain(value: Any, depth: int = 0) -> Any:
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu().clone() if type(value) in (torch.Tensor, torch.nn.Parameter) \
+        return value.detach().cpu() if type(value) in (torch.Tensor, torch.nn.Parameter) \
             else f"<a {type(value).__name__} object>"
     if value is None or type(value) in (bool, int, float, complex, str):
         return value
