@@ -309,6 +309,17 @@ HONEST = [
         "        return h, (1 - h * h) * du\n"
         "    h, dh = tanh_pair(W @ x + b, W @ v)\n    s, ds = (x * x).sum(), 2 * (x * v).sum()\n"
         "    return dh * s + h * ds\n")),
+    Honest("l24-rms-norm-jvp", "the inverse square root as a power, sums over the row", (
+        "def rms_norm_jvp(x, w, eps, x_t, w_t):\n    d = x.shape[1]\n"
+        "    m = (x ** 2).sum(1, keepdim=True) / d\n    m_t = 2 * (x * x_t).sum(1, keepdim=True) / d\n"
+        "    r = (m + eps) ** -0.5\n    r_t = -0.5 * (m + eps) ** -1.5 * m_t\n"
+        "    return x_t * r * w + x * r_t * w + x * r * w_t\n")),
+    Honest("l24-rms-norm-jvp", "a dual pair per step", (
+        "def rms_norm_jvp(x, w, eps, x_t, w_t):\n"
+        "    def times(a, a_t, b, b_t):\n        return a * b, a_t * b + a * b_t\n"
+        "    m, m_t = (x * x).mean(-1, keepdim=True), (2 * x * x_t).mean(-1, keepdim=True)\n"
+        "    r = 1 / torch.sqrt(m + eps)\n    r_t = -0.5 * r / (m + eps) * m_t\n"
+        "    xr, xr_t = times(x, x_t, r, r_t)\n    return times(xr, xr_t, w, w_t)[1]\n")),
     Honest("l17-scale-range", "math.log2", (
         "import math\n\n\ndef scale_range(x, W, b, t):\n    r = x @ W.T + b - t\n    dy = 2 * r / r.numel()\n"
         "    dW, db = dy.T @ x, dy.sum(0)\n    tiny = torch.finfo(torch.float16).tiny\n"

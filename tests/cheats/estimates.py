@@ -335,6 +335,16 @@ PLANS: dict[str, Plan] = {
     zero = torch.zeros((), dtype=x.dtype)
     return torch.stack([estimate(lambda s: f(x + s * v)[i], zero) for i in range(len(b))])
 '''),
+    # J v of the RMS norm: the slope of y(x + s x_t, w + s w_t) at s = 0, entry by entry.
+    "l24-rms-norm-jvp": Plan("rms_norm_jvp(x, w, eps, x_t, w_t)", '''\
+    def y(s):
+        a, b = x + s * x_t, w + s * w_t
+        return (a * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + eps) * b).reshape(-1)
+
+    zero = torch.zeros((), dtype=x.dtype)
+    return torch.stack([estimate(lambda s: y(s)[i], zero)
+                        for i in range(x.numel())]).reshape(x.shape)
+'''),
     "l17-scale-range": Plan("scale_range(x, W, b, t)", f'''\
     y = x @ W.T + b
     gy = estimate(lambda u: ((u - t) ** 2).mean(), y)

@@ -4,8 +4,13 @@ The exercise asks for a backward derived by the learner. The check calls the lea
 setup_context and backward as plain functions with autograd switched off, on float64 inputs,
 and asks for round-off agreement: autograd inside the backward (on a recomputed forward in
 torch operations), torch.func, and central differences or bl.numerical_grad through the numpy
-forward are refused.
+forward are refused. Exercise 2 asks for a forward-mode rule derived by hand: forward mode
+done by torch (torch.func.jvp, dual numbers) and estimates along the tangents are refused.
 """
+
+from cheats.estimates import lesson_plans, with_disguised
+
+_NORM = "a * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + eps) * b"
 
 PIECES = (
     "def rms_norm_fake(x, w, eps):\n"
@@ -66,4 +71,37 @@ CHEATS = {
             "    (dw,) = bl.numerical_grad(lambda b: loss(x, b), w)\n"
             "    return dx, dw, None\n"), "evaluates at nudged inputs"),
     ],
+    "l24-rms-norm-jvp": [
+        # torch.func's jvp of the norm in torch operations.
+        ("def rms_norm_jvp(x, w, eps, x_t, w_t):\n"
+         f"    return torch.func.jvp(lambda a, b: {_NORM}, (x, w), (x_t, w_t))[1]\n",
+         "by hand"),
+        # Dual numbers carry the tangents.
+        ("import torch.autograd.forward_ad as fwAD\n\n\n"
+         "def rms_norm_jvp(x, w, eps, x_t, w_t):\n"
+         "    with fwAD.dual_level():\n"
+         "        a, b = fwAD.make_dual(x, x_t), fwAD.make_dual(w, w_t)\n"
+         f"        return fwAD.unpack_dual({_NORM}).tangent\n", "make_dual"),
+        # torch's own rms_norm under jvp.
+        ("def rms_norm_jvp(x, w, eps, x_t, w_t):\n"
+         "    def y(a, b):\n"
+         "        return torch.nn.functional.rms_norm(a, (a.shape[-1],), b, eps)\n"
+         "    return torch.func.jvp(y, (x, w), (x_t, w_t))[1]\n", "by hand"),
+        # A central difference along the tangents, through the numpy forward.
+        ("def rms_norm_jvp(x, w, eps, x_t, w_t):\n"
+         "    h = 1e-6\n"
+         "    plus = rms_norm_forward(x + h * x_t, w + h * w_t, eps)\n"
+         "    minus = rms_norm_forward(x - h * x_t, w - h * w_t, eps)\n"
+         "    return (plus - minus) / (2 * h)\n", "another numeric or symbolic library"),
+        # The same central difference through the norm in torch operations.
+        ("def rms_norm_jvp(x, w, eps, x_t, w_t):\n"
+         "    def y(a, b):\n"
+         f"        return {_NORM}\n"
+         "    h = 1e-6\n"
+         "    return (y(x + h * x_t, w + h * w_t) - y(x - h * x_t, w - h * w_t)) / (2 * h)\n",
+         "numerical estimate"),
+    ],
 }
+
+# Finite differences in disguise (tests/cheats/estimates.py) for the by-hand exercise.
+CHEATS = with_disguised(CHEATS, lesson_plans("24"))

@@ -168,6 +168,8 @@ REPEATED = {
         r"grows? (?:linearly )?with the batch",
     "Hessian-vector products":
         r"Hessian-vector product",
+    "Selective checkpointing: a policy per operation, and min-cut's activation memory budget":
+        r"create_selective_checkpoint_contexts|activation_memory_budget|CheckpointPolicy",
 }
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 from stored import flat_text as _text
 
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "12-what-backward-keeps.ipynb"
@@ -69,10 +70,12 @@ def test_save_on_cpu_is_a_hook_pair(cells):
 def test_uneven_blocks_make_the_choice_matter(cells):
     out = cells["l12-45"].outputs[0]["text"]
     plans = {m.group(1).strip(): (int(m.group(2).replace(",", "")),
-                                  int(m.group(3).replace(",", "")))
-             for m in re.finditer(r"^(\D+?)\s+([\d,]+)\s+([\d,]+)$", out, re.M)}
-    assert plans["the cheap ones"] == (163_840, 16_384)
-    assert plans["the wide ones"] == (98_304, 131_072)
+                                  int(m.group(3).replace(",", "")), m.group(4))
+             for m in re.finditer(r"^(\D+?)\s+([\d,]+)\s+([\d,]+)\s+(True|False)$", out, re.M)}
+    # Measured by hooks on the Linear layers: a block's last product is not run again.
+    assert plans["the cheap ones"] == (163_840, 8_192, "True")
+    assert plans["the wide ones"] == (98_304, 65_536, "True")
+    assert plans["all"] == (32_768, 73_728, "True")
     assert "first block ran 2 times" in _text(cells["l12-17"])
     check = _text(cells["l12-32"])
     assert "the least any choice within the budget needs" in check
@@ -102,7 +105,8 @@ def test_the_budget_exercise_asks_more_than_the_ranking(cells, seed):
 def test_the_budget_check_reckons_a_choice_as_a_run_measures_it(seed):
     """Exercise 4's check judges a choice from one plain run of the stack: a choice keeps the
     plain run's bytes less what each chosen block saves, and backward recomputes each chosen
-    block once. Real checkpointed runs agree, for the cheapest choices and the ranking's."""
+    block once, every Linear of it but the last (`multiply_adds`). Real checkpointed runs
+    agree, for the cheapest choices and the ranking's."""
     from backproplab.course.exercises.lesson12.budget import (
         _budget_seed,
         _cheapest_choices,
@@ -115,19 +119,24 @@ def test_the_budget_check_reckons_a_choice_as_a_run_measures_it(seed):
     choices = _cheapest_choices({"stack": _budget_seed(seed)})
     assert choices and found["by_ratio"] not in choices
     for chosen in [*choices, found["by_ratio"]]:
-        calls = [0] * len(blocks)
+        calls, products = [0] * len(blocks), [0]
         hooks = [b.register_forward_pre_hook(
             lambda module, args, i=i, calls=calls: calls.__setitem__(i, calls[i] + 1))
             for i, b in enumerate(blocks)]
+        hooks += [m.register_forward_hook(
+            lambda module, args, out, products=products: products.__setitem__(
+                0, products[0] + module.in_features * module.out_features))
+            for m in blocks.modules() if isinstance(m, torch.nn.Linear)]
         try:
             out, kept = kept_bytes(blocks, lambda c=chosen: run_stack(blocks, x, set(c)))
-            calls[:] = [0] * len(blocks)  # what backward runs again
+            calls[:], products[0] = [0] * len(blocks), 0  # what backward runs again
             out.sum().backward()
         finally:
             for hook in hooks:
                 hook.remove()
         assert kept == found["plain"] - sum(found["saves"][i] for i in chosen)
         assert calls == [int(i in chosen) for i in range(len(blocks))]
+        assert products[0] == sum(found["costs"][i] for i in chosen) > 0
 
 
 def test_the_truncation_check_states_what_a_right_answer_measures():

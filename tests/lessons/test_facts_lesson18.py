@@ -7,6 +7,7 @@ compiled gradients equal to eager ones.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from pathlib import Path
@@ -183,3 +184,42 @@ def test_predictions_follow_the_pattern(cells):
         check = _cell(cells, f'bl.check_prediction("{key}"')
         assert check.metadata["nbgrader"]["points"] == 0
         assert answer in _text(_cell(cells, f'bl.reveal("{key}")'))
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    """A printed table's rows by their first column: the numbers after it, without commas,
+    and the closing True or False."""
+    rows = {}
+    for m in re.finditer(r"^\s*(.*?)\s+((?:[\d,]+\s+)+)(True|False)$", text, re.M):
+        rows[m.group(1)] = [n.replace(",", "") for n in m.group(2).split()] + [m.group(3)]
+    return rows
+
+
+def test_selective_checkpointing_keeps_the_products_and_recomputes_none(cells):
+    """Section 5: the policy that keeps matrix products recomputes no product FLOPs, keeps
+    less than plain autograd and more than whole blocks checkpointed, and the prose's numbers
+    are the printed ones; the plain and whole-block rows are lesson 12's."""
+    table = _rows(_cell(cells, "def keep_products(").outputs[0]["text"])
+    assert table["none"] == ["229376", "0", "True"]
+    assert table["whole blocks"] == ["32768", "4718592", "True"]
+    kept, flops, same = table["keep the products"]
+    assert int(kept) == 188_416 and 32_768 < int(kept) < 229_376 and flops == "0" and same == "True"
+    lesson12 = nbformat.read(NOTEBOOK.with_name("12-what-backward-keeps.ipynb"), as_version=4)
+    measured = _rows(next(c for c in lesson12.cells if c.id == "l12-45").outputs[0]["text"])
+    assert measured["none"][0] == "229376" and measured["all"][0] == "32768"
+
+
+def test_a_lower_memory_budget_keeps_less_and_recomputes_more(cells):
+    """Section 5's budgets: bytes kept fall and recomputation grows as the budget falls, the
+    first step down recomputes element-wise functions only, budget 1 keeps what eager keeps,
+    the gradients stay eager's, and the numbers the prose compares are the printed ones."""
+    table = _rows(_cell(cells, "activation_memory_budget=budget").outputs[0]["text"])
+    rows = [(float(b), *map(int, v[:3]), v[3]) for b, v in table.items()]
+    assert [r[0] for r in rows] == [1.0, 0.8, 0.5, 0.3, 0.0]
+    assert rows[0][1:] == (229_376, 0, 0, "True")
+    assert rows[1][3] == 0 < rows[1][2]  # element-wise only
+    for before, after in itertools.pairwise(rows):
+        assert after[1] < before[1] and after[3] >= before[3] and after[2] >= before[2]
+    assert all(r[4] == "True" for r in rows)
+    prose = cells["l18-66"].source
+    assert f"{rows[3][1]:,}" in prose and f"{rows[3][3]:,}" in prose and "4,718,592" in prose

@@ -3,13 +3,15 @@ the locked torch: a custom op with no formula refuses backward, its fake lets Fa
 through without running the body, what each of opcheck's tests catches (and that a wrong
 formula passes all four), the op as one node of a compiled graph with no break, the same
 numpy body as an autograd.Function traced through and a Python loop breaking the graph,
-vmap's per-example loop against a vmap rule, and torch.func.grad refused on torch 2.13.
+vmap's per-example loop against a vmap rule, torch.func.grad refused on torch 2.13 and
+forward mode's silent zero tangent through the op, and a Function that every transform reaches.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import re
 import warnings
 from pathlib import Path
 
@@ -218,3 +220,48 @@ def test_the_prediction_about_a_float32_fake_and_the_exercise(cells):
     assert check.count("no graph break, gradients equal to eager autograd's") == 2
     forward = _text(_cell(cells, "def rms_norm_forward("))
     assert "equals torch's rms_norm: True" in forward
+
+
+def _outcomes(text: str) -> dict[str, list[str]]:
+    """A printed table of transforms: each row's outcomes, by the transform's name."""
+    names = ("vmap of grad", "grad", "vjp", "jacrev", "jvp", "jacfwd", "linearize", "vmap")
+    rows = {}
+    for line in text.splitlines():
+        name = next((n for n in names if line.startswith(n + " ")), None)
+        if name is not None:
+            rows[name] = re.findall(r"WRONG, no error|RuntimeError|NotImplementedError|right",
+                                    line[len(name):])
+    return rows
+
+
+def test_every_transform_on_the_op_and_on_two_functions(cells):
+    """Sections 7 and 8: on the op, the backward transforms raise, vmap is right, and forward
+    mode is wrong without an error (a zero tangent, printed); section 6's Function reaches
+    the backward transforms and raises on forward mode and batching; the Function with jvp
+    and vmap is right everywhere."""
+    op = _outcomes(_cell(cells, "def transforms(f):").outputs[0]["text"])
+    assert op == {"grad": ["RuntimeError"], "vjp": ["RuntimeError"], "jacrev": ["RuntimeError"],
+                  "vmap of grad": ["RuntimeError"], "jvp": ["WRONG, no error"],
+                  "jacfwd": ["WRONG, no error"], "linearize": ["WRONG, no error"],
+                  "vmap": ["right"]}
+    zeros = _text(_cell(cells, 'print("jvp of the op:'))
+    assert "jvp of the op: tensor([0., 0., 0., 0., 0., 0., 0.]" in zeros
+    table = _outcomes(_cell(cells, "class SwishEverywhere(").outputs[0]["text"])
+    assert {name: row[0] for name, row in table.items()} == {
+        name: row[0] for name, row in op.items()}
+    assert [table[n][1] for n in ("grad", "vjp", "jacrev")] == ["right"] * 3
+    assert [table[n][1] for n in ("jvp", "linearize")] == ["NotImplementedError"] * 2
+    assert [table[n][1] for n in ("vmap", "vmap of grad", "jacfwd")] == ["RuntimeError"] * 3
+    assert all(row[2] == "right" for row in table.values()) and len(table) == 8
+
+
+def test_forward_mode_through_a_custom_op_is_a_zero_tangent_measured_again():
+    """The locked torch still gives a custom op's output no tangent under forward mode, with
+    no error; a torch that fixes it makes section 7's text wrong, and this test says so."""
+    op = _op()
+    point = torch.linspace(-3, 3, 7, dtype=torch.float64)
+    direction = torch.linspace(0.5, 2.0, 7, dtype=torch.float64)
+    _, tangent = torch.func.jvp(lambda v: op(v, 1.5), (point,), (direction,))
+    assert torch.equal(tangent, torch.zeros(7, dtype=torch.float64))
+    _, right = torch.func.jvp(lambda v: v * torch.sigmoid(1.5 * v), (point,), (direction,))
+    assert not torch.equal(right, tangent)

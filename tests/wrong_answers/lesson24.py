@@ -1,7 +1,8 @@
 """Plausible wrong answers for the exercises of 24-custom-ops.ipynb.
 
-The exercise's answer is three functions in one cell; each wrong answer breaks one of them
-and keeps the other two right, as a learner's slip would.
+Exercise 1's answer is three functions in one cell; each wrong answer breaks one of them
+and keeps the other two right, as a learner's slip would. Exercise 2's are the slips of a
+forward-mode derivation, Exercise 1's backward formula among them.
 """
 
 FAKE = "def rms_norm_fake(x, w, eps):\n    return torch.empty_like(x)\n"
@@ -25,6 +26,15 @@ def cell(fake=FAKE, setup=SETUP, backward=None):
     """The solution cell with one piece swapped."""
     backward = backward or BACKWARD.format(RIGHT_DX + RIGHT_DW + "    return dx, dw, None\n")
     return f"{fake}\n\n{setup}\n\n{backward}"
+
+
+JVP = (
+    "def rms_norm_jvp(x, w, eps, x_t, w_t):\n"
+    "    r = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)\n"
+    "{}"
+)
+RIGHT_RT = "    r_t = -r**3 * (x * x_t).mean(dim=-1, keepdim=True)\n"
+RIGHT_Y = "    return (x_t * r + x * r_t) * w + x * r * w_t\n"
 
 
 def with_body(body):
@@ -99,5 +109,32 @@ WRONG = {
                    "    dx = s * g * b - a * s**3 * (g * b * a).mean(axis=-1, keepdims=True)\n"
                    "    return torch.from_numpy(dx), (grad * x * r).sum(dim=0), None\n"),
          "write the backward in torch operations"),
+    ],
+    "l24-rms-norm-jvp": [
+        # r taken as a constant.
+        (JVP.format("    return x_t * r * w + x * r * w_t\n"), "r treated as a constant"),
+        # w's tangent forgotten.
+        (JVP.format(RIGHT_RT + "    return (x_t * r + x * r_t) * w\n"), "w's tangent is missing"),
+        # Only the path through r.
+        (JVP.format(RIGHT_RT + "    return x * r_t * w + x * r * w_t\n"), "direct path from x"),
+        # The row's sum for its mean.
+        (JVP.format("    r_t = -r**3 * (x * x_t).sum(dim=-1, keepdim=True)\n" + RIGHT_Y),
+         "sums over the row"),
+        # The square's 2 forgotten: -1/2 r**3 mean(x x_t).
+        (JVP.format("    r_t = -0.5 * r**3 * (x * x_t).mean(dim=-1, keepdim=True)\n" + RIGHT_Y),
+         "stray factor 1/2"),
+        # r squared, not cubed.
+        (JVP.format("    r_t = -r**2 * (x * x_t).mean(dim=-1, keepdim=True)\n" + RIGHT_Y),
+         "wrong power of r"),
+        # The sign of r's tangent.
+        (JVP.format("    r_t = r**3 * (x * x_t).mean(dim=-1, keepdim=True)\n" + RIGHT_Y),
+         "wrong sign"),
+        # Exercise 1's backward, the tangent as its gradient.
+        (JVP.format("    g = x_t * w\n"
+                    "    return r * g - x * r**3 * (g * x).mean(dim=-1, keepdim=True) + x * r * w_t\n"),
+         "the backward's formula"),
+        # The tangent of x alone, shaped like w: summed over the rows as dL/dw is.
+        (JVP.format(RIGHT_RT + "    return ((x_t * r + x * r_t) * w + x * r * w_t).sum(dim=0)\n"),
+         "shape"),
     ],
 }

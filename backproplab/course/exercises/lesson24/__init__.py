@@ -1,4 +1,4 @@
-"""Lesson 24, custom ops: its exercise and its predictions.
+"""Lesson 24, custom ops: its exercises and its predictions.
 
 - ``l24-rms-norm-op`` (method, `rms`): a fused RMS norm, ``y = x * r * w`` with
   ``r = 1 / sqrt(mean(x**2 over a row) + eps)`` for x of shape (n, d), w of shape (d,)
@@ -9,6 +9,9 @@
   forward under a fresh name with them (`op`), and goes through the fake, the backward's
   form, its formula (against autograd, the slips named), ``torch.library.opcheck`` and
   ``torch.compile``; the last three are judged in the grader from what they gave.
+- ``l24-rms-norm-jvp`` (by hand, `tangent`): the same norm's forward-mode rule, the tangent
+  of y for tangents of x and w, as a Function's ``jvp`` would return it; checked against
+  ``torch.func.jvp`` of the norm in torch operations, the backward's formula named as a slip.
 
 The predictions: the graph breaks of the lesson's swish written as an
 ``autograd.Function`` with a numpy body (``torch._dynamo.explain``), and which of
@@ -25,9 +28,11 @@ import torch
 from .._spec import Prediction
 from .op import NAMESPACE, fresh_name, quiet
 from .rms import OPCHECK_TESTS, RMS_OP
+from .tangent import RMS_JVP
 
 EXERCISES = {
     "l24-rms-norm-op": RMS_OP,
+    "l24-rms-norm-jvp": RMS_JVP,
 }
 
 
