@@ -58,8 +58,8 @@ class Released:
     def summary(self) -> str:
         """One progress line, as the command line prints it."""
         ex = _plural(self.exercises, "graded exercise")
-        guesses = f"{_plural(self.predictions, 'prediction')} (0 points), " \
-            if self.predictions else ""
+        guesses = (f"{_plural(self.predictions, 'prediction')} (0 points), "
+                   if self.predictions else "")
         hidden = _plural(self.hidden_blocks, "hidden test block")
         return f"released {self.source.name}: {ex}, {guesses}{hidden} removed"
 

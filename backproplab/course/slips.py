@@ -199,12 +199,12 @@ def judge(
     averaged = _mean_for_sum(runs, i, rtol, atol, params)
     if averaged:
         return told(f"{averaged}.")
-    shaped = next((r for r, c in failed if c.verdict == "shape"), None)
+    shaped = next(((r, c) for r, c in failed if c.verdict == "shape"), None)
     if shaped is not None and len(failed) < len(runs):  # the plainest fact comes first
-        text = next(c.text for r, c in failed if r is shaped)
-        return Check(label, False, "shape", f"on new inputs ({shapes(shaped.inputs, params)}): "
-                     f"{text}; it matches on {len(runs) - len(failed)} of {len(runs)} new "
-                     f"inputs. {advice}")
+        run, wrong = shaped
+        return Check(label, False, "shape", f"on new inputs ({shapes(run.inputs, params)}): "
+                     f"{wrong.text}; it matches on {len(runs) - len(failed)} of {len(runs)} "
+                     f"new inputs. {advice}")
     if len(failed) < len(runs):
         follows = _follows_argument(runs, [r for r, _ in failed], params)
         return told(

@@ -164,6 +164,19 @@ def test_an_answer_right_on_some_trials_is_told_which():
     assert "matches on 2 of 3 new inputs" in text or "matches on 1 of 3 new inputs" in text
 
 
+def test_a_wrong_shape_on_some_trials_is_said_first_with_its_inputs():
+    def sometimes(x):
+        return _right(x) if x.numel() % 2 else _right(x)[:-1]
+
+    report = bl.check_by_hand(
+        sometimes, _reference, lambda g: (torch.randn(2 + int(g.initial_seed()), generator=g),),
+        name="d/dx", trials=3)
+    text = " ".join(str(report).split())
+    assert [c.verdict for c in report.checks if not c.ok] == ["shape"]
+    assert "has shape (1,); expected (2,); it matches on 1 of 3 new inputs" in text
+    assert "on new inputs (x of shape 2)" in text
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.floats(0.3, 3.0), min_size=3, max_size=8))
 def test_diagnose_claims_no_constant_factor_between_differently_scaled_entries(factors):

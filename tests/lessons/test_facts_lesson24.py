@@ -265,3 +265,27 @@ def test_forward_mode_through_a_custom_op_is_a_zero_tangent_measured_again():
     assert torch.equal(tangent, torch.zeros(7, dtype=torch.float64))
     _, right = torch.func.jvp(lambda v: v * torch.sigmoid(1.5 * v), (point,), (direction,))
     assert not torch.equal(right, tangent)
+
+
+def test_the_function_shown_in_exercise_2_carries_the_solution_into_forward_mode(cells):
+    """The Function the prompt of Exercise 2 shows, run with the solution's rms_norm_jvp and
+    the lesson's numpy forward, gives torch.func.jvp what torch's own rms_norm gives."""
+    from backproplab.course.exercises.lesson24.op import rms_norm_forward
+
+    prompt = next(c.source for c in cells.values()
+                  if c.cell_type == "markdown" and "### Exercise 2" in c.source)
+    shown = re.search(r"```python\n(.*?)```", prompt, re.S).group(1)
+    solution = next(c.source for c in cells.values()
+                    if c.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                    == "l24-rms-norm-jvp")
+    space = {"torch": torch, "rms_norm_forward": rms_norm_forward}
+    exec(solution, space)  # noqa: S102 - the lesson's own solution cell
+    exec(shown, space)  # noqa: S102 - the Function the prompt shows
+    gen = torch.Generator().manual_seed(24)
+    x, x_t = torch.randn(2, 3, 5, generator=gen, dtype=torch.float64)
+    w, w_t = torch.randn(2, 5, generator=gen, dtype=torch.float64)
+    function = space["RMSNormFunction"]
+    got = torch.func.jvp(lambda a, b: function.apply(a, b, 0.5), (x, w), (x_t, w_t))[1]
+    want = torch.func.jvp(lambda a, b: torch.nn.functional.rms_norm(a, (5,), b, 0.5),
+                          (x, w), (x_t, w_t))[1]
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -4,6 +4,13 @@ tests/lessons/test_exercises.py)."""
 EXECUTOR = 'def run_backward(roots, grads, inputs):\n    """torch.autograd.backward(roots, grads, inputs=inputs), node by node; returns the\n    nodes in the order they ran."""\n    class Ready:\n        """A ready node on the heap, compared by priority alone, as torch compares."""\n\n        def __init__(self, node):\n            self.node = node\n            self.priority = node._sequence_nr()\n\n        def __lt__(self, other):\n            return self.priority > other.priority  # the largest sequence number first\n\n    # Walk the graph once: the edges into each node, and who sends along them.\n    waiting, users, todo, seen = {}, {}, [], set()\n    for root in roots:  # each output has an edge from the invisible root\n        waiting[root.grad_fn] = waiting.get(root.grad_fn, 0) + 1\n        todo.append(root.grad_fn)\n    while todo:\n        node = todo.pop()\n        if node in seen:\n            continue\n        seen.add(node)\n        for fn, _ in node.next_functions:\n            if fn is not None:\n                waiting[fn] = waiting.get(fn, 0) + 1\n                users.setdefault(fn, []).append(node)\n                todo.append(fn)\n\n    # Pruning: a node runs only if a path leads from it to an input\'s AccumulateGrad.\n    needed, todo = set(), [get_gradient_edge(t).node for t in inputs]\n    while todo:\n        node = todo.pop()\n        if node not in needed:\n            needed.add(node)\n            todo.extend(users.get(node, []))\n\n    buffers, ready, order = {}, [], []\n\n    def arrive(fn, slot, grad):\n        """Add grad into slot `slot` of fn\'s buffer; queue fn once nothing else is due."""\n        if grad is not None and fn in needed:\n            shape = fn._input_metadata[slot].shape\n            if grad.shape != shape:  # sent to a broadcast input: sum it down\n                grad = grad.sum_to_size(shape)\n            buffer = buffers.setdefault(fn, [None] * len(fn._input_metadata))\n            buffer[slot] = grad if buffer[slot] is None else buffer[slot] + grad\n        waiting[fn] -= 1\n        if waiting[fn] == 0 and fn in needed:\n            heapq.heappush(ready, Ready(fn))\n\n    for root, grad in zip(roots, grads, strict=True):\n        arrive(root.grad_fn, root.output_nr, grad)\n    while ready:\n        node = heapq.heappop(ready).node\n        order.append(node)\n        sent = node(*buffers.pop(node))\n        if not isinstance(sent, tuple):\n            sent = (sent,)\n        for (fn, slot), grad in zip(node.next_functions, sent, strict=True):\n            if fn is not None:\n                arrive(fn, slot, grad)\n    return order\n'
 
 LAYERS = 'def watch_layers(model, report):\n    handles = []\n    for name, module in model.named_modules():\n        params = dict(module.named_parameters(recurse=False))\n        if not params:\n            continue  # a container, or a layer without parameters\n\n        def layer_ready(grads, name=name, keys=tuple(params)):  # bound now, not at call time\n            report(name, dict(zip(keys, grads, strict=True)))\n        handles.append(register_multi_grad_hook(list(params.values()), layer_ready))\n    return handles\n'
+# The first lines of a watch_layers that visits each module with parameters of its own.
+_EACH_MODULE = ("def watch_layers(model, report):\n"
+                "    handles = []\n"
+                "    for name, module in model.named_modules():\n"
+                "        params = dict(module.named_parameters(recurse=False))\n"
+                "        if not params:\n"
+                "            continue\n")
 
 
 def _edited(source: str, *edits: tuple[str, str]) -> str:
@@ -132,13 +139,8 @@ WRONG = {
         # The handles not returned.
         (_layers(("    return handles\n", "    return None\n")), "return the handles"),
         # A count per module that is never reset: later passes report again and again.
-        ("def watch_layers(model, report):\n"
-         "    handles = []\n"
-         "    for name, module in model.named_modules():\n"
-         "        params = dict(module.named_parameters(recurse=False))\n"
-         "        if not params:\n"
-         "            continue\n"
-         "        arrived = {}\n\n"
+        (_EACH_MODULE
+         + "        arrived = {}\n\n"
          "        def note(grad, key, name=name, params=params, arrived=arrived):\n"
          "            arrived[key] = grad\n"
          "            if len(arrived) == len(params):\n"
@@ -148,13 +150,8 @@ WRONG = {
          "    return handles\n",
          "once per pass"),
         # A count reset after each report, but waiting for every parameter, in every pass.
-        ("def watch_layers(model, report):\n"
-         "    handles = []\n"
-         "    for name, module in model.named_modules():\n"
-         "        params = dict(module.named_parameters(recurse=False))\n"
-         "        if not params:\n"
-         "            continue\n"
-         "        arrived = {}\n\n"
+        (_EACH_MODULE
+         + "        arrived = {}\n\n"
          "        def note(grad, key, name=name, params=params, arrived=arrived):\n"
          "            arrived[key] = grad\n"
          "            if len(arrived) == len(params):\n"
@@ -174,13 +171,8 @@ WRONG = {
          "    return handles\n",
          "a hook on each parameter reports once per parameter"),
         # Post-accumulate hooks that report .grad once the module's last one has run.
-        ("def watch_layers(model, report):\n"
-         "    handles = []\n"
-         "    for name, module in model.named_modules():\n"
-         "        params = dict(module.named_parameters(recurse=False))\n"
-         "        if not params:\n"
-         "            continue\n"
-         "        left = [len(params)]\n\n"
+        (_EACH_MODULE
+         + "        left = [len(params)]\n\n"
          "        def ready(p, name=name, params=params, left=left):\n"
          "            left[0] -= 1\n"
          "            if left[0] == 0:\n"
