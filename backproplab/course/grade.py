@@ -238,15 +238,17 @@ def _judged(run: Answer, exercise: Any, seed: int, params: Sequence[str]) -> Rep
                     f"({type(err).__name__})", "error")
 
 
-# The grader's own runs (references, slips, explanations) seed and draw from torch's
-# process-wide random generator (a dropout mask): students graded in threads take turns.
+# The grader's own runs (inputs, references, slips, explanations, comparisons) seed and
+# draw from torch's process-wide random generator (a dropout mask; a layer built, then
+# given weights from the trial's generator): students graded in threads take turns, or one
+# thread's draws land between another's seed and its layer, and a reference comes out wrong.
 _OWN_RUNS = threading.RLock()
 
 
 def _cached(exercise: Any, cache: dict) -> Any:
     """``exercise`` with its reference and slips computed once per input, for the whole
-    class: every student's answer to a seed's trial meets the same inputs. They, and a
-    method's explanation, run one at a time in the grader."""
+    class: every student's answer to a seed's trial meets the same inputs. Every function
+    of the exercise the grader runs runs one at a time."""
     def memo(function: Callable[..., Any]) -> Callable[..., Any]:
         def cached(*args: Any) -> Any:
             with _OWN_RUNS:
@@ -267,11 +269,13 @@ def _cached(exercise: Any, cache: dict) -> Any:
 
     if isinstance(exercise, ByHand):
         return dataclasses.replace(
-            exercise, reference=memo(exercise.reference),
+            exercise, reference=memo(exercise.reference), make_inputs=alone(exercise.make_inputs),
             mistakes={k: memo(v) for k, v in exercise.mistakes.items()})
     if getattr(exercise, "observe", None) is not None:
+        agree = exercise.agree and alone(exercise.agree)
         return dataclasses.replace(
             exercise, reference=memo(exercise.reference), explain=alone(exercise.explain),
+            make_inputs=alone(exercise.make_inputs), agree=agree,
             mistakes={k: memo(v) for k, v in exercise.mistakes.items()})
     return exercise
 

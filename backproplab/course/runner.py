@@ -23,6 +23,7 @@ even when the answer caught the error it raised.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import resource
@@ -171,15 +172,27 @@ def _child(inbox: BinaryIO, outbox: BinaryIO, request: dict) -> None:
         wire.write_frame(outbox, {"kind": "error", "payload": f"{type(err).__name__}: {err}",
                                   "refused": []})
         os._exit(0)
+    allows = tuple(getattr(exercise, "allows", ()))
+    if "processes" in allows:  # ranks forked from here: no server to start, no compile
+        from .. import processes
+
+        processes.fork_workers(_notebook_functions(answer))
     warnings.showwarning = lambda *args, **kwargs: None  # no source lines read to show one
     libraries = {sys.prefix, sys.base_prefix, *(p for p in sys.path if "-packages" in p),
                  os.path.dirname(os.path.dirname(__file__))}  # this package
-    sys.addaudithook(refusing_hook(tuple(getattr(exercise, "allows", ())), found,
-                                   tuple(sorted(libraries))))
+    sys.addaudithook(refusing_hook(allows, found, tuple(sorted(libraries))))
     server = _Serve(inbox, outbox, exercise, answer, found)
     server.reply("loaded", None)
     server.serve()
     os._exit(0)
+
+
+def _notebook_functions(answer: Any) -> list[Any]:
+    """Every function the answer's cells define (those a check may send to workers)."""
+    values = answer if isinstance(answer, tuple) else (answer,)
+    spaces = {id(g): g for v in values if isinstance(g := getattr(v, "__globals__", None), dict)}
+    return [f for g in spaces.values() for f in g.values()
+            if inspect.isfunction(f) and f.__module__ == "__main__"]
 
 
 def _drop_privileges() -> None:

@@ -186,6 +186,38 @@ def test_grades_threads_read_answers_one_at_a_time(tmp_path, monkeypatch):
     assert most[0] == 1
 
 
+def test_every_function_of_an_exercise_the_grader_runs_holds_the_graders_lock():
+    """Students are graded in threads, and an exercise's own functions draw from torch's
+    process-wide generator (a layer built, then given the trial's weights; a dropout mask
+    seeded for a reference): one thread's draws between another's seed and its layer gave
+    a cached reference other weights, and an honest student 0 (l12-checkpoint-by-hooks,
+    beside l11-vanishing's inputs). Each runs holding the grader's lock."""
+    from backproplab.course.grading import ByHand, Method
+
+    held = []
+
+    def noted(value):
+        def run(*args):
+            held.append(grade._OWN_RUNS._is_owned())
+            return value
+        return run
+
+    method = Method(name="m", make_inputs=noted({"n": 1}), observe=noted(0),
+                    reference=noted(2), explain=noted("why"), agree=noted(True),
+                    mistakes={"a slip": noted(3)})
+    by_hand = ByHand("dz/dx", reference=noted(torch.ones(1)), make_inputs=noted((1.0,)),
+                     mistakes={"a slip": noted(torch.zeros(1))})
+    for exercise in (method, by_hand):
+        cached = grade._cached(exercise, {})
+        cached.make_inputs(torch.Generator())
+        cached.reference(1.0)
+        cached.mistakes["a slip"](1.0)
+        if exercise is method:
+            cached.explain({"n": 1}, 0, 2)
+            cached.agree(0, 2)
+    assert held == [True] * 8
+
+
 def test_the_solutions_score_everything_and_the_blank_version_nothing(tmp_path):
     blank = bl.course.assignment.student_version(nbformat.read(_lesson("l02-"), as_version=4))[0]
     _write(tmp_path, "alice", "l02-", nbformat.read(_lesson("l02-"), as_version=4))

@@ -267,6 +267,35 @@ def test_a_notebook_worker_sees_only_the_documented_names():
     _assert_no_worker_left()
 
 
+def test_forked_workers_run_source_compiled_ahead_and_see_the_same_names():
+    """fork_workers (the grade's sandbox): each worker is a fork of this process, a
+    notebook function's source is compiled before compiling is refused, and a worker still
+    sees only the documented names. It switches the process for good: a Python of its own."""
+    script = textwrap.dedent("""
+        import linecache, os, sys
+        from backproplab import processes
+        SOURCE = ("def worker():\\n"
+                  "    parent = __import__('os').getppid()\\n"
+                  "    return [dist.get_rank(), 'LIMIT' in globals(), parent]\\n")
+        linecache.cache["<cell 1>"] = (len(SOURCE), None, SOURCE.splitlines(True), "<cell 1>")
+        namespace = {"__name__": "__main__", "LIMIT": 3}
+        exec(compile(SOURCE, "<cell 1>", "exec"), namespace)
+        processes.fork_workers([namespace["worker"]])
+
+        def refuse_compile(event, args):
+            if event == "compile":
+                raise PermissionError("compile refused")
+
+        sys.addaudithook(refuse_compile)
+        got = processes.run(namespace["worker"], 2)
+        print(got == [[0, False, os.getpid()], [1, False, os.getpid()]], got)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("True"), done.stdout + done.stderr
+
+
 def test_a_lambda_from_a_notebook_is_refused_before_anything_starts():
     f = lambda: 1  # noqa: E731
     f.__module__ = "__main__"

@@ -33,12 +33,12 @@ from .common import TIMEOUT
 from .fp16 import FP16_HOOK
 from .sharding import SHARD_MEAN
 
-# What the grade's sandbox loads before an answer runs: what multiprocessing imports to
-# start the worker processes from a forkserver, and what reading their results (pickled
-# tensors) imports.
-PRELOAD = ("multiprocessing.forkserver", "multiprocessing.popen_forkserver",
-           "multiprocessing.popen_fork", "torch.utils.serialization",
-           "torch.utils.serialization.config")
+# What the grade's sandbox loads before an answer runs (its audit hook refuses imports
+# after, in the worker processes too, which it forks): what multiprocessing imports to fork
+# them, what reading their results (pickled tensors) imports, and what DDP imports when a
+# communication hook is registered.
+PRELOAD = ("multiprocessing.popen_fork", "torch.utils.serialization",
+           "torch.utils.serialization.config", "torch.distributed.algorithms.ddp_comm_hooks")
 
 EXERCISES = {
     "l16-fp16-hook": FP16_HOOK,

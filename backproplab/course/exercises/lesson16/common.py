@@ -3,9 +3,10 @@ DDP objects, torch's ready-made hooks), running an answer in 2 and in 3 processe
 observation steps), and the readings of a gradient that is the sum, or is divided twice,
 or assumes two processes (the verdicts, made from what the runs sent back).
 
-The observation steps start worker processes joined by gloo over loopback, through a
-forkserver: in the grade's sandbox they need to start processes, open sockets and
-files (the rendezvous file and the results), and import what the results' pickles name.
+The observation steps start worker processes joined by gloo over loopback (from a
+forkserver in a notebook; in the grade's sandbox, forked from the answer's process, under
+its audit hook): they need to start processes, open sockets and files (the rendezvous
+file and the results), and import what the results' pickles name.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from .._spec import METHOD, failure, is_failure
 WORLD_SIZES = (2, 3)  # every check runs in 2 processes, then in 3
 TIMEOUT = 60.0
 # What the observation steps do beyond computing, refused otherwise in the grade's sandbox:
-# worker processes (stopped with a signal once they are done), the socket to the
-# forkserver they are forked from, and the folder of the rendezvous and result files.
+# worker processes (stopped with a signal once they are done), gloo's sockets, and the
+# folder of the rendezvous and result files.
 ALLOWS = frozenset({"processes", "sockets", "open"})
 # What an answer may name besides the method vocabulary: the process group and its futures.
 VOCABULARY = METHOD.allowing("torch.distributed.", "torch.futures.")

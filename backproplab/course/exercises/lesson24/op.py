@@ -36,9 +36,14 @@ def rms_norm_forward(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tens
     return torch.from_numpy(a * r * b)
 
 
+def inverse_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """r = 1 / sqrt(mean(x**2) + eps) of each row of x, kept as a column."""
+    return torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
 def rms_norm_reference(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """The same RMS norm in torch operations, which autograd differentiates."""
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+    return x * inverse_rms(x, eps) * w
 
 
 def fresh_name(stem: str = "rms_norm") -> str:

@@ -34,6 +34,7 @@ from .op import (
     PIECES,
     call_directly,
     dtype_cases,
+    inverse_rms,
     quiet,
     reference_grads,
     register,
@@ -152,13 +153,9 @@ def _form_problem(pieces: dict[str, Any], x, w, eps, g) -> dict | None:
 # --------------------------------------------------------------------------- 3. the formula
 
 
-def _r(x, eps):
-    return torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-
-
 def _slip(dx_of, dw_of=None):
     def wrong(x, w, eps, g):
-        r = _r(x, eps)
+        r = inverse_rms(x, eps)
         dw = (g * x * r).sum(0) if dw_of is None else dw_of(x, w, eps, g, r)
         return dx_of(x, w, eps, g, r), dw
     return wrong

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from .._spec import ByHand, Task
-from .op import rms_inputs, rms_norm_reference
+from .op import inverse_rms, rms_inputs, rms_norm_reference
 
 
 def tangent_inputs(gen: torch.Generator) -> tuple:
@@ -34,7 +34,7 @@ def _slip(r_t_of=None, *, w_moves=True, x_moves=True):
     """The tangent with its r's tangent computed by ``r_t_of`` (right when None), or with
     the path through w or x's direct one left out."""
     def wrong(x, w, eps, x_t, w_t):
-        r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+        r = inverse_rms(x, eps)
         right = -r**3 * (x * x_t).mean(-1, keepdim=True)
         r_t = right if r_t_of is None else r_t_of(x, x_t, r)
         y_t = (x_t * r if x_moves else 0) + x * r_t
@@ -45,7 +45,7 @@ def _slip(r_t_of=None, *, w_moves=True, x_moves=True):
 def _backward_formula(x, w, eps, x_t, w_t):
     """Exercise 1's dL/dx with the tangent in place of the gradient, and its dL/dw's
     summand: uᵀ·J where J·v was asked for."""
-    r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    r = inverse_rms(x, eps)
     gw = x_t * w
     return r * gw - x * r**3 * (gw * x).mean(-1, keepdim=True) + x * r * w_t
 
