@@ -110,6 +110,10 @@ def fork_workers(functions: Sequence[Callable[..., Any]]) -> None:
     process and in every process it forks. A worker still sees only the names a
     forkserver's worker sees, so an answer behaves as it does in the notebook.
     """
+    if isinstance(functions, (str, bytes)) or not isinstance(functions, Sequence) or not all(
+            callable(f) for f in functions):
+        raise TypeError(f"functions: expected a sequence of functions, got "
+                        f"{type(functions).__name__}")
     global _FORKING
     _FORKING = True
     for function in functions:

@@ -296,6 +296,13 @@ def test_forked_workers_run_source_compiled_ahead_and_see_the_same_names():
     assert done.stdout.startswith("True"), done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("functions", [None, "worker", [rank_and_size, 3]])
+def test_fork_workers_names_a_wrong_argument_and_changes_nothing(functions):
+    with pytest.raises(TypeError, match="functions: expected a sequence of functions"):
+        processes.fork_workers(functions)
+    assert not processes._FORKING
+
+
 def test_a_lambda_from_a_notebook_is_refused_before_anything_starts():
     f = lambda: 1  # noqa: E731
     f.__module__ = "__main__"
