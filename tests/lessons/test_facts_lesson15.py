@@ -73,7 +73,7 @@ def test_mark_dirty_and_mark_non_differentiable(cells):
 
 
 def test_the_engine_sums_a_broadcast_shaped_gradient(cells):
-    """Moved here from lesson 08 part 2, which uses no custom Function."""
+    """Moved here from lesson 95, which uses no custom Function."""
     printed = " ".join(_text(cells["l15-78"]).split())
     assert "backward returns shapes (3, 4) and (3, 4)" in printed
     assert "x.grad (3, 1) y.grad (1, 4)" in printed

@@ -138,10 +138,10 @@ MLP_SLIPS = {
     "written with the output h":
         lambda *t: _mlp_slip(*t, tanh_slope=lambda a, h: 1 - a**2),
     "the weight gradients are transposed: a gradient has the shape of its weight, (in, out), "
-    "so dW = inputᵀ @ d(out) (lesson 08, part 2)":
+    "so dW = inputᵀ @ d(out) (lesson 95)":
         lambda *t: _mlp_slip(*t, transpose=True),
     "the bias gradients are not summed over the rows: a bias is added to every row, and what "
-    "the forward pass broadcast, the backward pass sums (lesson 08, part 2)":
+    "the forward pass broadcast, the backward pass sums (lesson 95)":
         lambda *t: _mlp_slip(*t, bias="rows"),
     "the bias gradients are averaged over the rows instead of summed: the 1/(N·K) of the mean "
     "is already in dL/dz, so the bias needs a plain sum":

@@ -557,7 +557,7 @@ EXERCISES = {
             "point; flatten tokens to (n*T,) and demb to (n*T, E)": {"first": True},
         }),
         advice="Undo the forward steps in reverse: the concatenation (which columns were "
-               "embcat's?), the view, then the lookup (lesson 08, part 2: indexing).",
+               "embcat's?), the view, then the lookup (lesson 95: indexing).",
     ),
     # ---- transfer ---------------------------------------------------------------
     "l10-layernorm": ByHand(

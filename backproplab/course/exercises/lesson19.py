@@ -239,7 +239,7 @@ HEADS = ByHand(
             lambda Q, K, V, lse, dO: _heads(Q, K, V, lse, dO, dV="P @ dO"),
     },
     advice="Write the forward for one head as four steps (scores, mask, softmax, weighted "
-           "sum) and take dO back through each: lesson 08 part 2's matmul rule for the two "
+           "sum) and take dO back through each: lesson 95's matmul rule for the two "
            "products, exercise 1 for the softmax. Every step acts on the last two dimensions; "
            "B and H only ride along.",
 )

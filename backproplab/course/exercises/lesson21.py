@@ -576,7 +576,7 @@ PREDICTIONS = {
         question="x.grad after F.max_pool2d(x, 2).sum().backward() for the window "
                  "[[1, 3], [3, 2]], row by row",
         answer=_tie_grad,
-        hint="lesson 08 part 2 met two conventions for a tied maximum. Which one fits an "
+        hint="lesson 95 met two conventions for a tied maximum. Which one fits an "
              "operation that can return the index of each window's maximum "
              "(return_indices=True)? And if it keeps one index, which does it meet first?",
         why="max_pool2d keeps one index per window, like max(dim=...), and sends the whole "

@@ -78,7 +78,7 @@ AMAX_SLIPS = {
         _one_winner,
 }
 
-AMAX_ADVICE = ("Lesson 08 part 2: a reduction becomes a broadcast (put the reduced dimension "
+AMAX_ADVICE = ("Lesson 95: a reduction becomes a broadcast (put the reduced dimension "
                "back as size 1 when keepdim is False), and only the maxima of each slice get "
                "gradient, tied ones an equal share.")
 

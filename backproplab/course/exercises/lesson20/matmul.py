@@ -115,8 +115,8 @@ MATMUL_SLIPS = {
 }
 
 MATMUL_ADVICE = ("Make both operands matrices as matmul does (a 1-D a a row, a 1-D b a "
-                 "column, G given back the dimensions the product dropped), apply lesson 08 "
-                 "part 2's batched rule, then sum each gradient back to its operand's shape "
+                 "column, G given back the dimensions the product dropped), apply lesson 95's "
+                 "batched rule, then sum each gradient back to its operand's shape "
                  "and drop any dimension that was added.")
 
 

@@ -81,7 +81,7 @@ CUMPROD = ByHand(
         "gradients add up": lambda x, dim, g: g * torch.cumprod(x, dim) / x,
     },
     advice="Write one output y_i = x_0 x_1 ... x_i and ask which outputs contain x_k, and what "
-           "is left of each when x_k is taken out (lesson 08 part 2: one entry first). Then "
+           "is left of each when x_k is taken out (lesson 95: one entry first). Then "
            "make sure nothing divides by an entry that may be 0.",
 )
 
@@ -127,5 +127,5 @@ ATAN2 = ByHand(
     },
     advice="Write atan2(y, x) as arctan(y / x) (the same derivative wherever x is not 0), take "
            "the two partial derivatives, and where x is broadcast along y's rows, add up what "
-           "each row sends back to it (lesson 08 part 2).",
+           "each row sends back to it (lesson 95).",
 )
