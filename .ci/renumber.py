@@ -45,9 +45,8 @@ NUMBERS = {
     17: 24,  # lower precision
     18: 25,  # the compiled backward
     19: 26,  # attention by hand
-    93: 27,  # the backward on a GPU
-    24: 28,  # custom ops
-    92: 29,  # the dispatcher
+    24: 27,  # custom ops
+    92: 28,  # the dispatcher
 }
 
 TEXT_SUFFIXES = {".py", ".md", ".ipynb", ".cfg", ".toml", ".txt", ".yml", ".yaml", ".html",
@@ -58,6 +57,8 @@ PROSE = re.compile(rf"\b([Ll]essons?)(\s+)({_NUM}(?:{_JOIN}{_NUM}\b)*)")
 IDS = re.compile(r"\bl(\d\d)-")
 MODULES = re.compile(r"\blesson(\d\d)\b")
 FILES = re.compile(r"\b(\d\d)-([a-z0-9]+(?:-[a-z0-9]+)+)(?=\.ipynb|\b)")
+TITLES = re.compile(r"^(#\s+)(\d\d)(\s+·)", re.MULTILINE)  # a lesson's title: "# 11 · ..."
+PLANS = re.compile(r"\blesson_plans\(\"(\d\d)\"\)")  # tests/cheats: a lesson's number as text
 
 
 def new(number: int) -> int:
@@ -80,6 +81,8 @@ def renumber_text(text: str, stems: dict[str, str]) -> str:
     text = PROSE.sub(_prose, text)
     text = IDS.sub(lambda m: f"l{new(int(m.group(1))):02d}-", text)
     text = MODULES.sub(lambda m: f"lesson{new(int(m.group(1))):02d}", text)
+    text = TITLES.sub(lambda m: f"{m.group(1)}{new(int(m.group(2))):02d}{m.group(3)}", text)
+    text = PLANS.sub(lambda m: f'lesson_plans("{new(int(m.group(1))):02d}")', text)
 
     def file(m: re.Match) -> str:
         stem = f"{m.group(1)}-{m.group(2)}"

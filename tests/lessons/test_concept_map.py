@@ -161,9 +161,10 @@ REPEATED = {
     "The Jacobian row by row; `jacrev` as a vmapped VJP":
         r"Jacobian,? (?:one )?row by row|Jacobian,? one row at a time|jacrev\b.{0,40}vmap",
     "Detaching a hidden state: truncated backpropagation through time, in chunks and in "
-    "overlapping windows; `total_loss += loss`":
-        r"total_loss \+= loss|hidden state (?:that is )?never detached|"
-        r"truncated backpropagation|TBPTT",
+    "overlapping windows":
+        r"hidden state (?:that is )?never detached|truncated backpropagation|TBPTT",
+    "`total_loss += loss` keeps every batch's graph alive":
+        r"total_loss \+= loss",
     "Saved bytes per node, and how they grow with batch, depth and loop length":
         r"grows? (?:linearly )?with the batch",
     "Hessian-vector products":

@@ -146,7 +146,7 @@ def test_the_lessons_forward_is_the_packages(nb):
     x = x.double()
     loss = lesson10.forward(lesson10.spiral_model(), x, lesson10.spiral_tokens(x), y)["loss"]
     run = next(c for c in nb.cells if c.cell_type == "code" and "autograd.grad(" in c.source)
-    assert "retain_grad" not in run.source  # lesson 11's tool, not needed here
+    assert "retain_grad" not in run.source  # lesson 94's tool, not needed here
     assert f"loss = {loss.item():.4f}" in _text(run)
 
 

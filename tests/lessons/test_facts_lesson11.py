@@ -1,10 +1,6 @@
-"""Lesson 11's facts about hooks and the two pitfalls it alone teaches, read from the stored
-outputs: per-tensor clipping vs torch's global clip_grad_norm_, a hook registered inside a
-loop piling up (and both fixes), the post-accumulate-grad hook (what it sees, and an optimizer
-step inside backward), `total_loss += loss` and a hidden state that is never detached; the
-version counter only pointed back to (lesson 07), Exercise 1's overlapping truncation windows
-checked with its chunks slip named, and Exercise 2's hunt for a vanishing
-gradient naming its slips on broken networks whose culprit moves."""
+"""Lesson 11's facts, read from the stored outputs: a hidden state that is never detached,
+the version counter only pointed back to (lesson 07), and the exercise's overlapping
+truncation windows checked with its chunks slip named."""
 
 from __future__ import annotations
 
@@ -15,82 +11,12 @@ import nbformat
 import pytest
 from stored import output_text as _text
 
-LESSON = Path(__file__).parents[2] / "notebooks" / "11-pitfalls-and-tools.ipynb"
+LESSON = Path(__file__).parents[2] / "notebooks" / "11-recording-on-and-off.ipynb"
 
 
 @pytest.fixture(scope="module")
 def cells() -> dict[str, nbformat.NotebookNode]:
     return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
-
-
-
-
-def _norm_rows(cells) -> dict[str, dict[str, float]]:
-    """The clipping table: row label -> its numbers by column."""
-    columns = ("weight", "bias", "together", "weight/bias")
-    rows = {}
-    for line in _text(cells["l11-51"]).splitlines():
-        found = re.match(r"(before|per tensor|global)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$",
-                         line.strip())
-        if found:
-            rows[found[1]] = dict(zip(columns, map(float, found.groups()[1:]), strict=True))
-    return rows
-
-
-def test_per_tensor_and_global_clipping_differ(cells):
-    rows = _norm_rows(cells)
-    before, each, together = rows["before"], rows["per tensor"], rows["global"]
-    assert before["weight"] > 1 and before["bias"] > 1
-    # Per tensor: every tensor ends at max_norm; the balance between them changes.
-    assert each["weight"] == each["bias"] == 1.0 and each["weight/bias"] == 1.0
-    # Global: one factor for all, the direction kept, the total at max_norm.
-    assert together["together"] == 1.0
-    assert together["weight/bias"] == before["weight/bias"] != 1.0
-    assert f"{before['weight/bias']:.2f}" in cells["l11-52"].source
-
-
-def test_a_hook_registered_in_the_loop_piles_up(cells):
-    lines = _text(cells["l11-54"]).strip().splitlines()
-    assert lines == ["step 1: the hook ran 1 time, w.grad = 6",
-                     "step 2: the hook ran 2 times, w.grad = 12",
-                     "step 3: the hook ran 3 times, w.grad = 24"]
-    fixed = _text(cells["l11-56"]).strip().splitlines()
-    assert len(fixed) == 6 and all(line.endswith("hook calls 1, w.grad = 6") for line in fixed)
-    assert "handle.remove()" in cells["l11-56"].source
-
-
-def test_post_accumulate_hook_sees_the_accumulated_grad(cells):
-    text = _text(cells["l11-58"])
-    assert text.split("backward 2:")[1].split() == [
-        "register_hook", "sees", "the", "new", "gradient:", "3.0",
-        "post-accumulate", "hook", "sees", "w.grad:", "6.0"]
-
-
-def test_an_optimizer_step_inside_backward_matches_step_after(cells):
-    text = _text(cells["l11-60"])
-    assert "['2.bias', '2.weight', '0.bias', '0.weight']" in text  # last layer first
-    assert "gradients left afterwards: [None, None, None, None]" in text
-    assert "same weights as backward() then opt.step(): True" in text
-
-
-def test_total_loss_holds_every_graph(cells):
-    rows = re.findall(r"after batch (\d): +(\d+) nodes, +(\d+) saved tensors held",
-                      _text(cells["k-6"]))
-    evaluation, training = rows[:3], rows[3:]
-    nodes = [int(n) for _, n, _ in evaluation]
-    held = [int(k) for _, _, k in evaluation]
-    assert nodes[0] < nodes[1] < nodes[2] and held[0] > 0 and held == [held[0] * k
-                                                                        for k in (1, 2, 3)]
-    assert f"{held[0]} more per batch" in cells["l11-62"].source
-    assert [int(n) for _, n, _ in training] == nodes  # the nodes stay after backward
-    assert all(k == "0" for _, _, k in training)  # the saved tensors are freed
-    fixed = _text(cells["l11-63"])
-    assert "with .item():   float" in fixed and "requires_grad: False | grad_fn: None" in fixed
-
-
-def test_no_use_of_lesson_12s_byte_counts(cells):
-    """Saved bytes are lesson 12's: this lesson counts saved tensors (lessons 01 and 07)."""
-    assert not any("saved_memory" in c.source for c in cells.values())
 
 
 def test_an_undetached_hidden_state(cells):
@@ -112,54 +38,9 @@ def test_the_version_counter_is_pointed_back_to(cells):
     assert not any("_version" in c.source for c in cells.values() if c.cell_type == "code")
 
 
-def _hunt(model, x, threshold, *, use="grad_input", walk="from the loss", remove=True):
-    """Exercise 2's answer, with a slip switched on when asked."""
-    norms, handles = {}, []
-    for name, layer in model.named_children():
-        def record(module, grad_input, grad_output, name=name):
-            grads = grad_input if use == "grad_input" else grad_output
-            norms[name] = grads[0].norm().item()
-        handles.append(layer.register_full_backward_hook(record))
-    model(x).sum().backward()
-    if remove:
-        for handle in handles:
-            handle.remove()
-    names = [name for name, _ in model.named_children()]
-    for name in (reversed(names) if walk == "from the loss" else names):
-        if norms[name] < threshold:
-            return name
-    return None
-
-
-@pytest.mark.parametrize("slip, words", [
-    (dict(walk="from the input"), "wrong way"),
-    (dict(use="grad_output"), "grad_output"),
-    (dict(remove=False), "still registered"),
-])
-def test_the_vanishing_hunt_names_its_slips(slip, words):
-    from backproplab.course.grading import find_exercise
-
-    check = find_exercise("l11-vanishing").check
-    for seed in (0, 41):
-        assert check(_hunt, seed)
-        report = check(lambda *args: _hunt(*args, **slip), seed)
-        assert not report and words in report[0].message
-
-
-def test_the_broken_networks_vary_the_culprit():
-    import torch
-
-    from backproplab.course.exercises.lesson11 import broken_network
-
-    gen = torch.Generator().manual_seed(3)
-    culprits = {broken_network(gen, kind)[3] for kind in ("gate", "sigmoid", "tanh") * 3}
-    assert len(culprits) >= 3  # not one fixed place a lookup could learn
-    assert broken_network(gen, "healthy")[3] is None
-
-
 def _windows(W, xs, k1, k2, *, detach_every_update=False):
-    """Exercise 1's answer, built another way than the lesson's solution: every window
-    recomputed from the state that enters it (or section 6's chunks, when asked)."""
+    """The exercise's answer, built another way than the lesson's solution: every window
+    recomputed from the state that enters it (or section 5's chunks, when asked)."""
     import torch
 
     states = [torch.zeros(W.shape[0], dtype=W.dtype)]
@@ -189,5 +70,4 @@ def test_the_overlapping_windows_exercise_is_checked_and_its_chunks_slip_named(c
         assert not report and "TBPTT(k1, k1)" in report[0].message
     assert _text(cells["l11-windows-check"]).count("the gradient of every update matches") == 2
     task = cells["m-15"].source
-    assert "TBPTT(k1, k2)" in task and "Section 6" in task
-
+    assert "TBPTT(k1, k2)" in task and "Section 5" in task

@@ -1,6 +1,6 @@
-"""Lesson 11's Exercise 1 (``l11-windows``): truncated backpropagation through time with
+"""Lesson 11's exercise (``l11-windows``): truncated backpropagation through time with
 overlapping windows, TBPTT(k1, k2). The check recomputes every window of three new loops
-and names the slips by computing them: windows of k1 steps (section 6's chunks), every
+and names the slips by computing them: windows of k1 steps (section 5's chunks), every
 loss of the window, no truncation, a window started from zeros, a window one step short
 or long, only the last step's loss.
 """
@@ -96,7 +96,7 @@ _agree = functools.partial(same, rtol=1e-11, atol=1e-14)
 
 _SLIPS = {
     "the gradients reach back only k1 steps: the state was detached at every update, "
-    "section 6's chunks, TBPTT(k1, k1). Each window reaches k2 steps back, into the "
+    "section 5's chunks, TBPTT(k1, k1). Each window reaches k2 steps back, into the "
     "steps the previous update covered.": lambda k1, k2: {"back": k1},
     "the losses of all k2 steps of the window were backpropagated. An update takes "
     "the losses of its own last k1 steps; the earlier ones belong to earlier updates, "

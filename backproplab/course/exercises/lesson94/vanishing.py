@@ -1,4 +1,4 @@
-"""Lesson 11's Exercise 2 (``l11-vanishing``): a search with hooks for the layer where the
+"""Lesson 94's exercise (``l94-vanishing``): a search with hooks for the layer where the
 gradient vanishes in a broken network. The check watches the answer on three new broken
 networks (a shut gate, a saturated sigmoid, a saturated tanh) and a healthy one: the hooks
 it registers, its backward passes, the hooks it leaves behind, a non-leaf .grad read, and
@@ -290,7 +290,7 @@ def _how(hunt: dict) -> str | None:
     """What is wrong with how one network was hunted, or None."""
     if hunt["non_leaf"]:
         return ("your code read .grad of a non-leaf tensor (a layer's input or output). It "
-                "stays None (section 3): backward passes an intermediate's gradient on without "
+                "stays None (section 1): backward passes an intermediate's gradient on without "
                 "storing it. Let a hook receive it as it passes.")
     if hunt["hooks"] == 0:
         return ("no hook was registered. The exercise asks for hooks that record every "
@@ -301,7 +301,7 @@ def _how(hunt: dict) -> str | None:
                 "hook on every layer recording as it passes.")
     if hunt["left"]:
         return (f"{hunt['left']} hook(s) are still registered when your function returns. A "
-                "hook stays until its handle removes it (section 4): keep the handles and call "
+                "hook stays until its handle removes it (section 2): keep the handles and call "
                 ".remove() on each, or the next backward through this model runs them again.")
     return None
 
