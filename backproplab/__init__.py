@@ -28,7 +28,7 @@ The course grades and hands out; it imports the lab, never the reverse:
 - ``course.assignment`` the exercise format; student and learner versions
 - ``course.handout``    writing them out: ``backproplab release`` and ``learn``
 - ``course.audit``      what in submitted notebooks tampers with grading
-- ``course.distributed`` lesson 16's experiments (``bl.distributed``)
+- ``course.distributed`` lesson 23's experiments (``bl.distributed``)
 
 >>> import torch, backproplab as bl
 >>> a = torch.tensor(2.0, requires_grad=True)

@@ -32,7 +32,7 @@ Choices worth knowing:
   ``saved_tensors[0]``, ...; once freed, one ``saved_tensors`` entry.
 * A saved tensor is *freed* after a backward pass released it, and
   *modified* when it was changed in place after it was saved (the backward
-  pass would then fail: lesson 11).
+  pass would then fail: lesson 14).
 * An output that is itself a leaf becomes a node named ``"Leaf"`` (kind
   ``"leaf"``, ``fn=None``), unless the same tensor already sits behind an
   ``AccumulateGrad`` of another output.

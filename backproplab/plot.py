@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .drawing import draw_graph
 from .figure import fmt_value, new_or_given_ax, to_float_list
 
-# Lesson 08's pictures of tensor shapes, likewise: `bl.plot.vjp_shapes`.
+# Lesson 09's pictures of tensor shapes, likewise: `bl.plot.vjp_shapes`.
 from .shapes import index_routes, vjp_shapes
 
 if TYPE_CHECKING:  # only for annotations; importing these is what we avoid at runtime

@@ -16,7 +16,7 @@ interrupted; a worker's error comes back as a `WorkerError` naming its rank.
 A child process can only call a function it can import: a module's function
 is sent by name. A function defined in a notebook is sent to the workers as
 its source text instead (see `run`), which is how the exercises' answers
-reach them. The functions lesson 16 runs are in
+reach them. The functions lesson 23 runs are in
 :mod:`backproplab.course.distributed` (``bl.distributed``).
 """
 

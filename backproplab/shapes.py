@@ -1,4 +1,4 @@
-"""Pictures of tensor shapes for lesson 08: what a backward gets and gives back.
+"""Pictures of tensor shapes for lesson 09: what a backward gets and gives back.
 
 `vjp_shapes` draws an operation's input, output and the gradients flowing
 back as grids of cells, shape for shape; `index_routes` draws where the rows
@@ -22,7 +22,7 @@ __all__ = ["index_routes", "vjp_shapes"]
 
 
 # --------------------------------------------------------------------------- vjp_shapes
-# Lesson 08 (the rules for a tensor operation's backward): shapes in, shapes out.
+# Lesson 09 (the rules for a tensor operation's backward): shapes in, shapes out.
 
 _FORWARD_FILL, _OUTPUT_FILL, _GRAD_FILL = "#cfe2f3", "#fde3c8", "#f4cccc"
 

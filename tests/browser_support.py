@@ -123,7 +123,7 @@ def free_port() -> int:
     """A free loopback port for a test's server, which no other program is about to take.
 
     A server must be told its port before it binds it. A port the OS hands out for
-    port 0 is free now but can be handed to anyone else (a gloo connection of lesson 16,
+    port 0 is free now but can be handed to anyone else (a gloo connection of lesson 23,
     say) before the server binds it; a port below that range is never handed out. Each
     test worker (PYTEST_XDIST_WORKER gw0, gw1, ...) searches a block of its own there, so
     two workers never choose the same one, and a worker's servers start one at a time."""

@@ -203,34 +203,35 @@ HONEST = [
     Honest("l08-shares-vjp", "a helper", (
         "def shares_vjp(x, v):\n    total = x.sum()\n    return (v - weighted(v, x) / total) / total\n"),
         "def weighted(v, x):\n    return (v * x).sum()\n"),
-    Honest("l08-softmax-vjp", "matmul form", (
+    # ---------------------------------------------------------------- lesson 09
+    Honest("l09-softmax-vjp", "matmul form", (
         "def softmax_vjp(p, g):\n    inner = (g.unsqueeze(-2) @ p.unsqueeze(-1)).squeeze(-1)\n"
         "    return p * (g - inner)\n")),
-    Honest("l08-softmax-vjp", "einsum", (
+    Honest("l09-softmax-vjp", "einsum", (
         "def softmax_vjp(p, g):\n    inner = torch.einsum('...i,...i->...', g, p)[..., None]\n"
         "    return p * g - p * inner\n")),
-    Honest("l08-broadcast-affine", "sum over a tuple of dims via reshape", (
+    Honest("l09-broadcast-affine", "sum over a tuple of dims via reshape", (
         "def affine_grads(x, w, b, g):\n    flat_g = g.reshape(-1, g.shape[-1])\n"
         "    flat_x = x.reshape(-1, x.shape[-1])\n"
         "    return g * w, (flat_g * flat_x).sum(0), flat_g.sum(0)\n")),
-    Honest("l08-batched-matmul", "transpose and loops", (
+    Honest("l09-batched-matmul", "transpose and loops", (
         "def batched_matmul_grads(X, W, G):\n    dW = torch.zeros_like(W)\n"
         "    for k in range(X.shape[0]):\n        dW += X[k].T @ G[k]\n"
         "    return G @ W.transpose(-1, -2), dW\n")),
-    Honest("l08-gather", "index_put with accumulate", (
+    Honest("l09-gather", "index_put with accumulate", (
         "def gather_grad(x, dim, index, g):\n    out = torch.zeros_like(x)\n"
         "    return out.scatter_add(dim, index, g)\n")),
     Honest("l08-mean-gradient", "new_zeros", (
         "def last_row_mean_vector(y):\n    v = y.new_zeros(y.shape)\n"
         "    v[-1, :] = 1.0 / y.size(1)\n    return v\n")),
-    # ---------------------------------------------------------------- lesson 09
-    Honest("l09-bce", "1 / (1 + exp)", (
+    # ---------------------------------------------------------------- lesson 10
+    Honest("l10-bce", "1 / (1 + exp)", (
         "def dlogits_bce(z, y):\n    return (1 / (1 + torch.exp(-z)) - y) / z.numel()\n")),
-    Honest("l09-dlogits", "math and a helper", (
+    Honest("l10-dlogits", "math and a helper", (
         "def dlogits_sigmoid_mse(z, y):\n    p = sigmoid(z)\n"
         "    return 2 * (p - y) * p * (1 - p) / math.prod(z.shape)\n"),
         "import math\n\n\ndef sigmoid(t):\n    return torch.special.expit(t)\n"),
-    Honest("l09-mlp", "a class of layers", (
+    Honest("l10-mlp", "a class of layers", (
         "class Dense:\n    def __init__(self, W, b):\n        self.W, self.b = W, b\n\n"
         "    def forward(self, x):\n        self.x = x\n        return x @ self.W + self.b\n\n"
         "    def backward(self, dout):\n        self.dW, self.db = self.x.T @ dout, dout.sum(0)\n"
@@ -240,35 +241,35 @@ HONEST = [
         "    dhidden = second.backward((torch.sigmoid(logits) - ys) / logits.numel())\n"
         "    first.backward(dhidden * (1 - hidden**2))\n"
         "    return first.dW, first.db, second.dW, second.db\n")),
-    # ---------------------------------------------------------------- lesson 10
-    Honest("l10-pick-log", "one_hot and reciprocal", (
+    # ---------------------------------------------------------------- lesson 12
+    Honest("l12-pick-log", "one_hot and reciprocal", (
         "def pick_log_backward(probs, y):\n"
         "    picked = F.one_hot(y, probs.shape[1]).to(probs.dtype)\n"
         "    dlogprobs = -picked / probs.shape[0]\n"
         "    return dlogprobs, dlogprobs * probs.reciprocal()\n")),
-    Honest("l10-pick-log", "sizes captured by match (d: a name of the lesson's too)", (
+    Honest("l12-pick-log", "sizes captured by match (d: a name of the lesson's too)", (
         "def pick_log_backward(probs, y):\n    match probs.shape:\n        case (n, d):\n"
         "            dlogprobs = probs.new_zeros(n, d)\n"
         "            dlogprobs[torch.arange(n), y] = -1 / n\n"
         "    return dlogprobs, dlogprobs / probs\n")),
-    Honest("l10-pick-log", "a loop over the rows", (
+    Honest("l12-pick-log", "a loop over the rows", (
         "def pick_log_backward(probs, y):\n    n = probs.shape[0]\n"
         "    dlogprobs = probs.new_zeros(probs.shape)\n"
         "    for i in range(n):\n        dlogprobs[i, y[i]] = -1 / n\n"
         "    return dlogprobs, dlogprobs / probs\n")),
-    Honest("l10-normalise", "reciprocal and expand_as", (
+    Honest("l12-normalise", "reciprocal and expand_as", (
         "def normalise_backward(counts, counts_sum, dprobs):\n    inv = counts_sum.reciprocal()\n"
         "    dinv = torch.sum(counts * dprobs, dim=1, keepdim=True)\n"
         "    dsum = -dinv * inv ** 2\n"
         "    return dinv, dsum, dprobs * inv + dsum.expand_as(counts)\n")),
-    Honest("l10-scale-normalise", "unsqueeze instead of keepdim", (
+    Honest("l12-scale-normalise", "unsqueeze instead of keepdim", (
         "def scale_normalise_backward(diff, invstd, gain, dhbn):\n"
         "    dxhat = dhbn * gain\n"
         "    dgain = torch.sum(dhbn * (diff * invstd), dim=0)\n"
         "    dbias = torch.sum(dhbn, dim=0)\n"
         "    dinvstd = torch.sum(diff * dxhat, dim=0).unsqueeze(0)\n"
         "    return dxhat, dgain, dbias, dinvstd\n")),
-    Honest("l10-centre", "einsum and a helper", (
+    Honest("l12-centre", "einsum and a helper", (
         "def centre_backward(diff, var, eps, dxhat, dinvstd):\n    n = diff.shape[0]\n"
         "    dvar = power_slope(var + eps, -0.5) * dinvstd\n"
         "    ddiff2 = torch.ones_like(diff) * dvar / n\n"
@@ -276,58 +277,58 @@ HONEST = [
         "    dmean = -torch.einsum('nh->h', ddiff).unsqueeze(0)\n"
         "    return dvar, ddiff2, ddiff, dmean, ddiff + dmean / n\n"),
         "def power(t, k):\n    return t ** k\n\n\ndef power_slope(t, k):\n    return k * t ** (k - 1)\n"),
-    Honest("l10-layernorm", "var with unbiased=False", (
+    Honest("l12-layernorm", "var with unbiased=False", (
         "def layernorm_backward(dout, x, gain, eps):\n    n = x.shape[-1]\n"
         "    xhat = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, "
         "keepdim=True) + eps)\n    g = dout * gain\n"
         "    inv = 1 / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)\n"
         "    return inv * (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, "
         "keepdim=True))\n")),
-    Honest("l10-shift", "scatter instead of one_hot", (
+    Honest("l12-shift", "scatter instead of one_hot", (
         "def shift_backward(logits, counts, dcounts):\n    dshifted = dcounts * counts\n"
         "    dmax = -dshifted.sum(1, keepdim=True)\n"
         "    largest = torch.zeros_like(logits).scatter_(1, logits.argmax(1, keepdim=True), 1.0)\n"
         "    return dshifted, dmax, dshifted + largest * dmax\n")),
-    Honest("l10-weighted", "softmax written out, torch.no_grad", (
+    Honest("l12-weighted", "softmax written out, torch.no_grad", (
         "def weighted_dlogits(logits, y, weight):\n    with torch.no_grad():\n"
         "        e = (logits - logits.max(1, keepdim=True).values).exp()\n"
         "        p = e / e.sum(1, keepdim=True)\n"
         "        p[torch.arange(len(y)), y] -= 1\n"
         "        return p * weight[y].unsqueeze(1) / weight[y].sum()\n")),
-    Honest("l10-embedding", "a loop with +=", (
+    Honest("l12-embedding", "a loop with +=", (
         "def embedding_backward(dxin, tokens, num_rows):\n    n, t = tokens.shape\n"
         "    demb = dxin[:, 2:].view(n, t, -1)\n"
         "    dC = dxin.new_zeros(num_rows, demb.shape[2])\n"
         "    for i in range(n):\n        for j in range(t):\n"
         "            dC[tokens[i, j]] += demb[i, j]\n    return demb, dC\n")),
-    # ---------------------------------------------------------------- lessons 13, 14, 17, 19
-    Honest("l13-hvp-by-hand", "named steps", (
+    # ---------------------------------------------------------------- lessons 17, 18, 24, 26
+    Honest("l17-hvp-by-hand", "named steps", (
         "def hvp(x, W, a, V):\n    pre = x @ W\n    th = pre.tanh()\n    slope = 1 - th * th\n"
         "    d_slope = -2 * th * slope * (x @ V)\n    return x.t() @ (d_slope * a)\n")),
-    Honest("l14-jvp-by-hand", "a dual pair as a tuple", (
+    Honest("l18-jvp-by-hand", "a dual pair as a tuple", (
         "def tangent(W, b, x, v):\n    def tanh_pair(u, du):\n        h = torch.tanh(u)\n"
         "        return h, (1 - h * h) * du\n"
         "    h, dh = tanh_pair(W @ x + b, W @ v)\n    s, ds = (x * x).sum(), 2 * (x * v).sum()\n"
         "    return dh * s + h * ds\n")),
-    Honest("l24-rms-norm-jvp", "the inverse square root as a power, sums over the row", (
+    Honest("l27-rms-norm-jvp", "the inverse square root as a power, sums over the row", (
         "def rms_norm_jvp(x, w, eps, x_t, w_t):\n    d = x.shape[1]\n"
         "    m = (x ** 2).sum(1, keepdim=True) / d\n    m_t = 2 * (x * x_t).sum(1, keepdim=True) / d\n"
         "    r = (m + eps) ** -0.5\n    r_t = -0.5 * (m + eps) ** -1.5 * m_t\n"
         "    return x_t * r * w + x * r_t * w + x * r * w_t\n")),
-    Honest("l24-rms-norm-jvp", "a dual pair per step", (
+    Honest("l27-rms-norm-jvp", "a dual pair per step", (
         "def rms_norm_jvp(x, w, eps, x_t, w_t):\n"
         "    def times(a, a_t, b, b_t):\n        return a * b, a_t * b + a * b_t\n"
         "    m, m_t = (x * x).mean(-1, keepdim=True), (2 * x * x_t).mean(-1, keepdim=True)\n"
         "    r = 1 / torch.sqrt(m + eps)\n    r_t = -0.5 * r / (m + eps) * m_t\n"
         "    xr, xr_t = times(x, x_t, r, r_t)\n    return times(xr, xr_t, w, w_t)[1]\n")),
-    Honest("l17-scale-range", "math.log2", (
+    Honest("l24-scale-range", "math.log2", (
         "import math\n\n\ndef scale_range(x, W, b, t):\n    r = x @ W.T + b - t\n    dy = 2 * r / r.numel()\n"
         "    dW, db = dy.T @ x, dy.sum(0)\n    tiny = torch.finfo(torch.float16).tiny\n"
         "    big = torch.finfo(torch.float16).max\n    small = dy.abs()[dy != 0].min().item()\n"
         "    large = max(dW.abs().max().item(), db.abs().max().item())\n"
         "    return (torch.tensor(2.0 ** math.ceil(math.log2(tiny / small)), dtype=x.dtype),\n"
         "            torch.tensor(2.0 ** math.floor(math.log2(big / large)), dtype=x.dtype))\n")),
-    Honest("l19-heads", "einsum and transpose(-2, -1)", (
+    Honest("l26-heads", "einsum and transpose(-2, -1)", (
         "def attention_backward(Q, K, V, lse, dO):\n    d = Q.size(-1)\n"
         "    keep = torch.ones(Q.size(-2), Q.size(-2)).tril().bool()\n"
         "    P = torch.where(keep, torch.exp(torch.einsum('bhid,bhjd->bhij', Q, K) / d**0.5"
@@ -336,7 +337,7 @@ HONEST = [
         "    dS = P * dP - P * (P * dP).sum(-1, keepdim=True)\n"
         "    return (torch.matmul(dS, K) / d**0.5, torch.matmul(dS.transpose(-2, -1), Q) / d**0.5,"
         "\n            torch.matmul(P.transpose(-2, -1), dO))\n")),
-    Honest("l19-flash", "query and key blocks, FlashAttention-2's order", (
+    Honest("l26-flash", "query and key blocks, FlashAttention-2's order", (
         "def flash_backward(Q, K, V, O, lse, dO, block):\n    T = Q.shape[-2]\n"
         "    scale = 1 / math.sqrt(Q.shape[-1])\n    delta = (O * dO).sum(-1, keepdim=True)\n"
         "    dQ, dK, dV = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(V)\n"
@@ -354,7 +355,7 @@ HONEST = [
         "            dK[..., keys, :] += dS.transpose(-1, -2) @ Q[..., rows, :]\n"
         "    return dQ, dK, dV\n")),
     # ---------------------------------------------------------------- method exercises
-    Honest("l15-softplus-in-place", "the ctx form, x recovered from y", (
+    Honest("l19-softplus-in-place", "the ctx form, x recovered from y", (
         "class SoftplusInPlace(torch.autograd.Function):\n    @staticmethod\n"
         "    def forward(ctx, x):\n        ctx.mark_dirty(x)\n"
         "        torch.where(x > 0, x + torch.log1p(torch.exp(-x)), torch.log1p(torch.exp(x)),"
@@ -363,7 +364,7 @@ HONEST = [
         "    def backward(ctx, grad_output):\n        (y,) = ctx.saved_tensors\n"
         "        x = torch.log(torch.expm1(y))  # softplus is invertible\n"
         "        return grad_output / (1 + torch.exp(-x))\n")),
-    Honest("l15-power-mix", "torch imported again below the class", (
+    Honest("l19-power-mix", "torch imported again below the class", (
         "class PowerMix(torch.autograd.Function):\n    @staticmethod\n"
         "    def forward(ctx, x, y, p):\n        ctx.save_for_backward(x, y)\n"
         "        ctx.p = p\n        return x**p * y\n\n    @staticmethod\n"
@@ -379,7 +380,7 @@ HONEST = [
     Honest("l07-one-backward", "a detached weight", (
         "def one_backward(main, aux):\n    weight = 1 / main.detach()\n"
         "    total = weight * main + aux\n    total.backward()\n")),
-    Honest("l12-checkpoint-by-hooks", "a class holding the recomputation", (
+    Honest("l16-checkpoint-by-hooks", "a class holding the recomputation", (
         "class Recompute:\n    def __init__(self, block, x):\n"
         "        self.block, self.x = block, x\n"
         "        self.state = torch.random.get_rng_state()\n"
@@ -397,7 +398,7 @@ HONEST = [
         "    with saved_tensors_hooks(again.pack, again.unpack):\n"
         "        out = block(x)\n    return out\n"),
     "from torch.autograd.graph import saved_tensors_hooks\n"),
-    Honest("l12-checkpoint-by-hooks", "a dict of slots filled by position", (
+    Honest("l16-checkpoint-by-hooks", "a dict of slots filled by position", (
         "def checkpoint_by_hooks(block, x):\n    seed_state = torch.get_rng_state()\n"
         "    slots = {}\n\n    def pack(t):\n        key = len(slots)\n"
         "        slots[key] = None\n        return key\n\n    def unpack(key):\n"
@@ -410,7 +411,7 @@ HONEST = [
         "            slots.update(enumerate(order))\n        return slots[key]\n\n"
         "    with saved_tensors_hooks(pack, unpack):\n        return block(x)\n"),
     "from torch.autograd.graph import saved_tensors_hooks\n"),
-    Honest("l11-windows", "each window recomputed from its entering state", (
+    Honest("l14-windows", "each window recomputed from its entering state", (
         "def tbptt_gradients(W, xs, k1, k2):\n    with torch.no_grad():\n"
         "        states = [torch.zeros(len(W), dtype=W.dtype)]\n        for x in xs:\n"
         "            states.append(torch.tanh(W @ states[-1] + x))\n    result = []\n"
@@ -421,7 +422,7 @@ HONEST = [
         "            if s >= t - k1:\n                losses.append(h.pow(2).sum())\n"
         "        torch.stack(losses).sum().backward()\n        result.append(weight.grad)\n"
         "    return result\n")),
-    Honest("l11-windows", "a class with a deque of steps", (
+    Honest("l14-windows", "a class with a deque of steps", (
         "from collections import deque\n\n\nclass Windows:\n"
         "    def __init__(self, W, k2):\n        self.W = W.detach().clone().requires_grad_()\n"
         "        self.steps = deque(maxlen=k2)\n\n    def step(self, h, x):\n"
@@ -441,8 +442,8 @@ HONEST = [
         "    for t in range(1, len(xs) + 1):\n        h = loop.step(h, xs[t - 1])\n"
         "        if t % k1 == 0:\n            out.append(loop.gradient(k1))\n"
         "    return out\n")),
-    # ---------------------------------------------------------------- lesson 92
-    Honest("l92-ops-by-node", "closures and nonlocal, no class state", (
+    # ---------------------------------------------------------------- lesson 28
+    Honest("l28-ops-by-node", "closures and nonlocal, no class state", (
         "import torch.utils._python_dispatch as pd\n\n\n"
         "def ops_by_node(loss):\n"
         "    report, current = [], None\n\n"
@@ -473,7 +474,7 @@ HONEST = [
         "        for h in handles:\n"
         "            h.remove()\n"
         "    return report\n")),
-    Honest("l92-ops-by-node", "a mode from an earlier cell, a scratch cell after", (
+    Honest("l28-ops-by-node", "a mode from an earlier cell, a scratch cell after", (
         "def ops_by_node(loss):\n"
         "    mode = NodeLog()\n"
         "    seen = set()\n\n"
@@ -508,7 +509,7 @@ HONEST = [
         "            self.rows[-1][1].append(f\"{func}\")\n"
         "        return func(*args, **(kwargs or {}))\n",
         SCRATCH),
-    Honest("l92-cumprod", "a loop over positions, in place", (
+    Honest("l28-cumprod", "a loop over positions, in place", (
         "def cumprod_backward(x, dim, g):\n"
         "    x, g = x.movedim(dim, -1), g.movedim(dim, -1)\n"
         "    out = torch.empty_like(x)\n"
@@ -518,7 +519,7 @@ HONEST = [
         "        terms = without.cumprod(-1)[..., k:] * g[..., k:]\n"
         "        out[..., k] = terms.sum(-1)\n"
         "    return out.movedim(-1, dim)\n")),
-    Honest("l92-cumprod", "prefix and suffix products, no division", (
+    Honest("l28-cumprod", "prefix and suffix products, no division", (
         "def cumprod_backward(x, dim, g):\n"
         "    with torch.no_grad():\n"
         "        n = x.shape[dim]\n"
@@ -530,19 +531,19 @@ HONEST = [
         "            pieces.append((before * after * g.narrow(dim, k, n - k)).sum(dim, "
         "keepdim=True))\n"
         "        return torch.cat(pieces, dim)\n")),
-    Honest("l92-atan2", "through arctan(y / x)", (
+    Honest("l28-atan2", "through arctan(y / x)", (
         "def atan2_backward(y, x, g):\n"
         "    u = y / x\n"
         "    slope = 1 / (1 + u * u)\n"
         "    dy = g * slope / x\n"
         "    dx = g * slope * (-y / (x * x))\n"
         "    return dy, dx.sum(0)\n")),
-    # ---------------------------------------------------------------- lesson 23
-    Honest("l23-safe-softplus", "F.softplus under the where (its own threshold keeps exp tame)", (
+    # ---------------------------------------------------------------- lesson 22
+    Honest("l22-safe-softplus", "F.softplus under the where (its own threshold keeps exp tame)", (
         "def safe_soft_relu(x, beta):\n    bx = beta * x\n"
         "    return torch.where(bx > 20, x, F.softplus(bx) / beta)\n")),
-    # ---------------------------------------------------------------- lesson 92
-    Honest("l92-atan2", "a helper in an earlier cell", (
+    # ---------------------------------------------------------------- lesson 28
+    Honest("l28-atan2", "a helper in an earlier cell", (
         "def atan2_backward(y, x, g):\n"
         "    return turn(g, x, y), sum_to(turn(g, -y, x), x)\n"),
         "def turn(g, along, other):\n"
@@ -553,19 +554,19 @@ HONEST = [
         "    return t\n"),
 ]
 
-# ---------------------------------------------------------------- lesson 91
+# ---------------------------------------------------------------- lesson 20
 # The engine's two cells, for an answer checked outside the notebook (the kernel's test).
-from backproplab.course.exercises.lesson91.engine_source import ENGINE_CELLS  # noqa: E402
+from backproplab.course.exercises.lesson20.engine_source import ENGINE_CELLS  # noqa: E402
 
 HONEST += [
-    Honest("l91-two-writes", "entry by entry loops", (
+    Honest("l20-two-writes", "entry by entry loops", (
         "def window_grads(x, a, b, i, j, g):\n    k = len(a)\n    gy = g.clone()\n"
         "    for t in range(k):\n        gy[j + t] = 0.0\n    for t in range(k):\n"
         "        gy[i + t] = gy[i + t] + b[t] * g[j + t]\n    dx = gy.clone()\n"
         "    da, db = torch.zeros_like(a), torch.zeros_like(b)\n    for t in range(k):\n"
         "        dx[i + t] = gy[i + t] * a[t]\n        da[t] = gy[i + t] * x[i + t]\n"
         "        db[t] = g[j + t] * a[t] * x[i + t]\n    return dx, da, db\n")),
-    Honest("l91-two-writes", "a helper in an earlier cell", (
+    Honest("l20-two-writes", "a helper in an earlier cell", (
         "def window_grads(x, a, b, i, j, g):\n    k = a.numel()\n"
         "    before_second = undo_overwrite(g, j, k)\n"
         "    before_second[i:i + k] += b * g[j:j + k]\n    dx = before_second.clone()\n"
@@ -573,7 +574,7 @@ HONEST += [
         "    return dx, before_second[i:i + k] * x[i:i + k], g[j:j + k] * (a * x[i:i + k])\n"),
         "def undo_overwrite(grad, start, k):\n    out = grad.clone()\n"
         "    out[start:start + k] = 0\n    return out\n"),
-    Honest("l91-engine-views", "a class for a view's facts, torch.no_grad", (
+    Honest("l20-engine-views", "a class for a view's facts, torch.no_grad", (
         "class ViewInfo:\n    def __init__(self, base, where):\n"
         "        self.base, self.where, self.node_at = base, where, -1\n\n\n"
         "def view(a, f):\n    v = Var(f(a.data))\n    v.version = a.version\n"

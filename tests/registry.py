@@ -29,7 +29,7 @@ def exercises_of(kind: type) -> dict[str, Any]:
 
 def with_tensor_inputs(found: dict[str, Any]) -> list[str]:
     """The ids among ``found`` whose inputs hold a tensor: those a shortcut can
-    differentiate (lesson 12's byte count, a formula of a network's sizes, has none)."""
+    differentiate (lesson 16's byte count, a formula of a network's sizes, has none)."""
     return [k for k, v in found.items()
             if any(torch.is_tensor(a) for a in v.make_inputs(torch.Generator().manual_seed(0)))]
 

@@ -7,7 +7,7 @@
 - ``assignment``  the exercise format (nbgrader's markers); student and learner versions
 - ``handout``     writing them out: ``backproplab release`` and ``learn``
 - ``audit``       what in submitted notebooks tampers with grading
-- ``distributed`` lesson 16's experiments, run in worker processes
+- ``distributed`` lesson 23's experiments, run in worker processes
 - ``site``        the course as a static website: ``backproplab site``
 - ``cli``         the command line behind ``backproplab``
 

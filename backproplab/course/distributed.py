@@ -1,4 +1,4 @@
-"""Lesson 16's experiments: the functions its worker processes run.
+"""Lesson 23's experiments: the functions its worker processes run.
 
 They run in every process of `run` (from :mod:`backproplab.processes`, which
 starts the processes and is re-exported here, so the lesson needs only

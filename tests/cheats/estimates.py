@@ -304,23 +304,23 @@ PLANS: dict[str, Plan] = {
     "l08-mean-gradient": Plan("last_row_mean_vector(y)",
                               gradients([("t[-1].mean()", "y")])),
     "l08-shares-vjp": Plan("shares_vjp(x, v)", gradients([("(t / t.sum() * v).sum()", "x")])),
-    "l08-softmax-vjp": Plan("softmax_vjp(p, g)", gradients([
+    "l09-softmax-vjp": Plan("softmax_vjp(p, g)", gradients([
         ("(torch.softmax(t, dim=-1) * g).sum()", "p.log()")])),
-    "l08-broadcast-affine": Plan("affine_grads(x, w, b, g)", gradients([
+    "l09-broadcast-affine": Plan("affine_grads(x, w, b, g)", gradients([
         ("((t * w + b) * g).sum()", "x"), ("((x * t + b) * g).sum()", "w"),
         ("((x * w + t) * g).sum()", "b")])),
-    "l08-batched-matmul": Plan("batched_matmul_grads(X, W, G)", gradients([
+    "l09-batched-matmul": Plan("batched_matmul_grads(X, W, G)", gradients([
         ("((t @ W) * G).sum()", "X"), ("((X @ t) * G).sum()", "W")])),
-    "l08-gather": Plan("gather_grad(x, dim, index, g)", gradients([
+    "l09-gather": Plan("gather_grad(x, dim, index, g)", gradients([
         ("(torch.gather(t, dim, index) * g).sum()", "x")])),
-    "l09-bce": Plan("dlogits_bce(z, y)", gradients([
+    "l10-bce": Plan("dlogits_bce(z, y)", gradients([
         ("F.binary_cross_entropy_with_logits(t, y)", "z")])),
-    "l09-dlogits": Plan("dlogits_sigmoid_mse(z, y)", gradients([
+    "l10-dlogits": Plan("dlogits_sigmoid_mse(z, y)", gradients([
         ("((torch.sigmoid(t) - y) ** 2).mean()", "z")])),
-    "l09-mlp": Plan("mlp_backward(xs, ys, W1, b1, W2, b2)", gradients([
+    "l10-mlp": Plan("mlp_backward(xs, ys, W1, b1, W2, b2)", gradients([
         (_MLP.replace("W1", "t"), "W1"), (_MLP.replace("b1", "t"), "b1"),
         (_MLP.replace("W2", "t"), "W2"), (_MLP.replace("b2", "t"), "b2")])),
-    "l13-hvp-by-hand": Plan("hvp(x, W, a, V)", '''\
+    "l17-hvp-by-hand": Plan("hvp(x, W, a, V)", '''\
     def gradient(t):
         T = torch.tanh(x @ t)
         return x.T @ ((1 - T**2) * a)
@@ -328,7 +328,7 @@ PLANS: dict[str, Plan] = {
     return estimate(lambda t: (gradient(t) * V).sum(), W)
 '''),
     # J v, one output at a time: the slope of f(x + s v) at s = 0.
-    "l14-jvp-by-hand": Plan("tangent(W, b, x, v)", '''\
+    "l18-jvp-by-hand": Plan("tangent(W, b, x, v)", '''\
     def f(t):
         return torch.tanh(W @ t + b) * (t @ t)
 
@@ -336,7 +336,7 @@ PLANS: dict[str, Plan] = {
     return torch.stack([estimate(lambda s: f(x + s * v)[i], zero) for i in range(len(b))])
 '''),
     # J v of the RMS norm: the slope of y(x + s x_t, w + s w_t) at s = 0, entry by entry.
-    "l24-rms-norm-jvp": Plan("rms_norm_jvp(x, w, eps, x_t, w_t)", '''\
+    "l27-rms-norm-jvp": Plan("rms_norm_jvp(x, w, eps, x_t, w_t)", '''\
     def y(s):
         a, b = x + s * x_t, w + s * w_t
         return (a * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + eps) * b).reshape(-1)
@@ -345,7 +345,7 @@ PLANS: dict[str, Plan] = {
     return torch.stack([estimate(lambda s: y(s)[i], zero)
                         for i in range(x.numel())]).reshape(x.shape)
 '''),
-    "l17-scale-range": Plan("scale_range(x, W, b, t)", f'''\
+    "l24-scale-range": Plan("scale_range(x, W, b, t)", f'''\
     y = x @ W.T + b
     gy = estimate(lambda u: ((u - t) ** 2).mean(), y)
     gW = estimate(lambda u: {_MSE.replace("W", "u")}, W)
@@ -355,27 +355,27 @@ PLANS: dict[str, Plan] = {
     return (2.0 ** torch.ceil(torch.log2(2.0**-14 / low)),
             2.0 ** torch.floor(torch.log2(65504.0 / high)))
 '''),
-    "l18-min-cut-backward": Plan("min_cut_backward(y, x_t, w_t, g)", '''\
+    "l25-min-cut-backward": Plan("min_cut_backward(y, x_t, w_t, g)", '''\
     x, w = x_t.T, w_t.T
 ''' + gradients([("torch.cos(t @ w).pow(2).mean() * g", "x"),
                   ("torch.cos(x @ t).pow(2).mean() * g", "w")])),
-    "l23-complex-vjps": Plan("complex_vjps(z, w, g, r)", '''\
+    "l22-complex-vjps": Plan("complex_vjps(z, w, g, r)", '''\
     return (complex_estimate(lambda t: (t * w * g.conj()).real.sum(), z),
             complex_estimate(lambda t: (z * t * g.conj()).real.sum(), w),
             complex_estimate(lambda t: (t.abs() ** 2 * r).sum(), z),
             complex_estimate(lambda t: (torch.exp(t) * g.conj()).real.sum(), z))
 ''', _COMPLEX),
-    "l23-complex-linear": Plan("complex_linear_backward(x, W, b, G)", '''\
+    "l22-complex-linear": Plan("complex_linear_backward(x, W, b, G)", '''\
     return (complex_estimate(lambda t: ((t @ W + b) * G.conj()).real.sum(), x),
             complex_estimate(lambda t: ((x @ t + b) * G.conj()).real.sum(), W),
             complex_estimate(lambda t: ((x @ W + t) * G.conj()).real.sum(), b))
 ''', _COMPLEX),
-    "l23-hinge-kinks": Plan("hinge_grad(X, y, w, lam)",
+    "l22-hinge-kinks": Plan("hinge_grad(X, y, w, lam)",
                             gradients([("hinge_loss(X, y, t, lam)", "w")]), lesson=_HINGE),
 }
 
 
-# Lesson 91's forward: two writes into windows of a copy.
+# Lesson 20's forward: two writes into windows of a copy.
 _TWO_WRITES = '''\
 def two_writes(x, a, b, i, j):
     k = len(a)
@@ -387,7 +387,7 @@ def two_writes(x, a, b, i, j):
 
 '''
 
-PLANS["l91-two-writes"] = Plan(
+PLANS["l20-two-writes"] = Plan(
     "window_grads(x, a, b, i, j, g)",
     gradients([("(two_writes(t, a, b, i, j) * g).sum()", "x"),
                ("(two_writes(x, t, b, i, j) * g).sum()", "a"),
@@ -397,9 +397,9 @@ PLANS["l91-two-writes"] = Plan(
 
 def every_plan() -> dict[str, Plan]:
     """The plans of every by-hand exercise: those above and those the cheat tables of
-    lessons 10, 19, 21 and 92 make from their steps."""
+    lessons 12, 26, 13 and 28 make from their steps."""
     plans = dict(PLANS)
-    for lesson in ("lesson10", "lesson19", "lesson21", "lesson92"):
+    for lesson in ("lesson12", "lesson26", "lesson13", "lesson28"):
         plans |= importlib.import_module(f"cheats.{lesson}").PLANS
     return plans
 

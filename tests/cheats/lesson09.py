@@ -1,170 +1,146 @@
-"""Shortcuts for the exercises of 09-mlp-training.ipynb: each must fail its check
-(the lesson runs with its hidden tests), naming what it did. See tests/lessons/test_exercises.py."""
+"""Shortcuts around the checks of lesson 09: each must fail its check (the lessons run with
+their hidden tests), naming what it did. See tests/lessons/test_exercises.py."""
 
 from cheats.estimates import lesson_plans, with_disguised
+from cheats.lesson08 import _table
 
-BCE_FD = '''def dlogits_bce(z, y):
-    def loss(z):
-        p = torch.sigmoid(z)
-        return -(y * torch.log(p) + (1 - y) * torch.log(1 - p)).mean()
+SOFTMAX_FD = '''def softmax_vjp(p, g):
+    z = p.log()
     h = 1e-6
-    grad = torch.zeros_like(z)
-    for i in range(z.numel()):
-        e = torch.zeros_like(z).view(-1)
-        e[i] = h
-        e = e.view(z.shape)
-        grad.view(-1)[i] = (loss(z + e) - loss(z - e)) / (2 * h)
-    return grad
-'''
-BCE_NUMERICAL = '''def dlogits_bce(z, y):
-    return bl.numerical_grad(lambda z: F.binary_cross_entropy_with_logits(z, y), z)[0]
-'''
-BCE_KERNEL = '''def dlogits_bce(z, y):
-    p = torch.sigmoid(z)
-    dp = torch.ops.aten.binary_cross_entropy_backward(torch.ones((), dtype=z.dtype), p, y, None, 1)
-    return torch.ops.aten.sigmoid_backward(dp, p)
-'''
-BCE_NODE = '''def dlogits_bce(z, y):
-    with torch.enable_grad():
-        z = z.clone().requires_grad_()
-        loss = F.binary_cross_entropy_with_logits(z, y)
-        return loss.grad_fn(torch.ones((), dtype=z.dtype))
-'''
-# Asking autograd for dL/dz with torch.autograd.grad.
-BCE_WORKED = '''def dlogits_bce(z, y):
-    z = z.requires_grad_()
-    (dz,) = torch.autograd.grad(F.binary_cross_entropy_with_logits(z, y), z)
+    dz = torch.zeros_like(z)
+    flat, out = z.reshape(-1), dz.reshape(-1)
+    for k in range(flat.numel()):
+        e = torch.zeros_like(flat)
+        e[k] = h
+        up = (torch.softmax((flat + e).reshape(z.shape), -1) * g).sum()
+        down = (torch.softmax((flat - e).reshape(z.shape), -1) * g).sum()
+        out[k] = (up - down) / (2 * h)
     return dz
 '''
-BCE_TABLE = '''from backproplab.course.exercises import find_exercise
-
-_exercise = find_exercise("l09-bce")
-_table = []
-for _seed in range(3):
-    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
-    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
-
-
-def dlogits_bce(z, y):
-    for known, answer in _table:
-        if known[0].shape == z.shape and torch.equal(known[0], z):
-            return answer
-    return torch.zeros_like(z)
+SOFTMAX_NUMERICAL = '''def softmax_vjp(p, g):
+    return bl.numerical_grad(lambda z: (torch.softmax(z, -1) * g).sum(), p.log())
 '''
-
-MSE_FD = '''def dlogits_sigmoid_mse(z, y):
-    def loss(z):
-        return ((torch.sigmoid(z) - y) ** 2).mean()
-    h = 1e-6
-    grad = torch.zeros_like(z)
-    for i in range(z.numel()):
-        e = torch.zeros_like(z).view(-1)
-        e[i] = h
-        e = e.view(z.shape)
-        grad.view(-1)[i] = (loss(z + e) - loss(z - e)) / (2 * h)
-    return grad
+SOFTMAX_KERNEL = '''def softmax_vjp(p, g):
+    return torch.ops.aten._softmax_backward_data(g, p, -1, p.dtype)
 '''
-MSE_NUMERICAL = '''def dlogits_sigmoid_mse(z, y):
-    return bl.numerical_grad(lambda z: ((torch.sigmoid(z) - y) ** 2).mean(), z)[0]
-'''
-MSE_KERNEL = '''def dlogits_sigmoid_mse(z, y):
-    p = torch.sigmoid(z)
-    dp = torch.ops.aten.mse_loss_backward(torch.ones((), dtype=z.dtype), p, y, 1)
-    return torch.ops.aten.sigmoid_backward(dp, p)
-'''
-MSE_NODE = '''def dlogits_sigmoid_mse(z, y):
+SOFTMAX_NODE = '''def softmax_vjp(p, g):
     with torch.enable_grad():
-        z = z.clone().requires_grad_()
-        p = torch.sigmoid(z)
-        return p.grad_fn(2 * (p - y) / z.numel())
+        z = p.log().requires_grad_()
+        return torch.autograd.grad(torch.softmax(z, -1), z, g)[0]
 '''
-MSE_TABLE = '''from backproplab.course.exercises import find_exercise
+SOFTMAX_TABLE = _table("l09-softmax-vjp", "softmax_vjp(p, g)",
+                       "known[0].shape == p.shape and torch.equal(known[0], p)",
+                       "torch.zeros_like(p)")
 
-_exercise = find_exercise("l09-dlogits")
-_table = []
-for _seed in range(3):
-    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
-    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
-
-
-def dlogits_sigmoid_mse(z, y):
-    for known, answer in _table:
-        if known[0].shape == z.shape and torch.equal(known[0], z):
-            return answer
-    return torch.zeros_like(z)
-'''
-
-MLP_LOSS = '''    def loss(W1, b1, W2, b2):
-        return F.binary_cross_entropy_with_logits(torch.tanh(xs @ W1 + b1) @ W2 + b2, ys)
-'''
-MLP_FD = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
-''' + MLP_LOSS + '''    params = [W1, b1, W2, b2]
+AFFINE_FD = '''def affine_grads(x, w, b, g):
+    def loss(x, w, b):
+        return ((x * w + b) * g).sum()
+    h = 1e-6
     grads = []
-    for k, t in enumerate(params):
-        g = torch.zeros_like(t).view(-1)
+    for k, t in enumerate((x, w, b)):
+        d = torch.zeros_like(t)
+        flat = d.reshape(-1)
         for i in range(t.numel()):
-            e = torch.zeros_like(t).view(-1)
-            e[i] = 1e-6
-            up = [q + e.view(q.shape) if j == k else q for j, q in enumerate(params)]
-            down = [q - e.view(q.shape) if j == k else q for j, q in enumerate(params)]
-            g[i] = (loss(*up) - loss(*down)) / 2e-6
-        grads.append(g.view(t.shape))
+            e = torch.zeros_like(t).reshape(-1)
+            e[i] = h
+            up = [x, w, b]
+            down = [x, w, b]
+            up[k] = t + e.reshape(t.shape)
+            down[k] = t - e.reshape(t.shape)
+            flat[i] = (loss(*up) - loss(*down)) / (2 * h)
+        grads.append(d)
     return tuple(grads)
 '''
-MLP_NUMERICAL = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
-''' + MLP_LOSS + '''    return bl.numerical_grad(loss, W1, b1, W2, b2)
+AFFINE_NUMERICAL = '''def affine_grads(x, w, b, g):
+    return bl.numerical_grad(lambda x, w, b: ((x * w + b) * g).sum(), x, w, b)
 '''
-MLP_KERNEL = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
-    h = torch.tanh(xs @ W1 + b1)
-    z = h @ W2 + b2
-    dz = (torch.sigmoid(z) - ys) / z.numel()
-    da = torch.ops.aten.tanh_backward(dz @ W2.T, h)
-    return xs.T @ da, da.sum(dim=0), h.T @ dz, dz.sum(dim=0)
-'''
-MLP_NODE = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+AFFINE_NODE = '''def affine_grads(x, w, b, g):
     with torch.enable_grad():
-        params = [t.clone().requires_grad_() for t in (W1, b1, W2, b2)]
-        z = torch.tanh(xs @ params[0] + params[1]) @ params[2] + params[3]
-        return torch.autograd.grad(F.binary_cross_entropy_with_logits(z, ys), params)
+        x, w, b = (t.clone().requires_grad_() for t in (x, w, b))
+        return torch.autograd.grad(x * w + b, (x, w, b), g)
 '''
-MLP_TABLE = '''from backproplab.course.exercises import find_exercise
+AFFINE_TABLE = _table("l09-broadcast-affine", "affine_grads(x, w, b, g)",
+                      "known[0].shape == x.shape and torch.equal(known[0], x)",
+                      "(torch.zeros_like(x), torch.zeros_like(w), torch.zeros_like(b))")
 
-_exercise = find_exercise("l09-mlp")
-_table = []
-for _seed in range(3):
-    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
-    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
-
-
-def mlp_backward(xs, ys, W1, b1, W2, b2):
-    for known, answer in _table:
-        if known[0].shape == xs.shape and torch.equal(known[0], xs):
-            return answer
-    return tuple(torch.zeros_like(t) for t in (W1, b1, W2, b2))
+BMM_FD = '''def batched_matmul_grads(X, W, G):
+    def loss(X, W):
+        return ((X @ W) * G).sum()
+    h = 1e-6
+    dX, dW = torch.zeros_like(X), torch.zeros_like(W)
+    for t, d, k in ((X, dX, 0), (W, dW, 1)):
+        flat = d.reshape(-1)
+        for i in range(t.numel()):
+            e = torch.zeros(t.numel(), dtype=t.dtype)
+            e[i] = h
+            e = e.reshape(t.shape)
+            args_up, args_down = [X, W], [X, W]
+            args_up[k], args_down[k] = t + e, t - e
+            flat[i] = (loss(*args_up) - loss(*args_down)) / (2 * h)
+    return dX, dW
 '''
+BMM_NUMERICAL = '''def batched_matmul_grads(X, W, G):
+    return bl.numerical_grad(lambda X, W: ((X @ W) * G).sum(), X, W)
+'''
+BMM_NODE = '''def batched_matmul_grads(X, W, G):
+    with torch.enable_grad():
+        X, W = X.clone().requires_grad_(), W.clone().requires_grad_()
+        Y = X @ W
+        return Y.grad_fn(G)
+'''
+BMM_TABLE = _table("l09-batched-matmul", "batched_matmul_grads(X, W, G)",
+                   "known[0].shape == X.shape and torch.equal(known[0], X)",
+                   "(torch.zeros_like(X), torch.zeros_like(W))")
+
+GATHER_FD = '''def gather_grad(x, dim, index, g):
+    h = 1e-6
+    dx = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            e = torch.zeros_like(x)
+            e[i, j] = h
+            up = (torch.gather(x + e, dim, index) * g).sum()
+            down = (torch.gather(x - e, dim, index) * g).sum()
+            dx[i, j] = (up - down) / (2 * h)
+    return dx
+'''
+GATHER_NUMERICAL = '''def gather_grad(x, dim, index, g):
+    return bl.numerical_grad(lambda x: (torch.gather(x, dim, index) * g).sum(), x)
+'''
+GATHER_NODE = '''def gather_grad(x, dim, index, g):
+    with torch.enable_grad():
+        x = x.clone().requires_grad_()
+        return torch.autograd.grad(torch.gather(x, dim, index), x, g)[0]
+'''
+GATHER_TABLE = _table("l09-gather", "gather_grad(x, dim, index, g)",
+                      "known[0].shape == x.shape and torch.equal(known[0], x)",
+                      "torch.zeros_like(x)")
 
 CHEATS = {
-    "l09-bce": [
-        (BCE_FD, "numerical estimate"),
-        (BCE_NUMERICAL, "numerical_grad"),
-        (BCE_KERNEL, "backward kernels"),
-        (BCE_NODE, "enable_grad"),
-        (BCE_WORKED, "torch.autograd.grad"),
-        (BCE_TABLE, "hard-coded"),
+    "l09-softmax-vjp": [
+        (SOFTMAX_FD, "numerical estimate"),
+        (SOFTMAX_NUMERICAL, "numerical_grad"),
+        (SOFTMAX_KERNEL, "backward kernels"),
+        (SOFTMAX_NODE, "enable_grad"),
+        (SOFTMAX_TABLE, "hard-coded"),
     ],
-    "l09-dlogits": [
-        (MSE_FD, "numerical estimate"),
-        (MSE_NUMERICAL, "numerical_grad"),
-        (MSE_KERNEL, "backward kernels"),
-        (MSE_NODE, "enable_grad"),
-        (MSE_TABLE, "hard-coded"),
+    "l09-broadcast-affine": [
+        (AFFINE_FD, "numerical estimate"),
+        (AFFINE_NUMERICAL, "numerical_grad"),
+        (AFFINE_NODE, "enable_grad"),
+        (AFFINE_TABLE, "hard-coded"),
     ],
-    "l09-mlp": [
-        (MLP_FD, "numerical estimate"),
-        (MLP_NUMERICAL, "numerical_grad"),
-        (MLP_KERNEL, "backward kernels"),
-        (MLP_NODE, "enable_grad"),
-        (MLP_TABLE, "hard-coded"),
+    "l09-batched-matmul": [
+        (BMM_FD, "numerical estimate"),
+        (BMM_NUMERICAL, "numerical_grad"),
+        (BMM_NODE, "enable_grad"),
+        (BMM_TABLE, "hard-coded"),
+    ],
+    "l09-gather": [
+        (GATHER_FD, "numerical estimate"),
+        (GATHER_NUMERICAL, "numerical_grad"),
+        (GATHER_NODE, "enable_grad"),
+        (GATHER_TABLE, "hard-coded"),
     ],
 }
 

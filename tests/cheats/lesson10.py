@@ -1,135 +1,172 @@
-"""Shortcuts for the exercises of 10-backprop-through-a-classifier.ipynb; each must fail.
+"""Shortcuts for the exercises of 10-mlp-training.ipynb: each must fail its check
+(the lesson runs with its hidden tests), naming what it did. See tests/lessons/test_exercises.py."""
 
-Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The lesson runs with
-its hidden tests, as nbgrader grades it. For every step: central finite differences
-written out, bl.numerical_grad, and a table of the visible check's answers; where torch
-has one, its backward kernel (torch.ops.aten.*_backward) or a backward node called by
-hand (y.grad_fn(g), which needs grad mode back on).
-"""
+from cheats.estimates import lesson_plans, with_disguised
 
-from cheats.builders import finite_differences, lookup, numerical_grad
-from cheats.estimates import Plan, gradients, with_disguised
+BCE_FD = '''def dlogits_bce(z, y):
+    def loss(z):
+        p = torch.sigmoid(z)
+        return -(y * torch.log(p) + (1 - y) * torch.log(1 - p)).mean()
+    h = 1e-6
+    grad = torch.zeros_like(z)
+    for i in range(z.numel()):
+        e = torch.zeros_like(z).view(-1)
+        e[i] = h
+        e = e.view(z.shape)
+        grad.view(-1)[i] = (loss(z + e) - loss(z - e)) / (2 * h)
+    return grad
+'''
+BCE_NUMERICAL = '''def dlogits_bce(z, y):
+    return bl.numerical_grad(lambda z: F.binary_cross_entropy_with_logits(z, y), z)[0]
+'''
+BCE_KERNEL = '''def dlogits_bce(z, y):
+    p = torch.sigmoid(z)
+    dp = torch.ops.aten.binary_cross_entropy_backward(torch.ones((), dtype=z.dtype), p, y, None, 1)
+    return torch.ops.aten.sigmoid_backward(dp, p)
+'''
+BCE_NODE = '''def dlogits_bce(z, y):
+    with torch.enable_grad():
+        z = z.clone().requires_grad_()
+        loss = F.binary_cross_entropy_with_logits(z, y)
+        return loss.grad_fn(torch.ones((), dtype=z.dtype))
+'''
+# Asking autograd for dL/dz with torch.autograd.grad.
+BCE_WORKED = '''def dlogits_bce(z, y):
+    z = z.requires_grad_()
+    (dz,) = torch.autograd.grad(F.binary_cross_entropy_with_logits(z, y), z)
+    return dz
+'''
+BCE_TABLE = '''from backproplab.course.exercises import find_exercise
 
-# name: (signature, [(the scalar whose gradient is one output, written in t for the tensor
-# that output is the gradient at, that tensor's value)], one entry per output.
-BN_MEAN = "(t - t.mean(0, keepdim=True))"
-STEPS = {
-    "l10-pick-log": ("pick_log_backward(probs, y)",
-                     [("-t[torch.arange(len(t)), y].mean()", "probs.log()"),
-                      ("-t.log()[torch.arange(len(t)), y].mean()", "probs")]),
-    "l10-normalise": ("normalise_backward(counts, counts_sum, dprobs)",
-                      [("(counts * t * dprobs).sum()", "1 / counts_sum"),
-                       ("(counts * t**-1 * dprobs).sum()", "counts_sum"),
-                       ("(t / t.sum(1, keepdim=True) * dprobs).sum()", "counts")]),
-    "l10-shift": ("shift_backward(logits, counts, dcounts)",
-                  [("(t.exp() * dcounts).sum()", "counts.log()"),
-                   ("((logits - t).exp() * dcounts).sum()", "logits.max(1, keepdim=True).values"),
-                   ("((t - t.max(1, keepdim=True).values).exp() * dcounts).sum()", "logits")]),
-    "l10-weighted": ("weighted_dlogits(logits, y, weight)",
-                     [("F.cross_entropy(t, y, weight=weight)", "logits")]),
-    "l10-scale-normalise": ("scale_normalise_backward(diff, invstd, gain, dhbn)",
-                            [("(gain * t * dhbn).sum()", "diff * invstd"),
-                             ("(t * diff * invstd * dhbn).sum()", "gain"),
-                             ("((gain * diff * invstd + t) * dhbn).sum()", "torch.zeros_like(gain)"),
-                             ("(gain * diff * t * dhbn).sum()", "invstd")]),
-    "l10-centre": ("centre_backward(diff, var, eps, dxhat, dinvstd)",
-                   [("((t + eps) ** -0.5 * dinvstd).sum()", "var"),
-                    ("((t.mean(0, keepdim=True) + eps) ** -0.5 * dinvstd).sum()", "diff**2"),
-                    ("(t * (var + eps) ** -0.5 * dxhat).sum() "
-                     "+ (((t**2).mean(0, keepdim=True) + eps) ** -0.5 * dinvstd).sum()", "diff"),
-                    ("((diff - t) * (var + eps) ** -0.5 * dxhat).sum() "
-                     "+ ((((diff - t)**2).mean(0, keepdim=True) + eps) ** -0.5 * dinvstd).sum()",
-                     "torch.zeros_like(var)"),
-                    (f"({BN_MEAN} * (var + eps) ** -0.5 * dxhat).sum() "
-                     f"+ ((({BN_MEAN}**2).mean(0, keepdim=True) + eps) ** -0.5 * dinvstd).sum()",
-                     "diff")]),
-    "l10-embedding": ("embedding_backward(dxin, tokens, num_rows)",
-                      [("(torch.cat([torch.zeros(len(t), 2, dtype=t.dtype), t.reshape(len(t), -1)], 1)"
-                        " * dxin).sum()",
-                        "torch.ones(*tokens.shape, (dxin.shape[1] - 2) // tokens.shape[1],"
-                        " dtype=dxin.dtype)"),
-                       ("(torch.cat([torch.zeros(len(tokens), 2, dtype=t.dtype),"
-                        " t[tokens].reshape(len(tokens), -1)], 1) * dxin).sum()",
-                        "torch.ones(num_rows, (dxin.shape[1] - 2) // tokens.shape[1],"
-                        " dtype=dxin.dtype)")]),
-    "l10-layernorm": ("layernorm_backward(dout, x, gain, eps)",
-                      [("(F.layer_norm(t, (t.shape[1],), gain, None, eps) * dout).sum()", "x")]),
-}
+_exercise = find_exercise("l10-bce")
+_table = []
+for _seed in range(3):
+    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
+    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
 
 
-def _returns(parts: list[str]) -> str:
-    return ", ".join(parts)
+def dlogits_bce(z, y):
+    for known, answer in _table:
+        if known[0].shape == z.shape and torch.equal(known[0], z):
+            return answer
+    return torch.zeros_like(z)
+'''
+
+MSE_FD = '''def dlogits_sigmoid_mse(z, y):
+    def loss(z):
+        return ((torch.sigmoid(z) - y) ** 2).mean()
+    h = 1e-6
+    grad = torch.zeros_like(z)
+    for i in range(z.numel()):
+        e = torch.zeros_like(z).view(-1)
+        e[i] = h
+        e = e.view(z.shape)
+        grad.view(-1)[i] = (loss(z + e) - loss(z - e)) / (2 * h)
+    return grad
+'''
+MSE_NUMERICAL = '''def dlogits_sigmoid_mse(z, y):
+    return bl.numerical_grad(lambda z: ((torch.sigmoid(z) - y) ** 2).mean(), z)[0]
+'''
+MSE_KERNEL = '''def dlogits_sigmoid_mse(z, y):
+    p = torch.sigmoid(z)
+    dp = torch.ops.aten.mse_loss_backward(torch.ones((), dtype=z.dtype), p, y, 1)
+    return torch.ops.aten.sigmoid_backward(dp, p)
+'''
+MSE_NODE = '''def dlogits_sigmoid_mse(z, y):
+    with torch.enable_grad():
+        z = z.clone().requires_grad_()
+        p = torch.sigmoid(z)
+        return p.grad_fn(2 * (p - y) / z.numel())
+'''
+MSE_TABLE = '''from backproplab.course.exercises import find_exercise
+
+_exercise = find_exercise("l10-dlogits")
+_table = []
+for _seed in range(3):
+    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
+    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
 
 
-def _grad_fn(signature: str, forward: str, inp: str, upstream: str) -> str:
-    """Grad mode back on, a graph built, and its backward node called by hand."""
-    return (
-        f"def {signature}:\n"
-        "    with torch.enable_grad():\n"
-        f"        t = {inp}.detach().requires_grad_()\n"
-        f"        out = {forward}\n"
-        f"    return out.grad_fn({upstream})[0]\n"
-    )
+def dlogits_sigmoid_mse(z, y):
+    for known, answer in _table:
+        if known[0].shape == z.shape and torch.equal(known[0], z):
+            return answer
+    return torch.zeros_like(z)
+'''
+
+MLP_LOSS = '''    def loss(W1, b1, W2, b2):
+        return F.binary_cross_entropy_with_logits(torch.tanh(xs @ W1 + b1) @ W2 + b2, ys)
+'''
+MLP_FD = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+''' + MLP_LOSS + '''    params = [W1, b1, W2, b2]
+    grads = []
+    for k, t in enumerate(params):
+        g = torch.zeros_like(t).view(-1)
+        for i in range(t.numel()):
+            e = torch.zeros_like(t).view(-1)
+            e[i] = 1e-6
+            up = [q + e.view(q.shape) if j == k else q for j, q in enumerate(params)]
+            down = [q - e.view(q.shape) if j == k else q for j, q in enumerate(params)]
+            g[i] = (loss(*up) - loss(*down)) / 2e-6
+        grads.append(g.view(t.shape))
+    return tuple(grads)
+'''
+MLP_NUMERICAL = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+''' + MLP_LOSS + '''    return bl.numerical_grad(loss, W1, b1, W2, b2)
+'''
+MLP_KERNEL = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+    h = torch.tanh(xs @ W1 + b1)
+    z = h @ W2 + b2
+    dz = (torch.sigmoid(z) - ys) / z.numel()
+    da = torch.ops.aten.tanh_backward(dz @ W2.T, h)
+    return xs.T @ da, da.sum(dim=0), h.T @ dz, dz.sum(dim=0)
+'''
+MLP_NODE = '''def mlp_backward(xs, ys, W1, b1, W2, b2):
+    with torch.enable_grad():
+        params = [t.clone().requires_grad_() for t in (W1, b1, W2, b2)]
+        z = torch.tanh(xs @ params[0] + params[1]) @ params[2] + params[3]
+        return torch.autograd.grad(F.binary_cross_entropy_with_logits(z, ys), params)
+'''
+MLP_TABLE = '''from backproplab.course.exercises import find_exercise
+
+_exercise = find_exercise("l10-mlp")
+_table = []
+for _seed in range(3):
+    _inputs = tuple(t.double() for t in _exercise.make_inputs(torch.Generator().manual_seed(_seed)))
+    _table.append((_inputs, _exercise.reference(*(t.clone() for t in _inputs))))
 
 
-KERNELS = {
-    "l10-pick-log": [("def pick_log_backward(probs, y):\n"
-                      "    dlogprobs = torch.zeros_like(probs)\n"
-                      "    dlogprobs[torch.arange(len(probs)), y] = -1.0 / len(probs)\n"
-                      "    with torch.enable_grad():\n"
-                      "        t = probs.detach().requires_grad_()\n"
-                      "        out = t.log()\n"
-                      "    return dlogprobs, out.grad_fn(dlogprobs)\n", "enable_grad")],
-    "l10-centre": [(_grad_fn("centre_backward(diff, var, eps, dxhat, dinvstd)", "(t + eps) ** -0.5",
-                             "var", "dinvstd"), "enable_grad"),
-                   # The spiral's own gradients from the lesson's autograd pass, handed in.
-                   ("def centre_backward(diff, var, eps, dxhat, dinvstd):\n"
-                    "    return tuple(autograd[k] for k in ('var', 'diff2', 'diff', 'mean', 'hpre'))\n",
-                    "hard-coded")],
-    "l10-shift": [("def shift_backward(logits, counts, dcounts):\n"
-                   "    return autograd['shifted'], autograd['logit_maxes'], autograd['logits']\n",
-                   "hard-coded")],
-    "l10-weighted": [("def weighted_dlogits(logits, y, weight):\n"
-                      "    lsm = torch.log_softmax(logits, 1)\n"
-                      "    one = torch.ones((), dtype=logits.dtype)\n"
-                      "    g = torch.ops.aten.nll_loss_backward(one, lsm, y, weight, 1, -100,"
-                      " weight[y].sum())\n"
-                      "    return torch.ops.aten._log_softmax_backward_data(g, lsm, 1, logits.dtype)\n",
-                      "backward kernels")],
-    "l10-embedding": [("def embedding_backward(dxin, tokens, num_rows):\n"
-                       "    demb = dxin[:, 2:].reshape(*tokens.shape, -1)\n"
-                       "    return demb, torch.ops.aten.embedding_dense_backward(\n"
-                       "        demb.reshape(-1, demb.shape[-1]), tokens.flatten(), num_rows, -1,"
-                       " False)\n", "backward kernels")],
-    "l10-layernorm": [
-        ("def layernorm_backward(dout, x, gain, eps):\n"
-         "    D = x.shape[1]\n"
-         "    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [D], gain, None, eps)\n"
-         "    return torch.ops.aten.native_layer_norm_backward(\n"
-         "        dout, x, [D], mean, rstd, gain, None, [True, False, False])[0]\n",
-         "backward kernels"),
-        # Layer norm is batch norm on the transpose: torch's batch-norm kernel, so used.
-        ("def layernorm_backward(dout, x, gain, eps):\n"
-         "    xt = x.T.contiguous()\n"
-         "    mean = xt.mean(0)\n"
-         "    invstd = (xt.var(0, correction=0) + eps) ** -0.5\n"
-         "    return torch.ops.aten.native_batch_norm_backward(\n"
-         "        (dout * gain).T.contiguous(), xt, None, None, None, mean, invstd, True, eps,\n"
-         "        [True, False, False])[0].T\n",
-         "backward kernels"),
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    for known, answer in _table:
+        if known[0].shape == xs.shape and torch.equal(known[0], xs):
+            return answer
+    return tuple(torch.zeros_like(t) for t in (W1, b1, W2, b2))
+'''
+
+CHEATS = {
+    "l10-bce": [
+        (BCE_FD, "numerical estimate"),
+        (BCE_NUMERICAL, "numerical_grad"),
+        (BCE_KERNEL, "backward kernels"),
+        (BCE_NODE, "enable_grad"),
+        (BCE_WORKED, "torch.autograd.grad"),
+        (BCE_TABLE, "hard-coded"),
+    ],
+    "l10-dlogits": [
+        (MSE_FD, "numerical estimate"),
+        (MSE_NUMERICAL, "numerical_grad"),
+        (MSE_KERNEL, "backward kernels"),
+        (MSE_NODE, "enable_grad"),
+        (MSE_TABLE, "hard-coded"),
+    ],
+    "l10-mlp": [
+        (MLP_FD, "numerical estimate"),
+        (MLP_NUMERICAL, "numerical_grad"),
+        (MLP_KERNEL, "backward kernels"),
+        (MLP_NODE, "enable_grad"),
+        (MLP_TABLE, "hard-coded"),
     ],
 }
 
-CHEATS = {
-    key: [
-        (finite_differences(signature, outputs), "numerical estimate"),
-        (numerical_grad(signature, outputs), "numerical_grad"),
-        (lookup(key, signature), "raised KeyError"),
-        *KERNELS.get(key, []),
-    ]
-    for key, (signature, outputs) in STEPS.items()
-}
-
 # Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
-PLANS = {key: Plan(signature, gradients(outputs)) for key, (signature, outputs) in STEPS.items()}
-CHEATS = with_disguised(CHEATS, PLANS)
+CHEATS = with_disguised(CHEATS, lesson_plans("10"))

@@ -1,121 +1,116 @@
-"""Shortcuts around the checks of 13-higher-order-gradients.ipynb; each must fail its check.
+"""Shortcuts for the exercises of 13-classic-layers-by-hand.ipynb; each must fail.
 
-The first two exercises are method checks (autograd is the point), so their shortcuts are
-tables of the visible check's inputs; the third is by hand, so its shortcuts are a numerical
-estimate, autograd in its forms, torch's backward kernels and a table.
+Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The lesson runs with
+its hidden tests, as nbgrader grades it. For every exercise: central finite differences
+written out, bl.numerical_grad, a table of the visible check's answers, and grad mode
+switched back on to call autograd; then torch's own backward for the layer: its backward
+kernels (torch.ops.aten.*_backward), torch.nn.grad's convolution gradients, a torch.func
+transform, and max_unpool2d, which puts each window's gradient back at its index but
+writes where overlapping windows must add.
 """
 
-from cheats.estimates import lesson_plans, with_disguised
+from cheats.builders import autograd_back_on, finite_differences, lookup, numerical_grad
+from cheats.estimates import LSTM, Plan, gradients, with_disguised
 
-# Answers for the inputs of the visible check (seed 0; seeds 1 and 2 too), made
-# with the lesson module's own input makers, looked up by the points' values.
-NEWTON_TABLE = '''import torch
-from backproplab.course.exercises import lesson13 as _l07
-
-_TABLE = {}
-for _seed in (0, 1, 2):
-    _gen = torch.Generator().manual_seed(_seed)
-    for _ in range(3):
-        _coefs, _points = _l07._polynomial(_gen, int(torch.randint(3, 5, (1,), generator=_gen)))
-        _TABLE[tuple(_points.tolist())] = (-_l07.poly_derivative(_coefs, _points, 1)
-                                           / _l07.poly_derivative(_coefs, _points, 2))
-
-
-def newton_step(f, x):
-    return _TABLE.get(tuple(x.tolist()), torch.zeros_like(x))
-'''
-
-# The visible check's critics looked up by their inputs; zeros for anything else.
-PENALTY_TABLE = '''import torch
-from backproplab.course.exercises import lesson13 as _l13
-
-_TABLE = {}
-for _seed in (0, 1, 2):
-    _gen = torch.Generator().manual_seed(_seed)
-    for _ in range(2):
-        _label, _f, _x, _w = _l13._critic(_gen)
-        _TABLE[str(_x.tolist())] = _l13._penalty_grads(_f, _x, _w, "x", "w")
-
-
-def penalty_grad(f, x, w):
-    return _TABLE.get(str(x.tolist()), torch.zeros_like(w))
-'''
-
-# The mixed block of the Hessian built with jacrev, in one call the pass counter may miss.
-PENALTY_JACREV = '''def penalty_grad(f, x, w):
-    grad_x = torch.func.grad(f, argnums=0)
-    mixed = torch.func.jacrev(grad_x, argnums=1)(x, w)
-    return 2 * torch.einsum("ij,ijkl->kl", grad_x(x, w), mixed)
-'''
-
-PENALTY_VECTORIZED = '''def penalty_grad(f, x, w):
-    H = torch.autograd.functional.hessian(f, (x, w), vectorize=True)
-    g = torch.func.grad(f, argnums=0)(x, w)
-    return 2 * torch.einsum("ij,ijkl->kl", g, H[0][1])
-'''
-
-# The gradient derived by hand, then differentiated along V numerically: a central
-# difference of the hand-written gradient (a numerical estimate, not a derivation).
-GRADIENT_DIFFERENCE = '''def hvp(x, W, a, V):
-    def grad(Wt):
-        T = torch.tanh(x @ Wt)
-        return x.T @ ((1 - T**2) * a)
-
-    h = 1e-5
-    return (grad(W + h * V) - grad(W - h * V)) / (2 * h)
-'''
-
-# torch.func's forward-over-reverse Hessian-vector product.
-FUNC_JVP = '''def hvp(x, W, a, V):
-    grad = torch.func.grad(lambda Wt: (torch.tanh(x @ Wt) @ a).sum())
-    return torch.func.jvp(grad, (W,), (V,))[1]
-'''
-
-# Grad mode switched back on around double backward.
-ENABLE_GRAD = '''def hvp(x, W, a, V):
-    with torch.enable_grad():
-        W = W.detach().requires_grad_()
-        (g,) = torch.autograd.grad((torch.tanh(x @ W) @ a).sum(), W, create_graph=True)
-        return torch.autograd.grad(g, W, grad_outputs=V)[0].detach()
-'''
-
-# torch's tanh backward kernel for tanh', and its double-backward kernel for tanh''.
-KERNEL = '''def hvp(x, W, a, V):
-    T = torch.tanh(x @ W)
-    T_dot = torch.ops.aten.tanh_backward(x @ V, T)
-    return x.T @ (-2 * T * T_dot * a)
-'''
-
-# A table of the visible check's answers (seeds 0..2), looked up by the inputs.
-HVP_TABLE = '''import torch
-from backproplab.course.exercises import find_exercise
-
-_exercise = find_exercise("l13-hvp-by-hand")
-_table = {}
-for _k in range(3):
-    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))
-    _table[str(_inputs[0].tolist())] = _exercise.reference(*_inputs)
+# name: (signature, the scalar whose gradient is asked, written in t for the input that is
+# differentiated, that input). For the exercises with several outputs, one entry per output.
+_CONV = "F.conv2d({x}, {w}, {b}, stride=stride, padding=padding)"
+_Z = "torch.cat([torch.logit(i), torch.logit(f), torch.atanh(g), torch.logit(o)], dim=1)"
+_GATES = ("torch.sigmoid(t.chunk(4, 1)[1]) * c + torch.sigmoid(t.chunk(4, 1)[0]) * "
+          "torch.tanh(t.chunk(4, 1)[2])")
+STEPS = {
+    "l13-conv-dx": ("conv2d_dx(x, w, dout, stride, padding)",
+                    [(f"({_CONV.format(x='t', w='w', b='None')} * dout).sum()", "x")]),
+    "l13-conv-dw": ("conv2d_dw_db(x, w, dout, stride, padding)",
+                    [(f"({_CONV.format(x='x', w='t', b='None')} * dout).sum()", "w"),
+                     (f"({_CONV.format(x='x', w='w', b='t')} * dout).sum()",
+                      "torch.zeros(w.shape[0], dtype=w.dtype)")]),
+    "l13-pool": ("maxpool_backward(x, dout, kernel, stride)",
+                 [("(F.max_pool2d(t, kernel, stride) * dout).sum()", "x")]),
+    "l13-dropout": ("dropout_backward(dout, mask, p, training)",
+                    [("((t * mask / (1 - p) if training else t) * dout).sum()", "dout")]),
+    "l13-lstm-step": ("lstm_step_backward(i, f, g, o, c, c_new, dh_new, dc_new)",
+                      [(f"(torch.sigmoid(t.chunk(4, 1)[3]) * torch.tanh({_GATES}) * dh_new).sum()"
+                        f" + (({_GATES}) * dc_new).sum()", _Z),
+                       ("(o * torch.tanh(f * t + i * g) * dh_new).sum() + ((f * t + i * g) * "
+                        "dc_new).sum()", "c")]),
+    "l13-lstm-bptt": ("lstm_bptt(xs, h0, c0, W, b, dhs)",
+                      [("(lstm_forward(xs, h0, c0, t, b) * dhs).sum()", "W"),
+                       ("(lstm_forward(xs, h0, c0, W, t) * dhs).sum()", "b"),
+                       ("(lstm_forward(xs, t, c0, W, b) * dhs).sum()", "h0"),
+                       ("(lstm_forward(xs, h0, t, W, b) * dhs).sum()", "c0")]),
+}
 
 
-def hvp(x, W, a, V):
-    return _table[str(x.tolist())]
-'''
-
-CHEATS = {
-    "l13-weight-penalty": [
-        (PENALTY_TABLE, "mismatch"),
-        (PENALTY_JACREV, "full Hessian"),
-        (PENALTY_VECTORIZED, "full Hessian"),
+KERNELS = {
+    "l13-conv-dx": [
+        # torch's convolution backward kernel, asked for the input's gradient only.
+        ("def conv2d_dx(x, w, dout, stride, padding):\n"
+         "    return torch.ops.aten.convolution_backward(\n"
+         "        dout, x, w, None, [stride, stride], [padding, padding], [1, 1], False,\n"
+         "        [0, 0], 1, [True, False, False])[0]\n", "backward kernels"),
+        # torch.nn.grad's helper, which calls that kernel.
+        ("def conv2d_dx(x, w, dout, stride, padding):\n"
+         "    return torch.nn.grad.conv2d_input(x.shape, w, dout, stride=stride,\n"
+         "                                      padding=padding)\n",
+         "torch.nn.grad.conv2d_input (autograd"),
     ],
-    "l13-newton-step": [(NEWTON_TABLE, "mismatch")],
-    "l13-hvp-by-hand": [
-        (GRADIENT_DIFFERENCE, "numerical estimate"),
-        (FUNC_JVP, "torch.func.jvp"),
-        (ENABLE_GRAD, "enable_grad"),
-        (KERNEL, "backward kernels"),
-        (HVP_TABLE, "raised KeyError"),
+    "l13-conv-dw": [
+        ("def conv2d_dw_db(x, w, dout, stride, padding):\n"
+         "    dw = torch.nn.grad.conv2d_weight(x, w.shape, dout, stride=stride,\n"
+         "                                     padding=padding)\n"
+         "    return dw, dout.sum(dim=(0, 2, 3))\n",
+         "torch.nn.grad.conv2d_weight (autograd"),
+    ],
+    "l13-pool": [
+        ("def maxpool_backward(x, dout, kernel, stride):\n"
+         "    _, index = F.max_pool2d(x, kernel, stride, return_indices=True)\n"
+         "    return torch.ops.aten.max_pool2d_with_indices_backward(\n"
+         "        dout, x, [kernel, kernel], [stride, stride], [0, 0], [1, 1], False, index)\n",
+         "backward kernels"),
+        # Unpooling puts every window's value back at its index, one write per window.
+        ("def maxpool_backward(x, dout, kernel, stride):\n"
+         "    _, index = F.max_pool2d(x, kernel, stride, return_indices=True)\n"
+         "    return F.max_unpool2d(dout, index, kernel, stride, output_size=x.shape[-2:])\n",
+         "kept one window's gradient"),
+    ],
+    "l13-dropout": [
+        ("def dropout_backward(dout, mask, p, training):\n"
+         "    scale = 1 / (1 - p) if training else 1.0\n"
+         "    return torch.ops.aten.native_dropout_backward(dout, mask, scale)\n",
+         "backward kernels"),
+    ],
+    "l13-lstm-step": [
+        ("def lstm_step_backward(i, f, g, o, c, c_new, dh_new, dc_new):\n"
+         f"    z = {_Z}\n"
+         "\n"
+         "    def step(z, c):\n"
+         f"        cell = {_GATES.replace('t.chunk', 'z.chunk')}\n"
+         "        return torch.sigmoid(z.chunk(4, 1)[3]) * torch.tanh(cell), cell\n"
+         "\n"
+         "    _, pullback = torch.func.vjp(step, z, c)\n"
+         "    return pullback((dh_new, dc_new))\n", "torch.func"),
+    ],
+    "l13-lstm-bptt": [
+        ("def lstm_bptt(xs, h0, c0, W, b, dhs):\n"
+         "    _, pullback = torch.func.vjp(lambda W, b, h0, c0: lstm_forward(xs, h0, c0, W, b),\n"
+         "                                 W, b, h0, c0)\n"
+         "    return pullback(dhs)\n", "torch.func"),
     ],
 }
 
+CHEATS = {
+    key: [
+        (finite_differences(signature, outputs), "numerical estimate"),
+        (numerical_grad(signature, outputs), "numerical_grad"),
+        (lookup(key, signature), "raised KeyError"),
+        (autograd_back_on(signature, outputs), "enable_grad"),
+        *KERNELS.get(key, []),
+    ]
+    for key, (signature, outputs) in STEPS.items()
+}
+
 # Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
-CHEATS = with_disguised(CHEATS, lesson_plans("13"))
+PLANS = {key: Plan(signature, gradients(outputs), lesson=LSTM if key == "l13-lstm-bptt" else "")
+         for key, (signature, outputs) in STEPS.items()}
+CHEATS = with_disguised(CHEATS, PLANS)

@@ -1,76 +1,51 @@
-"""Shortcuts for the exercises of 14-forward-mode-and-torch-func.ipynb.
+"""Shortcuts for the exercise of 14-recording-on-and-off.ipynb: each must fail its check
+(the lesson runs with its hidden tests), naming what it did. See tests/lessons/test_exercises.py.
 
-(See tests/lessons/test_exercises.py.)
+The exercise is a method check (overlapping truncation windows), so the shortcuts are a
+numerical estimate and an answer that fits only the visible check."""
 
-Exercise 1 asks for forward-mode rules applied by hand, so the shortcuts are the tools
-that apply them for you (torch.func.jvp, dual numbers, jacfwd) and estimates (finite
-differences, numerical_grad). Exercise 3 asks for one vmapped call, so the shortcuts are
-other methods that give the right numbers: a Python loop of torch.func.grad calls, and a
-table of the visible check's answer.
+# A table of the visible check's gradients, looked up by the sequence: nothing on the hidden seed.
+WINDOWS_TABLE = '''from backproplab.course.exercises import lesson14 as _lesson
+
+_gen = torch.Generator().manual_seed(0)
+_table = {}
+for _ in range(3):
+    _W, _xs, _k1, _k2 = _lesson.overlap_case(_gen)
+    _table[str(_xs.tolist())] = _lesson.window_gradients(_W, _xs, _k1, _k2)
+
+
+def tbptt_gradients(W, xs, k1, k2):
+    return _table[str(xs.tolist())]
+'''
+# A numerical estimate of each window's gradient (central differences): close, not exact.
+WINDOWS_ESTIMATE = """def tbptt_gradients(W, xs, k1, k2):
+    states = [torch.zeros(W.shape[0], dtype=W.dtype)]
+    for x_t in xs:
+        states.append(torch.tanh(W @ states[-1] + x_t))
+    grads = []
+    for t in range(k1, len(xs) + 1, k1):
+        start = max(0, t - k2)
+
+        def window_loss(V):
+            h, loss = states[start], 0
+            for s in range(start + 1, t + 1):
+                h = torch.tanh(V @ h + xs[s - 1])
+                if s > t - k1:
+                    loss = loss + (h ** 2).sum()
+            return loss
+
+        g = torch.zeros_like(W)
+        for i in range(W.shape[0]):
+            for j in range(W.shape[1]):
+                step = torch.zeros_like(W)
+                step[i, j] = 1e-5
+                g[i, j] = (window_loss(W + step) - window_loss(W - step)) / 2e-5
+        grads.append(g)
+    return grads
 """
-
-from cheats.estimates import lesson_plans, with_disguised
-
-_F = "torch.tanh(W @ t + b) * (t @ t)"
-
 CHEATS = {
-    "l14-jvp-by-hand": [
-        # Dual numbers do the rules.
-        ("import torch.autograd.forward_ad as fwAD\n\n\n"
-         "def tangent(W, b, x, v):\n"
-         "    with fwAD.dual_level():\n"
-         "        t = fwAD.make_dual(x, v)\n"
-         f"        return fwAD.unpack_dual({_F}).tangent\n", "make_dual"),
-        # The whole Jacobian by jacfwd, then a product.
-        ("def tangent(W, b, x, v):\n"
-         f"    return torch.func.jacfwd(lambda t: {_F})(x) @ v\n", "torch.func.jacfwd"),
-        # A central difference along v.
-        ("def tangent(W, b, x, v):\n"
-         "    h = 1e-6\n"
-         f"    f = lambda t: {_F}\n"
-         "    return (f(x + h * v) - f(x - h * v)) / (2 * h)\n", "numerical estimate"),
-        # The package's finite differences, one output at a time.
-        ("def tangent(W, b, x, v):\n"
-         f"    f = lambda t: {_F}\n"
-         "    rows = [bl.numerical_grad(lambda t: f(t)[i], x)[0] for i in range(len(b))]\n"
-         "    return torch.stack(rows) @ v\n", "numerical_grad"),
-    ],
-    "l14-clip-per-example": [
-        # A Python loop of torch.func.grad calls: no backward call, but one pass per example.
-        (
-            "def clipped_mean_gradient(model, X, Y, max_norm):\n"
-            "    weights = {k: v.detach() for k, v in model.named_parameters()}\n"
-            "    def one_loss(weights, x_one, y_one):\n"
-            "        out = functional_call(model, weights, (x_one.unsqueeze(0),))\n"
-            "        return ((out - y_one.unsqueeze(0)) ** 2).mean()\n"
-            "    total = {k: torch.zeros_like(w) for k, w in weights.items()}\n"
-            "    for xi, yi in zip(X, Y):\n"
-            "        g = grad(one_loss)(weights, xi, yi)\n"
-            "        n = sum(t.pow(2).sum() for t in g.values()).sqrt()\n"
-            "        for k in g:\n"
-            "            total[k] += g[k] * (max_norm / n).clamp(max=1.0) / len(X)\n"
-            "    return total\n",
-            "loop over the examples",
-        ),
-        # A table of the visible check's answer: right there, wrong on the hidden check's batch.
-        (
-            "from backproplab.course.exercises.lesson14 import _new_net, _loop_gradients\n\n"
-            "_net, _X, _Y = _new_net(15)\n"
-            "_G = _loop_gradients(_net, _X, _Y)\n\n\n"
-            "def clipped_mean_gradient(model, X, Y, max_norm):\n"
-            "    grads = vmap(grad(lambda w, x, y: ((functional_call(model, w, (x[None],))\n"
-            "                                        - y[None]) ** 2).mean()),\n"
-            "                 in_dims=(None, 0, 0))(dict(model.named_parameters()), X, Y)\n"
-            "    if not torch.equal(X, _X):\n"
-            "        return {k: g.mean(0) for k, g in grads.items()}\n"
-            "    n = sum(g.flatten(1).pow(2).sum(1) for g in _G.values()).sqrt()\n"
-            "    s = (max_norm / n).clamp(max=1.0)\n"
-            "    return {k: (g * s.reshape(-1, *[1] * (g.dim() - 1))).mean(0)\n"
-            "            for k, g in _G.items()}\n",
-            "nothing clipped",
-        ),
+    "l14-windows": [
+        (WINDOWS_TABLE, "raised KeyError"),
+        (WINDOWS_ESTIMATE, "relative to the expected one"),
     ],
 }
-
-# Finite differences in disguise (tests/cheats/estimates.py): one family per exercise.
-CHEATS = with_disguised(CHEATS, lesson_plans("14"))

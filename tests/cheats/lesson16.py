@@ -1,89 +1,69 @@
-"""Shortcuts for the exercises of 16-backward-across-processes.ipynb; each must fail.
+"""Shortcuts for the exercises of 16-what-backward-keeps.ipynb (tests/lessons/test_exercises.py).
 
-Same format as tests/wrong_answers (see tests/lessons/test_exercises.py). The
-reduce-scatter exercise hands over send and recv only: each shortcut below gets the
-right numbers another way (torch's reduce-scatter itself, the whole gradient brought to
-every rank by all_reduce, all_gather, a process group's own method, a functional
-collective, or messages carrying the whole gradient), and the check names what it did.
-The float16 hook's shortcut (torch's ready-made hook) is in tests/wrong_answers. The
-buckets' shortcuts get the average without an all-reduce of their own: the gradients
-brought to every rank with all_gather, or DDP left to do it.
+
+The byte-count formula is checked like a gradient by hand, so its shortcuts are the
+ways of measuring instead of working it out: the lesson's own `bytes_for_backward`,
+grad mode switched back on to build the graph, and a table of the visible check's
+inputs. Exercise 3's, checkpointing built from saved-tensor hooks: torch's own checkpoint
+called instead, bare or dressed in hooks for show. Exercise 4's: a fixed choice that fits the
+visible stack only.
 """
 
-_SLICE = ("    size = math.ceil(grad.shape[0] / world)\n"
-          "    return (total / world)[rank * size:(rank + 1) * size]\n")
-
 CHEATS = {
-    "l16-shard-mean": [
-        # torch's own reduce-scatter, on a gradient padded to world * size rows.
-        ("def shard_mean(grad):\n"
-         "    rank, world = dist.get_rank(), dist.get_world_size()\n"
-         "    size = math.ceil(grad.shape[0] / world)\n"
-         "    padded = torch.zeros(size * world, *grad.shape[1:], dtype=grad.dtype)\n"
-         "    padded[:grad.shape[0]] = grad\n"
-         "    mine = torch.empty(size, *grad.shape[1:], dtype=grad.dtype)\n"
-         "    dist.reduce_scatter_single(mine, padded)\n"
-         "    kept = len(range(grad.shape[0])[rank * size:(rank + 1) * size])\n"
-         "    return mine[:kept] / world\n",
-         "it calls reduce_scatter itself"),
-        # The whole gradient all-reduced, then sliced.
-        ("def shard_mean(grad):\n"
-         "    rank, world = dist.get_rank(), dist.get_world_size()\n"
-         "    total = grad.clone()\n"
-         "    dist.all_reduce(total)\n" + _SLICE,
-         "it uses dist.all_reduce"),
-        # The same through the process group's own method, not dist.all_reduce.
-        ("def shard_mean(grad):\n"
-         "    rank, world = dist.get_rank(), dist.get_world_size()\n"
-         "    total = grad.clone()\n"
-         "    dist.group.WORLD.allreduce([total]).wait()\n" + _SLICE,
-         "it uses dist.all_reduce"),
-        # A functional collective.
-        ("def shard_mean(grad):\n"
-         "    rank, world = dist.get_rank(), dist.get_world_size()\n"
-         "    funcol = torch.distributed._functional_collectives\n"
-         "    total = funcol.all_reduce(grad, 'sum', dist.group.WORLD)\n" + _SLICE,
-         "_functional_collectives"),
-        # Every rank's whole gradient gathered everywhere, then summed and sliced.
-        ("def shard_mean(grad):\n"
-         "    rank, world = dist.get_rank(), dist.get_world_size()\n"
-         "    parts = [torch.empty_like(grad) for _ in range(world)]\n"
-         "    dist.all_gather(parts, grad)\n"
-         "    total = sum(parts)\n" + _SLICE,
-         "it uses dist.all_gather"),
-        # send and recv only, but each message carries the whole gradient.
-        ("def shard_mean(grad):\n"
-         "    rank, world = dist.get_rank(), dist.get_world_size()\n"
-         "    total, parts, requests = grad.clone(), [], []\n"
-         "    for other in range(world):\n"
-         "        if other != rank:\n"
-         "            requests.append(dist.isend(grad, other))\n"
-         "            parts.append(torch.empty_like(grad))\n"
-         "            requests.append(dist.irecv(parts[-1], other))\n"
-         "    for request in requests:\n"
-         "        request.wait()\n"
-         "    for part in parts:\n"
-         "        total += part\n" + _SLICE,
-         "a reduce-scatter sends each other rank only that rank's shard"),
-    ],
-    "l16-buckets": [
-        # Every rank's gradients gathered and averaged, one parameter at a time.
+    "l16-bytes-formula": [
+        # The lesson's own worked function on the network itself: no graph with autograd off.
         (
-            "def bucketed_averaging(model, cap):\n"
-            "    def ready(p):\n"
-            "        every = [torch.zeros_like(p.grad) for _ in range(dist.get_world_size())]\n"
-            "        dist.all_gather(every, p.grad)\n"
-            "        p.grad.copy_(torch.stack(every).mean(0))\n"
-            "\n"
-            "    for p in model.parameters():\n"
-            "        p.register_post_accumulate_grad_hook(ready)\n",
-            "made no dist.all_reduce call",
+            "def bytes_formula(batch, widths, activation):\n"
+            "    acts = {'relu': nn.ReLU, 'tanh': nn.Tanh, 'sigmoid': nn.Sigmoid,\n"
+            "            'gelu': nn.GELU}\n"
+            "    layers = []\n"
+            "    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):\n"
+            "        layers += ([acts[activation]()] if i else []) + [nn.Linear(a, b)]\n"
+            "    net, batch_in = nn.Sequential(*layers), torch.randn(batch, widths[0])\n"
+            "    return bytes_for_backward(net, batch_in)\n",
+            "bl.describe",
         ),
-        # DDP built on the model with the given cap.
+        # ... with grad mode switched back on first.
         (
-            "def bucketed_averaging(model, cap):\n"
-            "    return DDP(model, bucket_cap_mb=cap / 2**20)\n",
-            "without DDP",
+            "def bytes_formula(batch, widths, activation):\n"
+            "    acts = {'relu': nn.ReLU, 'tanh': nn.Tanh, 'sigmoid': nn.Sigmoid,\n"
+            "            'gelu': nn.GELU}\n"
+            "    layers = []\n"
+            "    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):\n"
+            "        layers += ([acts[activation]()] if i else []) + [nn.Linear(a, b)]\n"
+            "    with torch.enable_grad():\n"
+            "        net, batch_in = nn.Sequential(*layers), torch.randn(batch, widths[0])\n"
+            "        return bytes_for_backward(net, batch_in)\n",
+            "bl.describe",
+        ),
+        # A table of the visible check's answers: right there, a KeyError on new inputs.
+        (
+            "from backproplab.course.exercises.lesson16 import _bytes_reference, _new_mlp_shape\n\n"
+            "TABLE = {}\n"
+            "for seed in range(3):\n"
+            "    shape = _new_mlp_shape(torch.Generator().manual_seed(seed))\n"
+            "    TABLE[shape] = _bytes_reference(*shape)\n\n\n"
+            "def bytes_formula(batch, widths, activation):\n"
+            "    return TABLE[batch, tuple(widths), activation]\n",
+            "raised KeyError",
+        ),
+    ],
+    "l16-checkpoint-by-hooks": [
+        # torch's own non-reentrant checkpoint does the work.
+        ("def checkpoint_by_hooks(block, x):\n"
+         "    return checkpoint(block, x, use_reentrant=False)\n", "did the work"),
+        # The reentrant one, under a pair of hooks for show.
+        ("def checkpoint_by_hooks(block, x):\n"
+         "    with saved_tensors_hooks(lambda t: t, lambda t: t):\n"
+         "        return checkpoint(block, x, use_reentrant=True)\n", "did the work"),
+    ],
+    "l16-checkpoint": [
+        # One of the visible stack's cheapest choices, copied (its first cheap block and three
+        # of its wide ones): the hidden stack has other blocks in those places.
+        (
+            "def choose_checkpoints(blocks, x):\n"
+            "    return {0, 1, 3, 5}\n",
+            "choose_checkpoints",
         ),
     ],
 }

@@ -1,69 +1,119 @@
-"""Shortcuts for the exercises of 17-lower-precision.ipynb (tests/lessons/test_exercises.py).
+"""Shortcuts around the checks of 17-higher-order-gradients.ipynb; each must fail its check.
 
-The scale range is checked like a gradient by hand, so its shortcuts are the ways of
-getting the gradients without the chain rule: autograd switched back on, finite
-differences through bl.numerical_grad, and a table of the visible check's inputs. The
-compensated step is a method: its shortcut is a float32 copy of the weights kept outside
-what the step returns, looked up by the 16-bit weights it is given.
+The first two exercises are method checks (autograd is the point), so their shortcuts are
+tables of the visible check's inputs; the third is by hand, so its shortcuts are a numerical
+estimate, autograd in its forms, torch's backward kernels and a table.
 """
 
 from cheats.estimates import lesson_plans, with_disguised
 
+# Answers for the inputs of the visible check (seed 0; seeds 1 and 2 too), made
+# with the lesson module's own input makers, looked up by the points' values.
+NEWTON_TABLE = '''import torch
+from backproplab.course.exercises import lesson17 as _l07
+
+_TABLE = {}
+for _seed in (0, 1, 2):
+    _gen = torch.Generator().manual_seed(_seed)
+    for _ in range(3):
+        _coefs, _points = _l07._polynomial(_gen, int(torch.randint(3, 5, (1,), generator=_gen)))
+        _TABLE[tuple(_points.tolist())] = (-_l07.poly_derivative(_coefs, _points, 1)
+                                           / _l07.poly_derivative(_coefs, _points, 2))
+
+
+def newton_step(f, x):
+    return _TABLE.get(tuple(x.tolist()), torch.zeros_like(x))
+'''
+
+# The visible check's critics looked up by their inputs; zeros for anything else.
+PENALTY_TABLE = '''import torch
+from backproplab.course.exercises import lesson17 as _l13
+
+_TABLE = {}
+for _seed in (0, 1, 2):
+    _gen = torch.Generator().manual_seed(_seed)
+    for _ in range(2):
+        _label, _f, _x, _w = _l13._critic(_gen)
+        _TABLE[str(_x.tolist())] = _l13._penalty_grads(_f, _x, _w, "x", "w")
+
+
+def penalty_grad(f, x, w):
+    return _TABLE.get(str(x.tolist()), torch.zeros_like(w))
+'''
+
+# The mixed block of the Hessian built with jacrev, in one call the pass counter may miss.
+PENALTY_JACREV = '''def penalty_grad(f, x, w):
+    grad_x = torch.func.grad(f, argnums=0)
+    mixed = torch.func.jacrev(grad_x, argnums=1)(x, w)
+    return 2 * torch.einsum("ij,ijkl->kl", grad_x(x, w), mixed)
+'''
+
+PENALTY_VECTORIZED = '''def penalty_grad(f, x, w):
+    H = torch.autograd.functional.hessian(f, (x, w), vectorize=True)
+    g = torch.func.grad(f, argnums=0)(x, w)
+    return 2 * torch.einsum("ij,ijkl->kl", g, H[0][1])
+'''
+
+# The gradient derived by hand, then differentiated along V numerically: a central
+# difference of the hand-written gradient (a numerical estimate, not a derivation).
+GRADIENT_DIFFERENCE = '''def hvp(x, W, a, V):
+    def grad(Wt):
+        T = torch.tanh(x @ Wt)
+        return x.T @ ((1 - T**2) * a)
+
+    h = 1e-5
+    return (grad(W + h * V) - grad(W - h * V)) / (2 * h)
+'''
+
+# torch.func's forward-over-reverse Hessian-vector product.
+FUNC_JVP = '''def hvp(x, W, a, V):
+    grad = torch.func.grad(lambda Wt: (torch.tanh(x @ Wt) @ a).sum())
+    return torch.func.jvp(grad, (W,), (V,))[1]
+'''
+
+# Grad mode switched back on around double backward.
+ENABLE_GRAD = '''def hvp(x, W, a, V):
+    with torch.enable_grad():
+        W = W.detach().requires_grad_()
+        (g,) = torch.autograd.grad((torch.tanh(x @ W) @ a).sum(), W, create_graph=True)
+        return torch.autograd.grad(g, W, grad_outputs=V)[0].detach()
+'''
+
+# torch's tanh backward kernel for tanh', and its double-backward kernel for tanh''.
+KERNEL = '''def hvp(x, W, a, V):
+    T = torch.tanh(x @ W)
+    T_dot = torch.ops.aten.tanh_backward(x @ V, T)
+    return x.T @ (-2 * T * T_dot * a)
+'''
+
+# A table of the visible check's answers (seeds 0..2), looked up by the inputs.
+HVP_TABLE = '''import torch
+from backproplab.course.exercises import find_exercise
+
+_exercise = find_exercise("l17-hvp-by-hand")
+_table = {}
+for _k in range(3):
+    _inputs = _exercise.make_inputs(torch.Generator().manual_seed(_k))
+    _table[str(_inputs[0].tolist())] = _exercise.reference(*_inputs)
+
+
+def hvp(x, W, a, V):
+    return _table[str(x.tolist())]
+'''
+
 CHEATS = {
-    "l17-scale-range": [
-        # autograd with grad mode switched back on.
-        (
-            "def scale_range(x, W, b, t):\n"
-            "    with torch.enable_grad():\n"
-            "        W = W.clone().requires_grad_()\n"
-            "        b = b.clone().requires_grad_()\n"
-            "        y = x @ W.T + b\n"
-            "        dy, dW, db = torch.autograd.grad(F.mse_loss(y, t), (y, W, b))\n"
-            "    low = dy.abs().min()\n"
-            "    high = torch.maximum(dW.abs().max(), db.abs().max())\n"
-            "    f16 = torch.finfo(torch.float16)\n"
-            "    return (2.0 ** torch.ceil(torch.log2(f16.tiny / low)),\n"
-            "            2.0 ** torch.floor(torch.log2(f16.max / high)))\n",
-            "enable_grad",
-        ),
-        # Finite differences for the weight gradient.
-        (
-            "def scale_range(x, W, b, t):\n"
-            "    dy = 2 * (x @ W.T + b - t) / t.numel()\n"
-            "    dW = bl.numerical_grad(lambda w: F.mse_loss(x @ w.T + b, t), W)\n"
-            "    high = torch.maximum(dW.abs().max(), dy.sum(0).abs().max())\n"
-            "    f16 = torch.finfo(torch.float16)\n"
-            "    return (2.0 ** torch.ceil(torch.log2(f16.tiny / dy.abs().min())),\n"
-            "            2.0 ** torch.floor(torch.log2(f16.max / high)))\n",
-            "numerical",
-        ),
-        # A table of the visible check's answers: right there, a KeyError on new inputs.
-        (
-            "import importlib\n"
-            "_l17 = importlib.import_module('backproplab.course.exercises.lesson17')\n"
-            "TABLE = {}\n"
-            "for seed in range(3):\n"
-            "    gen = torch.Generator().manual_seed(seed)\n"
-            "    args = [a.double() for a in _l17._new_layer(gen)]\n"
-            "    answer = _l17._scale_range_reference(*args)\n"
-            "    TABLE[tuple(args[0].flatten().tolist())] = answer\n\n\n"
-            "def scale_range(x, W, b, t):\n"
-            "    return TABLE[tuple(x.flatten().tolist())]\n",
-            "raised KeyError",
-        ),
+    "l17-weight-penalty": [
+        (PENALTY_TABLE, "mismatch"),
+        (PENALTY_JACREV, "full Hessian"),
+        (PENALTY_VECTORIZED, "full Hessian"),
     ],
-    "l17-compensated-step": [
-        # float32 master weights kept aside, found again by the 16-bit values.
-        (
-            "MASTER = {}\n\n\n"
-            "def compensated_step(w, comp, update):\n"
-            "    key = (w.dtype, tuple(w.tolist()))\n"
-            "    exact = MASTER.get(key, w.float()) + update\n"
-            "    new_w = exact.to(w.dtype)\n"
-            "    MASTER[(w.dtype, tuple(new_w.tolist()))] = exact\n"
-            "    return new_w, comp\n",
-            "exact sum of its updates",
-        ),
+    "l17-newton-step": [(NEWTON_TABLE, "mismatch")],
+    "l17-hvp-by-hand": [
+        (GRADIENT_DIFFERENCE, "numerical estimate"),
+        (FUNC_JVP, "torch.func.jvp"),
+        (ENABLE_GRAD, "enable_grad"),
+        (KERNEL, "backward kernels"),
+        (HVP_TABLE, "raised KeyError"),
     ],
 }
 

@@ -1,93 +1,73 @@
-"""Shortcuts for the exercises of 18-compiled-backward.ipynb (tests/lessons/test_exercises.py).
+"""Shortcuts for the exercises of 18-forward-mode-and-torch-func.ipynb.
 
-The min-cut backward is checked like a gradient by hand, so its shortcuts are the ways of
-getting a gradient without deriving it: finite differences on the loss, torch.func, the
-compiled backward itself (which needs a backward pass), and a table of the visible check's
-inputs. The FLOP compiler's: assuming the backward costs twice the forward instead of reading
-its graph.
+(See tests/lessons/test_exercises.py.)
+
+Exercise 1 asks for forward-mode rules applied by hand, so the shortcuts are the tools
+that apply them for you (torch.func.jvp, dual numbers, jacfwd) and estimates (finite
+differences, numerical_grad). Exercise 3 asks for one vmapped call, so the shortcuts are
+other methods that give the right numbers: a Python loop of torch.func.grad calls, and a
+table of the visible check's answer.
 """
 
 from cheats.estimates import lesson_plans, with_disguised
 
+_F = "torch.tanh(W @ t + b) * (t @ t)"
+
 CHEATS = {
-    "l18-min-cut-backward": [
-        # Central differences on the loss, rebuilt from the transposes.
-        (
-            "def min_cut_backward(y, x_t, w_t, g):\n"
-            "    x, w = x_t.T.clone(), w_t.T.clone()\n"
-            "    def loss(a, b):\n"
-            "        return torch.cos(a @ b).pow(2).mean()\n"
-            "    grads = []\n"
-            "    for t in (x, w):\n"
-            "        d = torch.zeros_like(t)\n"
-            "        for i in range(t.numel()):\n"
-            "            e = torch.zeros_like(t).flatten()\n"
-            "            e[i] = 1e-6\n"
-            "            e = e.reshape(t.shape)\n"
-            "            plus = loss(x + e, w) if t is x else loss(x, w + e)\n"
-            "            minus = loss(x - e, w) if t is x else loss(x, w - e)\n"
-            "            d.view(-1)[i] = (plus - minus) / 2e-6\n"
-            "        grads.append(g * d)\n"
-            "    return tuple(grads)\n",
-            "finite differences",
-        ),
-        # torch.func on the loss.
-        (
-            "def min_cut_backward(y, x_t, w_t, g):\n"
-            "    loss = lambda x, w: torch.cos(x @ w).pow(2).mean() * g\n"
-            "    return torch.func.grad(loss, argnums=(0, 1))(x_t.T, w_t.T)\n",
-            "by hand",
-        ),
-        # The compiled min-cut backward itself: it comes only out of a backward pass.
-        (
-            "def min_cut_backward(y, x_t, w_t, g):\n"
-            "    graphs = {}\n"
-            "    def keep(gm, example_inputs):\n"
-            "        graphs[len(graphs)] = gm\n"
-            "        return make_boxed_func(gm.forward)\n"
-            "    compiled = aot_function(lambda a, b: torch.cos(a @ b).pow(2).mean(), keep, keep,\n"
-            "                            partition_fn=min_cut_rematerialization_partition)\n"
-            "    with torch.enable_grad():\n"
-            "        x = x_t.T.clone().requires_grad_()\n"
-            "        w = w_t.T.clone().requires_grad_()\n"
-            "        compiled(x, w).backward()\n"
-            "    return graphs[1](y, x_t, w_t, g)\n",
-            "by hand",
-        ),
-        # A table of the visible check's answers: right there, a KeyError on new inputs.
-        (
-            "TABLE = {}\n"
-            "for seed in range(3):  # the visible check's seeds, its input code copied\n"
-            "    gen = torch.Generator().manual_seed(seed)\n"
-            "    n, k, m = (int(s) for s in torch.randint(2, 9, (3,), generator=gen))\n"
-            "    x = torch.randn(n, k, generator=gen, dtype=torch.float64).requires_grad_()\n"
-            "    w = torch.randn(k, m, generator=gen, dtype=torch.float64).requires_grad_()\n"
-            "    g = torch.randn((), generator=gen, dtype=torch.float64)\n"
-            "    loss = torch.cos(x @ w).pow(2).mean()\n"
-            "    TABLE[tuple((x @ w).flatten().tolist())] = torch.autograd.grad(\n"
-            "        loss, (x, w), grad_outputs=g)\n\n\n"
-            "def min_cut_backward(y, x_t, w_t, g):\n"
-            "    return TABLE[tuple(y.flatten().tolist())]\n",
-            "raised KeyError",
-        ),
+    "l18-jvp-by-hand": [
+        # Dual numbers do the rules.
+        ("import torch.autograd.forward_ad as fwAD\n\n\n"
+         "def tangent(W, b, x, v):\n"
+         "    with fwAD.dual_level():\n"
+         "        t = fwAD.make_dual(x, v)\n"
+         f"        return fwAD.unpack_dual({_F}).tangent\n", "make_dual"),
+        # The whole Jacobian by jacfwd, then a product.
+        ("def tangent(W, b, x, v):\n"
+         f"    return torch.func.jacfwd(lambda t: {_F})(x) @ v\n", "torch.func.jacfwd"),
+        # A central difference along v.
+        ("def tangent(W, b, x, v):\n"
+         "    h = 1e-6\n"
+         f"    f = lambda t: {_F}\n"
+         "    return (f(x + h * v) - f(x - h * v)) / (2 * h)\n", "numerical estimate"),
+        # The package's finite differences, one output at a time.
+        ("def tangent(W, b, x, v):\n"
+         f"    f = lambda t: {_F}\n"
+         "    rows = [bl.numerical_grad(lambda t: f(t)[i], x)[0] for i in range(len(b))]\n"
+         "    return torch.stack(rows) @ v\n", "numerical_grad"),
     ],
-    "l18-flop-compiler": [
-        # The backward assumed to cost twice the forward, not read from its graph.
+    "l18-clip-per-example": [
+        # A Python loop of torch.func.grad calls: no backward call, but one pass per example.
         (
-            "def make_flop_compiler():\n"
-            "    counts = []\n"
-            "    products = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default,\n"
-            "                torch.ops.aten.bmm.default}\n\n"
-            "    def compiler(gm, example_inputs):\n"
-            "        if len(counts) % 2:\n"
-            "            counts.append(2 * counts[-1])\n"
-            "        else:\n"
-            "            counts.append(sum(2 * n.meta['val'].numel()\n"
-            "                              * n.args[-2].meta['val'].shape[-1]\n"
-            "                              for n in gm.graph.nodes if n.target in products))\n"
-            "        return make_boxed_func(gm.forward)\n\n"
-            "    return compiler, counts\n",
-            "the backward graph",
+            "def clipped_mean_gradient(model, X, Y, max_norm):\n"
+            "    weights = {k: v.detach() for k, v in model.named_parameters()}\n"
+            "    def one_loss(weights, x_one, y_one):\n"
+            "        out = functional_call(model, weights, (x_one.unsqueeze(0),))\n"
+            "        return ((out - y_one.unsqueeze(0)) ** 2).mean()\n"
+            "    total = {k: torch.zeros_like(w) for k, w in weights.items()}\n"
+            "    for xi, yi in zip(X, Y):\n"
+            "        g = grad(one_loss)(weights, xi, yi)\n"
+            "        n = sum(t.pow(2).sum() for t in g.values()).sqrt()\n"
+            "        for k in g:\n"
+            "            total[k] += g[k] * (max_norm / n).clamp(max=1.0) / len(X)\n"
+            "    return total\n",
+            "loop over the examples",
+        ),
+        # A table of the visible check's answer: right there, wrong on the hidden check's batch.
+        (
+            "from backproplab.course.exercises.lesson18 import _new_net, _loop_gradients\n\n"
+            "_net, _X, _Y = _new_net(15)\n"
+            "_G = _loop_gradients(_net, _X, _Y)\n\n\n"
+            "def clipped_mean_gradient(model, X, Y, max_norm):\n"
+            "    grads = vmap(grad(lambda w, x, y: ((functional_call(model, w, (x[None],))\n"
+            "                                        - y[None]) ** 2).mean()),\n"
+            "                 in_dims=(None, 0, 0))(dict(model.named_parameters()), X, Y)\n"
+            "    if not torch.equal(X, _X):\n"
+            "        return {k: g.mean(0) for k, g in grads.items()}\n"
+            "    n = sum(g.flatten(1).pow(2).sum(1) for g in _G.values()).sqrt()\n"
+            "    s = (max_norm / n).clamp(max=1.0)\n"
+            "    return {k: (g * s.reshape(-1, *[1] * (g.dim() - 1))).mean(0)\n"
+            "            for k, g in _G.items()}\n",
+            "nothing clipped",
         ),
     ],
 }

@@ -292,24 +292,24 @@ def test_a_method_answer_may_not_use_the_rest_of_torch(name, why):
 
 
 def test_an_exercise_adds_the_torch_modules_it_needs():
-    """Lesson 16 works across processes, 18 with the compiler, 24 with torch.library."""
-    across = find_exercise("l16-shard-mean").vocabulary
+    """Lesson 23 works across processes, 18 with the compiler, 24 with torch.library."""
+    across = find_exercise("l23-shard-mean").vocabulary
     assert rules.qualified_reason("torch.distributed.all_reduce", across) is None
     assert rules.qualified_reason("torch.distributed.os.system", across) == "system"
     assert rules.qualified_reason("torch.distributed._functional_collectives", across) \
         == "private"
-    compiler = find_exercise("l18-flop-compiler").vocabulary
+    compiler = find_exercise("l25-flop-compiler").vocabulary
     assert rules.qualified_reason("functorch.compile.aot_function", compiler) is None
     assert rules.qualified_reason("torch.ops.aten.mm.default", compiler) is None
     assert rules.qualified_reason("torch.library.custom_op",
-                                  find_exercise("l24-rms-norm-op").vocabulary) is None
+                                  find_exercise("l27-rms-norm-op").vocabulary) is None
 
 
 def test_an_exercise_may_name_a_private_module_and_the_class_hook_it_needs():
-    """Lesson 92's dispatch mode: torch.utils._python_dispatch is allowed with its
+    """Lesson 28's dispatch mode: torch.utils._python_dispatch is allowed with its
     underscore, never the private names inside it, and __torch_dispatch__ may be defined
     there alone."""
-    mode = find_exercise("l92-ops-by-node").vocabulary
+    mode = find_exercise("l28-ops-by-node").vocabulary
     for name in ("torch.utils._python_dispatch", "torch.utils._python_dispatch.TorchDispatchMode"):
         assert rules.qualified_reason(name, mode) is None
         assert rules.qualified_reason(name, rules.METHOD) == "private"

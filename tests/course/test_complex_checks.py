@@ -132,7 +132,7 @@ def test_an_exercise_may_allow_complex_numbers():
 
 def test_the_audit_allows_the_same_for_the_same_exercises():
     """A complex answer's z.conj() is not listed for an exercise whose vocabulary allows
-    complex numbers (lesson 23's complex VJPs), and is listed for one that does not."""
+    complex numbers (lesson 22's complex VJPs), and is listed for one that does not."""
     import nbformat
 
     from backproplab.course.audit import findings_in
@@ -140,7 +140,7 @@ def test_the_audit_allows_the_same_for_the_same_exercises():
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_code_cell("import torch\nimport backproplab as bl"))
     base = {"locked": False, "schema_version": 3, "task": False}
-    for key, name in (("l23-complex-vjps", "vjps"), ("l23-hinge-kinks", "kinks")):
+    for key, name in (("l22-complex-vjps", "vjps"), ("l22-hinge-kinks", "kinks")):
         cell = nbformat.v4.new_code_cell(f"def {name}(z, g):\n    return g * z.conj()\n")
         cell.metadata["nbgrader"] = {**base, "grade": False, "grade_id": key, "solution": True}
         check = nbformat.v4.new_code_cell(f'bl.check_exercise("{key}", {name})')
@@ -149,4 +149,4 @@ def test_the_audit_allows_the_same_for_the_same_exercises():
         nb.cells += [cell, check]
     listed = {f.grade_id for f in findings_in(nb, "student.ipynb")
               if "vocabulary" in f.what and "complex numbers" in f.what}
-    assert listed == {"l23-hinge-kinks"}
+    assert listed == {"l22-hinge-kinks"}

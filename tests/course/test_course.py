@@ -502,13 +502,13 @@ def test_cli_help_does_not_import_torch() -> None:
 def test_grading_never_loads_nbformat() -> None:
     """A check is graded without nbformat (about a second to import, for its JSON schema
     checker): the learner's first check in every lesson, and every worker process of
-    lesson 16's checks, would wait for it. The course's own submodules load by name."""
+    lesson 23's checks, would wait for it. The course's own submodules load by name."""
     code = (
         "import sys\n"
         "import backproplab as bl\n"
         "bl.check_exercise, bl.check_prediction\n"
         "from backproplab.course import byhand, grading, rules, secret, slips, sources\n"
-        "from backproplab.course.exercises import lesson02, lesson16\n"
+        "from backproplab.course.exercises import lesson02, lesson23\n"
         "print('nbformat' in sys.modules)\n"
         "from backproplab.course.assignment import student_version\n"
         "print('nbformat' in sys.modules)\n"

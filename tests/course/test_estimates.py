@@ -76,7 +76,7 @@ def test_each_family_is_refused_as_an_estimate_by_every_by_hand_check(family):
 def test_the_feedback_reads_each_family_as_allowed_then_refuses_it_as_an_estimate(family):
     """The source of each is plain arithmetic (nothing the vocabulary refuses): what
     stops it is the watch, and the learner's feedback says so."""
-    report = find_exercise("l08-gather").check(_answer("l08-gather", family), 0)
+    report = find_exercise("l09-gather").check(_answer("l09-gather", family), 0)
     assert not report.ok
     assert "numerical estimate" in " ".join(str(report).split())
 
@@ -108,7 +108,7 @@ def test_each_family_scores_where_the_watch_is_off(family, monkeypatch):
     """On a forward linear in what it moves every family is exact: it is the watch that
     refuses them, not their error."""
     monkeypatch.setattr(byhand, "Nudges", _Unwatched)
-    report = find_exercise("l08-gather").check(_answer("l08-gather", family), 0)
+    report = find_exercise("l09-gather").check(_answer("l09-gather", family), 0)
     assert report.ok, str(report)
 
 

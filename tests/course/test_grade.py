@@ -190,8 +190,8 @@ def test_every_function_of_an_exercise_the_grader_runs_holds_the_graders_lock():
     """Students are graded in threads, and an exercise's own functions draw from torch's
     process-wide generator (a layer built, then given the trial's weights; a dropout mask
     seeded for a reference): one thread's draws between another's seed and its layer gave
-    a cached reference other weights, and an honest student 0 (l12-checkpoint-by-hooks,
-    beside l94-vanishing's inputs). Each runs holding the grader's lock."""
+    a cached reference other weights, and an honest student 0 (l16-checkpoint-by-hooks,
+    beside l15-vanishing's inputs). Each runs holding the grader's lock."""
     from backproplab.course.grading import ByHand, Method
 
     held = []

@@ -315,23 +315,23 @@ def test_a_forged_method_check_in_the_answers_process_scores_nothing(
     assert got["forger", "l06-momentum"]["points"] == "1"
 
 
-# Lesson 16's answers run in worker processes, which the answer's process forks: the hook
+# Lesson 23's answers run in worker processes, which the answer's process forks: the hook
 # is on there too. The compiler's shard_mean is the lesson's, with one compile first.
 def test_the_audit_hook_holds_in_the_worker_processes_of_an_answer(
         tmp_path, monkeypatch, capsys):
-    path = next(LESSONS.glob("16-*.ipynb"))
+    path = next(LESSONS.glob("23-*.ipynb"))
     for student, extra in (("compiler", '    compile("0", "rank", "eval")\n'), ("honest", "")):
         nb = nbformat.read(path, as_version=4)
         cell = next(c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {})
-                    .get("grade_id") == "l16-shard-mean")
+                    .get("grade_id") == "l23-shard-mean")
         cell.source = cell.source.replace("    ### BEGIN SOLUTION\n", extra)
         folder = tmp_path / "submitted" / student / "ps1"
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / path.name)
-    got = _grade(tmp_path, monkeypatch, capsys, exercises=("l16-shard-mean",))
-    compiler = got["compiler", "l16-shard-mean"]
+    got = _grade(tmp_path, monkeypatch, capsys, exercises=("l23-shard-mean",))
+    compiler = got["compiler", "l23-shard-mean"]
     assert compiler["points"] == "0" and "refuses 'compile'" in compiler["reason"], compiler
-    assert got["honest", "l16-shard-mean"]["points"] == "1", got["honest", "l16-shard-mean"]
+    assert got["honest", "l23-shard-mean"]["points"] == "1", got["honest", "l23-shard-mean"]
 
 
 def test_the_audit_hook_refuses_what_the_answer_tries_while_it_runs():

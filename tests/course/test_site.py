@@ -8,7 +8,7 @@ host, each solution collapsed, the download link and the learner-copy command
 on each lesson page, no nbgrader marker line on a lesson page, no TeX escape
 left unrendered, and the landing page's links to README sections kept inside
 the site. Headless Chromium then opens the landing page, lesson 02, lesson
-13 and the reference page of `check_by_hand` with every request off this
+17 and the reference page of `check_by_hand` with every request off this
 machine refused, and checks what a reader sees: MathJax's rendered math (as
 written, no backslash left), a figure that loaded, a solution that opens on
 a click.
@@ -659,7 +659,7 @@ def test_lesson_02_shows_math_a_figure_and_a_collapsed_solution(
 def test_the_classifier_lessons_math_reads_as_written(browser: Browser, site: Path) -> None:
     """What MathJax made of the fused form: ``one_hot(y)``, no backslash left in any formula
     (its assistive MathML holds the text a reader sees)."""
-    lesson = next(p for p in LESSONS if p.name.startswith("10-backprop"))
+    lesson = next(p for p in LESSONS if p.name.startswith("12-backprop"))
     page_, problems = _open(browser, lesson_page(site, lesson).as_uri())
     page_.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
                             timeout=30_000)

@@ -452,11 +452,11 @@ def shard_mean_that_deadlocks(grad):
 
 
 def test_a_deadlocking_answer_is_named_and_leaves_no_worker(monkeypatch):
-    from backproplab.course.exercises import lesson16
-    from backproplab.course.exercises.lesson16 import sharding
+    from backproplab.course.exercises import lesson23
+    from backproplab.course.exercises.lesson23 import sharding
 
     monkeypatch.setattr(sharding, "SHARD_TIMEOUT", 3.0)
-    report = lesson16.EXERCISES["l16-shard-mean"].check(shard_mean_that_deadlocks, 0)
+    report = lesson23.EXERCISES["l23-shard-mean"].check(shard_mean_that_deadlocks, 0)
     assert not report.ok
     assert "still waiting after 3 s" in str(report) and "blocking dist.send" in str(report)
     _assert_no_worker_left()

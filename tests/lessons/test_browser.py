@@ -336,10 +336,10 @@ def test_learner_route_in_browser(lab: LabWindow) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Lesson 10, step by step: each filled-in step turns its check from ✗ to ✓.
+# Lesson 12, step by step: each filled-in step turns its check from ✗ to ✓.
 # ---------------------------------------------------------------------------
 
-STEP_LESSON = NOTEBOOKS / "10-backprop-through-a-classifier.ipynb"
+STEP_LESSON = NOTEBOOKS / "12-backprop-through-a-classifier.ipynb"
 
 
 def _solution_text(lesson: nbformat.NotebookNode, grade_id: str) -> str:
@@ -350,7 +350,7 @@ def _solution_text(lesson: nbformat.NotebookNode, grade_id: str) -> str:
 
 
 def test_the_classifier_walked_step_by_step_in_browser(lab: LabWindow) -> None:
-    """A learner copy of lesson 10 stops at its first step; the first three steps,
+    """A learner copy of lesson 12 stops at its first step; the first three steps,
     filled in one at a time, each fail before and pass after."""
     report = NotebookReport(name=f"steps-{STEP_LESSON.stem}")
     artifacts = ARTIFACTS / report.name

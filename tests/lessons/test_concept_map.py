@@ -4,7 +4,7 @@ A lesson's text is everything a learner reads while working it: its markdown
 and code, the outputs stored under them, and the hints and messages of its
 checks (``backproplab/course/exercises/lessonNN.py``, or the modules of a package
 ``lessonNN/``). None of it may name a
-later lesson ("lesson 12", "lessons 3 and 14"), or promise one ("the next
+later lesson ("lesson 16", "lessons 3 and 18"), or promise one ("the next
 lesson", "a later lesson", "we will see"). Pointers back are how the course
 reuses what it taught.
 """
@@ -22,7 +22,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
 EXERCISES = ROOT / "backproplab" / "course" / "exercises"
 
 _NUMBER = r"(?:[12][0-9]|0[1-9]|[1-9])"
-# "lesson 5", "Lesson 05's", "lessons 3 and 14", "lessons 2, 4 or 6"
+# "lesson 5", "Lesson 05's", "lessons 3 and 18", "lessons 2, 4 or 6"
 _JOIN = r"(?:,\s+|\s+and\s+|\s+or\s+|/|-|–|\s+to\s+)"
 LESSONS = re.compile(rf"\b[Ll]essons?\s+{_NUMBER}(?:{_JOIN}{_NUMBER}\b)*")
 PROMISES = re.compile(
@@ -86,9 +86,9 @@ def test_the_scanner_finds_forward_references_and_lets_pointers_back_pass(tmp_pa
     cells = [
         {"id": "l05-01", "cell_type": "markdown", "source": ["As lesson 02 showed, paths add up."]},
         {"id": "l05-02", "cell_type": "markdown",
-         "source": ["Lessons 3 and 14 use it; see the next lesson."]},
+         "source": ["Lessons 3 and 18 use it; see the next lesson."]},
         {"id": "l05-03", "cell_type": "code", "source": ["x = 1"],
-         "outputs": [{"output_type": "stream", "name": "stdout", "text": ["more in lesson 12\n"]}]},
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": ["more in lesson 16\n"]}]},
     ]
     path = tmp_path / "05-sample.ipynb"
     path.write_text(json.dumps({"cells": cells}))

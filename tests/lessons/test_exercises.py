@@ -170,10 +170,10 @@ def _variants(lesson: Path) -> dict[str, list[rounds.Variant]]:
     found: dict[str, list[rounds.Variant]] = {}
     for kind, table in (("wrong", _wrong_answers(lesson)), ("cheat", _cheats(lesson))):
         for key, answers in table.items():
-            if key in ids:  # a lesson in two parts shares one table
-                found.setdefault(key, []).extend(
-                    rounds.Variant(kind, n, source, fragment)
-                    for n, (source, fragment) in enumerate(answers, 1))
+            assert key in ids, f"{kind} answers kept for {key!r}, which {lesson.name} does not ask"
+            found.setdefault(key, []).extend(
+                rounds.Variant(kind, n, source, fragment)
+                for n, (source, fragment) in enumerate(answers, 1))
     student = rounds.student_cells(lesson)
     for i, cell in enumerate(student.cells):
         if cell.cell_type == "code" and _meta(cell).get("solution"):

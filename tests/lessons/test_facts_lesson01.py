@@ -2,7 +2,7 @@
 
 A later edit of the lesson cannot bring back an old claim without failing here:
 `.double()` and `.to()` copy only when something changes, `retain_grad` is left
-to its home (lesson 94), the linear-layer backward is not asked here, the
+to its home (lesson 15), the linear-layer backward is not asked here, the
 predictions are asked before anything answers them, a graph keeps a constant
 factor but not an added constant (what Exercise 2 reads back), and the lesson
 says nothing about gradients that meet at a node adding up (lesson 02 teaches

@@ -83,8 +83,8 @@ def test_the_first_gradient_is_copied_exactly_when_the_lesson_says():
 
 def test_no_pointer_forward_and_no_create_graph():
     """Lesson 05 comes before zeroing (06) and higher order (13): it names neither, and
-    create_graph (lesson 13's) is not used."""
-    assert "lesson 06" not in PROSE and "lesson 13" not in PROSE and "next lesson" not in PROSE
+    create_graph (lesson 17's) is not used."""
+    assert "lesson 06" not in PROSE and "lesson 17" not in PROSE and "next lesson" not in PROSE
     assert "set to `None`" in "".join(BY_ID["l05-08"]["source"])
     everything = json.dumps(CELLS)
     assert "create_graph" not in everything

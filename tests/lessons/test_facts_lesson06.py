@@ -6,7 +6,7 @@ None is a right answer to the zero_grad prediction, the detector of where a step
 zeroes is checked on steps of every kind (and what the check says each kind
 leaves holds on torch), the by-hand exercise on the loop that never zeroes and
 has momentum is checked against a real loop and names its slips, no cell derives
-the cross-entropy gradient (lesson 09's), micro-batch accumulation is lesson 05's
+the cross-entropy gradient (lesson 10's), micro-batch accumulation is lesson 05's
 (no exercise of its own here), and aliasing (lesson 05) and least squares
 (lesson 04) are only pointed back to.
 """
@@ -207,7 +207,7 @@ def test_the_where_check_passes_a_detector_and_names_the_one_step_slip():
 
 
 def test_no_cross_entropy_gradient_and_no_accumulation_exercise_here():
-    """The sigmoid's cross-entropy gradient is lesson 09's; micro-batch accumulation with
+    """The sigmoid's cross-entropy gradient is lesson 10's; micro-batch accumulation with
     loss / k is lesson 05's: neither is derived or drilled here."""
     from backproplab.course.exercises import lesson06
 

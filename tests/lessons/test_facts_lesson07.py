@@ -1,6 +1,6 @@
 """Lesson 07's facts, read from the stored outputs, so that an edit cannot bring back the old
 claims: retain_graph=True does not protect a saved tensor changed in place, and the memory
-measurements live in lesson 12, not here."""
+measurements live in lesson 16, not here."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def cells() -> dict[str, nbformat.NotebookNode]:
 
 
 def test_the_memory_measurements_live_in_lesson_12(cells):
-    """Saved memory against batch size is measured in lesson 12; 07 keeps no table of its own."""
+    """Saved memory against batch size is measured in lesson 16; 07 keeps no table of its own."""
     for cell in cells.values():
         assert "saved_memory" not in cell.source and "Adam state" not in cell.source
         if cell.cell_type == "markdown":

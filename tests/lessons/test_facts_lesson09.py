@@ -1,131 +1,75 @@
-"""Lesson 09's corrected facts, read from the stored outputs, so that an edit cannot bring
-back the old claim that std 0.01 "starves every layer, whatever the activation": with the
-sigmoid the last hidden layer's gradient matches Xavier's while the first layer's is ~1e-17,
-and the activations stay at 0.5 (what shrinks is their spread and the backward signal)."""
+"""Lesson 09's facts, read from its stored outputs, so that an edit of the prose or the code
+cannot bring back a claim the lesson no longer computes."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-import nbformat
 import pytest
-from stored import output_text as _text
+from lessons.test_facts_lesson08 import _cells, _markdown, _output, _printed_by, _source
 
-LESSON = Path(__file__).parents[2] / "notebooks" / "09-mlp-training.ipynb"
-NUMBER = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
-
-
-@pytest.fixture(scope="module")
-def cells() -> dict[str, nbformat.NotebookNode]:
-    return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
+LESSON = Path(__file__).parents[2] / "notebooks" / "09-tensor-op-vjps.ipynb"
 
 
+def test_every_rule_agrees_with_autograd_except_the_slips_shown():
+    """Each ✗ printed by a rule cell is one of the lesson's deliberate slips."""
+    slips = {
+        "✗ dX = G @ W (W not transposed): shape (3, 3) is right",
+        "✗ da = (G * c).sum(1): shape (3,), but the gradient's shape is (3, 1)",
+        "✗ dx[idx] = G: shape (5, 2) is right",
+        "✗ permute: dx = G.permute(perm): shape (3, 4, 2), but the gradient's shape is (2, 3, 4)",
+    }
+    lines = [" ".join(line.split()) for cell in _cells(LESSON)
+             if cell["cell_type"] == "code" and "agree(" in _source(cell)
+             for out in cell["outputs"] for line in "".join(out.get("text", "")).splitlines()]
+    crosses = {line.split(", values differ")[0] for line in lines if line.startswith("✗")}
+    assert crosses == slips
+    ticks = sum(_output(LESSON, c["id"]).count("✓") for c in _cells(LESSON)
+                if c["cell_type"] == "code" and "agree(" in _source(c))
+    assert ticks >= 30
 
 
-def _init_table(cells) -> dict[tuple[str, str], tuple[float, float]]:
-    """(activation, init) -> (first layer, last hidden) mean |weight grad|, as printed."""
-    rows = {}
-    for line in _text(cells["l09-38"]).splitlines():
-        found = re.match(rf"\s*(Sigmoid|Tanh|ReLU)\s+(std 0\.01|Xavier|Kaiming)\s+({NUMBER})"
-                         rf"\s+({NUMBER})\s*$", line)
-        if found:
-            rows[(found[1], found[2])] = (float(found[3]), float(found[4]))
-    return rows
+def test_matmul_rule_on_random_shapes():
+    printed = _printed_by(LESSON, "N, D, M = sizes(3)")
+    assert printed.count("✓ dX for X") == 3 and printed.count("✓ dW for X") == 3
 
 
-def test_the_table_has_every_activation_and_init(cells):
-    assert len(_init_table(cells)) == 9
+def test_no_custom_function():
+    """Custom Functions are lesson 19's: this lesson neither writes one nor sets one as work."""
+    assert not [c for c in _cells(LESSON) if "autograd.Function" in _source(c)]
 
 
-def test_std_001_spares_the_sigmoids_last_layer(cells):
-    table = _init_table(cells)
-    first, last = table[("Sigmoid", "std 0.01")]
-    xavier_last = table[("Sigmoid", "Xavier")][1]
-    assert last == pytest.approx(2.0e-02, rel=0.05)
-    assert xavier_last == pytest.approx(2.3e-02, rel=0.05)
-    assert xavier_last / 2 < last < xavier_last * 2  # the same size as Xavier's
-    assert first < 1e-15  # about 1e-17: the first layer gets nothing
-    # The prose and the recap quote these numbers.
-    for cid in ("l09-40", "l09-44"):
-        prose = cells[cid].source
-        assert "2.0e-02" in prose and "2.3e-02" in prose, cid
-    assert "2.9e-17" in cells["l09-40"].source and f"{first:.1e}" == "2.9e-17"
+def test_a_missing_sum_turns_the_bias_into_a_matrix():
+    assert "the bias now has shape (4, 3)" in _printed_by(LESSON, "b = b - 0.1 * G")
+    assert "turned a (3,) bias into (4, 3)" in _markdown(LESSON)
 
 
-def test_std_001_starves_tanh_and_relu_everywhere(cells):
-    table = _init_table(cells)
-    for activation in ("Tanh", "ReLU"):
-        first, last = table[(activation, "std 0.01")]
-        assert first < 1e-10 and last < 1e-10, activation
+def test_max_with_ties():
+    printed = _printed_by(LESSON, '("x.max()", lambda t: t.max())')
+    assert "x.max() x.grad = [0.0, 0.5, 0.5, 0.0]" in printed
+    assert "x.amax(dim=0) x.grad = [0.0, 0.5, 0.5, 0.0]" in printed
+    assert "x.max(dim=0).values x.grad = [0.0, 1.0, 0.0, 0.0]" in printed
+    assert "x.max(dim=0).indices = 1" in printed
+    assert "the answer is [0.0, 0.5, 0.5, 0.0]" in _output(LESSON, "l09-predict-max-ties-reveal")
+    recap = _markdown(LESSON).split("## Recap", 1)[1]
+    assert "`max(dim=0)` sends it all to index 1" in recap
 
 
-def test_the_old_claim_is_gone(cells):
-    text = " ".join(c.source for c in cells.values() if c.cell_type == "markdown")
-    assert "starves every layer" not in text.replace("does not starve every layer", "")
-    assert "whatever the activation" not in text
+def test_repeated_indices_add_up():
+    printed = _printed_by(LESSON, "dx_assigned[idx] = G")
+    assert "= G[0] + G[2]" in printed and "alone" in printed
 
 
-def test_sigmoid_outputs_stay_at_half_while_spread_and_signal_shrink(cells):
-    rows = []
-    for line in _text(cells["l09-53"]).splitlines():
-        found = re.match(rf"\s*(\d)\s+({NUMBER})\s+({NUMBER}|below 1e-12)\s+({NUMBER})\s*$",
-                         line)
-        if found:
-            spread = 0.0 if found[3] == "below 1e-12" else float(found[3])
-            rows.append((int(found[1]), float(found[2]), spread, float(found[4])))
-    assert [r[0] for r in rows] == list(range(1, 9))
-    assert all(r[1] == 0.5 for r in rows)  # the activations stay at sigmoid(0)
-    spreads = [r[2] for r in rows]
-    signals = [r[3] for r in rows]
-    assert spreads[0] < 1e-2
-    assert all(b < a / 10 or b == 0 for a, b in zip(spreads, spreads[1:], strict=False))
-    # The backward signal grows towards the output: ~100x per layer.
-    assert all(b > 10 * a for a, b in zip(signals, signals[1:], strict=False))
-    text = _text(cells["l09-53"])
-    assert re.search(r"last hidden layer's weight gradient: std 0\.01 2\.0e-02, Xavier 2\.3e-02",
-                     text)
-    assert re.search(r"first layer's weight gradient:\s+std 0\.01 2\.9e-17", text)
+def test_softmax_jacobian_sizes_in_text_and_recap():
+    printed = _printed_by(LESSON, "B, T, C = 32, 128, 50257")
+    assert "1.03e+13 Jacobian entries, 41 TB in float32" in printed
+    assert "2.06e+08 entries in g" in printed
+    assert "1.03e+13 entries (41 TB in float32)" in _markdown(LESSON)
 
 
-def test_the_prediction_asks_the_corrected_fact(cells):
-    assert "bl.check_prediction(\"l09-predict-std\"" in cells["l09-predict-std-check"].source
-    assert "sigmoid_last_10x_smaller = False" in cells["l09-predict-std"].source
-
-
-def test_the_legend_sits_beside_the_bars(cells):
-    assert "bbox_to_anchor=(1.01, 1)" in cells["l09-39"].source
-    assert "bbox_to_anchor=(1.01, 1)" in cells["l09-13"].source
-
-
-def test_one_linear_layer_exercise_and_the_bce_gradient_is_derived(cells):
-    ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in cells.values()}
-    assert "l09-hidden" not in ids  # the linear-layer backward is asked in lesson 04 only
-    assert "l09-bce" in ids
-    worked = " ".join(c.source for c in cells.values()
-                      if c.cell_type == "code" and not c.metadata.get("nbgrader"))
-    assert "torch.sigmoid(z) - ys" not in worked  # Part 2 no longer hands out dL/dz
-
-
-def test_the_networks_backward_is_the_learners_to_write(cells):
-    """Part 2 shows the forward pass and the loss only; the backward is Exercise 3 (no worked
-    cell computes a weight gradient by hand), and the linear layer's rule and tanh' point back
-    to their homes."""
-    assert cells["l09-mlp"].metadata["nbgrader"]["solution"]
-    worked = " ".join(c.source for c in cells.values()
-                      if c.cell_type == "code" and "nbgrader" not in c.metadata)
-    assert ".T @" not in worked and "autograd.grad(loss, z" not in worked
-    assert "lesson 02" in cells["l09-20"].source and "lesson 08" in cells["l09-20"].source
-    assert "loss before training: 0.7310" in _text(cells["l09-19"])
-    assert "loss after 500 steps: 0.0879" in _text(cells["l09-26"])
-    assert "points on the right side: 200 of 200" in _text(cells["l09-27"])
-
-
-def test_part_2_trains_on_its_own_data_not_on_xor(cells):
-    """XOR lives in lesson 03: lesson 09 points back to it in one line and trains on a disc of
-    200 points it makes itself."""
-    data = cells["l09-15"].source
-    assert "xor_data" not in data and "torch.rand(200, 2" in data and "< 0.75" in data
-    assert "inside the circle: 92" in _text(cells["l09-15"])
-    text = " ".join(c.source for c in cells.values())
-    assert text.count("XOR") == 1 and "Lesson 03's engine" in cells["l09-14"].source
+@pytest.mark.parametrize("anchor", ["rule-method", "rule-batched-matmul", "rule-broadcast",
+                                    "rule-reduction", "rule-index", "rule-reshape",
+                                    "rule-softmax"])
+def test_each_rule_has_an_anchor_that_later_lessons_link_to(anchor):
+    text = _markdown(LESSON)
+    assert f'<a id="{anchor}"></a>' in text and f"(#{anchor})" in text

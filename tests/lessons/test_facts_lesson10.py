@@ -1,203 +1,131 @@
-"""Lesson 10's facts, read from the stored outputs, so that an edit cannot bring back an old
-claim or drop a shown one: the gradient through logit_maxes is 0 up to round-off, every row
-of dlogits sums to 0 (and is probs - one_hot over N), the fused and compact forms equal the
-learner's steps, a bias before batch norm gets no gradient, and the learner's functions train
-the model as autograd does. The lesson's exercises take a few forward lines each and return the
-gradient at every tensor of them: cross-entropy's and batch norm's steps are all the learner's,
-in at most ten exercises, each with named wrong answers; the linear layers, tanh and the
-scatter-add are rules of earlier lessons, pointed back to and not asked again."""
+"""Lesson 10's corrected facts, read from the stored outputs, so that an edit cannot bring
+back the old claim that std 0.01 "starves every layer, whatever the activation": with the
+sigmoid the last hidden layer's gradient matches Xavier's while the first layer's is ~1e-17,
+and the activations stay at 0.5 (what shrinks is their spread and the backward signal)."""
 
 from __future__ import annotations
 
-import importlib.util
-import inspect
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
-import torch
 from stored import output_text as _text
 
-import backproplab as bl
-from backproplab.course.exercises import lesson10
-
-ROOT = Path(__file__).parents[2]
-LESSON = ROOT / "notebooks" / "10-backprop-through-a-classifier.ipynb"
+LESSON = Path(__file__).parents[2] / "notebooks" / "10-mlp-training.ipynb"
+NUMBER = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
 
 
 @pytest.fixture(scope="module")
-def nb() -> nbformat.NotebookNode:
-    return nbformat.read(LESSON, as_version=4)
+def cells() -> dict[str, nbformat.NotebookNode]:
+    return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
 
 
 
 
-def _output_of(nb, fragment: str) -> str:
-    """The stored output of the one code cell whose source holds ``fragment``."""
-    found = [c for c in nb.cells if c.cell_type == "code" and fragment in c.source]
-    assert len(found) == 1, f"{len(found)} code cells hold {fragment!r}"
-    return _text(found[0])
+def _init_table(cells) -> dict[tuple[str, str], tuple[float, float]]:
+    """(activation, init) -> (first layer, last hidden) mean |weight grad|, as printed."""
+    rows = {}
+    for line in _text(cells["l10-38"]).splitlines():
+        found = re.match(rf"\s*(Sigmoid|Tanh|ReLU)\s+(std 0\.01|Xavier|Kaiming)\s+({NUMBER})"
+                         rf"\s+({NUMBER})\s*$", line)
+        if found:
+            rows[(found[1], found[2])] = (float(found[3]), float(found[4]))
+    return rows
 
 
-def _tensors(text: str) -> list[torch.Tensor]:
-    """The tensors printed in ``text``, as float64 tensors."""
-    found = []
-    for body in re.findall(r"tensor\((\[\[.*?\]\])", text, re.S):
-        rows = re.findall(r"\[([^\[\]]+)\]", body)
-        found.append(torch.tensor([[float(v) for v in row.split(",")] for row in rows],
-                                  dtype=torch.float64))
-    return found
+def test_the_table_has_every_activation_and_init(cells):
+    assert len(_init_table(cells)) == 9
 
 
-def test_the_gradient_through_logit_maxes_is_zero_next_to_dlogits(nb):
-    out = _output_of(nb, "largest |dlogit_maxes| below 1e-15")
-    assert "largest |dlogit_maxes| below 1e-15: True" in out
-    largest = float(re.search(r"largest \|dlogits\|:\s+([\d.]+)", out).group(1))
-    assert largest > 1e-3  # twelve orders of magnitude above
-    assert "the answer is 0.0" in _output_of(nb, 'bl.reveal("l10-predict-maxes")')
-    # Shown under the reveal's fold, where the answer may be read.
-    cells = nb.cells
-    at = next(i for i, c in enumerate(cells) if "largest |dlogit_maxes|" in c.source)
-    fold = next(i for i, c in enumerate(cells) if c.id == "l10-predict-maxes-after")
-    assert fold < at and not any(c.source.lstrip().startswith("#")
-                                 for c in cells[fold + 1:at])
+def test_std_001_spares_the_sigmoids_last_layer(cells):
+    table = _init_table(cells)
+    first, last = table[("Sigmoid", "std 0.01")]
+    xavier_last = table[("Sigmoid", "Xavier")][1]
+    assert last == pytest.approx(2.0e-02, rel=0.05)
+    assert xavier_last == pytest.approx(2.3e-02, rel=0.05)
+    assert xavier_last / 2 < last < xavier_last * 2  # the same size as Xavier's
+    assert first < 1e-15  # about 1e-17: the first layer gets nothing
+    # The prose and the recap quote these numbers.
+    for cid in ("l10-40", "l10-44"):
+        prose = cells[cid].source
+        assert "2.0e-02" in prose and "2.3e-02" in prose, cid
+    assert "2.9e-17" in cells["l10-40"].source and f"{first:.1e}" == "2.9e-17"
 
 
-def test_shifting_a_row_of_logits_leaves_its_softmax_unchanged(nb):
-    same, shifted = _tensors(_output_of(nb, "first_rows - 7"))
-    assert torch.equal(same, shifted)
+def test_std_001_starves_tanh_and_relu_everywhere(cells):
+    table = _init_table(cells)
+    for activation in ("Tanh", "ReLU"):
+        first, last = table[(activation, "std 0.01")]
+        assert first < 1e-10 and last < 1e-10, activation
 
 
-def test_each_row_of_dlogits_is_probs_minus_one_hot_and_sums_to_zero(nb):
-    out = _output_of(nb, "N * dlogits[:3]")
-    assert "every row of dlogits sums to 0 (within 1e-15): True" in out
-    labels = [int(v) for v in re.search(r"y\[:3\] = \[([\d, ]+)\]", out).group(1).split(",")]
-    probs, scaled = _tensors(out)
-    one_hot = torch.nn.functional.one_hot(torch.tensor(labels), probs.shape[1]).double()
-    assert torch.allclose(scaled, probs - one_hot, atol=2e-4)
-    assert (scaled.gather(1, torch.tensor(labels)[:, None]) < 0).all()  # the right class: up
+def test_the_old_claim_is_gone(cells):
+    text = " ".join(c.source for c in cells.values() if c.cell_type == "markdown")
+    assert "starves every layer" not in text.replace("does not starve every layer", "")
+    assert "whatever the activation" not in text
 
 
-def test_the_fused_and_compact_forms_equal_the_learners_steps(nb):
-    fused = _output_of(nb, "dlogits_fused = ")
-    compact = _output_of(nb, "dhpre_compact = ")
-    for out, name in ((fused, "fused"), (compact, "compact")):
-        assert f"✓ {name} vs your steps" in out and f"✓ {name} vs autograd" in out
+def test_sigmoid_outputs_stay_at_half_while_spread_and_signal_shrink(cells):
+    rows = []
+    for line in _text(cells["l10-53"]).splitlines():
+        found = re.match(rf"\s*(\d)\s+({NUMBER})\s+({NUMBER}|below 1e-12)\s+({NUMBER})\s*$",
+                         line)
+        if found:
+            spread = 0.0 if found[3] == "below 1e-12" else float(found[3])
+            rows.append((int(found[1]), float(found[2]), spread, float(found[4])))
+    assert [r[0] for r in rows] == list(range(1, 9))
+    assert all(r[1] == 0.5 for r in rows)  # the activations stay at sigmoid(0)
+    spreads = [r[2] for r in rows]
+    signals = [r[3] for r in rows]
+    assert spreads[0] < 1e-2
+    assert all(b < a / 10 or b == 0 for a, b in zip(spreads, spreads[1:], strict=False))
+    # The backward signal grows towards the output: ~100x per layer.
+    assert all(b > 10 * a for a, b in zip(signals, signals[1:], strict=False))
+    text = _text(cells["l10-53"])
+    assert re.search(r"last hidden layer's weight gradient: std 0\.01 2\.0e-02, Xavier 2\.3e-02",
+                     text)
+    assert re.search(r"first layer's weight gradient:\s+std 0\.01 2\.9e-17", text)
 
 
-def test_every_chained_section_matches_autograd(nb):
-    chains = [_text(c) for c in nb.cells if c.cell_type == "code"
-              and "against_autograd(" in c.source and "def against_autograd" not in c.source]
-    assert len(chains) == 4
-    total = 0
-    for out in chains:
-        matched, of = map(int, re.search(r"(\d+) of (\d+) match autograd", out).groups())
-        assert matched == of
-        total += of
-    assert total >= 25  # every intermediate and parameter of the model
+def test_the_prediction_asks_the_corrected_fact(cells):
+    assert "bl.check_prediction(\"l10-predict-std\"" in cells["l10-predict-std-check"].source
+    assert "sigmoid_last_10x_smaller = False" in cells["l10-predict-std"].source
 
 
-def test_a_bias_before_batch_norm_gets_no_gradient(nb):
-    out = _output_of(nb, "largest |db1| below 1e-15")
-    assert "largest |db1| below 1e-15: True" in out
-    assert float(re.search(r"largest \|dW1\|: ([\d.]+)", out).group(1)) > 1e-2
-    assert "the answer is 0.0" in _output_of(nb, 'bl.reveal("l10-predict-db1")')
+def test_the_legend_sits_beside_the_bars(cells):
+    assert "bbox_to_anchor=(1.01, 1)" in cells["l10-39"].source
+    assert "bbox_to_anchor=(1.01, 1)" in cells["l10-13"].source
 
 
-def test_the_scatter_add_is_lesson_08s_and_not_shown_again(nb):
-    """Indexing's backward and the slip of assigning instead of adding live in lesson 08 (part
-    2); here the embedding's exercise transfers it, and no worked cell shows index_add_."""
-    worked = " ".join(c.source for c in nb.cells if c.cell_type == "code"
-                      and "nbgrader" not in c.metadata)
-    assert "index_add_" not in worked and "register_hook" not in worked
-    section = next(c.source for c in nb.cells if c.source.startswith("## 6."))
-    assert "lesson 95" in section and "indexing" in section
-    ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
-    assert "l10-predict-rows" not in ids and "l10-embedding" in ids
+def test_one_linear_layer_exercise_and_the_bce_gradient_is_derived(cells):
+    ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in cells.values()}
+    assert "l10-hidden" not in ids  # the linear-layer backward is asked in lesson 04 only
+    assert "l10-bce" in ids
+    worked = " ".join(c.source for c in cells.values()
+                      if c.cell_type == "code" and not c.metadata.get("nbgrader"))
+    assert "torch.sigmoid(z) - ys" not in worked  # Part 2 no longer hands out dL/dz
 
 
-def test_batch_norm_trains_with_the_biased_variance(nb):
-    out = _output_of(nb, "momentum=1.0")
-    assert "running_var equals the biased variance:    False" in out
-    assert "running_var equals the unbiased variance:  True" in out
-    out = _output_of(nb, "hpre_u.grad / autograd")
-    low, high = map(float, re.search(r"([\d.]+) to ([\d.]+)", out).groups())
-    root = float(re.search(r"sqrt\(\(N - 1\) / N\) = ([\d.]+)", out).group(1))
-    assert low <= root + 1e-5 and high >= root - 1e-5 and high < 1
+def test_the_networks_backward_is_the_learners_to_write(cells):
+    """Part 2 shows the forward pass and the loss only; the backward is Exercise 3 (no worked
+    cell computes a weight gradient by hand), and the linear layer's rule and tanh' point back
+    to their homes."""
+    assert cells["l10-mlp"].metadata["nbgrader"]["solution"]
+    worked = " ".join(c.source for c in cells.values()
+                      if c.cell_type == "code" and "nbgrader" not in c.metadata)
+    assert ".T @" not in worked and "autograd.grad(loss, z" not in worked
+    assert "lesson 02" in cells["l10-20"].source and "lesson 09" in cells["l10-20"].source
+    assert "loss before training: 0.7310" in _text(cells["l10-19"])
+    assert "loss after 500 steps: 0.0879" in _text(cells["l10-26"])
+    assert "points on the right side: 200 of 200" in _text(cells["l10-27"])
 
 
-def test_the_learners_functions_train_the_model_as_autograd_does(nb):
-    out = _output_of(nb, "auto_losses.append")
-    assert "differ by less than 1e-12 at every step: True" in out
-    mine, theirs = re.search(r"([\d.]+) with your gradients, ([\d.]+) with autograd", out).groups()
-    assert mine == theirs
-    start = float(re.search(r"loss at step 1: ([\d.]+)", out).group(1))
-    assert float(mine) < start / 10
-    train = next(c for c in nb.cells if "def loss_and_grads" in c.source)
-    assert "backward_by_steps" not in train.source and "section(v, d)" in train.source
-
-
-def test_the_lessons_forward_is_the_packages(nb):
-    cell = next(c for c in nb.cells if c.cell_type == "code" and "def forward(" in c.source)
-    package = inspect.getsource(lesson10.forward).replace('"""', "'''")
-    assert cell.source.strip() == package.strip()
-    x, y = bl.data.spiral_data()
-    x = x.double()
-    loss = lesson10.forward(lesson10.spiral_model(), x, lesson10.spiral_tokens(x), y)["loss"]
-    run = next(c for c in nb.cells if c.cell_type == "code" and "autograd.grad(" in c.source)
-    assert "retain_grad" not in run.source  # lesson 94's tool, not needed here
-    assert f"loss = {loss.item():.4f}" in _text(run)
-
-
-def test_the_spiral_legend_is_outside_the_axes(nb):
-    cell = next(c for c in nb.cells if "plt.Circle" in c.source)
-    assert "bbox_to_anchor=(1.02, 1)" in cell.source
-
-
-def test_the_steps_are_merged_into_fewer_larger_exercises(nb):
-    """Cross-entropy's eight steps and batch norm's nine gradients are all the learner's, in
-    three and two exercises; the lesson keeps to 90 cells and at most ten exercises, each
-    with at least two named wrong answers."""
-    assert len(nb.cells) <= 90
-    by_hand = [k for k, v in lesson10.EXERCISES.items() if type(v).__name__ == "ByHand"]
-    assert 6 <= len(by_hand) <= 10
-    checked = " ".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert all(f'bl.check_exercise("{k}"' in checked for k in by_hand)
-    asked = [n for k in ("l10-pick-log", "l10-normalise", "l10-shift")
-             for n in lesson10.EXERCISES[k].outputs]
-    assert asked == ["dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts",
-                     "dshifted", "dlogit_maxes", "dlogits"]
-    asked = [n for k in ("l10-scale-normalise", "l10-centre")
-             for n in lesson10.EXERCISES[k].outputs]
-    assert sorted(asked) == sorted(["dxhat", "dgain", "dbias", "dinvstd", "dvar", "ddiff2",
-                                    "ddiff", "dmean", "dhpre"])
-    spec = importlib.util.spec_from_file_location(
-        "wrong13", ROOT / "tests" / "wrong_answers" / "lesson10.py")
-    wrong = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(wrong)
-    for key in by_hand:
-        assert len(wrong.WRONG[key]) >= 2, key
-        assert len(lesson10.EXERCISES[key].mistakes) >= 2, key
-
-
-def test_the_linear_layers_are_lesson_08s_rule_written_out(nb):
-    """No exercise asks for a linear layer's backward again: both layers are worked, with the
-    pointer back; the class-weighted cross-entropy is the exercise in its place."""
-    ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
-    assert "l10-linear" not in ids and "l10-weighted" in ids
-    cells = {c.id: c.source for c in nb.cells}
-    assert "lesson 95's rule" in cells["l10-55"] and "lesson 02" in cells["l10-55"]
-    assert '"W2": v["h"].T @ d["logits"]' in cells["l10-63"]
-    assert '"W1": v["xin"].T @ d["hpre"]' in cells["l10-116"]
-
-
-def test_rules_taught_earlier_are_pointed_back_to(nb):
-    """The softmax VJP lives in lesson 95, the BCE gradient at the logits in lesson
-    09, the batch coupling of batch norm in lesson 05: this lesson points back to each where
-    it uses it, and names no later lesson."""
-    cells = {c.id: c.source for c in nb.cells}
-    assert "lesson 08" in cells["l10-53"] and "lesson 09" in cells["l10-53"]
-    assert "couples the examples" in cells["l10-64"] and "lesson 05" in cells["l10-64"]
-    assert "lesson 11" not in cells["l10-09"]
-    assert "rule of lesson\n  95" in cells["l10-132"]
+def test_part_2_trains_on_its_own_data_not_on_xor(cells):
+    """XOR lives in lesson 03: lesson 10 points back to it in one line and trains on a disc of
+    200 points it makes itself."""
+    data = cells["l10-15"].source
+    assert "xor_data" not in data and "torch.rand(200, 2" in data and "< 0.75" in data
+    assert "inside the circle: 92" in _text(cells["l10-15"])
+    text = " ".join(c.source for c in cells.values())
+    assert text.count("XOR") == 1 and "Lesson 03's engine" in cells["l10-14"].source

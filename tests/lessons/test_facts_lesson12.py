@@ -1,269 +1,203 @@
-"""Lesson 12's corrected facts, read from the stored outputs, so an edit cannot bring the
-old claims back: truncated BPTT biases the gradient (its error for two values of k),
-checkpoint's default in torch 2.13 is the reentrant variant, preserve_rng_state matters with
-dropout, save_on_cpu is a pair of saved-tensor hooks, the uneven blocks make the choice of
-what to checkpoint matter (and Exercise 4's stacks are ones where ranking the blocks by
-bytes per multiply-add is not the cheapest plan), the input batch is named as such and leaf
-memory in bytes, lesson 11's pitfalls and truncation's mechanism are pointed back to, not
-repeated, every graded exercise sits under the Exercises heading, and the checkpointing built
-from saved-tensor hooks is checked for what it keeps, how often it recomputes, and its mask.
-"""
+"""Lesson 12's facts, read from the stored outputs, so that an edit cannot bring back an old
+claim or drop a shown one: the gradient through logit_maxes is 0 up to round-off, every row
+of dlogits sums to 0 (and is probs - one_hot over N), the fused and compact forms equal the
+learner's steps, a bias before batch norm gets no gradient, and the learner's functions train
+the model as autograd does. The lesson's exercises take a few forward lines each and return the
+gradient at every tensor of them: cross-entropy's and batch norm's steps are all the learner's,
+in at most ten exercises, each with named wrong answers; the linear layers, tanh and the
+scatter-add are rules of earlier lessons, pointed back to and not asked again."""
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
 import torch
-from stored import flat_text as _text
+from stored import output_text as _text
 
-NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "12-what-backward-keeps.ipynb"
+import backproplab as bl
+from backproplab.course.exercises import lesson12
+
+ROOT = Path(__file__).parents[2]
+LESSON = ROOT / "notebooks" / "12-backprop-through-a-classifier.ipynb"
 
 
 @pytest.fixture(scope="module")
-def cells() -> dict[str, nbformat.NotebookNode]:
-    return {c.id: c for c in nbformat.read(NOTEBOOK, as_version=4).cells}
+def nb() -> nbformat.NotebookNode:
+    return nbformat.read(LESSON, as_version=4)
 
 
 
 
-def _all_source(cells) -> str:
-    return "\n".join(c.source for c in cells.values())
+def _output_of(nb, fragment: str) -> str:
+    """The stored output of the one code cell whose source holds ``fragment``."""
+    found = [c for c in nb.cells if c.cell_type == "code" and fragment in c.source]
+    assert len(found) == 1, f"{len(found)} code cells hold {fragment!r}"
+    return _text(found[0])
 
 
-def test_truncation_biases_the_gradient(cells):
-    out = _text(cells["l12-55"])
-    found = re.search(r"measures ([\d.]+) for k = 10 and ([\d.]+) for k = 100", out)
-    assert found, out
-    short, long = float(found.group(1)), float(found.group(2))
-    assert (short, long) == (0.0880, 0.0292)
-    assert short > long > 0.01  # shorter chunks drop more, and k = 100 still drops some
-    assert "8.8 % for k = 10 and still by 2.9 % for k = 100" in " ".join(
-        cells["l12-33"].source.split())
-    assert "biased" in cells["l12-48"].source
-    reach = _text(cells["l12-49"])
-    assert "j = 1: 1.8e+00, j = 10: 3.0e-02" in reach
+def _tensors(text: str) -> list[torch.Tensor]:
+    """The tensors printed in ``text``, as float64 tensors."""
+    found = []
+    for body in re.findall(r"tensor\((\[\[.*?\]\])", text, re.S):
+        rows = re.findall(r"\[([^\[\]]+)\]", body)
+        found.append(torch.tensor([[float(v) for v in row.split(",")] for row in rows],
+                                  dtype=torch.float64))
+    return found
 
 
-def test_checkpoint_default_is_reentrant_in_2_13(cells):
-    out = _text(cells["l12-39"])
-    assert "the use_reentrant parameter should be passed explicitly" in out
-    assert "None of the inputs have requires_grad=True" in out
-    assert "use_reentrant left out: output requires grad: False" in out
-    assert "use_reentrant=False: output requires grad: True" in out
+def test_the_gradient_through_logit_maxes_is_zero_next_to_dlogits(nb):
+    out = _output_of(nb, "largest |dlogit_maxes| below 1e-15")
+    assert "largest |dlogit_maxes| below 1e-15: True" in out
+    largest = float(re.search(r"largest \|dlogits\|:\s+([\d.]+)", out).group(1))
+    assert largest > 1e-3  # twelve orders of magnitude above
+    assert "the answer is 0.0" in _output_of(nb, 'bl.reveal("l12-predict-maxes")')
+    # Shown under the reveal's fold, where the answer may be read.
+    cells = nb.cells
+    at = next(i for i, c in enumerate(cells) if "largest |dlogit_maxes|" in c.source)
+    fold = next(i for i, c in enumerate(cells) if c.id == "l12-predict-maxes-after")
+    assert fold < at and not any(c.source.lstrip().startswith("#")
+                                 for c in cells[fold + 1:at])
 
 
-def test_preserve_rng_state_keeps_dropout_gradients_right(cells):
-    out = _text(cells["l12-41"])
-    assert "preserve_rng_state=True : gradients equal to the plain run: True" in out
-    assert "preserve_rng_state=False: gradients equal to the plain run: False" in out
+def test_shifting_a_row_of_logits_leaves_its_softmax_unchanged(nb):
+    same, shifted = _tensors(_output_of(nb, "first_rows - 7"))
+    assert torch.equal(same, shifted)
 
 
-def test_save_on_cpu_is_a_hook_pair(cells):
-    out = _text(cells["l12-35"])
-    assert "save_on_cpu is a pair of saved-tensor hooks: True" in out
-    assert "gradients unchanged: True" in out
+def test_each_row_of_dlogits_is_probs_minus_one_hot_and_sums_to_zero(nb):
+    out = _output_of(nb, "N * dlogits[:3]")
+    assert "every row of dlogits sums to 0 (within 1e-15): True" in out
+    labels = [int(v) for v in re.search(r"y\[:3\] = \[([\d, ]+)\]", out).group(1).split(",")]
+    probs, scaled = _tensors(out)
+    one_hot = torch.nn.functional.one_hot(torch.tensor(labels), probs.shape[1]).double()
+    assert torch.allclose(scaled, probs - one_hot, atol=2e-4)
+    assert (scaled.gather(1, torch.tensor(labels)[:, None]) < 0).all()  # the right class: up
 
 
-def test_uneven_blocks_make_the_choice_matter(cells):
-    out = cells["l12-45"].outputs[0]["text"]
-    plans = {m.group(1).strip(): (int(m.group(2).replace(",", "")),
-                                  int(m.group(3).replace(",", "")), m.group(4))
-             for m in re.finditer(r"^(\D+?)\s+([\d,]+)\s+([\d,]+)\s+(True|False)$", out, re.M)}
-    # Measured by hooks on the Linear layers: a block's last product is not run again.
-    assert plans["the cheap ones"] == (163_840, 8_192, "True")
-    assert plans["the wide ones"] == (98_304, 65_536, "True")
-    assert plans["all"] == (32_768, 73_728, "True")
-    assert "first block ran 2 times" in _text(cells["l12-17"])
-    check = _text(cells["l12-32"])
-    assert "the least any choice within the budget needs" in check
+def test_the_fused_and_compact_forms_equal_the_learners_steps(nb):
+    fused = _output_of(nb, "dlogits_fused = ")
+    compact = _output_of(nb, "dhpre_compact = ")
+    for out, name in ((fused, "fused"), (compact, "compact")):
+        assert f"✓ {name} vs your steps" in out and f"✓ {name} vs autograd" in out
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_the_budget_exercise_asks_more_than_the_ranking(cells, seed):
-    """Exercise 4's stacks are drawn so that section 3's ranking, taken as a plan (the most
-    bytes per multiply-add first until the budget is met), overshoots with its last block
-    and costs more than the cheapest choice; the check's one-run count of what each block
-    keeps equals what checkpointing that block alone saves, measured; and the lesson no
-    longer says that the ranking is the rule."""
-    from backproplab.course.exercises.lesson12.budget import budget_stack, kept_bytes, run_stack
-
-    blocks, x, found = budget_stack(seed)
-    assert found["by_ratio_cost"] > found["cheapest"]
-    assert found["by_ratio_kept"] < found["budget"]  # the last block saves more than needed
-    plain = kept_bytes(blocks, lambda: run_stack(blocks, x, set()))[1]
-    assert plain == found["plain"]
-    assert found["saves"] == [plain - kept_bytes(blocks, lambda i=i: run_stack(blocks, x, {i}))[1]
-                              for i in range(len(blocks))]
-    assert "turns that into a rule" not in cells["l12-46"].source
-    assert "Exercise 4's question" in cells["l12-46"].source
+def test_every_chained_section_matches_autograd(nb):
+    chains = [_text(c) for c in nb.cells if c.cell_type == "code"
+              and "against_autograd(" in c.source and "def against_autograd" not in c.source]
+    assert len(chains) == 4
+    total = 0
+    for out in chains:
+        matched, of = map(int, re.search(r"(\d+) of (\d+) match autograd", out).groups())
+        assert matched == of
+        total += of
+    assert total >= 25  # every intermediate and parameter of the model
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_the_budget_check_reckons_a_choice_as_a_run_measures_it(seed):
-    """Exercise 4's check judges a choice from one plain run of the stack: a choice keeps the
-    plain run's bytes less what each chosen block saves, and backward recomputes each chosen
-    block once, every Linear of it but the last (`multiply_adds`). Real checkpointed runs
-    agree, for the cheapest choices and the ranking's."""
-    from backproplab.course.exercises.lesson12.budget import (
-        _budget_seed,
-        _cheapest_choices,
-        budget_stack,
-        kept_bytes,
-        run_stack,
-    )
-
-    blocks, x, found = budget_stack(seed)
-    choices = _cheapest_choices({"stack": _budget_seed(seed)})
-    assert choices and found["by_ratio"] not in choices
-    for chosen in [*choices, found["by_ratio"]]:
-        calls, products = [0] * len(blocks), [0]
-        hooks = [b.register_forward_pre_hook(
-            lambda module, args, i=i, calls=calls: calls.__setitem__(i, calls[i] + 1))
-            for i, b in enumerate(blocks)]
-        hooks += [m.register_forward_hook(
-            lambda module, args, out, products=products: products.__setitem__(
-                0, products[0] + module.in_features * module.out_features))
-            for m in blocks.modules() if isinstance(m, torch.nn.Linear)]
-        try:
-            out, kept = kept_bytes(blocks, lambda c=chosen: run_stack(blocks, x, set(c)))
-            calls[:], products[0] = [0] * len(blocks), 0  # what backward runs again
-            out.sum().backward()
-        finally:
-            for hook in hooks:
-                hook.remove()
-        assert kept == found["plain"] - sum(found["saves"][i] for i in chosen)
-        assert calls == [int(i in chosen) for i in range(len(blocks))]
-        assert products[0] == sum(found["costs"][i] for i in chosen) > 0
+def test_a_bias_before_batch_norm_gets_no_gradient(nb):
+    out = _output_of(nb, "largest |db1| below 1e-15")
+    assert "largest |db1| below 1e-15: True" in out
+    assert float(re.search(r"largest \|dW1\|: ([\d.]+)", out).group(1)) > 1e-2
+    assert "the answer is 0.0" in _output_of(nb, 'bl.reveal("l12-predict-db1")')
 
 
-def test_the_truncation_check_states_what_a_right_answer_measures():
-    """Exercise 5's pass words give the numbers a right answer returns on the loop of 8
-    units and 400 steps, which the check has it measure."""
-    import torch
-
-    from backproplab.course.exercises.lesson12 import MEASURED, loop_gradient, new_loop
-
-    W, xs = new_loop(torch.Generator().manual_seed(15), units=8, steps=400)
-    full = loop_gradient(W, xs)
-    for k, shown in MEASURED.items():
-        cut = loop_gradient(W, xs, k)
-        assert f"{((cut - full).norm() / full.norm()).item():.4f}" == shown
+def test_the_scatter_add_is_lesson_09s_and_not_shown_again(nb):
+    """Indexing's backward and the slip of assigning instead of adding live in lesson 09;
+    here the embedding's exercise transfers it, and no worked cell shows index_add_."""
+    worked = " ".join(c.source for c in nb.cells if c.cell_type == "code"
+                      and "nbgrader" not in c.metadata)
+    assert "index_add_" not in worked and "register_hook" not in worked
+    section = next(c.source for c in nb.cells if c.source.startswith("## 6."))
+    assert "lesson 09" in section and "indexing" in section
+    ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
+    assert "l12-predict-rows" not in ids and "l12-embedding" in ids
 
 
-def test_every_byte_count_check_meets_gelu_and_another_activation():
-    """The byte formula's check runs three trials on generators whose seeds follow each other:
-    on every seed one has GELU and one another activation, each with a hidden layer, so that
-    "each hidden layer counted twice" and "GELU's input missing" fail on every seed."""
-    import torch
-
-    from backproplab.course.exercises.lesson12 import _new_mlp_shape
-
-    for seed in range(300):
-        shapes = [_new_mlp_shape(torch.Generator().manual_seed(seed + k)) for k in range(3)]
-        hidden = [activation for _, widths, activation in shapes if len(widths) > 2]
-        assert "gelu" in hidden and any(a != "gelu" for a in hidden), (seed, shapes)
+def test_batch_norm_trains_with_the_biased_variance(nb):
+    out = _output_of(nb, "momentum=1.0")
+    assert "running_var equals the biased variance:    False" in out
+    assert "running_var equals the unbiased variance:  True" in out
+    out = _output_of(nb, "hpre_u.grad / autograd")
+    low, high = map(float, re.search(r"([\d.]+) to ([\d.]+)", out).groups())
+    root = float(re.search(r"sqrt\(\(N - 1\) / N\) = ([\d.]+)", out).group(1))
+    assert low <= root + 1e-5 and high >= root - 1e-5 and high < 1
 
 
-def test_bytes_are_called_bytes_and_the_input_batch_is_named(cells):
-    out = _text(cells["l12-03"])
-    assert "20 bytes of them in leaf tensors" in out
-    assert "(20 of them" not in out
-    assert "input batch" in cells["l12-04"].source
-    assert "60 bytes per example" in cells["l12-06"].source
+def test_the_learners_functions_train_the_model_as_autograd_does(nb):
+    out = _output_of(nb, "auto_losses.append")
+    assert "differ by less than 1e-12 at every step: True" in out
+    mine, theirs = re.search(r"([\d.]+) with your gradients, ([\d.]+) with autograd", out).groups()
+    assert mine == theirs
+    start = float(re.search(r"loss at step 1: ([\d.]+)", out).group(1))
+    assert float(mine) < start / 10
+    train = next(c for c in nb.cells if "def loss_and_grads" in c.source)
+    assert "backward_by_steps" not in train.source and "section(v, d)" in train.source
 
 
-def test_lesson_11s_pitfalls_and_truncation_are_pointed_to_not_repeated(cells):
-    """Lesson 11 teaches the undetached state and truncation's mechanism; this lesson
-    measures what truncation saves and its bias, and points back for the rest."""
-    assert "Lesson 11 cut a hidden state's graph with `h = h.detach()`" in cells["l12-20"].source
-    assert "lesson 11's truncation" in cells["l12-33"].source
-    source = _all_source(cells)
-    assert "total = total + " not in source and "total += mlp" not in source
-    assert "total_loss +=" not in source and "retain_graph=True" not in source
-    outputs = "\n".join(_text(c) for c in cells.values() if c.cell_type == "code")
-    assert "backward through the graph a second time" not in outputs
+def test_the_lessons_forward_is_the_packages(nb):
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "def forward(" in c.source)
+    package = inspect.getsource(lesson12.forward).replace('"""', "'''")
+    assert cell.source.strip() == package.strip()
+    x, y = bl.data.spiral_data()
+    x = x.double()
+    loss = lesson12.forward(lesson12.spiral_model(), x, lesson12.spiral_tokens(x), y)["loss"]
+    run = next(c for c in nb.cells if c.cell_type == "code" and "autograd.grad(" in c.source)
+    assert "retain_grad" not in run.source  # lesson 15's tool, not needed here
+    assert f"loss = {loss.item():.4f}" in _text(run)
 
 
-def test_every_graded_exercise_sits_under_the_exercises_heading(cells):
-    order = list(cells)
-    heading = next(k for k, c in cells.items() if c.source.startswith("## Exercises"))
-    graded = [k for k, c in cells.items() if c.metadata.get("nbgrader", {}).get("solution")
-              and "predict" not in c.metadata["nbgrader"]["grade_id"]]
-    assert "l12-23" in graded  # bytes_formula
-    assert all(order.index(k) > order.index(heading) for k in graded)
+def test_the_spiral_legend_is_outside_the_axes(nb):
+    cell = next(c for c in nb.cells if "plt.Circle" in c.source)
+    assert "bbox_to_anchor=(1.02, 1)" in cell.source
 
 
-def test_checkpointing_built_from_hooks_is_checked_and_names_its_slips(cells):
-    import torch
-    from torch.autograd.graph import saved_tensors_hooks
-
-    from backproplab.course.grading import find_exercise
-
-    def built(block, x, *, keep_rng=True):
-        rng_state, recomputed, saves = torch.get_rng_state(), [], []
-
-        def pack(t):
-            saves.append(None)
-            return len(saves) - 1
-
-        def unpack(i):
-            if not recomputed:
-                with torch.random.fork_rng(), torch.enable_grad():
-                    if keep_rng:
-                        torch.set_rng_state(rng_state)
-                    with saved_tensors_hooks(lambda t: recomputed.append(t) or t, lambda t: t):
-                        block(x.detach().requires_grad_(x.requires_grad))
-            return recomputed[i]
-
-        with saved_tensors_hooks(pack, unpack):
-            return block(x)
-
-    check = find_exercise("l12-checkpoint-by-hooks").check
-    for seed in (0, 29):
-        assert check(built, seed)
-        report = check(lambda block, x: built(block, x, keep_rng=False), seed)
-        assert not report and "new mask" in report[0].message
-        report = check(lambda block, x: block(x), seed)  # everything kept
-        assert not report and "still in memory" in report[0].message
-    out = _text(cells["l12-29"])
-    assert out.count("nothing made inside the block kept between forward and backward") == 2
+def test_the_steps_are_merged_into_fewer_larger_exercises(nb):
+    """Cross-entropy's eight steps and batch norm's nine gradients are all the learner's, in
+    three and two exercises; the lesson keeps to 90 cells and at most ten exercises, each
+    with at least two named wrong answers."""
+    assert len(nb.cells) <= 90
+    by_hand = [k for k, v in lesson12.EXERCISES.items() if type(v).__name__ == "ByHand"]
+    assert 6 <= len(by_hand) <= 10
+    checked = " ".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert all(f'bl.check_exercise("{k}"' in checked for k in by_hand)
+    asked = [n for k in ("l12-pick-log", "l12-normalise", "l12-shift")
+             for n in lesson12.EXERCISES[k].outputs]
+    assert asked == ["dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts",
+                     "dshifted", "dlogit_maxes", "dlogits"]
+    asked = [n for k in ("l12-scale-normalise", "l12-centre")
+             for n in lesson12.EXERCISES[k].outputs]
+    assert sorted(asked) == sorted(["dxhat", "dgain", "dbias", "dinvstd", "dvar", "ddiff2",
+                                    "ddiff", "dmean", "dhpre"])
+    spec = importlib.util.spec_from_file_location(
+        "wrong13", ROOT / "tests" / "wrong_answers" / "lesson12.py")
+    wrong = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wrong)
+    for key in by_hand:
+        assert len(wrong.WRONG[key]) >= 2, key
+        assert len(lesson12.EXERCISES[key].mistakes) >= 2, key
 
 
-def test_predictions_follow_the_five_cell_pattern(cells):
-    for check, reveal, answer in (("l12-37", "l12-38", "the answer is 2"),
-                                  ("l12-26", "l12-52", "the answer is 'formula'")):
-        assert cells[check].metadata["nbgrader"]["points"] == 0
-        assert answer in _text(cells[reveal])
+def test_the_linear_layers_are_lesson_08s_rule_written_out(nb):
+    """No exercise asks for a linear layer's backward again: both layers are worked, with the
+    pointer back; the class-weighted cross-entropy is the exercise in its place."""
+    ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
+    assert "l12-linear" not in ids and "l12-weighted" in ids
+    cells = {c.id: c.source for c in nb.cells}
+    assert "lesson 09's rule" in cells["l12-55"] and "lesson 02" in cells["l12-55"]
+    assert '"W2": v["h"].T @ d["logits"]' in cells["l12-63"]
+    assert '"W1": v["xin"].T @ d["hpre"]' in cells["l12-116"]
 
 
-def test_the_input_batch_is_a_leaf_without_an_accumulate_grad_node(cells):
-    """Lesson 01's rule holds: the batch is a leaf; what it lacks is an AccumulateGrad node."""
-    out = _text(cells["l12-56"])
-    assert "batch.is_leaf: True batch.requires_grad: False" in out
-    assert "4 AccumulateGrad nodes, for: 0.bias, 0.weight, 2.bias, 2.weight" in out
-    prose = cells["l12-04"].source
-    assert "not a leaf" not in prose and "is a leaf" in prose and "`AccumulateGrad`" in prose
-
-
-def test_checkpoint_without_use_reentrant_warns_and_runs_reentrant_in_2_13(cells):
-    """What the installed torch does, not what the warning says a future version will do."""
-    out = _text(cells["l12-57"])
-    assert "use_reentrant left out: CheckpointFunctionBackward (UserWarning, not an error)" in out
-    assert "use_reentrant=True: CheckpointFunctionBackward" in out
-    assert "use_reentrant=False: TanhBackward0" in out
-    prose = cells["l12-18"].source
-    assert "will insist" not in prose and "does not raise" in prose
-
-
-def test_non_reentrant_checkpoint_stores_its_inputs_itself(cells):
-    """The frame saves the block's input; the hooks replace only what the block saves inside."""
-    out = _text(cells["l12-58"])
-    assert "plain: 5 saved tensor(s) reach our hook; the block's input among them: True" in out
-    assert ("checkpointed: 1 saved tensor(s) reach our hook; the block's input among them: True"
-            in out)
-    prose = cells["l12-40"].source
-    assert "_CheckpointFrame" in prose and "keeps the block's inputs through saved-tensor hooks" \
-        not in prose
+def test_rules_taught_earlier_are_pointed_back_to(nb):
+    """The softmax VJP lives in lesson 09, the BCE gradient at the logits in lesson
+    10, the batch coupling of batch norm in lesson 05: this lesson points back to each where
+    it uses it, and names no later lesson."""
+    cells = {c.id: c.source for c in nb.cells}
+    assert "lesson 09" in cells["l12-53"] and "lesson 10" in cells["l12-53"]
+    assert "couples the examples" in cells["l12-64"] and "lesson 05" in cells["l12-64"]
+    assert "lesson 14" not in cells["l12-09"]
+    assert "rule of lesson\n  09" in cells["l12-132"]

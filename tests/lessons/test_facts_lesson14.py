@@ -1,10 +1,6 @@
-"""Lesson 14's corrected facts, read from the stored outputs, so an edit cannot bring the
-old claims back: jacrev's "one pass" holds for the default chunk_size only; what lessons
-05, 08 and 13 teach (batch normalization's coupling, jacrev as a vmapped VJP, Hessian-vector
-products by double backward) is pointed back to, not taught again; batch norm's refusal of a
-batch of one is told apart from vmap's refusal of its running statistics; and a ready-made
-hvp is named where it lives (torch.autograd.functional, not torch.func).
-"""
+"""Lesson 14's facts, read from the stored outputs: a hidden state that is never detached,
+the version counter only pointed back to (lesson 07), and the exercise's overlapping
+truncation windows checked with its chunks slip named."""
 
 from __future__ import annotations
 
@@ -13,99 +9,65 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from stored import flat_text as _text
+from stored import output_text as _text
 
-NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "14-forward-mode-and-torch-func.ipynb"
+LESSON = Path(__file__).parents[2] / "notebooks" / "14-recording-on-and-off.ipynb"
 
 
 @pytest.fixture(scope="module")
 def cells() -> dict[str, nbformat.NotebookNode]:
-    return {c.id: c for c in nbformat.read(NOTEBOOK, as_version=4).cells}
+    return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
 
 
+def test_an_undetached_hidden_state(cells):
+    assert "Trying to backward through the graph a second time" in _text(cells["k-8"])
+    walked = [int(n) for n in re.findall(r"walks (\d+) nodes", _text(cells["l14-64"]))]
+    assert walked == [16, 31, 46]  # retain_graph: every backward walks all the chunks so far
+    cut = [int(n) for n in re.findall(r"walks (\d+) nodes", _text(cells["k-10"]))]
+    assert cut == [16, 16, 16]
+    full = float(re.search(r"w.grad: ([\d.]+)", _text(cells["l14-64"]))[1])
+    truncated = float(re.search(r"w.grad: ([\d.]+)", _text(cells["k-10"]))[1])
+    assert full != truncated and abs(full - truncated) < 1e-4
+    assert f"{truncated:.6f}" in cells["l14-66"].source and f"{full:.6f}" in cells["l14-66"].source
 
 
-def test_hessian_vector_products_in_torch_func_forms_and_where_hvp_lives(cells):
-    """Hessian-vector products are lesson 13's; here torch.func's two compositions, and the
-    truth about a ready-made hvp: none in torch.func, vhp and hvp in torch.autograd.functional
-    (two and three reverse passes, as counted)."""
-    out = _text(cells["l14-28"])
-    assert "jvp(grad(f)): Hv = [4.0, -4.0, -4.0] (1 reverse, 1 forward)" in out
-    assert "vjp(grad(f)): Hv = [4.0, -4.0, -4.0] (2 reverse, 0 forward)" in out
-    assert 'hasattr(torch.func, "hvp"): False' in out
-    assert "torch.autograd.functional.vhp: [4.0, -4.0, -4.0] (2 reverse, 0 forward)" in out
-    assert "torch.autograd.functional.hvp: [4.0, -4.0, -4.0] (3 reverse, 0 forward)" in out
-    prose = " ".join(cells["l14-27"].source.split())
-    assert "`torch.autograd.functional.vhp`" in prose and "`torch.autograd.functional.hvp`" in prose
-    assert "two reverse passes" in prose and "in three" in prose
-    code = "\n".join(c.source for c in cells.values() if c.cell_type == "code")
-    assert "create_graph=True)\n    H_double" not in code  # no row-by-row double backward
-    assert "1 reverse + 1 forward pass" in _text(cells["l14-26"])
+def test_the_version_counter_is_pointed_back_to(cells):
+    """Lesson 07 teaches the version counter; this lesson keeps its own in-place pitfalls."""
+    assert "l14-16" not in cells and "l14-17" not in cells
+    assert "Lesson 07" in cells["l14-15"].source
+    assert not any("_version" in c.source for c in cells.values() if c.cell_type == "code")
 
 
-def test_a_ready_made_hvp_is_where_the_lesson_says():
+def _windows(W, xs, k1, k2, *, detach_every_update=False):
+    """The exercise's answer, built another way than the lesson's solution: every window
+    recomputed from the state that enters it (or section 5's chunks, when asked)."""
     import torch
 
-    assert not hasattr(torch.func, "hvp")
-    assert callable(torch.autograd.functional.hvp) and callable(torch.autograd.functional.vhp)
+    states = [torch.zeros(W.shape[0], dtype=W.dtype)]
+    with torch.no_grad():
+        for x_t in xs:
+            states.append(torch.tanh(W @ states[-1] + x_t))
+    grads = []
+    for t in range(k1, len(xs) + 1, k1):
+        start = t - k1 if detach_every_update else max(0, t - k2)
+        W_leaf = W.clone().requires_grad_()
+        h, loss = states[start], 0
+        for s in range(start + 1, t + 1):
+            h = torch.tanh(W_leaf @ h + xs[s - 1])
+            if s > t - k1:
+                loss = loss + (h**2).sum()
+        grads.append(torch.autograd.grad(loss, W_leaf)[0])
+    return grads
 
 
-def test_jacrev_internals_point_back_to_lesson_08(cells):
-    code = "\n".join(c.source for c in cells.values() if c.cell_type == "code")
-    assert "vmap(pullback)" not in code
-    assert "Lesson 08 took `jacrev` apart" in cells["l14-23"].source
-    out = _text(cells["l14-24"])
-    assert "vmap(jvp): (20, 5, 4) from 1 forward pass" in out
-    assert "✓ vmapped JVP = jacfwd: exact match" in out
+def test_the_overlapping_windows_exercise_is_checked_and_its_chunks_slip_named(cells):
+    from backproplab.course.grading import find_exercise
 
-
-def test_jacrev_counts_depend_on_chunk_size(cells):
-    out = _text(cells["l14-63"])
-    counts = {chunk: int(n) for chunk, n in
-              re.findall(r"jacrev\(chunk_size=(\w+)\): (\d+) reverse pass", out)}
-    assert counts == {"None": 1, "8": 3, "5": 4, "1": 20}
-    assert "with vectorize=True: 1 reverse pass" in out
-    assert "jacfwd has a chunk_size argument: False" in out
-    assert "always report" not in cells["l14-19"].source
-    assert "default" in cells["l14-19"].source
-
-
-def test_batch_norm_coupling_points_back_to_lesson_05(cells):
-    """Batch norm's own refusal of a batch of one is not blamed on vmap: vmap's refusal is
-    the in-place update of the running statistics, shown on groups of two examples."""
-    out = _text(cells["l14-67"])
-    assert "batch norm, one example, no vmap: Expected more than 1 value per channel" in out
-    assert "Batch norm got a batched tensor as input while the running_mean or running_var, " \
-           "which will be updated in place, were not batched." in out
-    assert "Lesson 05 showed that batch normalization" in cells["l14-66"].source
-    assert "vmap in training mode: Expected more than 1 value" not in out
-    prose = " ".join(cells["l14-68"].source.split())
-    assert "batch norm's own, `vmap` or not" in prose and "in place" in prose
-    fixed = _text(cells["l14-74"])
-    assert "running statistics left: {}" in fixed
-    assert "equal to a loop over the groups: True" in fixed
-    for gone in ("l14-69", "l14-70", "l14-71", "l14-72"):
-        assert gone not in cells
-
-
-def test_exercises_are_a_hand_written_jvp_and_clipping_in_one_vmapped_call(cells):
-    assert "by hand" in cells["l14-53"].source.lower()
-    assert _text(cells["l14-jvp-by-hand-check"]).count("matches autograd on 3 new") == 2
-    clip = _text(cells["l14-clip-per-example-check"])
-    assert clip.count("one vmapped pass, and the same as a loop of 7 backward calls") == 2
-    # The worked cells compute the norms but never clip: that is the exercise.
-    assert "clamp" not in cells["l14-36"].source
-
-
-def test_predictions_reveal_the_counted_answers(cells):
-    assert "the answer is (64, 1)" in _text(cells["l14-58"])
-    assert "the answer is (20, 1, 1)" in _text(cells["l14-61"])
-    assert "the answer is ('jacrev', 'jacfwd', 'jacrev')" in _text(cells["l14-73"])
-    for check in ("l14-57", "l14-60", "l14-predict-modes-check"):
-        meta = cells[check].metadata["nbgrader"]
-        assert meta["points"] == 0 and cells[check].source.startswith("bl.check_prediction(")
-
-
-def test_the_bar_chart_is_wide_enough_for_its_labels(cells):
-    assert "figsize=(8.5, 3.4)" in cells["l14-20"].source
-    assert "<Figure size 850x340 with 1 Axes>" in _text(cells["l14-20"])
+    check = find_exercise("l14-windows").check
+    for seed in (0, 23):
+        assert check(_windows, seed)
+        report = check(lambda *args: _windows(*args, detach_every_update=True), seed)
+        assert not report and "TBPTT(k1, k1)" in report[0].message
+    assert _text(cells["l14-windows-check"]).count("the gradient of every update matches") == 2
+    task = cells["m-15"].source
+    assert "TBPTT(k1, k2)" in task and "Section 5" in task

@@ -1,21 +1,19 @@
-"""Lesson 15's corrected facts, read from the stored outputs, so that an edit cannot bring
-back the old claims: once_differentiable drops a Function's second-order part silently when
-the first gradient has another path ([6, 12] instead of [8, 14]); the naive softplus's NaN is
-0 · inf in ExpBackward0, not inf / inf; Functions in the forward(ctx, ...) form raise under
-torch.func while the setup_context form works; mark_dirty and mark_non_differentiable; no
-stale grade ids."""
+"""Lesson 15's facts about hooks and the pitfall it alone teaches, read from the stored
+outputs: per-tensor clipping vs torch's global clip_grad_norm_, a hook registered inside a
+loop piling up (and both fixes), the post-accumulate-grad hook (what it sees, and an
+optimizer step inside backward), `total_loss += loss`, and the exercise's hunt for a
+vanishing gradient naming its slips on broken networks whose culprit moves."""
 
 from __future__ import annotations
 
-import json
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 from stored import output_text as _text
 
-ROOT = Path(__file__).parents[2]
-LESSON = ROOT / "notebooks" / "15-custom-functions.ipynb"
+LESSON = Path(__file__).parents[2] / "notebooks" / "15-tools-inside-backward.ipynb"
 
 
 @pytest.fixture(scope="module")
@@ -23,116 +21,114 @@ def cells() -> dict[str, nbformat.NotebookNode]:
     return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
 
 
+def _norm_rows(cells) -> dict[str, dict[str, float]]:
+    """The clipping table: row label -> its numbers by column."""
+    columns = ("weight", "bias", "together", "weight/bias")
+    rows = {}
+    for line in _text(cells["l15-51"]).splitlines():
+        found = re.match(r"(before|per tensor|global)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$",
+                         line.strip())
+        if found:
+            rows[found[1]] = dict(zip(columns, map(float, found.groups()[1:]), strict=True))
+    return rows
 
 
-def _markdown(cells) -> str:
-    return "\n".join(c.source for c in cells.values() if c.cell_type == "markdown")
+def test_per_tensor_and_global_clipping_differ(cells):
+    rows = _norm_rows(cells)
+    before, each, together = rows["before"], rows["per tensor"], rows["global"]
+    assert before["weight"] > 1 and before["bias"] > 1
+    # Per tensor: every tensor ends at max_norm; the balance between them changes.
+    assert each["weight"] == each["bias"] == 1.0 and each["weight/bias"] == 1.0
+    # Global: one factor for all, the direction kept, the total at max_norm.
+    assert together["together"] == 1.0
+    assert together["weight/bias"] == before["weight/bias"] != 1.0
+    assert f"{before['weight/bias']:.2f}" in cells["l15-52"].source
 
 
-def test_once_differentiable_drops_the_second_order_part_silently(cells):
-    text = _text(cells["l15-51"])
-    assert "first derivative:  tensor([ 5., 16.])" in text
-    assert "second derivative: tensor([ 6., 12.])" in text
-    assert "truth 2 + 6x = tensor([ 8., 14.])" in text
-    assert "Error" not in text and "error" not in text
-    assert "[6.0, 12.0]" in _text(cells["l15-predict-once-reveal"])
-    assert "say so openly" not in _markdown(cells)
+def test_a_hook_registered_in_the_loop_piles_up(cells):
+    lines = _text(cells["l15-54"]).strip().splitlines()
+    assert lines == ["step 1: the hook ran 1 time, w.grad = 6",
+                     "step 2: the hook ran 2 times, w.grad = 12",
+                     "step 3: the hook ran 3 times, w.grad = 24"]
+    fixed = _text(cells["l15-56"]).strip().splitlines()
+    assert len(fixed) == 6 and all(line.endswith("hook calls 1, w.grad = 6") for line in fixed)
+    assert "handle.remove()" in cells["l15-56"].source
 
 
-def test_once_differentiable_alone_raises(cells):
-    assert "does not require grad" in _text(cells["l15-27"])
+def test_post_accumulate_hook_sees_the_accumulated_grad(cells):
+    text = _text(cells["l15-58"])
+    assert text.split("backward 2:")[1].split() == [
+        "register_hook", "sees", "the", "new", "gradient:", "3.0",
+        "post-accumulate", "hook", "sees", "w.grad:", "6.0"]
 
 
-def test_softplus_nan_is_zero_times_inf_in_exp_backward(cells):
-    rows = {line.split()[2]: line for line in _text(cells["l15-55"]).splitlines()
-            if line.strip()[:1].isdigit()}
-    assert "nan" not in rows["LogBackward0"] and "0]" in rows["LogBackward0"]
-    assert rows["ExpBackward0"].rstrip().endswith("[0.5, nan]")
-    prose = _markdown(cells)
-    assert "inf / inf" not in prose and "0 · inf = NaN" in prose
+def test_an_optimizer_step_inside_backward_matches_step_after(cells):
+    text = _text(cells["l15-60"])
+    assert "['2.bias', '2.weight', '0.bias', '0.weight']" in text  # last layer first
+    assert "gradients left afterwards: [None, None, None, None]" in text
+    assert "same weights as backward() then opt.step(): True" in text
 
 
-def test_old_form_raises_under_torch_func_and_new_form_works(cells):
-    assert "must override the setup_context staticmethod" in _text(cells["l15-61"])
-    text = _text(cells["l15-64"])
-    assert "torch.func.grad:         tensor([2., 4., 6.])" in text
-    assert "torch.func.vmap:         [[1.0, 4.0], [9.0, 16.0]]" in text
-    assert "vmap of grad, per row:   [[2.0, 4.0], [6.0, 8.0]]" in text
-    assert "generate_vmap_rule = True" in cells["l15-63"].source
+def test_total_loss_holds_every_graph(cells):
+    rows = re.findall(r"after batch (\d): +(\d+) nodes, +(\d+) saved tensors held",
+                      _text(cells["k-6"]))
+    evaluation, training = rows[:3], rows[3:]
+    nodes = [int(n) for _, n, _ in evaluation]
+    held = [int(k) for _, _, k in evaluation]
+    assert nodes[0] < nodes[1] < nodes[2] and held[0] > 0 and held == [held[0] * k
+                                                                        for k in (1, 2, 3)]
+    assert f"{held[0]} more per batch" in cells["l15-62"].source
+    assert [int(n) for _, n, _ in training] == nodes  # the nodes stay after backward
+    assert all(k == "0" for _, _, k in training)  # the saved tensors are freed
+    fixed = _text(cells["l15-63"])
+    assert "with .item():   float" in fixed and "requires_grad: False | grad_fn: None" in fixed
 
 
-def test_mark_dirty_and_mark_non_differentiable(cells):
-    marked = _text(cells["l15-67"])
-    assert "same tensor: True  b.grad_fn: DoubleInPlaceBackward" in marked
-    assert "a.grad = tensor([16., 24.])" in marked
-    unmarked = _text(cells["l15-69"])
-    assert "b.grad_fn: AddBackward0" in unmarked and "a.grad = tensor([ 8., 12.])" in unmarked
-    indices = _text(cells["l15-71"])
-    assert "indices: tensor([1, 0]) requires_grad: False" in indices
-    assert "values: tensor([5., 4.]) requires_grad: True" in indices
+def test_no_use_of_lesson_12s_byte_counts(cells):
+    """Saved bytes are lesson 16's: this lesson counts saved tensors (lessons 01 and 07)."""
+    assert not any("saved_memory" in c.source for c in cells.values())
 
 
-def test_the_engine_sums_a_broadcast_shaped_gradient(cells):
-    """Moved here from lesson 95, which uses no custom Function."""
-    printed = " ".join(_text(cells["l15-78"]).split())
-    assert "backward returns shapes (3, 4) and (3, 4)" in printed
-    assert "x.grad (3, 1) y.grad (1, 4)" in printed
-    assert "l08-broadcast-function" not in _markdown(cells)
+def _hunt(model, x, threshold, *, use="grad_input", walk="from the loss", remove=True):
+    """The exercise's answer, with a slip switched on when asked."""
+    norms, handles = {}, []
+    for name, layer in model.named_children():
+        def record(module, grad_input, grad_output, name=name):
+            grads = grad_input if use == "grad_input" else grad_output
+            norms[name] = grads[0].norm().item()
+        handles.append(layer.register_full_backward_hook(record))
+    model(x).sum().backward()
+    if remove:
+        for handle in handles:
+            handle.remove()
+    names = [name for name, _ in model.named_children()]
+    for name in (reversed(names) if walk == "from the loss" else names):
+        if norms[name] < threshold:
+            return name
+    return None
 
 
-def test_logsumexp_exercise_is_checked_far_from_zero_and_twice(cells):
-    text = " ".join(_text(cells["l15-logsumexp-check"]).split())  # as wrapped to the lab's width
-    assert text.count("far from 0: forward and backward finite and right") == 2
-    assert text.count("gradgradcheck: passed") == 2
+@pytest.mark.parametrize("slip, words", [
+    (dict(walk="from the input"), "wrong way"),
+    (dict(use="grad_output"), "grad_output"),
+    (dict(remove=False), "still registered"),
+])
+def test_the_vanishing_hunt_names_its_slips(slip, words):
+    from backproplab.course.grading import find_exercise
+
+    check = find_exercise("l15-vanishing").check
+    for seed in (0, 41):
+        assert check(_hunt, seed)
+        report = check(lambda *args: _hunt(*args, **slip), seed)
+        assert not report and words in report[0].message
 
 
-def test_recap_cites_only_what_the_lesson_shows(cells):
-    assert "sigmoid" not in cells["l15-36"].source.lower()
-    assert "[6, 12]" in cells["l15-36"].source and "[8, 14]" in cells["l15-36"].source
+def test_the_broken_networks_vary_the_culprit():
+    import torch
 
+    from backproplab.course.exercises.lesson15 import broken_network
 
-@pytest.mark.parametrize("stale", ["l15-cube", "l15-sigmoid", "l11-reverse", "l15-tanh-output"])
-def test_no_stale_grade_ids(stale):
-    checks = sorted((ROOT / "backproplab" / "course" / "exercises" / "lesson15").glob("*.py"))
-    assert checks, "the lesson's checks were not found"
-    for path in (LESSON, *checks, ROOT / "tests" / "wrong_answers" / "lesson15.py",
-                 ROOT / "tests" / "cheats" / "lesson15.py"):
-        text = path.read_text()
-        assert stale not in text, f"{path.name} still names {stale}"
-    ids = [json.dumps(c.get("metadata", {})) + c.get("id", "")
-           for c in json.loads(LESSON.read_text())["cells"]]
-    assert not [i for i in ids if stale in i]
-
-
-def test_once_differentiable_error_node_raises_in_backward_and_is_skipped_by_grad(cells):
-    """With an incoming gradient that requires grad, the results get an Error node:
-    .backward() raises through it, autograd.grad leaves it out and returns a part."""
-    text = _text(cells["l15-75"])
-    assert "first derivative, 3x² (right): tensor([ 3., 12.])" in text
-    assert "the nodes below it: ['MulBackward0', 'torch::autograd::Error']" in text
-    assert "torch.autograd.grad, second derivative: tensor([2., 4.])" in text
-    assert "truth 6x: tensor([ 6., 12.])" in text
-    assert "raises-exception" in cells["l15-76"].metadata.get("tags", [])
-    assert "trying to differentiate twice" in _text(cells["l15-76"])
-    prose = cells["l15-77"].source
-    assert "`Error` node" in prose and "2x instead of 6x" in prose
-    assert "raises only in some cases" not in _markdown(cells)
-
-
-def test_an_output_stashed_on_ctx_is_freed_late_not_leaked(cells):
-    """The cycle output -> node -> ctx -> output survives `del` and goes at gc.collect()."""
-    rows = _text(cells["l15-73"]).splitlines()
-    assert rows == [
-        "Exp        output alive after del: False  after gc.collect(): False",
-        "StashedExp output alive after del: True   after gc.collect(): False",
-    ]
-    prose = _markdown(cells)
-    assert "can leak memory" not in prose and "not a leak" in prose
-
-
-def test_the_in_place_exercise_saves_the_output_and_is_checked_far_from_zero(cells):
-    text = " ".join(_text(cells["l15-softplus-in-place-check"]).split())
-    assert text.count("in place: softplus written into x, declared with mark_dirty") == 2
-    assert text.count("far from 0: forward and backward finite and right") == 2
-    solution = cells["l15-softplus-in-place"].source
-    assert "mark_dirty" in solution and "save_for_backward(output)" in solution
+    gen = torch.Generator().manual_seed(3)
+    culprits = {broken_network(gen, kind)[3] for kind in ("gate", "sigmoid", "tanh") * 3}
+    assert len(culprits) >= 3  # not one fixed place a lookup could learn
+    assert broken_network(gen, "healthy")[3] is None

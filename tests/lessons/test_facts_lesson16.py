@@ -1,141 +1,269 @@
-"""Lesson 16's corrected facts about buckets and float16, read from the stored outputs, so
-an edit cannot bring the old claims back: a bucket closes once it reaches or passes the cap
-(336 bytes in a 300-byte bucket), the default cap makes the first bucket 1 MiB, the one
-first-step bucket holds only without find_unused_parameters, and a float16 hook divides
-before the all-reduce because the sum can overflow.
-
-(tests/lab/test_distributed.py runs the workers themselves; this file reads the lesson.)"""
+"""Lesson 16's corrected facts, read from the stored outputs, so an edit cannot bring the
+old claims back: truncated BPTT biases the gradient (its error for two values of k),
+checkpoint's default in torch 2.13 is the reentrant variant, preserve_rng_state matters with
+dropout, save_on_cpu is a pair of saved-tensor hooks, the uneven blocks make the choice of
+what to checkpoint matter (and Exercise 4's stacks are ones where ranking the blocks by
+bytes per multiply-add is not the cheapest plan), the input batch is named as such and leaf
+memory in bytes, lesson 14's pitfalls and truncation's mechanism are pointed back to, not
+repeated, every graded exercise sits under the Exercises heading, and the checkpointing built
+from saved-tensor hooks is checked for what it keeps, how often it recomputes, and its mask.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
-from stored import output_text as _text
+import torch
+from stored import flat_text as _text
 
-ROOT = Path(__file__).parents[2]
-LESSON = ROOT / "notebooks" / "16-backward-across-processes.ipynb"
+NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "16-what-backward-keeps.ipynb"
 
 
 @pytest.fixture(scope="module")
 def cells() -> dict[str, nbformat.NotebookNode]:
-    return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
+    return {c.id: c for c in nbformat.read(NOTEBOOK, as_version=4).cells}
 
 
-def _markdown(cells) -> str:
-    return "\n".join(c.source for c in cells.values() if c.cell_type == "markdown")
 
 
-def test_a_bucket_closes_once_it_reaches_or_passes_the_cap(cells):
-    # 84 float32 values = 336 bytes went out in one bucket under a 300-byte cap.
-    assert "bucket 0: fc3.bias, fc3.weight, fc2.bias (84 values)" in _text(cells["l16-17"])
-    assert "reaches or passes the cap" in cells["l16-15"].source
-    assert "336 bytes under a 300-byte cap" in cells["l16-15"].source
-    assert "of at most\n`bucket_cap_mb`" not in cells["l16-15"].source
-    assert "reaches or passes `bucket_cap_mb`" in cells["l16-39"].source
+def _all_source(cells) -> str:
+    return "\n".join(c.source for c in cells.values())
 
 
-def test_the_default_cap_makes_the_first_bucket_one_mebibyte(cells):
-    out = _text(cells["l16-40"])
-    assert "default cap: 26,214,400 bytes; first bucket: 1,048,576 bytes" in out
-    assert "1 MiB" in cells["l16-25"].source and "1 MiB" in cells["l16-39"].source
+def test_truncation_biases_the_gradient(cells):
+    out = _text(cells["l16-55"])
+    found = re.search(r"measures ([\d.]+) for k = 10 and ([\d.]+) for k = 100", out)
+    assert found, out
+    short, long = float(found.group(1)), float(found.group(2))
+    assert (short, long) == (0.0880, 0.0292)
+    assert short > long > 0.01  # shorter chunks drop more, and k = 100 still drops some
+    assert "8.8 % for k = 10 and still by 2.9 % for k = 100" in " ".join(
+        cells["l16-33"].source.split())
+    assert "biased" in cells["l16-48"].source
+    reach = _text(cells["l16-49"])
+    assert "j = 1: 1.8e+00, j = 10: 3.0e-02" in reach
 
 
-def test_one_first_step_bucket_only_without_find_unused_parameters(cells):
-    out = _text(cells["l16-40"])
-    assert "find_unused_parameters=False: first-step buckets of 1936 bytes" in out
-    assert "find_unused_parameters=True : first-step buckets of 16, 320, 1088, 512 bytes" in out
-    assert "one bucket" in _text(cells["l16-20"]) or "bucket 0: fc1.weight" in _text(
-        cells["l16-20"])
-    assert "find_unused_parameters=True" in cells["l16-21"].source
-    assert "unless `find_unused_parameters=True`" in cells["l16-39"].source
+def test_checkpoint_default_is_reentrant_in_2_13(cells):
+    out = _text(cells["l16-39"])
+    assert "the use_reentrant parameter should be passed explicitly" in out
+    assert "None of the inputs have requires_grad=True" in out
+    assert "use_reentrant left out: output requires grad: False" in out
+    assert "use_reentrant=False: output requires grad: True" in out
 
 
-def test_the_float16_hook_divides_before_the_sum(cells):
+def test_preserve_rng_state_keeps_dropout_gradients_right(cells):
     out = _text(cells["l16-41"])
-    assert "float16, sum then divide: inf" in out
-    assert "float16, divide then sum: 40000.0" in out
-    task = cells["l16-37"].source
-    assert "40000 + 40000 overflows" in task and "fp16_compress_hook" in task
-    assert task.index("Divide it by the number of processes") < task.index("convert it to\nfloat16")
-    solution = cells["l16-fp16-hook"].source
-    assert solution.index("/ world") < solution.index("all_reduce")
-    assert "✓ fp16_average" in _text(cells["l16-fp16-hook-check"])
+    assert "preserve_rng_state=True : gradients equal to the plain run: True" in out
+    assert "preserve_rng_state=False: gradients equal to the plain run: False" in out
 
 
-# --------------------------------------------------------------------------
-# Section 6: the same model under FSDP2's fully_shard, in 2 processes
-# --------------------------------------------------------------------------
+def test_save_on_cpu_is_a_hook_pair(cells):
+    out = _text(cells["l16-35"])
+    assert "save_on_cpu is a pair of saved-tensor hooks: True" in out
+    assert "gradients unchanged: True" in out
 
 
-def test_each_rank_holds_a_row_shard_of_every_parameter_and_gradient(cells):
-    out = _text(cells["l16-44"])
-    assert "placement of every parameter: (Shard(dim=0),)" in out
-    assert "fc1.weight (16, 8)   (8, 8), (8, 8); gradients (8, 8), (8, 8)" in out
-    assert "fc2.weight (16, 16)  (8, 16), (8, 16); gradients (8, 16), (8, 16)" in out
-    assert "fc3.bias   (4,)      (2,), (2,); gradients (2,), (2,)" in out
+def test_uneven_blocks_make_the_choice_matter(cells):
+    out = cells["l16-45"].outputs[0]["text"]
+    plans = {m.group(1).strip(): (int(m.group(2).replace(",", "")),
+                                  int(m.group(3).replace(",", "")), m.group(4))
+             for m in re.finditer(r"^(\D+?)\s+([\d,]+)\s+([\d,]+)\s+(True|False)$", out, re.M)}
+    # Measured by hooks on the Linear layers: a block's last product is not run again.
+    assert plans["the cheap ones"] == (163_840, 8_192, "True")
+    assert plans["the wide ones"] == (98_304, 65_536, "True")
+    assert plans["all"] == (32_768, 73_728, "True")
+    assert "first block ran 2 times" in _text(cells["l16-17"])
+    check = _text(cells["l16-32"])
+    assert "the least any choice within the budget needs" in check
 
 
-def test_six_all_gathers_and_three_reduce_scatters_per_step(cells):
-    out = _text(cells["l16-46"])
-    for rank in (0, 1):
-        for step in (1, 2):
-            assert f"rank {rank}, step {step}: 6 all-gathers, 3 reduce-scatters" in out
-    backward = out[out.index("backward:"):out.index("backward() returned")]
-    order = [line.split()[:2] for line in backward.splitlines()[1:]]
-    assert order == [["all-gather", "fc3"], ["all-gather", "fc2"], ["reduce-scatter", "fc3"],
-                     ["all-gather", "fc1"], ["reduce-scatter", "fc2"],
-                     ["reduce-scatter", "fc1"]]
-    kept = _text(cells["l16-48"])
-    assert "reshard_after_forward=True : 6 all-gathers, 3 reduce-scatters per step" in kept
-    assert "reshard_after_forward=False: 3 all-gathers, 3 reduce-scatters per step" in kept
-    assert "6 all-gathers and 3 reduce-scatters" in cells["l16-47"].source
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_budget_exercise_asks_more_than_the_ranking(cells, seed):
+    """Exercise 4's stacks are drawn so that section 3's ranking, taken as a plan (the most
+    bytes per multiply-add first until the budget is met), overshoots with its last block
+    and costs more than the cheapest choice; the check's one-run count of what each block
+    keeps equals what checkpointing that block alone saves, measured; and the lesson no
+    longer says that the ranking is the rule."""
+    from backproplab.course.exercises.lesson16.budget import budget_stack, kept_bytes, run_stack
+
+    blocks, x, found = budget_stack(seed)
+    assert found["by_ratio_cost"] > found["cheapest"]
+    assert found["by_ratio_kept"] < found["budget"]  # the last block saves more than needed
+    plain = kept_bytes(blocks, lambda: run_stack(blocks, x, set()))[1]
+    assert plain == found["plain"]
+    assert found["saves"] == [plain - kept_bytes(blocks, lambda i=i: run_stack(blocks, x, {i}))[1]
+                              for i in range(len(blocks))]
+    assert "turns that into a rule" not in cells["l16-46"].source
+    assert "Exercise 4's question" in cells["l16-46"].source
 
 
-def test_fsdp_keeps_half_the_bytes_of_ddp_and_the_same_gradients(cells):
-    out = _text(cells["l16-50"])
-    for rank in (0, 1):
-        assert f"rank {rank}: FSDP 968 + 968 = 1,936 bytes; DDP 3,872 bytes" in out
-    grads = _text(cells["l16-52"])
-    assert grads.count("✓") == 6 and "✗" not in grads
-    assert "equal to DDP's, bit for bit: True" in grads
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_budget_check_reckons_a_choice_as_a_run_measures_it(seed):
+    """Exercise 4's check judges a choice from one plain run of the stack: a choice keeps the
+    plain run's bytes less what each chosen block saves, and backward recomputes each chosen
+    block once, every Linear of it but the last (`multiply_adds`). Real checkpointed runs
+    agree, for the cheapest choices and the ranking's."""
+    from backproplab.course.exercises.lesson16.budget import (
+        _budget_seed,
+        _cheapest_choices,
+        budget_stack,
+        kept_bytes,
+        run_stack,
+    )
+
+    blocks, x, found = budget_stack(seed)
+    choices = _cheapest_choices({"stack": _budget_seed(seed)})
+    assert choices and found["by_ratio"] not in choices
+    for chosen in [*choices, found["by_ratio"]]:
+        calls, products = [0] * len(blocks), [0]
+        hooks = [b.register_forward_pre_hook(
+            lambda module, args, i=i, calls=calls: calls.__setitem__(i, calls[i] + 1))
+            for i, b in enumerate(blocks)]
+        hooks += [m.register_forward_hook(
+            lambda module, args, out, products=products: products.__setitem__(
+                0, products[0] + module.in_features * module.out_features))
+            for m in blocks.modules() if isinstance(m, torch.nn.Linear)]
+        try:
+            out, kept = kept_bytes(blocks, lambda c=chosen: run_stack(blocks, x, set(c)))
+            calls[:], products[0] = [0] * len(blocks), 0  # what backward runs again
+            out.sum().backward()
+        finally:
+            for hook in hooks:
+                hook.remove()
+        assert kept == found["plain"] - sum(found["saves"][i] for i in chosen)
+        assert calls == [int(i in chosen) for i in range(len(blocks))]
+        assert products[0] == sum(found["costs"][i] for i in chosen) > 0
 
 
-def test_the_reduce_scatter_exercise_is_graded_in_two_and_three_processes(cells):
-    from backproplab.course.exercises.lesson16 import common
+def test_the_truncation_check_states_what_a_right_answer_measures():
+    """Exercise 5's pass words give the numbers a right answer returns on the loop of 8
+    units and 400 steps, which the check has it measure."""
+    import torch
 
-    assert common.WORLD_SIZES == (2, 3)
-    out = _text(cells["l16-shard-mean-check"])
-    assert out.count("✓ shard_mean") == 2  # the visible check and the hidden tests
-    assert "in 2 and in 3 processes" in out and "3, 3, 1 over 3" in out
-    task = cells["l16-54"].source
-    assert "`dist.reduce_scatter` is what you are building" in task
-    assert "followed by a slice is refused" in task
-    solution = cells["l16-shard-mean"].source
-    assert "isend" in solution and "irecv" in solution and "all_reduce" not in solution
+    from backproplab.course.exercises.lesson16 import MEASURED, loop_gradient, new_loop
+
+    W, xs = new_loop(torch.Generator().manual_seed(15), units=8, steps=400)
+    full = loop_gradient(W, xs)
+    for k, shown in MEASURED.items():
+        cut = loop_gradient(W, xs, k)
+        assert f"{((cut - full).norm() / full.norm()).item():.4f}" == shown
 
 
-def test_the_bucket_exercise_asks_for_the_buckets_ddp_made(cells):
-    from backproplab.course.exercises.lesson16 import buckets
+def test_every_byte_count_check_meets_gelu_and_another_activation():
+    """The byte formula's check runs three trials on generators whose seeds follow each other:
+    on every seed one has GELU and one another activation, each with a hidden layer, so that
+    "each hidden layer counted twice" and "GELU's input missing" fail on every seed."""
+    import torch
 
-    # Section 3's tiny_mlp (8 -> 16 -> 16 -> 4) under a 300-byte cap: the rule the
-    # exercise checks gives DDP's three buckets, and the moments they went out.
-    sizes = buckets.ready_order([8, 16, 16, 4])
-    assert sizes == [4, 64, 16, 256, 16, 128]
-    assert buckets.buckets(sizes, 300) == [84, 256, 144]
-    timeline = _text(cells["l16-17"])
-    for k, values in enumerate((84, 256, 144)):
-        assert f"bucket {k}: " in timeline and f"({values} values)" in timeline
-    assert buckets._earliest([84, 256, 144], sizes) == [0, 0, 1, 2, 2, 3]
-    # The prediction's model under 4,000 bytes: the two buckets of its reveal.
-    assert len(buckets.buckets(buckets.ready_order([32, 32, 32, 10]), 4000)) == 2
-    assert "the answer\n  is 2." in _text(cells["l16-predict-buckets-reveal"])
-    # The check's draws: every slip gives other sizes than the rule and than each other.
-    for seed in range(20):
-        widths, cap = buckets.pick(seed)
-        layouts = [buckets.buckets(buckets.ready_order(widths), cap),
-                   *buckets._slips(buckets.ready_order(widths), cap).values()]
-        assert len({tuple(x) for x in layouts}) == len(layouts)
-    out = _text(cells["l16-buckets-check"])
-    assert out.count("✓ bucketed_averaging") == 2  # the visible check and the hidden tests
+    from backproplab.course.exercises.lesson16 import _new_mlp_shape
+
+    for seed in range(300):
+        shapes = [_new_mlp_shape(torch.Generator().manual_seed(seed + k)) for k in range(3)]
+        hidden = [activation for _, widths, activation in shapes if len(widths) > 2]
+        assert "gelu" in hidden and any(a != "gelu" for a in hidden), (seed, shapes)
+
+
+def test_bytes_are_called_bytes_and_the_input_batch_is_named(cells):
+    out = _text(cells["l16-03"])
+    assert "20 bytes of them in leaf tensors" in out
+    assert "(20 of them" not in out
+    assert "input batch" in cells["l16-04"].source
+    assert "60 bytes per example" in cells["l16-06"].source
+
+
+def test_lesson_11s_pitfalls_and_truncation_are_pointed_to_not_repeated(cells):
+    """Lesson 14 teaches the undetached state and truncation's mechanism; this lesson
+    measures what truncation saves and its bias, and points back for the rest."""
+    assert "Lesson 14 cut a hidden state's graph with `h = h.detach()`" in cells["l16-20"].source
+    assert "lesson 14's truncation" in cells["l16-33"].source
+    source = _all_source(cells)
+    assert "total = total + " not in source and "total += mlp" not in source
+    assert "total_loss +=" not in source and "retain_graph=True" not in source
+    outputs = "\n".join(_text(c) for c in cells.values() if c.cell_type == "code")
+    assert "backward through the graph a second time" not in outputs
+
+
+def test_every_graded_exercise_sits_under_the_exercises_heading(cells):
+    order = list(cells)
+    heading = next(k for k, c in cells.items() if c.source.startswith("## Exercises"))
+    graded = [k for k, c in cells.items() if c.metadata.get("nbgrader", {}).get("solution")
+              and "predict" not in c.metadata["nbgrader"]["grade_id"]]
+    assert "l16-23" in graded  # bytes_formula
+    assert all(order.index(k) > order.index(heading) for k in graded)
+
+
+def test_checkpointing_built_from_hooks_is_checked_and_names_its_slips(cells):
+    import torch
+    from torch.autograd.graph import saved_tensors_hooks
+
+    from backproplab.course.grading import find_exercise
+
+    def built(block, x, *, keep_rng=True):
+        rng_state, recomputed, saves = torch.get_rng_state(), [], []
+
+        def pack(t):
+            saves.append(None)
+            return len(saves) - 1
+
+        def unpack(i):
+            if not recomputed:
+                with torch.random.fork_rng(), torch.enable_grad():
+                    if keep_rng:
+                        torch.set_rng_state(rng_state)
+                    with saved_tensors_hooks(lambda t: recomputed.append(t) or t, lambda t: t):
+                        block(x.detach().requires_grad_(x.requires_grad))
+            return recomputed[i]
+
+        with saved_tensors_hooks(pack, unpack):
+            return block(x)
+
+    check = find_exercise("l16-checkpoint-by-hooks").check
+    for seed in (0, 29):
+        assert check(built, seed)
+        report = check(lambda block, x: built(block, x, keep_rng=False), seed)
+        assert not report and "new mask" in report[0].message
+        report = check(lambda block, x: block(x), seed)  # everything kept
+        assert not report and "still in memory" in report[0].message
+    out = _text(cells["l16-29"])
+    assert out.count("nothing made inside the block kept between forward and backward") == 2
+
+
+def test_predictions_follow_the_five_cell_pattern(cells):
+    for check, reveal, answer in (("l16-37", "l16-38", "the answer is 2"),
+                                  ("l16-26", "l16-52", "the answer is 'formula'")):
+        assert cells[check].metadata["nbgrader"]["points"] == 0
+        assert answer in _text(cells[reveal])
+
+
+def test_the_input_batch_is_a_leaf_without_an_accumulate_grad_node(cells):
+    """Lesson 01's rule holds: the batch is a leaf; what it lacks is an AccumulateGrad node."""
+    out = _text(cells["l16-56"])
+    assert "batch.is_leaf: True batch.requires_grad: False" in out
+    assert "4 AccumulateGrad nodes, for: 0.bias, 0.weight, 2.bias, 2.weight" in out
+    prose = cells["l16-04"].source
+    assert "not a leaf" not in prose and "is a leaf" in prose and "`AccumulateGrad`" in prose
+
+
+def test_checkpoint_without_use_reentrant_warns_and_runs_reentrant_in_2_13(cells):
+    """What the installed torch does, not what the warning says a future version will do."""
+    out = _text(cells["l16-57"])
+    assert "use_reentrant left out: CheckpointFunctionBackward (UserWarning, not an error)" in out
+    assert "use_reentrant=True: CheckpointFunctionBackward" in out
+    assert "use_reentrant=False: TanhBackward0" in out
+    prose = cells["l16-18"].source
+    assert "will insist" not in prose and "does not raise" in prose
+
+
+def test_non_reentrant_checkpoint_stores_its_inputs_itself(cells):
+    """The frame saves the block's input; the hooks replace only what the block saves inside."""
+    out = _text(cells["l16-58"])
+    assert "plain: 5 saved tensor(s) reach our hook; the block's input among them: True" in out
+    assert ("checkpointed: 1 saved tensor(s) reach our hook; the block's input among them: True"
+            in out)
+    prose = cells["l16-40"].source
+    assert "_CheckpointFrame" in prose and "keeps the block's inputs through saved-tensor hooks" \
+        not in prose

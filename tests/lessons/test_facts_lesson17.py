@@ -1,165 +1,89 @@
-"""Lesson 17's facts, read from the stored outputs and, where cheap, measured again: the
-float16 underflow count of section 2, the bytes kept for backward with and without autocast,
-the loss scaler's skipped steps (which steps, the scale before and after), GradScaler equal
-to the loop written by hand, what clipping sees with and without unscale_, and a 16-bit
-compensation that keeps the updates float16 alone loses.
-"""
+"""Lesson 17's corrected facts, read from the stored outputs, so that an edit cannot bring
+back the old claims: a derivative that stops depending on x comes back without a graph (3x),
+or with a graph that misses x (w·x: allow_unused / materialize_grads), a ReLU network returns
+real zeros, and double backward's cost is counted in passes."""
 
 from __future__ import annotations
 
-import importlib
+import inspect
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
 import torch
-import torch.nn.functional as F
-from stored import flat_text as _text
-from stored import output_text
-from torch import nn
+from stored import output_text as _text
 
-import backproplab as bl
-
-NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "17-lower-precision.ipynb"
-
-
-def _lesson_module():
-    """lesson17.py, wherever the package keeps the exercise modules."""
-    for name in ("backproplab.course.exercises.lesson17",):
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue
-    raise ModuleNotFoundError("lesson17")
+LESSON = Path(__file__).parents[2] / "notebooks" / "17-higher-order-gradients.ipynb"
 
 
 @pytest.fixture(scope="module")
-def cells() -> dict[str, nbformat.NotebookNode]:
-    return {c.id: c for c in nbformat.read(NOTEBOOK, as_version=4).cells}
+def nb() -> nbformat.NotebookNode:
+    return nbformat.read(LESSON, as_version=4)
 
 
-def test_float16_limits_are_printed(cells):
-    out = _text(cells["l17-03"])
-    assert "torch.float16 6.55e+04 6.1e-05 5.96e-08 0.000977" in out
-    assert "torch.bfloat16 3.39e+38 1.18e-38 9.18e-41 0.00781" in out
-    assert "and rounds half of it to: 0.0" in out
+@pytest.fixture(scope="module")
+def cells(nb) -> dict[str, nbformat.NotebookNode]:
+    return {c.id: c for c in nb.cells}
 
 
-def _underflow_run():
-    """Section 2 again: the counts of zeros in dL/dy on both sides of the cast and in the
-    weight gradient."""
-    torch.manual_seed(1)
-    layer = nn.Linear(64, 32)
-    x = torch.randn(256, 64)
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
-        t = layer(x).float() + 2e-4 * torch.randn(256, 32)
-    with torch.autocast("cpu", dtype=torch.float16):
-        y16 = layer(x)
-    y32 = y16.float()
-    y16.retain_grad()
-    y32.retain_grad()
-    F.mse_loss(y32, t).backward()
-    flushed = (y16.grad == 0) & (y32.grad != 0)
-    return int(flushed.sum()), int((layer.weight.grad == 0).sum()), int(
-        (y32.grad.T @ x == 0).sum())
 
 
-def test_the_underflow_count(cells):
-    out = _text(cells["l17-07"])
-    found = re.search(r"(\d+) of them flushed by the cast", out)
-    assert found and int(found.group(1)) == 3789, out
-    assert "weight gradient (torch.float32): 60 zeros of 2048" in out
-    assert "without the float16 rounding: 0 zeros" in out
-    assert _underflow_run() == (3789, 60, 0)
-    assert "3,789 of its 8,192 entries become 0" in " ".join(cells["l17-08"].source.split())
-    rounded = _text(cells["l17-11"])
-    assert "bfloat16 : 0 nonzero entries flushed to 0, the others off by up to 0.4%" in rounded
-    assert "float16 : 3789 nonzero entries flushed to 0" in rounded
+def test_the_first_question_is_not_answered_before_it_is_asked(nb):
+    ids = [c.id for c in nb.cells]
+    for cell in nb.cells[: ids.index("l17-predict-second")]:
+        assert "requires_grad: False" not in _text(cell)
+        assert "grad_fn" not in _text(cell)
 
 
-def test_autocast_dtypes_per_op(cells):
-    rows = {line[:23].strip(): line[23:].split()
-            for line in output_text(cells["l17-13"]).splitlines()[1:] if line.strip()}
-    assert rows["linear"] == ["torch.bfloat16", "torch.float16"]
-    assert rows["log_softmax(linear)"] == ["torch.bfloat16", "torch.float16"]
-    assert rows["cross_entropy(linear)"] == ["torch.float32", "torch.float32"]
-    assert rows["mse_loss(linear, 0)"] == ["torch.float32", "torch.float32"]
+def test_linear_function_gives_a_gradient_without_graph(cells):
+    text = _text(cells["l17-41"])
+    assert "dy/dx = 3.0  grad_fn: None" in text
+    assert "RuntimeError: element 0 of tensors does not require grad" in text
 
 
-def _saved_bytes(on: bool) -> tuple[int, int]:
-    torch.manual_seed(2)
-    mlp = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
-    inputs, classes = torch.randn(256, 64), torch.randint(0, 10, (256,))
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=on):
-        loss = F.cross_entropy(mlp(inputs), classes)
-    memory = bl.describe(loss).saved_memory()
-    return memory.total, memory.leaf_bytes
+def test_polynomial_loses_its_graph_past_its_degree(cells):
+    text = _text(cells["l17-43"])
+    assert "order 2: [2.0, 2.0]  grad_fn: MulBackward0" in text
+    assert "order 3: [0.0, 0.0]  grad_fn: None" in text
+    assert "order 4: the previous derivative has no graph" in text
 
 
-def test_saved_bytes_with_and_without_autocast(cells):
-    out = _text(cells["l17-15"])
-    assert "214,020 bytes saved, 5,120 of them in leaves; 0 ToCopyBackward0 nodes" in out
-    assert "113,156 bytes saved, 0 of them in leaves; 5 ToCopyBackward0 nodes" in out
-    assert "ReluBackward0 result bfloat16" in out
-    assert _saved_bytes(False) == (214_020, 5_120)
-    assert _saved_bytes(True) == (113_156, 0)
+def test_unused_input_allow_unused_and_materialize_grads(cells):
+    assert "appears to not have been used in the graph" in _text(cells["l17-45"])
+    text = _text(cells["l17-47"])
+    assert "allow_unused=True:      (None,)" in text
+    assert "materialize_grads=True: (tensor([0., 0.]),)" in text
+    # The argument exists in the torch these lessons are stored with.
+    assert "materialize_grads" in inspect.signature(torch.autograd.grad).parameters
 
 
-def test_updates_below_half_a_gap_vanish(cells):
-    out = _text(cells["l17-19"])
-    assert "float16: 1 + 1e-4 = 1.0 1 + 6e-4 = 1.0009765625" in out
-    assert "weights kept in float16: [1.0, 0.51171875" in out
-    assert "weights kept in float32: [0.9, 0.4, -1.0]" in out
+def test_relu_network_returns_real_zeros(cells):
+    text = _text(cells["l17-49"])
+    assert "mask node in g's graph: True" in text
+    assert "tensor([0., 0., 0.])" in text
 
 
-def test_the_scaler_skips_and_backs_off(cells):
-    out = output_text(cells["l17-23"])
-    skipped = re.findall(r"step +(\d+): inf or NaN in the gradients, step skipped, "
-                         r"scale (\d+) -> (\d+)", out)
-    assert skipped == [("2", "65536", "32768"), ("11", "131072", "65536")]
-    history = re.search(r"scale after each step, as a power of 2: (.*)", out).group(1)
-    assert history.split() == ["16", "16", "15", "15", "15", "15", "16", "16",
-                               "16", "16", "17", "16", "16", "16", "16", "17"]
+def test_double_backward_cost_is_counted_in_passes(cells):
+    rows = [line.split() for line in _text(cells["l17-51"]).splitlines()[1:] if line.strip()]
+    table = {int(n): (int(g), int(hv), int(h)) for n, g, hv, h in rows}
+    assert set(table) == {3, 30, 300}
+    for n, (grad, hv, hessian) in table.items():
+        assert (grad, hv, hessian) == (1, 2, n + 1)
+    nodes = [int(n) for n in re.findall(r"\d+", _text(cells["l17-53"]))]
+    assert nodes == [10, 24]
+    recap = cells["l17-35"].source
+    assert "301" in recap and "24 nodes" in recap and "10" in recap
 
 
-def test_gradscaler_equals_the_loop_by_hand(cells):
-    out = _text(cells["l17-25"])
-    assert "same scale after every step: True" in out
-    assert "same parameters, bit for bit: True" in out
+def test_the_hessian_vector_product_by_hand_is_double_backward():
+    """The R-operator's formula the exercise asks for, x.T @ (tanh''(Z) * (x @ V) * a),
+    agrees with double backward to round-off; with tanh' in the place of tanh'' it does not."""
+    from backproplab.course.exercises import lesson17
 
-
-def test_a_compensated_step_keeps_what_rounding_drops():
-    lesson = _lesson_module()
-    # Section 4's float16 run, compensated, ends where its float32 master weights do.
-    w = torch.ones(3, dtype=torch.float16)
-    comp = torch.zeros_like(w)
-    update = -0.002 * torch.tensor([0.05, 0.3, 1.0])
-    for _ in range(1000):
-        w, comp = lesson.compensated_reference(w, comp, update)
-    assert w.dtype == comp.dtype == torch.float16
-    assert torch.allclose(w.double(), torch.tensor([0.9, 0.4, -1.0], dtype=torch.float64),
-                          atol=2.0**-11)
-    # On the check's own trainings it stays within a gap, and every kept slip ends far off
-    # (ten gaps or more), so the limit of two gaps parts them on any seed.
-    for seed in range(5):
-        worst, wrong = lesson._trained(lesson.compensated_reference, seed)
-        assert wrong is None and worst < 0.6
-        for slip in lesson.STEP_SLIPS.values():
-            worst, wrong = lesson._trained(slip, seed)
-            assert wrong is not None and worst > 10
-
-
-def test_clipping_scaled_gradients_shrinks_the_step(cells):
-    out = _text(cells["l17-27"])
-    assert "unscale_ first: True clipping saw norm 2.648, the step used norm 1" in out
-    assert "unscale_ first: False clipping saw norm 4.339e+04, the step used norm 6.104e-05" in out
-    error = _text(cells["l17-29"])
-    assert "unscale_() has already been called on this optimizer" in error
-
-
-def test_the_prediction_is_revealed_after_its_check(cells):
-    assert cells["l17-32"].metadata["nbgrader"]["points"] == 0
-    assert "the answer is 1." in _text(cells["l17-33"])
-    rows = _text(cells["l17-34"])
-    assert "weight gradient, first column: ['0.024', '0.0004', '3.34e-06', '0']" in rows
+    x, W, a, V = lesson17._hvp_inputs(torch.Generator().manual_seed(3))
+    T = torch.tanh(x @ W)
+    by_hand = x.T @ (-2 * T * (1 - T**2) * (x @ V) * a)
+    reference = lesson17._hvp_reference(x, W, a, V)
+    assert torch.allclose(by_hand, reference, rtol=1e-13, atol=1e-14)
+    assert not torch.allclose(x.T @ ((1 - T**2) * (x @ V) * a), reference, rtol=1e-3)

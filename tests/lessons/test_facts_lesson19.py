@@ -1,223 +1,138 @@
-"""Lesson 19's numbers, read from the stored outputs and, where cheap, measured again:
-the bytes one head keeps for backward at several sequence lengths (9 bytes per pair of
-tokens, 192 per token, 8 for sqrt(d)), checkpointing the attention (bytes and the same
-gradient bits), FlopCounterMode's forward and backward counts and their ratio, the mask's
-exact zeros, the fused kernel's log-sum-exp, the residual add's gradient, and the by-hand
-backward matching autograd.
-"""
+"""Lesson 19's corrected facts, read from the stored outputs, so that an edit cannot bring
+back the old claims: once_differentiable drops a Function's second-order part silently when
+the first gradient has another path ([6, 12] instead of [8, 14]); the naive softplus's NaN is
+0 · inf in ExpBackward0, not inf / inf; Functions in the forward(ctx, ...) form raise under
+torch.func while the setup_context form works; mark_dirty and mark_non_differentiable; no
+stale grade ids."""
 
 from __future__ import annotations
 
-import math
-import re
-from functools import partial
+import json
 from pathlib import Path
 
 import nbformat
 import pytest
-import torch
-from stored import flat_text as _text
-from torch.autograd.graph import saved_tensors_hooks
-from torch.utils.checkpoint import checkpoint
-from torch.utils.flop_counter import FlopCounterMode
+from stored import output_text as _text
 
-NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "19-attention-by-hand.ipynb"
-WIDTH, D = 8, 4  # the lesson's head: d_model and the head width
+ROOT = Path(__file__).parents[2]
+LESSON = ROOT / "notebooks" / "19-custom-functions.ipynb"
 
 
 @pytest.fixture(scope="module")
 def cells() -> dict[str, nbformat.NotebookNode]:
-    return {c.id: c for c in nbformat.read(NOTEBOOK, as_version=4).cells}
+    return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
 
 
-def _number(text: str) -> int:
-    return int(text.replace(",", ""))
 
 
-# --------------------------------------------------------------------------- measured again
+def _markdown(cells) -> str:
+    return "\n".join(c.source for c in cells.values() if c.cell_type == "markdown")
 
 
-def _future(T):
-    return torch.ones(T, T, dtype=torch.bool).triu(1)
+def test_once_differentiable_drops_the_second_order_part_silently(cells):
+    text = _text(cells["l19-51"])
+    assert "first derivative:  tensor([ 5., 16.])" in text
+    assert "second derivative: tensor([ 6., 12.])" in text
+    assert "truth 2 + 6x = tensor([ 8., 14.])" in text
+    assert "Error" not in text and "error" not in text
+    assert "[6.0, 12.0]" in _text(cells["l19-predict-once-reveal"])
+    assert "say so openly" not in _markdown(cells)
 
 
-def _attend(Q, K, V):
-    S = Q @ K.T / math.sqrt(Q.shape[1])
-    return torch.softmax(S.masked_fill(_future(len(Q)), float("-inf")), dim=-1) @ V
+def test_once_differentiable_alone_raises(cells):
+    assert "does not require grad" in _text(cells["l19-27"])
 
 
-def _head(X, Wq, Wk, Wv, Wo, recompute=False):
-    Q, K, V = X @ Wq, X @ Wk, X @ Wv
-    if recompute:
-        return checkpoint(_attend, Q, K, V, use_reentrant=False) @ Wo
-    return _attend(Q, K, V) @ Wo
+def test_softplus_nan_is_zero_times_inf_in_exp_backward(cells):
+    rows = {line.split()[2]: line for line in _text(cells["l19-55"]).splitlines()
+            if line.strip()[:1].isdigit()}
+    assert "nan" not in rows["LogBackward0"] and "0]" in rows["LogBackward0"]
+    assert rows["ExpBackward0"].rstrip().endswith("[0.5, nan]")
+    prose = _markdown(cells)
+    assert "inf / inf" not in prose and "0 · inf = NaN" in prose
 
 
-def _weights(gen):
-    shapes = [(WIDTH, D)] * 3 + [(D, WIDTH)]
-    return [torch.randn(*s, generator=gen, dtype=torch.float64).requires_grad_() for s in shapes]
+def test_old_form_raises_under_torch_func_and_new_form_works(cells):
+    assert "must override the setup_context staticmethod" in _text(cells["l19-61"])
+    text = _text(cells["l19-64"])
+    assert "torch.func.grad:         tensor([2., 4., 6.])" in text
+    assert "torch.func.vmap:         [[1.0, 4.0], [9.0, 16.0]]" in text
+    assert "vmap of grad, per row:   [[2.0, 4.0], [6.0, 8.0]]" in text
+    assert "generate_vmap_rule = True" in cells["l19-63"].source
 
 
-def _described_bytes(T):
-    """(bytes kept beyond the leaves, bytes in (T, T) tensors), as the lesson measures them."""
-    import backproplab as bl
-
-    gen = torch.Generator().manual_seed(T)
-    weights = _weights(gen)
-    X = torch.randn(T, WIDTH, generator=gen, dtype=torch.float64)
-    graph = bl.describe(_head(X, *weights).sum())
-    memory = graph.saved_memory()
-    square = {s.storage: s.nbytes for n in graph.nodes for s in n.saved if s.shape == (T, T)}
-    return memory.total - memory.leaf_bytes, sum(square.values())
+def test_mark_dirty_and_mark_non_differentiable(cells):
+    marked = _text(cells["l19-67"])
+    assert "same tensor: True  b.grad_fn: DoubleInPlaceBackward" in marked
+    assert "a.grad = tensor([16., 24.])" in marked
+    unmarked = _text(cells["l19-69"])
+    assert "b.grad_fn: AddBackward0" in unmarked and "a.grad = tensor([ 8., 12.])" in unmarked
+    indices = _text(cells["l19-71"])
+    assert "indices: tensor([1, 0]) requires_grad: False" in indices
+    assert "values: tensor([5., 4.]) requires_grad: True" in indices
 
 
-def test_saved_bytes_at_four_lengths(cells):
-    out = _text(cells["l19-19"])
-    found = {int(m.group(1)): (_number(m.group(2)), _number(m.group(3)))
-             for m in re.finditer(r"T = +(\d+): +([\d,]+) bytes kept, +([\d,]+) of them", out)}
-    assert found == {64: (49_160, 36_864), 128: (172_040, 147_456),
-                     256: (638_984, 589_824), 512: (2_457_608, 2_359_296)}, out
-    for T, (total, square) in found.items():
-        assert square == 9 * T * T  # P in float64 and the boolean mask
-        assert total - square == 192 * T + 8  # X, Q, K, V, O; and sqrt(d)
-    assert "T 128 -> 256: x3.71" in out
-    for T in (64, 128, 256):  # measured again, with the package's describe
-        assert _described_bytes(T) == found[T]
-    prose = " ".join(cells["l19-21"].source.split())
-    assert "9 × 4,096² bytes = 144 MiB" in prose and 9 * 4096**2 == 144 * 2**20
+def test_the_engine_sums_a_broadcast_shaped_gradient(cells):
+    """Moved here from lesson 09, which uses no custom Function."""
+    printed = " ".join(_text(cells["l19-78"]).split())
+    assert "backward returns shapes (3, 4) and (3, 4)" in printed
+    assert "x.grad (3, 1) y.grad (1, 4)" in printed
+    assert "l08-broadcast-function" not in _markdown(cells)
 
 
-def test_the_prediction_is_graded_then_revealed(cells):
-    assert cells["l19-17"].metadata["nbgrader"]["points"] == 0
-    assert "bl.check_prediction(\"l19-predict-growth\"" in cells["l19-17"].source
-    assert "the answer is 'x4'" in _text(cells["l19-18"])
+def test_logsumexp_exercise_is_checked_far_from_zero_and_twice(cells):
+    text = " ".join(_text(cells["l19-logsumexp-check"]).split())  # as wrapped to the lab's width
+    assert text.count("far from 0: forward and backward finite and right") == 2
+    assert text.count("gradgradcheck: passed") == 2
 
 
-def _pack_bytes(run, weights):
-    leaves = {w.untyped_storage().data_ptr() for w in weights}
-    seen = {}
-
-    def pack(t):
-        key = t.untyped_storage().data_ptr()
-        if key not in leaves:
-            seen[key] = t.untyped_storage().nbytes()
-        return t
-
-    with saved_tensors_hooks(pack, lambda t: t):
-        out = run()
-    return out, sum(seen.values())
+def test_recap_cites_only_what_the_lesson_shows(cells):
+    assert "sigmoid" not in cells["l19-36"].source.lower()
+    assert "[6, 12]" in cells["l19-36"].source and "[8, 14]" in cells["l19-36"].source
 
 
-def test_recompute_keeps_no_square_tensor_and_the_same_gradient_bits(cells):
-    out = _text(cells["l19-25"])
-    found = {m.group(1): (_number(m.group(2)), m.group(3))
-             for m in re.finditer(r"recompute (\w+) +([\d,]+) bytes kept, gradients the same "
-                                  r"bits as without: (\w+)", out)}
-    assert found == {"None": (638_976, "True"), "softmax": (573_440, "True"),
-                     "attention": (49_152, "True")}, out
-    assert 638_984 - 638_976 == 8  # section 3's count less the one-number sqrt(d)
-    assert 638_976 - 573_440 == 256 * 256  # checkpointing the softmax frees only the mask
-    assert 49_152 == 192 * 256  # X, Q, K, V and O
-
-    gen = torch.Generator().manual_seed(256)
-    weights = _weights(gen)
-    X, dY = (torch.randn(256, WIDTH, generator=gen, dtype=torch.float64) for _ in range(2))
-    results = {}
-    for recompute in (False, True):
-        y, nbytes = _pack_bytes(partial(_head, X, *weights, recompute=recompute), weights)
-        results[recompute] = nbytes, torch.autograd.grad(y, weights, dY)
-    assert (results[False][0], results[True][0]) == (638_976, 49_152)
-    assert all(torch.equal(a, b) for a, b in zip(results[False][1], results[True][1],
-                                                 strict=True))
+@pytest.mark.parametrize("stale", ["l19-cube", "l19-sigmoid", "l14-reverse", "l19-tanh-output"])
+def test_no_stale_grade_ids(stale):
+    checks = sorted((ROOT / "backproplab" / "course" / "exercises" / "lesson19").glob("*.py"))
+    assert checks, "the lesson's checks were not found"
+    for path in (LESSON, *checks, ROOT / "tests" / "wrong_answers" / "lesson19.py",
+                 ROOT / "tests" / "cheats" / "lesson19.py"):
+        text = path.read_text()
+        assert stale not in text, f"{path.name} still names {stale}"
+    ids = [json.dumps(c.get("metadata", {})) + c.get("id", "")
+           for c in json.loads(LESSON.read_text())["cells"]]
+    assert not [i for i in ids if stale in i]
 
 
-def test_flop_counts_and_the_backward_to_forward_ratio(cells):
-    out = _text(cells["l19-31"])
-    rows = {m.group(1).strip(): (_number(m.group(2)), _number(m.group(3)), m.group(4))
-            for m in re.finditer(r"(X [a-z ,]+?) +forward ([\d,]+) +backward ([\d,]+) +"
-                                 r"ratio ([\d.]+)", out)}
-    assert rows == {"X is data": (1_114_112, 2_179_072, "1.956"),
-                    "X needs a gradient": (1_114_112, 2_228_224, "2.000"),
-                    "X needs one, recomputed": (1_114_112, 2_752_512, "2.471")}, out
-    T = 256
-    square, projections, output = 2 * T * T * D, 2 * T * WIDTH * D, 2 * T * D * WIDTH
-    assert 2 * square + 3 * projections + output == 1_114_112
-    assert 2_228_224 - 2_179_072 == 3 * projections == 49_152  # the three dX products
-    assert 2_752_512 - 2_228_224 == square  # Q @ K.T once more; P @ V is not run again
-    prose = " ".join(cells["l19-32"].source.split())
-    for claim in ("49,152 operations", "1,048,576 of the forward's 1,114,112",
-                  "`Q @ K.T` once more, 524,288 operations"):
-        assert claim in prose
-
-    gen = torch.Generator().manual_seed(T)
-    weights = _weights(gen)
-    X = torch.randn(T, WIDTH, generator=gen, dtype=torch.float64, requires_grad=True)
-    for recompute, want in ((False, 2_228_224), (True, 2_752_512)):
-        with FlopCounterMode(display=False) as forward:
-            y = _head(X, *weights, recompute=recompute)
-        with FlopCounterMode(display=False) as backward:
-            torch.autograd.grad(y.sum(), [X, *weights])
-        assert (forward.get_total_flops(), backward.get_total_flops()) == (1_114_112, want)
+def test_once_differentiable_error_node_raises_in_backward_and_is_skipped_by_grad(cells):
+    """With an incoming gradient that requires grad, the results get an Error node:
+    .backward() raises through it, autograd.grad leaves it out and returns a part."""
+    text = _text(cells["l19-75"])
+    assert "first derivative, 3x² (right): tensor([ 3., 12.])" in text
+    assert "the nodes below it: ['MulBackward0', 'torch::autograd::Error']" in text
+    assert "torch.autograd.grad, second derivative: tensor([2., 4.])" in text
+    assert "truth 6x: tensor([ 6., 12.])" in text
+    assert "raises-exception" in cells["l19-76"].metadata.get("tags", [])
+    assert "trying to differentiate twice" in _text(cells["l19-76"])
+    prose = cells["l19-77"].source
+    assert "`Error` node" in prose and "2x instead of 6x" in prose
+    assert "raises only in some cases" not in _markdown(cells)
 
 
-def test_masked_scores_get_exact_zeros_and_dP_does_not(cells):
-    out = _text(cells["l19-11"])
-    assert "dSm above the diagonal, all exactly 0: True" in out
-    assert "dS above the diagonal, all exactly 0: True" in out
-    largest = float(re.search(r"dP above the diagonal, largest \|entry\|: ([\d.]+)", out)[1])
-    assert largest > 0.1
+def test_an_output_stashed_on_ctx_is_freed_late_not_leaked(cells):
+    """The cycle output -> node -> ctx -> output survives `del` and goes at gc.collect()."""
+    rows = _text(cells["l19-73"]).splitlines()
+    assert rows == [
+        "Exp        output alive after del: False  after gc.collect(): False",
+        "StashedExp output alive after del: True   after gc.collect(): False",
+    ]
+    prose = _markdown(cells)
+    assert "can leak memory" not in prose and "not a leak" in prose
 
 
-def test_the_fused_kernel_keeps_a_log_sum_exp_not_p(cells):
-    out = _text(cells["l19-27"])
-    assert "ScaledDotProductFlashAttentionForCpuBackward0" in out
-    assert re.search(r"logsumexp \(1, 1, 256\) +2,048 bytes", out), out
-    assert "(1, 1, 256, 256)" not in out
-    assert "same output as attend(), to round-off: True" in out
-    assert "exp(Sm - lse) equals P to round-off: True" in _text(cells["l19-28"])
-
-
-def test_the_residual_add_passes_the_gradient_unchanged(cells):
-    out = _text(cells["l19-34"])
-    assert "AddBackward0: sends what arrives to the skip: True, to the branch: True" in out
-    assert "what arrives is dy: True" in out
-    assert "Wo = 0: x.grad equals dy exactly: True" in _text(cells["l19-36"])
-
-
-def test_the_assembled_backward_matches_autograd_and_the_fused_kernel(cells):
-    assert ("5 of 5 match autograd through head_forward to round-off: dX, dWq, dWk, dWv, dWo"
-            in _text(cells["l19-54"]))
-    out = _text(cells["l19-56"])
-    assert "the fused kernel's node is in the graph: True" in out
-    assert "5 of 5 match the fused kernel's to round-off: dX, dWq, dWk, dWv, dWo" in out
-
-
-def test_three_by_hand_steps_are_graded(cells):
-    checks = [c for c in cells.values() if c.metadata.get("nbgrader", {}).get("grade")
-              and c.metadata["nbgrader"].get("points")]
-    ids = [c.metadata["nbgrader"]["grade_id"] for c in checks]
-    assert ids == ["l19-dscores-check", "l19-heads-check", "l19-flash-check"]
-    for cell in checks:
-        assert "matches autograd on 3 new random inputs" in _text(cell)
-
-
-def test_the_blockwise_backward_refuses_a_square_tensor_and_gets_no_sum_for_free():
-    """l19-flash: any (T, T) tensor is refused for its size, and the row sum over one block
-    is named, on the inputs of the visible check (T never a multiple of the block)."""
-    from backproplab.course.exercises import lesson19
-
-    flash = lesson19.EXERCISES["l19-flash"]
-    assert flash.without is not None
-    for seed in range(3):
-        inputs = flash.make_inputs(torch.Generator().manual_seed(seed))
-        Q, block = inputs[0], inputs[-1]
-        assert Q.ndim == 4 and Q.shape[1] != Q.shape[-1]  # H is never d
-        assert Q.shape[-2] % block and block <= Q.shape[-1]  # a last, shorter block; tiles fit
-        assert Q.shape[-2] ** 2 > Q.numel()  # even one (T, T) mask holds more than an input
-
-
-def test_a_convolutions_backward_is_two_convolutions(cells):
-    out = _text(cells["l19-39"])
-    assert "ConvolutionBackward0 of a length-12 sequence and a kernel of 3" in out
-    assert "dx = conv1d(padded dy, flipped kernel), as autograd: True" in out
-    assert "dw = conv1d(x, dy), as autograd: True" in out
+def test_the_in_place_exercise_saves_the_output_and_is_checked_far_from_zero(cells):
+    text = " ".join(_text(cells["l19-softplus-in-place-check"]).split())
+    assert text.count("in place: softplus written into x, declared with mark_dirty") == 2
+    assert text.count("far from 0: forward and backward finite and right") == 2
+    solution = cells["l19-softplus-in-place"].source
+    assert "mark_dirty" in solution and "save_for_backward(output)" in solution

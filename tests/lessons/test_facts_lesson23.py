@@ -1,25 +1,21 @@
-"""Lesson 23's numbers: what the lesson prints and what its prose states, computed again on the
-locked torch. The gradients at kinks (relu, abs, sqrt, log, clamp against hardtanh, the norm at
-zero), ReLU spelled three ways, every op of the ties table split or picked as the prose sorts
-them, the NaN through torch.where and what nan_to_num makes of it, the complex .grad of |z|²,
-the two descents on a complex gain, the Wirtinger derivatives of z² and z|z|², gradcheck on
-both complex backwards, and the worked examples of exercises 3 and 4."""
+"""Lesson 23's corrected facts about buckets and float16, read from the stored outputs, so
+an edit cannot bring the old claims back: a bucket closes once it reaches or passes the cap
+(336 bytes in a 300-byte bucket), the default cap makes the first bucket 1 MiB, the one
+first-step bucket holds only without find_unused_parameters, and a float16 hook divides
+before the all-reduce because the sum can overflow.
+
+(tests/lab/test_distributed.py runs the workers themselves; this file reads the lesson.)"""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import nbformat
 import pytest
-import torch
-import torch.nn.functional as F
-from stored import flat_text, printed
-from torch.autograd.gradcheck import GradcheckError
+from stored import output_text as _text
 
-from backproplab.course.exercises import lesson23
-
-LESSON = Path(__file__).parents[2] / "notebooks" / "23-where-calculus-runs-out.ipynb"
+ROOT = Path(__file__).parents[2]
+LESSON = ROOT / "notebooks" / "23-backward-across-processes.ipynb"
 
 
 @pytest.fixture(scope="module")
@@ -27,282 +23,119 @@ def cells() -> dict[str, nbformat.NotebookNode]:
     return {c.id: c for c in nbformat.read(LESSON, as_version=4).cells}
 
 
-def _prose(cells, *ids) -> str:
-    return " ".join(" ".join(cells[i].source.split()) for i in ids)
+def _markdown(cells) -> str:
+    return "\n".join(c.source for c in cells.values() if c.cell_type == "markdown")
 
 
-def slopes(f, *points):
-    x = torch.tensor(points, dtype=torch.float64, requires_grad=True)
-    f(x).sum().backward()
-    return x.grad.tolist()
+def test_a_bucket_closes_once_it_reaches_or_passes_the_cap(cells):
+    # 84 float32 values = 336 bytes went out in one bucket under a 300-byte cap.
+    assert "bucket 0: fc3.bias, fc3.weight, fc2.bias (84 values)" in _text(cells["l23-17"])
+    assert "reaches or passes the cap" in cells["l23-15"].source
+    assert "336 bytes under a 300-byte cap" in cells["l23-15"].source
+    assert "of at most\n`bucket_cap_mb`" not in cells["l23-15"].source
+    assert "reaches or passes `bucket_cap_mb`" in cells["l23-39"].source
 
 
-# --------------------------------------------------------------------------- kinks
+def test_the_default_cap_makes_the_first_bucket_one_mebibyte(cells):
+    out = _text(cells["l23-40"])
+    assert "default cap: 26,214,400 bytes; first bucket: 1,048,576 bytes" in out
+    assert "1 MiB" in cells["l23-25"].source and "1 MiB" in cells["l23-39"].source
 
 
-def test_relu_abs_sqrt_and_log_at_their_kinks(cells):
-    relu, absolute = slopes(torch.relu, -1.0, 0.0, 1.0), slopes(torch.abs, -1.0, 0.0, 1.0)
-    assert relu == [0.0, 0.0, 1.0] and absolute == [-1.0, 0.0, 1.0]
-    assert f"relu at -1, 0, 1: {relu}" in printed(cells["l23-03"])
-    assert f"abs at -1, 0, 1:  {absolute}" in printed(cells["l23-06"])
-    l1 = slopes(lambda p: F.l1_loss(p, torch.full_like(p, 3.0)), 3.0)
-    assert l1 == [0.0] and f"F.l1_loss at its target: {l1}" in printed(cells["l23-06"])
-    assert lesson23.PREDICTIONS["l23-predict-abs"].answer() == 0.0
-    # rules 4 and 5, as printed
-    out = printed(cells["l23-08"])
-    assert slopes(torch.sqrt, 0.0, 1.0) == [float("inf"), 0.5] and "[inf, 0.5]" in out
-    assert str(slopes(torch.sqrt, -1.0)) == "[nan]" and "[nan]" in out
-    assert slopes(torch.log, -1.0) == [-1.0] and "log at -1:       [-1.0]" in out
-    prose = _prose(cells, "l23-04", "l23-07")
-    assert "slope from the left" in prose and "abs sent 0, the middle of −1 and 1" in prose
-    # the subgradients the rule list names: the slopes on either side of the corner
-    assert slopes(torch.abs, -0.5, 0.5) == [-1.0, 1.0] and slopes(torch.relu, -0.5, 0.5) == [0, 1]
-    assert "for abs every slope from −1 to 1, for relu every one from 0 to 1" in prose
+def test_one_first_step_bucket_only_without_find_unused_parameters(cells):
+    out = _text(cells["l23-40"])
+    assert "find_unused_parameters=False: first-step buckets of 1936 bytes" in out
+    assert "find_unused_parameters=True : first-step buckets of 16, 320, 1088, 512 bytes" in out
+    assert "one bucket" in _text(cells["l23-20"]) or "bucket 0: fc1.weight" in _text(
+        cells["l23-20"])
+    assert "find_unused_parameters=True" in cells["l23-21"].source
+    assert "unless `find_unused_parameters=True`" in cells["l23-39"].source
 
 
-def test_relu_spelled_three_ways(cells):
-    at_zero = [slopes(torch.relu, 0.0)[0], slopes(lambda x: x.clamp(min=0), 0.0)[0],
-               slopes(lambda x: torch.maximum(x, torch.zeros_like(x)), 0.0)[0]]
-    assert at_zero == [0.0, 1.0, 0.5] == lesson23.PREDICTIONS["l23-predict-relu"].answer()
-    out = printed(cells["l23-10"])
-    assert "torch.relu(x)            at -1, 0, 1: [0.0, 0.0, 1.0]" in out
-    assert "x.clamp(min=0)           at -1, 0, 1: [0.0, 1.0, 1.0]" in out
-    assert "torch.maximum(x, zeros)  at -1, 0, 1: [0.0, 0.5, 1.0]" in out
-    prose = _prose(cells, "l23-11")
-    assert "smallest subgradient 0" in prose and "(1/2, 1/2)" in prose
-    assert "`x` gets 0.5" in prose and "it sends 1 at both bounds" in prose
+def test_the_float16_hook_divides_before_the_sum(cells):
+    out = _text(cells["l23-41"])
+    assert "float16, sum then divide: inf" in out
+    assert "float16, divide then sum: 40000.0" in out
+    task = cells["l23-37"].source
+    assert "40000 + 40000 overflows" in task and "fp16_compress_hook" in task
+    assert task.index("Divide it by the number of processes") < task.index("convert it to\nfloat16")
+    solution = cells["l23-fp16-hook"].source
+    assert solution.index("/ world") < solution.index("all_reduce")
+    assert "✓ fp16_average" in _text(cells["l23-fp16-hook-check"])
 
 
-def test_clamp_against_hardtanh_at_the_bounds(cells):
-    clamp = slopes(lambda x: x.clamp(-1, 1), -1.0, 1.0)
-    hardtanh, relu6 = slopes(F.hardtanh, -1.0, 1.0), slopes(F.relu6, 0.0, 6.0)
-    assert clamp == [1.0, 1.0] and hardtanh == [0.0, 0.0] and relu6 == [0.0, 0.0]
-    out = printed(cells["l23-12"])
-    assert f"at -1, 1: {clamp}" in out and f"F.hardtanh(x)  at -1, 1: {hardtanh}" in out
-    assert f"at  0, 6: {relu6}" in out
-    # the two are the same function
-    u = torch.linspace(-3, 3, 61, dtype=torch.float64)
-    assert torch.equal(u.clamp(-1, 1), F.hardtanh(u))
-    assert "clamp takes 1" in _prose(cells, "l23-13")
+# --------------------------------------------------------------------------
+# Section 6: the same model under FSDP2's fully_shard, in 2 processes
+# --------------------------------------------------------------------------
 
 
-def test_the_norm_at_zero_and_its_spellings(cells):
-    norm = slopes(lambda x: x.norm(), 0.0, 0.0)
-    by_hand = slopes(lambda x: (x**2).sum().sqrt(), 0.0, 0.0)
-    hypot = slopes(lambda x: torch.hypot(x[0], x[1]), 0.0, 0.0)
-    assert norm == [0.0, 0.0] and all(v != v for v in by_hand + hypot)  # NaN
-    out = printed(cells["l23-16"])
-    assert "x.norm()            at (0, 0): [0.0, 0.0]" in out
-    assert "sqrt((x**2).sum())  at (0, 0): [nan, nan]" in out
-    assert "torch.hypot(x0, x1) at (0, 0): [nan, nan]" in out and "inf * 0 = nan" in out
+def test_each_rank_holds_a_row_shard_of_every_parameter_and_gradient(cells):
+    out = _text(cells["l23-44"])
+    assert "placement of every parameter: (Shard(dim=0),)" in out
+    assert "fc1.weight (16, 8)   (8, 8), (8, 8); gradients (8, 8), (8, 8)" in out
+    assert "fc2.weight (16, 16)  (8, 16), (8, 16); gradients (8, 16), (8, 16)" in out
+    assert "fc3.bias   (4,)      (2,), (2,); gradients (2,), (2,)" in out
 
 
-# --------------------------------------------------------------------------- ties
-
-TIES = [2.0, 3.0, 3.0, 2.0, 1.0, 1.0]
-OPS = {
-    "x.max()": lambda x: x.max(),
-    "x.amax(dim=0)": lambda x: x.amax(dim=0),
-    "x.max(dim=0).values": lambda x: x.max(dim=0).values,
-    "x.topk(1).values": lambda x: x.topk(1).values,
-    "F.max_pool1d(x, 6)": lambda x: F.max_pool1d(x.view(1, 1, -1), 6),
-    "x.median()": lambda x: x.median(),
-    "x.median(dim=0).values": lambda x: x.median(dim=0).values,
-    "x.min()": lambda x: x.min(),
-    "x.min(dim=0).values": lambda x: x.min(dim=0).values,
-    "torch.maximum(x[:2], x[3:1:-1])": lambda x: torch.maximum(x[:2], x[2:4].flip(0)),
-    "torch.fmax(x[:2], x[3:1:-1])": lambda x: torch.fmax(x[:2], x[2:4].flip(0)),
-}
-SPLIT = {"x.max()", "x.amax(dim=0)", "x.median()", "x.min()", "torch.maximum(x[:2], x[3:1:-1])"}
+def test_six_all_gathers_and_three_reduce_scatters_per_step(cells):
+    out = _text(cells["l23-46"])
+    for rank in (0, 1):
+        for step in (1, 2):
+            assert f"rank {rank}, step {step}: 6 all-gathers, 3 reduce-scatters" in out
+    backward = out[out.index("backward:"):out.index("backward() returned")]
+    order = [line.split()[:2] for line in backward.splitlines()[1:]]
+    assert order == [["all-gather", "fc3"], ["all-gather", "fc2"], ["reduce-scatter", "fc3"],
+                     ["all-gather", "fc1"], ["reduce-scatter", "fc2"],
+                     ["reduce-scatter", "fc1"]]
+    kept = _text(cells["l23-48"])
+    assert "reshard_after_forward=True : 6 all-gathers, 3 reduce-scatters per step" in kept
+    assert "reshard_after_forward=False: 3 all-gathers, 3 reduce-scatters per step" in kept
+    assert "6 all-gathers and 3 reduce-scatters" in cells["l23-47"].source
 
 
-def test_every_tie_is_split_or_picked_as_the_prose_says(cells):
-    out = printed(cells["l23-18"])
-    for name, f in OPS.items():
-        grad = slopes(f, *TIES)
-        kind = "split" if name in SPLIT else "pick"
-        assert sum(grad) == pytest.approx(1.0 if "(x[:2]" not in name else 2.0)
-        if kind == "split":
-            assert all(g in (0.0, 0.5) for g in grad) and grad.count(0.5) >= 2, name
-        else:
-            assert all(g in (0.0, 1.0) for g in grad), name
-        assert f"{name:<32} {kind:<6} x.grad = {grad}" in out
-    # fmax picks its first input
-    assert slopes(OPS["torch.fmax(x[:2], x[3:1:-1])"], *TIES)[:4] == [1.0, 1.0, 0.0, 0.0]
-    # the even count's median is the lower middle value, tied at entries 0 and 3
-    assert torch.tensor(TIES).median().item() == 2.0
-    prose = _prose(cells, "l23-17", "l23-19")
-    for listed in ("`max()`, `amax`, `median()`, `min()`) splits",
-                   "(`max(dim=...)`, `topk`, max pooling, `median(dim=...)`, `min(dim=...)`)",
-                   "`torch.fmax`, the NaN-ignoring twin of `torch.maximum`, departs from the "
-                   "rule: it picks its first input"):
-        assert listed in prose
+def test_fsdp_keeps_half_the_bytes_of_ddp_and_the_same_gradients(cells):
+    out = _text(cells["l23-50"])
+    for rank in (0, 1):
+        assert f"rank {rank}: FSDP 968 + 968 = 1,936 bytes; DDP 3,872 bytes" in out
+    grads = _text(cells["l23-52"])
+    assert grads.count("✓") == 6 and "✗" not in grads
+    assert "equal to DDP's, bit for bit: True" in grads
 
 
-def test_sort_gives_each_input_the_weight_of_its_place(cells):
-    x = torch.tensor([3.0, 1.0, 3.0, 2.0], dtype=torch.float64, requires_grad=True)
-    values, indices = x.sort()
-    (values * torch.tensor([1.0, 10.0, 100.0, 1000.0], dtype=torch.float64)).sum().backward()
-    assert x.grad.tolist() == [100.0, 1.0, 1000.0, 10.0]
-    out = printed(cells["l23-20"])
-    assert f"from inputs: {indices.tolist()}" in out and f"x.grad: {x.grad.tolist()}" in out
+def test_the_reduce_scatter_exercise_is_graded_in_two_and_three_processes(cells):
+    from backproplab.course.exercises.lesson23 import common
+
+    assert common.WORLD_SIZES == (2, 3)
+    out = _text(cells["l23-shard-mean-check"])
+    assert out.count("✓ shard_mean") == 2  # the visible check and the hidden tests
+    assert "in 2 and in 3 processes" in out and "3, 3, 1 over 3" in out
+    task = cells["l23-54"].source
+    assert "`dist.reduce_scatter` is what you are building" in task
+    assert "followed by a slice is refused" in task
+    solution = cells["l23-shard-mean"].source
+    assert "isend" in solution and "irecv" in solution and "all_reduce" not in solution
 
 
-# --------------------------------------------------------------------------- where
+def test_the_bucket_exercise_asks_for_the_buckets_ddp_made(cells):
+    from backproplab.course.exercises.lesson23 import buckets
 
-
-def _where_grad(fix=None):
-    x = torch.tensor([-1.0, 0.0, 4.0], requires_grad=True)
-    inner = torch.where(x > 0, x, 1.0) if fix else x
-    out = torch.where(x > 0, torch.sqrt(inner), x)
-    (out.nan_to_num() if fix == "output" else out).sum().backward()
-    return x.grad
-
-
-def test_nan_through_where_and_the_fixes(cells):
-    grad = _where_grad()
-    assert grad[:2].isnan().all() and grad[2].item() == 0.25
-    assert "x.grad:   tensor([   nan,    nan, 0.2500])" in printed(cells["l23-22"])
-    assert "sqrt(x):  tensor([nan, 0., 2.])" in printed(cells["l23-22"])
-    out = printed(cells["l23-26"])
-    x = torch.tensor([-1.0, 0.0, 4.0], requires_grad=True)
-    torch.where(x > 0, torch.sqrt(x), x).nan_to_num().sum().backward()
-    assert x.grad[:2].isnan().all()
-    assert "nan_to_num on the output:   tensor([   nan,    nan, 0.2500])" in out
-    assert grad.nan_to_num().tolist() == [0.0, 0.0, 0.25]
-    assert "nan_to_num on the gradient: tensor([0.0000, 0.0000, 0.2500])" in out
-    fixed = _where_grad(fix=True)
-    assert fixed.tolist() == [1.0, 1.0, 0.25]  # "the truth: 1, 1, 0.25"
-    assert "x.grad: tensor([1.0000, 1.0000, 0.2500])" in printed(cells["l23-28"])
-    assert "(the truth: 1, 1, 0.25)" in printed(cells["l23-22"])
-    assert torch.isnan(torch.tensor(0.0) * torch.tensor(float("inf")))
-
-
-def test_the_trace_shows_the_zero_turned_into_nan(cells):
-    text = flat_text(cells["l23-24"])
-    assert re.search(r"WhereBackward0 \[1\] \[0\], \[1\]", text)
-    assert re.search(r"SqrtBackward0 \[0\] \[nan\]", text)
-    assert "leaf grads: x = [nan]" in text
-
-
-# --------------------------------------------------------------------------- complex
-
-
-def test_the_complex_grad_of_abs_squared(cells):
-    z = torch.tensor(1 + 2j, dtype=torch.complex128, requires_grad=True)
-    (z.abs() ** 2).backward()
-    assert z.grad.item() == 2 + 4j == lesson23.PREDICTIONS["l23-predict-complex"].answer()
-    assert "dL/dx = 2.0  dL/dy = 4.0" in printed(cells["l23-31"])
-    assert "z.grad = (2+4j)" in printed(cells["l23-31"])
-    # 2 ∂L/∂z* = 2z for L = z z*
-    assert z.grad.item() == 2 * (1 + 2j)
-    assert "(|z|² at 1 + 2i gives 2 + 4i)" in _prose(cells, "l23-50")
-
-
-def _descend(conjugate: bool):
-    gen = torch.Generator().manual_seed(0)
-    signal = torch.randn(64, generator=gen, dtype=torch.complex128)
-    noise = 0.1 * torch.randn(64, generator=gen, dtype=torch.complex128)
-    observed = (1.5 - 0.8j) * signal + noise
-
-    def loss_of(w):
-        return ((w * signal - observed).abs() ** 2).mean()
-
-    w = torch.tensor(-1.0 + 1.0j, dtype=torch.complex128, requires_grad=True)
-    losses = []
-    for _ in range(25):
-        w.grad = None
-        loss = loss_of(w)
-        losses.append(loss.item())
-        loss.backward()
-        with torch.no_grad():
-            w -= 0.1 * (w.grad.conj() if conjugate else w.grad)
-    best = (signal.conj() * observed).sum() / (signal.abs() ** 2).sum()
-    return w.item(), loss_of(w).item(), losses, best.item()
-
-
-def test_descent_on_a_complex_gain(cells):
-    out = printed(cells["l23-33"])
-    w, loss, _, best = _descend(conjugate=False)
-    assert f"torch's .grad (SGD)      w = {w:.3f}, loss {loss:.4g}" in out  # SGD = w - lr grad
-    assert abs(w - best) < 0.02 and abs(w - (1.5 - 0.8j)) < 0.05  # "about 1.5 − 0.8i"
-    w, loss, losses, _ = _descend(conjugate=True)
-    assert f"the conjugate of .grad   w = {w:.3f}, loss {loss:.4g}" in out
-    assert w.imag > 100 and all(b > a for a, b in zip(losses[2:], losses[3:], strict=False))
-    assert "about 1.5 − 0.8i" in _prose(cells, "l23-35")
-
-
-def test_wirtinger_derivatives_of_the_two_functions(cells):
-    out = printed(cells["l23-37c"])
-    assert "z**2        ds/dz = [2+4j, -1+2j]   ds/dz* = [0+0j, 0+0j]" in out
-    assert "z * |z|**2  ds/dz = [10+0j, 2.5+0j]   ds/dz* = [-3+4j, -0.75-1j]" in out
-    assert printed(cells["l23-37b"]).count("torch's VJP equals the formula: True") == 2
-    z = torch.tensor([1 + 2j, -0.5 + 1j], dtype=torch.complex128)
-    assert (2 * z).tolist() == [2 + 4j, -1 + 2j]  # ∂(z²)/∂z = 2z
-    assert torch.allclose(2 * z.abs() ** 2, torch.tensor([10.0, 2.5], dtype=torch.float64))
-    assert (z**2).tolist() == [-3 + 4j, -0.75 - 1j]
-    g = torch.tensor([0.3 - 1j, 2 + 0.5j], dtype=torch.complex128)
-    leaf = z.clone().requires_grad_()
-    (vjp,) = torch.autograd.grad(leaf * leaf.abs() ** 2, leaf, g)
-    assert torch.allclose(vjp, g.conj() * z**2 + g * 2 * z.abs() ** 2)
-
-
-def test_complex_backward_and_gradcheck(cells):
-    error = next(o for o in cells["l23-39"].outputs if o.output_type == "error")
-    assert error.ename == "RuntimeError"
-    assert "only for real scalar outputs but got torch.complex128" in error.evalue
-
-    class Cubic(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, z):
-            ctx.save_for_backward(z)
-            return z * z.abs() ** 2
-
-        @staticmethod
-        def backward(ctx, g):
-            (z,) = ctx.saved_tensors
-            return g * 2 * z.abs() ** 2  # the ∂s/∂z* term left out
-
-    z = torch.tensor([1 + 2j, -0.5 + 1j], dtype=torch.complex128, requires_grad=True)
-    with pytest.raises(GradcheckError, match="imaginary part of complex outputs"):
-        torch.autograd.gradcheck(Cubic.apply, (z,))
-    text = flat_text(cells["l23-41"])
-    assert "CubicGain: gradcheck passed" in text
-    assert "CubicGainAsIfHolomorphic: While considering the imaginary part" in text
-
-
-# --------------------------------------------------------------------------- exercises
-
-
-def test_the_worked_examples_of_the_exercises(cells):
-    X = torch.tensor([[1.0, 0.0, -1.0, 1.0], [0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
-    y = torch.tensor([1.0, -1.0, 1.0])
-    w = torch.tensor([0.5, -1.0, 0.25, 0.75], requires_grad=True)
-    lesson23.hinge_loss(X, y, w, 0.5).backward()
-    out = printed(cells["l23-45"])
-    assert "scores: tensor([ 1.0000, -0.7500,  0.2500])" in out
-    assert f"w.grad: {w.grad}" in out
-    x = torch.tensor([-3.0, 0.5, 30.0, 1000.0], dtype=torch.float64, requires_grad=True)
-    beta = torch.tensor([1.0, 2.0, 1.0, 1.0], dtype=torch.float64, requires_grad=True)
-    lesson23.soft_relu(x, beta).sum().backward()
-    assert x.grad[:3].isfinite().all() and x.grad[3].isnan() and beta.grad[3].isnan()
-    assert "x.grad:    tensor([0.0474, 0.7311, 1.0000,    nan]" in printed(cells["l23-48"])
-
-
-def test_the_hinge_check_meets_every_kink_on_every_trial():
-    """The inputs the check makes hit relu's kink, a clamp bound with the margin positive,
-    a score beyond the bound and a zero pair of weights, on every seed."""
-    for seed in range(40):
-        X, y, w, lam = lesson23.hinge_inputs(torch.Generator().manual_seed(seed))
-        s = X @ w
-        assert ((y * s) == 1).any() and ((y * s) == -2).any() and ((y * s) == -3).any()
-        assert (w.view(-1, 2).abs().sum(dim=1) == 0).any() and lam > 0
-
-
-def test_the_where_check_meets_every_region_on_every_trial():
-    for seed in range(40):
-        x, beta = lesson23.soft_inputs(torch.Generator().manual_seed(seed))
-        bx = beta * x
-        assert (bx > 709.8).any() and ((bx > 20) & (bx < 22)).any()
-        assert (bx <= 20).any() and (bx < -745).any()
-        assert lesson23.soft_relu(x.requires_grad_(), beta).isfinite().all()
+    # Section 3's tiny_mlp (8 -> 16 -> 16 -> 4) under a 300-byte cap: the rule the
+    # exercise checks gives DDP's three buckets, and the moments they went out.
+    sizes = buckets.ready_order([8, 16, 16, 4])
+    assert sizes == [4, 64, 16, 256, 16, 128]
+    assert buckets.buckets(sizes, 300) == [84, 256, 144]
+    timeline = _text(cells["l23-17"])
+    for k, values in enumerate((84, 256, 144)):
+        assert f"bucket {k}: " in timeline and f"({values} values)" in timeline
+    assert buckets._earliest([84, 256, 144], sizes) == [0, 0, 1, 2, 2, 3]
+    # The prediction's model under 4,000 bytes: the two buckets of its reveal.
+    assert len(buckets.buckets(buckets.ready_order([32, 32, 32, 10]), 4000)) == 2
+    assert "the answer\n  is 2." in _text(cells["l23-predict-buckets-reveal"])
+    # The check's draws: every slip gives other sizes than the rule and than each other.
+    for seed in range(20):
+        widths, cap = buckets.pick(seed)
+        layouts = [buckets.buckets(buckets.ready_order(widths), cap),
+                   *buckets._slips(buckets.ready_order(widths), cap).values()]
+        assert len({tuple(x) for x in layouts}) == len(layouts)
+    out = _text(cells["l23-buckets-check"])
+    assert out.count("✓ bucketed_averaging") == 2  # the visible check and the hidden tests

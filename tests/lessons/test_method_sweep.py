@@ -10,8 +10,8 @@ only if all of them agree with the reference, so the check of every seed s < SEE
 known from these observations. The solution must pass on all of them, each wrong
 answer fail on all of them.
 
-An exercise whose observation starts worker processes or compiles (lesson 16's process
-groups, torch.compile in lessons 18 and 24: seconds per observation, a dozen wrong
+An exercise whose observation starts worker processes or compiles (lesson 23's process
+groups, torch.compile in lessons 25 and 27: seconds per observation, a dozen wrong
 answers) is swept on ``COSTLY_SEEDS`` seeds instead, which the suite's time allows.
 """
 

@@ -39,14 +39,14 @@ def test_the_screen_check_sees_a_spoiler_in_the_next_section(lab: Any, tmp_path:
         nbformat.v4.new_markdown_cell("## Ties\n\n### Predict, then run\n\nWhat is `x.grad`?"),
         nbformat.v4.new_code_cell("### BEGIN SOLUTION\nmax_ties_guess = [0.0, 0.5, 0.5, 0.0]\n"
                                   "### END SOLUTION"),
-        nbformat.v4.new_code_cell('bl.check_prediction("l08-predict-max-ties", max_ties_guess)'),
-        nbformat.v4.new_code_cell('bl.reveal("l08-predict-max-ties")'),
+        nbformat.v4.new_code_cell('bl.check_prediction("l09-predict-max-ties", max_ties_guess)'),
+        nbformat.v4.new_code_cell('bl.reveal("l09-predict-max-ties")'),
         nbformat.v4.new_markdown_cell("## Next\n\nA maximum splits the gradient evenly."),
     ]
-    book.cells[1].metadata["nbgrader"] = {"solution": True, "grade_id": "l08-predict-max-ties"}
+    book.cells[1].metadata["nbgrader"] = {"solution": True, "grade_id": "l09-predict-max-ties"}
     for i, cell in enumerate(book.cells):
-        cell.id = f"l08-s{i}"
-    lesson = tmp_path / "08-spoiled.ipynb"
+        cell.id = f"l09-s{i}"
+    lesson = tmp_path / "09-spoiled.ipynb"
     nbformat.write(book, lesson)
     report, seen = screen_report(lab, lesson, ARTIFACTS / f"screen-{lesson.stem}")
     assert {1, 2, 3, 4} <= set(seen[0]), seen  # the guess, the check, the reveal, what follows

@@ -160,40 +160,40 @@ def test_each_prediction_is_asked_checked_then_revealed(lesson):
 # wrote right under a reveal, so it cannot come back above one.
 IN_WORDS = {
     "l01-predict-leaves": [r"`a` is (?:a|the only) leaf", r"`c` and `e`\s+are\s+non-leaves"],
-    "l08-predict-max-ties": [r"(?i)splits? the gradient evenly", r"(?i)\beven split"],
-    "l10-predict-maxes": [r"(?i)does not depend on\s+`?logit_maxes",
+    "l09-predict-max-ties": [r"(?i)splits? the gradient evenly", r"(?i)\beven split"],
+    "l12-predict-maxes": [r"(?i)does not depend on\s+`?logit_maxes",
                           r"(?i)gradient there is\s+(?:0|zero)"],
-    "l10-predict-db1": [r"(?i)does not depend on\s+`?b1", r"(?i)nothing to learn"],
+    "l12-predict-db1": [r"(?i)does not depend on\s+`?b1", r"(?i)nothing to learn"],
     "l01-predict-rows": [r"(?i)every row of `w\.grad` is the same"],
     "l06-predict-zero-grad": [r"(?m)^`None`:"],
-    "l12-predict-recompute": [r"(?i)\bran twice\b", r"(?i)one extra forward of\s+each"],
+    "l16-predict-recompute": [r"(?i)\bran twice\b", r"(?i)one extra forward of\s+each"],
     # Yes/no and either/or answers, as the text under their folds says them.
     "l02-predict-paths": [r"(?i)contributions of the paths\s+add up", r"(?i)receiving their sum",
                           r"(?i)sums what arrives", r"(?i)collects\s+\$?-1 - 3"],
     "l05-predict-second": [r"(?i)\.grad`?\s+accumulates", r"(?i)adds\s+into whatever",
                            r"(?i)did not replace the first"],
     "l08-predict-weights": [r"(?i)which is the entry itself", r"(?i)half the gradient of"],
-    "l09-predict-std": [r"(?i)spares the sigmoid", r"(?i)does not starve"],
-    "l18-predict-break": [r"(?i)a Python number read from a tensor"],
+    "l10-predict-std": [r"(?i)spares the sigmoid", r"(?i)does not starve"],
+    "l25-predict-break": [r"(?i)a Python number read from a tensor"],
     "l05-predict-batchnorm": [r"(?i)the gap is as large as"],
     "l07-predict-again": [r"(?i)stops with an\s+error", r"(?i)tells backward to leave",
                           r"(?i)can be walked again"],
     "l07-predict-second": [r"(?m)^No: walking back", r"(?i)first pass needs\s+`?retain_graph"],
-    "l13-predict-second": [r"(?m)^No\. By default the backward", r"(?i)but now it carries",
+    "l17-predict-second": [r"(?m)^No\. By default the backward", r"(?i)but now it carries",
                            r"(?i)dy_dx`? now works"],
-    "l13-predict-linear": [r"(?i)so nothing was\s+recorded"],
-    "l15-predict-raises": [r"(?i)no error at all", r"(?i)trusts whatever backward returns"],
-    "l21-predict-pool-tie": [r"(?i)the first maximum", r"(?i)stays with the first"],
-    "l21-predict-dropout-eval": [r"(?i)returns its input itself", r"(?i)as it arrived",
+    "l17-predict-linear": [r"(?i)so nothing was\s+recorded"],
+    "l19-predict-raises": [r"(?i)no error at all", r"(?i)trusts whatever backward returns"],
+    "l13-predict-pool-tie": [r"(?i)the first maximum", r"(?i)stays with the first"],
+    "l13-predict-dropout-eval": [r"(?i)returns its input itself", r"(?i)as it arrived",
                                  r"(?i)no mask was drawn"],
     # A lone 0 is everywhere in prose, and complex answers have no number form of their own.
-    "l23-predict-abs": [r"(?i)\babs\W+(?:sent|sends|gives)\W+0\b"],
-    "l23-predict-relu": [r"(?i)clamp\(min=0\)`?\W+(?:sends\W+|gives\W+)?1\b",
+    "l22-predict-abs": [r"(?i)\babs\W+(?:sent|sends|gives)\W+0\b"],
+    "l22-predict-relu": [r"(?i)clamp\(min=0\)`?\W+(?:sends\W+|gives\W+)?1\b",
                          r"(?i)splits? the gradient evenly", r"(?i)picks its first\s+input"],
-    "l23-predict-complex": [r"\b2\s*\+\s*4\s*[ij]\b", r"(?i)2\s*\+\s*4\s*i\b",
+    "l22-predict-complex": [r"\b2\s*\+\s*4\s*[ij]\b", r"(?i)2\s*\+\s*4\s*i\b",
                             r"text\{grad\}_z", r"VJP is\s+`?g \* f'\(z\)\.conj\(\)",
                             r"(?i)combines the two, in torch's convention"],
-    "l22-predict-first": [r"(?i)newest node is always ready"],
+    "l21-predict-first": [r"(?i)newest node is always ready"],
 }
 
 
@@ -360,24 +360,24 @@ def test_the_screen_test_sees_a_spoiler():
         nbformat.v4.new_markdown_cell("### Predict, then run\n\nWhat is `x.grad`?"),
         nbformat.v4.new_code_cell('### BEGIN SOLUTION\nmax_ties_guess = [0.0, 0.5, 0.5, 0.0]\n'
                                   '### END SOLUTION'),
-        nbformat.v4.new_code_cell('bl.check_prediction("l08-predict-max-ties", max_ties_guess)'),
-        nbformat.v4.new_code_cell('bl.reveal("l08-predict-max-ties")'),
+        nbformat.v4.new_code_cell('bl.check_prediction("l09-predict-max-ties", max_ties_guess)'),
+        nbformat.v4.new_code_cell('bl.reveal("l09-predict-max-ties")'),
         nbformat.v4.new_markdown_cell("A maximum splits the gradient evenly among the ties."),
         nbformat.v4.new_code_cell('print("x.grad is", [0, 0.5, 0.5, 0])  # [0, 0.5, 0.5, 0]'),
         nbformat.v4.new_markdown_cell("## Next"),
         nbformat.v4.new_markdown_cell("It splits the gradient evenly."),
     ]
     spoiled.cells[1].metadata["nbgrader"] = {"solution": True,
-                                             "grade_id": "l08-predict-max-ties"}
+                                             "grade_id": "l09-predict-max-ties"}
     on_screen = _on_screen(spoiled.cells, 1)
     assert on_screen == [0, 1, 2, 3, 4, 5, 6]
     assert _readable(spoiled.cells[6], above_heading=True) == ""
-    answer = _answer_of(bl.course.exercises.find_prediction("l08-predict-max-ties"))
-    said = [_screen_leaks("l08-predict-max-ties", _readable(spoiled.cells[k], k == 6), answer,
+    answer = _answer_of(bl.course.exercises.find_prediction("l09-predict-max-ties"))
+    said = [_screen_leaks("l09-predict-max-ties", _readable(spoiled.cells[k], k == 6), answer,
                           None) for k in on_screen]
     assert [bool(s) for s in said] == [False, False, False, False, True, True, False]
     above = nbformat.v4.new_markdown_cell("It splits the gradient evenly.\n\n### Next")
-    assert _screen_leaks("l08-predict-max-ties", _readable(above, True), answer, None)
+    assert _screen_leaks("l09-predict-max-ties", _readable(above, True), answer, None)
     assert not _screen_leaks("l06-predict-forgot", "and no dampening", "no", ("yes", "no"))
     assert _screen_leaks("l06-predict-forgot", 'it answers "no"', "no", ("yes", "no"))
     assert not _readable(nbformat.v4.new_code_cell("y = x ** 2"))

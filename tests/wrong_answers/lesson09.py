@@ -1,90 +1,86 @@
-"""Plausible wrong answers for the exercises of 09-mlp-training.ipynb."""
+"""Plausible wrong answers for lesson 09 (see tests/lessons/test_exercises.py): each must fail
+its check with a message naming the mistake."""
 
-BCE = "def dlogits_bce(z, y):\n    return {}\n"
-MSE = "def dlogits_sigmoid_mse(z, y):\n    p = torch.sigmoid(z)\n    return {}\n"
-
-
-def mlp(dz="(torch.sigmoid(z) - ys) / z.numel()", da="(dz @ W2.T) * (1 - h**2)",
-        out="xs.T @ da, da.sum(dim=0), h.T @ dz, dz.sum(dim=0)"):
-    """Exercise 3's backward with one line changed."""
-    return ("def mlp_backward(xs, ys, W1, b1, W2, b2):\n"
-            "    a = xs @ W1 + b1\n"
-            "    h = torch.tanh(a)\n"
-            "    z = h @ W2 + b2\n"
-            f"    dz = {dz}\n"
-            f"    da = {da}\n"
-            f"    return {out}\n")
-
+AFFINE = "def affine_grads(x, w, b, g):\n    return {}\n"
+BMM = "def batched_matmul_grads(X, W, G):\n    return {}\n"
+GATHER = "def gather_grad(x, dim, index, g):\n    {}\n"
 
 WRONG = {
-    "l09-predict-layer": [
-        ('larger_layer_guess = "first"\n', "not quite"),
+    "l09-predict-max-ties": [
+        # The whole gradient to the first of the tied entries (max(dim=...)'s convention).
+        ("max_ties_guess = [0.0, 1.0, 0.0, 0.0]\n", "not quite"),
+        # A full gradient to each tied entry.
+        ("max_ties_guess = [0.0, 1.0, 1.0, 0.0]\n", "not quite"),
     ],
-    "l09-predict-std": [
-        # The old claim: std 0.01 starves every layer.
-        ("sigmoid_last_10x_smaller = True\n", "not quite"),
+    "l09-softmax-vjp": [
+        # Right, but through the Jacobian of every row, diag(p) - p pᵀ.
+        ("def softmax_vjp(p, g):\n"
+         "    J = torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)\n"
+         "    return (g.unsqueeze(-2) @ J).squeeze(-2)\n", "do without"),
+        # The diagonal of the Jacobian only.
+        ("def softmax_vjp(p, g):\n    return p * g\n", "only the diagonal"),
+        # A sign slip in the second term.
+        ("def softmax_vjp(p, g):\n    return p * (g + (g * p).sum(dim=-1, keepdim=True))\n",
+         "sign of the second term"),
+        # The row sum taken over the first dimension.
+        ("def softmax_vjp(p, g):\n    return p * (g - (g * p).sum(dim=0, keepdim=True))\n",
+         "summed over the wrong dimension"),
+        # log_softmax's VJP.
+        ("def softmax_vjp(p, g):\n    return g - p * g.sum(dim=-1, keepdim=True)\n",
+         "log_softmax"),
+        # keepdim forgotten: the row sums broadcast along the wrong axis (and the sizes clash).
+        ("def softmax_vjp(p, g):\n    return p * (g - (g * p).sum(dim=-1))\n",
+         "raised RuntimeError"),
     ],
-    "l09-bce": [
-        (BCE.format("torch.sigmoid(z) - y"), "1/N of the mean is missing"),
-        (BCE.format("(torch.sigmoid(z) - y) / len(z)"), "number of rows only"),
-        (BCE.format("(z - y) / z.numel()"), "z stands where sigmoid(z) belongs"),
-        (BCE.format("(y - torch.sigmoid(z)) / z.numel()"), "sign is flipped"),
-        (
-            "def dlogits_bce(z, y):\n"
-            "    p = torch.sigmoid(z)\n"
-            "    return (p - y) * p * (1 - p) / z.numel()\n",
-            "p(1 − p) was multiplied in once too often",
-        ),
-        # dL/dp only: the chain rule's last factor forgotten.
-        (
-            "def dlogits_bce(z, y):\n"
-            "    p = torch.sigmoid(z)\n"
-            "    return (-y / p + (1 - y) / (1 - p)) / z.numel()\n",
-            "mismatch",
-        ),
-        (
-            "def dlogits_bce(z, y):\n"
-            "    z = z.requires_grad_()\n"
-            "    F.binary_cross_entropy_with_logits(z, y).backward()\n"
-            "    return z.grad\n",
-            "by hand",
-        ),
+    "l09-broadcast-affine": [
+        # No sums at all.
+        (AFFINE.format("g * w, g * x, g"), "keeps the shape (B, T, C)"),
+        # Summed over the batch only.
+        (AFFINE.format("g * w, (g * x).sum(0), g.sum(0)"), "batch dimension only"),
+        # keepdim=True leaves (1, 1, C).
+        (AFFINE.format("g * w, (g * x).sum((0, 1), keepdim=True), g.sum((0, 1), keepdim=True)"),
+         "keepdim=True leaves shape (1, 1, C)"),
+        # The factor w forgotten in dx.
+        (AFFINE.format("g, (g * x).sum((0, 1)), g.sum((0, 1))"), "g times w"),
+        # Summed over the channel dimension instead.
+        (AFFINE.format("g * w, (g * x).sum(-1), g.sum(-1)"), "summed over the wrong dimension"),
+        # A mean for the sums: off by exactly 1/(B*T).
+        ("def affine_grads(x, w, b, g):\n    dx = g * w\n    dw = (g * x).mean(dim=(0, 1))\n"
+         "    db = g.mean(dim=(0, 1))\n    return dx, dw, db\n",
+         "(the number of entries along dimensions 0 and 1 of x): a mean where the gradient"),
     ],
-    "l09-dlogits": [
-        # Exercise 1's cross-entropy formula reused.
-        ("def dlogits_sigmoid_mse(z, y):\n    return (torch.sigmoid(z) - y) / z.numel()\n",
-         "Exercise 1's answer, for cross-entropy"),
-        (MSE.format("2 * (p - y) / z.numel()"), "own derivative p(1 − p) is missing"),
-        (MSE.format("2 * (p - y) * p * (1 - p)"), "1/N of the mean is missing"),
-        (MSE.format("(p - y) * p * (1 - p) / z.numel()"), "factor 2 from the derivative"),
-        (
-            "def dlogits_sigmoid_mse(z, y):\n"
-            "    z = z.requires_grad_()\n"
-            "    ((torch.sigmoid(z) - y) ** 2).mean().backward()\n"
-            "    return z.grad\n",
-            "by hand",
-        ),
+    "l09-batched-matmul": [
+        # dW kept per batch entry.
+        (BMM.format("G @ W.mT, X.mT @ G"), "not summed over the batch"),
+        # dW transposed.
+        (BMM.format("G @ W.mT, (G.mT @ X).sum(0)"), "transposed"),
+        # Summed over the wrong dimension.
+        (BMM.format("G @ W.mT, (X.mT @ G).sum(1)"), "summed over the wrong dimension"),
+        # .T on a 3-D tensor reverses all its dimensions.
+        (BMM.format("G @ W.T, (X.T @ G).sum(0)"), "raised RuntimeError"),
     ],
-    "l09-mlp": [
-        (mlp(da="dz @ W2.T"), "tanh's derivative is missing"),
-        (mlp(da="(dz @ W2.T) * (1 - a**2)"), "taken at the pre-activation"),
-        (mlp(out="da.T @ xs, da.sum(dim=0), dz.T @ h, dz.sum(dim=0)"), "transposed"),
-        # Only the first layer's weight gradient transposed: compare names the transpose.
-        (mlp(out="da.T @ xs, da.sum(dim=0), h.T @ dz, dz.sum(dim=0)"), "transposed"),
-        (mlp(out="xs.T @ da, da, h.T @ dz, dz"), "not summed over the rows"),
-        (mlp(out="xs.T @ da, da.mean(dim=0), h.T @ dz, dz.mean(dim=0)"),
-         "averaged over the rows instead of summed"),
-        (mlp(dz="torch.sigmoid(z) - ys"), "1/(N·K) of the mean is missing"),
-        (mlp(dz="(torch.sigmoid(z) - ys) / len(z)"), "number of rows only"),
-        # The sign of dL/dz flipped: every gradient flips with it.
-        (mlp(dz="(ys - torch.sigmoid(z)) / z.numel()"), "sign"),
-        (
-            "def mlp_backward(xs, ys, W1, b1, W2, b2):\n"
-            "    params = [t.requires_grad_() for t in (W1, b1, W2, b2)]\n"
-            "    z = torch.tanh(xs @ params[0] + params[1]) @ params[2] + params[3]\n"
-            "    F.binary_cross_entropy_with_logits(z, ys).backward()\n"
-            "    return tuple(t.grad for t in params)\n",
-            "by hand",
-        ),
+    "l09-gather": [
+        # = instead of +=, with scatter_.
+        (GATHER.format("return torch.zeros_like(x).scatter_(dim, index, g)"),
+         "= instead of +="),
+        # = instead of +=, with an indexed assignment.
+        (GATHER.format(
+            "dx = torch.zeros_like(x)\n"
+            "    other = torch.arange(index.shape[1 - dim]).unsqueeze(dim).expand_as(index)\n"
+            "    dx[(index, other) if dim == 0 else (other, index)] = g\n"
+            "    return dx"),
+         "= instead of +="),
+        # Scattered along the other dimension.
+        (GATHER.format("return torch.zeros_like(x).scatter_add_(1 - dim, index, g)"),
+         "other dimension"),
+        # The gradient of the output handed back as it is.
+        (GATHER.format("return g"), "g itself"),
+        # Always along dimension 0: right on half the inputs only.
+        (GATHER.format("return torch.zeros_like(x).scatter_add_(0, index, g)"),
+         "matches on 2 of 3"),
+        # The same slip: the message names the argument dim that sets the trials apart.
+        (GATHER.format("return torch.zeros_like(x).scatter_add_(0, index, g)"),
+         "it is right on every input where dim is 0 and wrong on every one where dim is 1: "
+         "the answer does not follow the argument dim"),
     ],
 }

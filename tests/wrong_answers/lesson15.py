@@ -1,215 +1,125 @@
-"""Plausible wrong answers for the exercises of 15-custom-functions.ipynb."""
+"""Plausible wrong answers for the exercise and prediction of 15-tools-inside-backward.ipynb."""
 
-POWER = '''class PowerMix(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, y, p):
-        ctx.save_for_backward(x, y)
-        ctx.p = p
-        return x**p * y
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        x, y = ctx.saved_tensors
-        p = ctx.p
-        return {}
-'''
-SOFTPLUS = '''class SoftplusInPlace(torch.autograd.Function):
-    @staticmethod
-    def forward(x):
-        return {}
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        {}
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        {}
-'''
-STABLE = "x.copy_(x.clamp(min=0) + torch.log1p(torch.exp(-x.abs())))"
-MARK_SAVE_Y = "ctx.mark_dirty(inputs[0])\n        ctx.save_for_backward(output)"
-READ_Y = "(y,) = ctx.saved_tensors\n        return "
-# The old form, forward(ctx, x): a copy of x saved before it is overwritten.
-SOFTPLUS_SAVES_X = '''class SoftplusInPlace(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x.clone())
-        ctx.mark_dirty(x)
-        return x.copy_(x.clamp(min=0) + torch.log1p(torch.exp(-x.abs())))
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        return grad_output * torch.sigmoid(x)
-'''
-
-SQUARED_GAP = '''class SquaredGap(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return (a - b) ** 2
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        a, b = ctx.saved_tensors
-        grad = 2 * (a - b) * grad_output
-        return {}
-'''
-LSE = '''class LogSumExp(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        m = x.amax(dim=-1, keepdim=True)
-        out = m.squeeze(-1) + torch.log(torch.exp(x - m).sum(dim=-1))
-        {}
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        {}
-'''
-SAVE_X_OUT = "ctx.save_for_backward(x, out)"
-READ_X_OUT = "x, out = ctx.saved_tensors\n        return "
-ONCE = '''from torch.autograd.function import once_differentiable
-
-
-class LogSumExp(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        m = x.amax(dim=-1, keepdim=True)
-        out = m.squeeze(-1) + torch.log(torch.exp(x - m).sum(dim=-1))
-        ctx.save_for_backward(x, out)
-        return out
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_output):
-        x, out = ctx.saved_tensors
-        return grad_output.unsqueeze(-1) * torch.exp(x - out.unsqueeze(-1))
-'''
-NAIVE_FORWARD = '''class LogSumExp(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        out = torch.log(torch.exp(x).sum(dim=-1))
-        ctx.save_for_backward(x, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        x, out = ctx.saved_tensors
-        return grad_output.unsqueeze(-1) * torch.exp(x - out.unsqueeze(-1))
-'''
+VANISH = "def first_vanishing_layer(model, x, threshold):\n{}"
+HOOKED_INPUTS = (
+    "    norms, handles = {}, []\n"
+    "    for name, layer in model.named_children():\n"
+    "        def record(module, grad_input, grad_output, name=name):\n"
+    "            norms[name] = grad_input[0].norm().item()\n"
+    "        handles.append(layer.register_full_backward_hook(record))\n"
+    "    model(x).sum().backward()\n"
+    "    for handle in handles:\n"
+    "        handle.remove()\n"
+)
+FROM_THE_LOSS = (
+    "    for name, _ in reversed(list(model.named_children())):\n"
+    "        if norms[name] < threshold:\n"
+    "            return name\n"
+    "    return None\n"
+)
 
 WRONG = {
-    "l15-predict-raises": [
-        ("bad_backward_raises = True\n", "not quite"),
+    "l15-predict-pileup": [
+        # One hook only: the piling up overlooked.
+        ("step3_grad_guess = 6.0\n", "not quite"),
     ],
-    "l15-predict-once": [
-        ("once_second = [8.0, 14.0]\n", "not quite"),
-        ('once_second = "error"\n', "not quite"),
-    ],
-    "l15-power-mix": [
-        # No entry for the number p.
-        (POWER.format("grad_output * p * x ** (p - 1) * y, grad_output * x**p"),
-         "one entry per input"),
-        # The power rule without its factor p.
-        (POWER.format("grad_output * x ** (p - 1) * y, grad_output * x**p, None"),
-         "factor p is missing"),
-        # The two gradients swapped.
-        (POWER.format("grad_output * x**p, grad_output * p * x ** (p - 1) * y, None"),
-         "swapped"),
-        # grad_output forgotten: the local derivatives alone.
-        (POWER.format("p * x ** (p - 1) * y, x**p, None"), "ignores grad_output"),
-        # The exponent not lowered.
-        (POWER.format("grad_output * p * x**p * y, grad_output * x**p, None"),
-         "not lowered"),
-        # y dropped from the gradient for x.
-        (POWER.format("grad_output * p * x ** (p - 1), grad_output * x**p, None"),
-         "factor y is missing"),
-        # A gradient returned for the number p as well.
-        (POWER.format("grad_output * p * x ** (p - 1) * y, grad_output * x**p, "
-                      "grad_output * 0"), "None in the place"),
-    ],
-    "l15-softplus-in-place": [
-        # The saved output read as if it still were x.
-        (SOFTPLUS.format(STABLE, MARK_SAVE_Y, READ_Y + "grad_output * torch.sigmoid(y)"),
-         "the saved tensor holds y = softplus(x), not x"),
-        # exp(-y): sigmoid(-x), the other side.
-        (SOFTPLUS.format(STABLE, MARK_SAVE_Y, READ_Y + "grad_output * torch.exp(-y)"),
-         "which is sigmoid(-x)"),
-        # grad_output forgotten.
-        (SOFTPLUS.format(STABLE, MARK_SAVE_Y, READ_Y + "-torch.expm1(-y)"),
-         "ignores grad_output"),
-        # The change not declared: saving the returned input is refused.
-        (SOFTPLUS.format(STABLE, "ctx.save_for_backward(output)",
-                         READ_Y + "grad_output * -torch.expm1(-y)"), "ctx.mark_dirty"),
-        # The change not declared, the output kept on ctx: the graph lies about x.
-        (SOFTPLUS.format(STABLE, "ctx.y = output",
-                         "return grad_output * -torch.expm1(-ctx.y)"), "its grad_fn is still"),
-        # Not in place: a new tensor returned.
-        (SOFTPLUS.format("x.clamp(min=0) + torch.log1p(torch.exp(-x.abs()))",
-                         "ctx.save_for_backward(output)",
-                         READ_Y + "grad_output * -torch.expm1(-y)"), "returned a new tensor"),
-        # Declared in place, but a new tensor returned.
-        (SOFTPLUS.format("x.clamp(min=0) + torch.log1p(torch.exp(-x.abs()))", MARK_SAVE_Y,
-                         READ_Y + "grad_output * -torch.expm1(-y)"), "marked dirty"),
-        # A copy of x kept: the memory working in place was to spare.
-        (SOFTPLUS_SAVES_X, "a copy of the input x is saved"),
-        # The output kept on ctx, declared in place.
-        (SOFTPLUS.format(STABLE, "ctx.mark_dirty(inputs[0])\n        ctx.y = output",
-                         "return grad_output * -torch.expm1(-ctx.y)"), "ctx.save_for_backward"),
-        # Section 6's naive formula: inf at x = 800.
-        (SOFTPLUS.format("x.copy_(torch.log(1 + torch.exp(x)))", MARK_SAVE_Y,
-                         READ_Y + "grad_output * -torch.expm1(-y)"), "stable formula"),
-    ],
-    "l15-broadcast-function": [
-        # No sum: the output's shape (the engine would hide this one).
-        (SQUARED_GAP.format("grad, -grad"), "still has the output's shape"),
-        # Summed, but keepdim forgotten.
-        (SQUARED_GAP.format("grad.sum_to_size(a.shape).squeeze(), "
-                            "(-grad).sum_to_size(b.shape).squeeze()"),
-         "keepdim=True"),
-        # Summed over the wrong dimension for a.
-        (SQUARED_GAP.format("grad.sum(0, keepdim=True), (-grad).sum(1, keepdim=True)"),
-         "summed over the wrong dimensions"),
-        # The minus sign for b lost.
-        (SQUARED_GAP.format("grad.sum_to_size(a.shape), grad.sum_to_size(b.shape)"),
-         "sign is flipped"),
-        # One gradient for both inputs.
-        (SQUARED_GAP.format("grad.sum_to_size(a.shape)"), "one gradient per input"),
-    ],
-    "l15-logsumexp": [
-        # The max shift forgotten in backward: fine near 0, inf / inf far from it.
-        (LSE.format(SAVE_X_OUT, "x, _ = ctx.saved_tensors\n        e = torch.exp(x)\n"
-                                "        return grad_output.unsqueeze(-1) * e "
-                                "/ e.sum(-1, keepdim=True)"),
-         "max shift is forgotten in backward"),
-        # The max shift forgotten in forward.
-        (NAIVE_FORWARD, "Shift by the row's maximum"),
-        # The softmax weights kept on ctx, not saved.
-        (LSE.format("ctx.p = torch.exp(x - out.unsqueeze(-1))",
-                    "return grad_output.unsqueeze(-1) * ctx.p"),
-         "not saved"),
-        # The softmax weights computed in forward and saved: double backward loses them.
-        (LSE.format("ctx.save_for_backward(torch.exp(x - out.unsqueeze(-1)))",
-                    "(p,) = ctx.saved_tensors\n        return grad_output.unsqueeze(-1) * p"),
-         "computed in forward and saved"),
-        # once_differentiable: the first derivative is right, the second is not there.
-        (ONCE, "once_differentiable"),
-        # A backward that leaves autograd: detach.
-        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1) * "
-                                             "torch.exp(x - out.unsqueeze(-1)).detach()"),
-         "gradgradcheck failed"),
-        # grad_output forgotten.
-        (LSE.format(SAVE_X_OUT, READ_X_OUT + "torch.exp(x - out.unsqueeze(-1))"),
-         "ignores grad_output"),
-        # grad_output not unsqueezed: it does not line up with the weights.
-        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output * torch.exp(x - out.unsqueeze(-1))"),
-         "unsqueeze(-1)"),
-        # The backward of a plain sum.
-        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1).expand_as(x)"),
-         "plain sum"),
-        # exp(x) without out.
-        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1) * torch.exp(x)"),
-         "not exp(x - out)"),
+    "l15-vanishing": [
+        # The hooks never removed.
+        (
+            VANISH.format(
+                "    norms = {}\n"
+                "    for name, layer in model.named_children():\n"
+                "        def record(module, grad_input, grad_output, name=name):\n"
+                "            norms[name] = grad_input[0].norm().item()\n"
+                "        layer.register_full_backward_hook(record)\n"
+                "    model(x).sum().backward()\n"
+            ) + FROM_THE_LOSS,
+            "still registered",
+        ),
+        # Each layer's input kept by a forward pre-hook, its .grad read after backward.
+        (
+            VANISH.format(
+                "    inputs, handles = {}, []\n"
+                "    for name, layer in model.named_children():\n"
+                "        def keep(module, args, name=name):\n"
+                "            inputs[name] = args[0]\n"
+                "        handles.append(layer.register_forward_pre_hook(keep))\n"
+                "    model(x).sum().backward()\n"
+                "    for handle in handles:\n"
+                "        handle.remove()\n"
+                "    norms = {name: float('inf') if inputs[name].grad is None\n"
+                "             else inputs[name].grad.norm().item() for name in inputs}\n"
+            ) + FROM_THE_LOSS,
+            "non-leaf",
+        ),
+        # The walk from the input up.
+        (
+            VANISH.format(HOOKED_INPUTS) + (
+                "    for name, _ in model.named_children():\n"
+                "        if norms[name] < threshold:\n"
+                "            return name\n"
+                "    return None\n"
+            ),
+            "wrong way",
+        ),
+        # grad_output measured, not grad_input.
+        (
+            VANISH.format(HOOKED_INPUTS.replace("grad_input[0]", "grad_output[0]"))
+            + FROM_THE_LOSS,
+            "grad_output",
+        ),
+        # The same slip with tensor hooks on each layer's output.
+        (
+            VANISH.format(
+                "    norms, handles = {}, []\n"
+                "    for name, layer in model.named_children():\n"
+                "        def watch(module, args, out, name=name):\n"
+                "            def record(grad):\n"
+                "                norms[name] = grad.norm().item()\n"
+                "            out.register_hook(record)\n"
+                "        handles.append(layer.register_forward_hook(watch))\n"
+                "    model(x).sum().backward()\n"
+                "    for handle in handles:\n"
+                "        handle.remove()\n"
+            ) + FROM_THE_LOSS,
+            "grad_output",
+        ),
+        # No hooks at all: torch.autograd.grad at every layer's input, one pass.
+        (
+            VANISH.format(
+                "    inputs, h = [], x\n"
+                "    for layer in model:\n"
+                "        inputs.append(h)\n"
+                "        h = layer(h)\n"
+                "    grads = torch.autograd.grad(h.sum(), inputs)\n"
+                "    names = [name for name, _ in model.named_children()]\n"
+                "    norms = {n: g.norm().item() for n, g in zip(names, grads, strict=True)}\n"
+            ) + FROM_THE_LOSS,
+            "no hook was registered",
+        ),
+        # A backward pass per layer.
+        (
+            VANISH.format(
+                "    norms = {}\n"
+                "    for name, layer in model.named_children():\n"
+                "        def record(module, grad_input, grad_output, name=name):\n"
+                "            norms[name] = grad_input[0].norm().item()\n"
+                "        handle = layer.register_full_backward_hook(record)\n"
+                "        model(x).sum().backward()\n"
+                "        handle.remove()\n"
+            ) + FROM_THE_LOSS,
+            "backward passes",
+        ),
+        # The position instead of the name.
+        (
+            VANISH.format(HOOKED_INPUTS) + (
+                "    names = [name for name, _ in model.named_children()]\n"
+                "    for i in reversed(range(len(names))):\n"
+                "        if norms[names[i]] < threshold:\n"
+                "            return i\n"
+                "    return None\n"
+            ),
+            "expected a layer's name",
+        ),
     ],
 }

@@ -1,331 +1,180 @@
-"""Plausible wrong answers for the exercises of 16-backward-across-processes.ipynb."""
+"""Plausible wrong answers for the exercises of 16-what-backward-keeps.ipynb."""
 
-HOOK = "def fp16_average(state, bucket):\n{}"
-BUCKETS = """def bucketed_averaging(model, cap):
-    world = {world}
-    count = len(list(model.parameters()))
-    bucket, ready_so_far = [], []
-
-    def send():
-        flat = torch.cat([p.grad.flatten() for p in bucket])
-        dist.all_reduce(flat)
-{divide}
-        start = 0
-        for p in bucket:
-{write}
-            start += p.numel()
-        bucket.clear()
-
-    def ready(p):
-        bucket.append(p)
-        ready_so_far.append(p)
-        full = {full}
-        if {send_when}:
-            send()
-{reset}
-    for p in model.parameters():
-        p.register_post_accumulate_grad_hook(ready)
-"""
-RIGHT = {
-    "world": "dist.get_world_size()",
-    "divide": "        flat /= world",
-    "write": "            p.grad.copy_(flat[start:start + p.numel()].view_as(p.grad))",
-    "full": "sum(q.numel() * q.element_size() for q in bucket) >= cap",
-    "send_when": "full or len(ready_so_far) == count",
-    "reset": "        if len(ready_so_far) == count:\n            ready_so_far.clear()\n",
-}
+HOOKED = (
+    "def checkpoint_by_hooks(block, x):\n"
+    "    rng_state = torch.get_rng_state()\n"
+    "    recomputed, saves = [], []\n\n"
+    "    def pack(t):\n"
+    "{pack}"
+    "    def unpack(position):\n"
+    "{unpack}"
+    "    with saved_tensors_hooks(pack, unpack):\n"
+    "        return block(x)\n"
+)
+PACK_POSITION = "        saves.append(1)\n        return len(saves) - 1\n\n"
 
 
-def _buckets(**slip):
-    return BUCKETS.format(**(RIGHT | slip))
+def recompute(again="x.detach().requires_grad_(x.requires_grad)", grad_mode=True, rng=True,
+              every_time=False, hand_out="recomputed[position]"):
+    """The unpack of Exercise 3's answer, with one part changed."""
+    lines = []
+    if not every_time:
+        lines.append("        if not recomputed:")
+    pad = "            " if not every_time else "        "
+    if every_time:
+        lines.append(pad + "recomputed.clear()")
+    contexts = ["torch.random.fork_rng()"] + (["torch.enable_grad()"] if grad_mode else [])
+    lines.append(pad + f"with {', '.join(contexts)}:")
+    if rng:
+        lines.append(pad + "    torch.set_rng_state(rng_state)")
+    lines.append(pad + "    with saved_tensors_hooks(lambda t: recomputed.append(t) or t, "
+                       "lambda t: t):")
+    lines.append(pad + f"        block({again})")
+    lines.append(f"        return {hand_out}")
+    return "\n".join(lines) + "\n\n"
 
 
-# The buckets planned from model.parameters(), each sent once all of it is ready.
-FORWARD_PLAN = """def bucketed_averaging(model, cap):
-    world = dist.get_world_size()
-    plan, current, size = [], [], 0
-    for p in model.parameters():
-        current.append(p)
-        size += p.numel() * 4
-        if size >= cap:
-            plan.append(current)
-            current, size = [], 0
-    if current:
-        plan.append(current)
-    ready_so_far = set()
+def hooked(pack=PACK_POSITION, **unpack):
+    return HOOKED.format(pack=pack, unpack=recompute(**unpack))
 
-    def ready(p):
-        ready_so_far.add(id(p))
-        for bucket in plan:
-            ids = [id(q) for q in bucket]
-            if id(p) in ids and all(i in ready_so_far for i in ids):
-                flat = torch.cat([q.grad.flatten() for q in bucket])
-                dist.all_reduce(flat)
-                flat /= world
-                start = 0
-                for q in bucket:
-                    q.grad.copy_(flat[start:start + q.numel()].view_as(q.grad))
-                    start += q.numel()
-        if len(ready_so_far) == sum(len(b) for b in plan):
-            ready_so_far.clear()
 
-    for p in model.parameters():
-        p.register_post_accumulate_grad_hook(ready)
-"""
-# The right buckets, all sent from the last gradient's hook.
-AT_THE_END = """def bucketed_averaging(model, cap):
-    world = dist.get_world_size()
-    params = list(model.parameters())
-    order = []
-
-    def ready(p):
-        order.append(p)
-        if len(order) < len(params):
-            return
-        bucket = []
-        for k, q in enumerate(order):
-            bucket.append(q)
-            if sum(r.numel() * 4 for r in bucket) >= cap or k == len(order) - 1:
-                flat = torch.cat([r.grad.flatten() for r in bucket])
-                dist.all_reduce(flat)
-                flat /= world
-                start = 0
-                for r in bucket:
-                    r.grad.copy_(flat[start:start + r.numel()].view_as(r.grad))
-                    start += r.numel()
-                bucket = []
-        order.clear()
-
-    for p in params:
-        p.register_post_accumulate_grad_hook(ready)
-"""
-# A bucket closed before the gradient that would pass the cap.
-BEFORE_PASSING = """def bucketed_averaging(model, cap):
-    world = dist.get_world_size()
-    count = len(list(model.parameters()))
-    bucket, ready_so_far = [], []
-
-    def send():
-        flat = torch.cat([p.grad.flatten() for p in bucket])
-        dist.all_reduce(flat)
-        flat /= world
-        start = 0
-        for p in bucket:
-            p.grad.copy_(flat[start:start + p.numel()].view_as(p.grad))
-            start += p.numel()
-        bucket.clear()
-
-    def ready(p):
-        if bucket and sum(q.numel() * 4 for q in bucket) + p.numel() * 4 > cap:
-            send()
-        bucket.append(p)
-        ready_so_far.append(p)
-        if len(ready_so_far) == count:
-            send()
-            ready_so_far.clear()
-
-    for p in model.parameters():
-        p.register_post_accumulate_grad_hook(ready)
-"""
-
+FORMULA = "def bytes_formula(batch, widths, activation):\n{}"
+TBPTT = (
+    "def truncation_error(W, xs, k):\n"
+    "    def gradient(every, after=False):\n"
+    "        W_leaf = W.clone().requires_grad_()\n"
+    "        h, loss = torch.zeros(W.shape[0], dtype=W.dtype), 0\n"
+    "        for t, x_t in enumerate(xs):\n"
+    "            if every and not after and t % every == 0:\n"
+    "                h = h.detach()\n"
+    "            h = torch.tanh(W_leaf @ h + x_t)\n"
+    "            if every and after and t % every == 0:\n"
+    "                h = h.detach()\n"
+    "            loss = loss + (h**2).sum()\n"
+    "        loss.backward()\n"
+    "        return W_leaf.grad\n\n"
+    "{}"
+)
 
 WRONG = {
-    "l16-predict-buckets": [
-        # One bucket per layer.
-        ("buckets_guess = 3\n", "not quite"),
-        # Everything in one bucket, as in the first step.
-        ("buckets_guess = 1\n", "not quite"),
+    "l16-predict-recompute": [
+        ("runs_guess = 1\n", "not quite"),  # nothing recomputed
+        ("runs_guess = 9\n", "not quite"),  # once per block
     ],
-    "l16-fp16-hook": [
-        # The all-reduce of the section 3 hook: right averages, but float32 on the wire.
-        (
-            HOOK.format(
-                "    world = dist.get_world_size()\n"
-                "    sent = dist.all_reduce(bucket.buffer(), async_op=True).get_future()\n"
-                "    return sent.then(lambda done: done.value()[0] / world)\n"
-            ),
-            "sent float32",
-        ),
-        # The sum, never divided.
-        (
-            HOOK.format(
-                "    half = bucket.buffer().to(torch.float16)\n"
-                "    sent = dist.all_reduce(half, async_op=True).get_future()\n"
-                "    return sent.then(lambda done: done.value()[0].to(torch.float32))\n"
-            ),
-            "the sum over the 2 processes, not the average",
-        ),
-        # Two processes written in: right with 2, wrong with 3.
-        (
-            HOOK.format(
-                "    half = bucket.buffer().to(torch.float16)\n"
-                "    sent = dist.all_reduce(half, async_op=True).get_future()\n"
-                "    return sent.then(lambda done: done.value()[0].to(torch.float32) / 2)\n"
-            ),
-            "divided by 2 while 3 processes were running",
-        ),
-        # One all-reduce per parameter instead of one per bucket.
-        (
-            HOOK.format(
-                "    world = dist.get_world_size()\n"
-                "    for grad in bucket.gradients():\n"
-                "        half = grad.to(torch.float16)\n"
-                "        dist.all_reduce(half)\n"
-                "        grad.copy_(half / world)\n"
-                "    done = torch.futures.Future()\n"
-                "    done.set_result(bucket.buffer())\n"
-                "    return done\n"
-            ),
-            "in one call",
-        ),
-        # All-reduced in place, but no Future handed back (DDP would crash on None).
-        (
-            HOOK.format(
-                "    half = bucket.buffer().to(torch.float16)\n"
-                "    dist.all_reduce(half)\n"
-                "    bucket.buffer().copy_(half / dist.get_world_size())\n"
-            ),
-            "not a torch.futures.Future",
-        ),
-        # A copy all-reduced, and the untouched buffer returned.
-        (
-            HOOK.format(
-                "    half = bucket.buffer().to(torch.float16)\n"
-                "    dist.all_reduce(half)\n"
-                "    done = torch.futures.Future()\n"
-                "    done.set_result(bucket.buffer())\n"
-                "    return done\n"
-            ),
-            "each rank kept its own gradient",
-        ),
-        # Sum first, divide after: right for small gradients, but the float16 sum of
-        # gradients near 40,000 passes 65,504 and is inf before the division.
-        (
-            HOOK.format(
-                "    half = bucket.buffer().to(torch.float16)\n"
-                "    sent = dist.all_reduce(half, async_op=True).get_future()\n"
-                "    world = dist.get_world_size()\n"
-                "    return sent.then(lambda done: done.value()[0].to(torch.float32) / world)\n"
-            ),
-            "the float16 sum over the processes passed 65,504",
-        ),
-        # The average handed back in float16, where the task asks for float32.
-        (
-            HOOK.format(
-                "    half = (bucket.buffer() / dist.get_world_size()).to(torch.float16)\n"
-                "    sent = dist.all_reduce(half, async_op=True).get_future()\n"
-                "    return sent.then(lambda done: done.value()[0])\n"
-            ),
-            "expected float32, got float16",
-        ),
-        # torch's own hook doing the work.
-        (
-            HOOK.format(
-                "    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks\n"
-                "    return default_hooks.fp16_compress_hook(None, bucket)\n"
-            ),
-            "ready-made fp16_compress_hook",
-        ),
+    "l16-predict-sigmoid": [
+        ('saves_more = "sigmoid"\n', "not quite"),
+        ('saves_more = "the same"\n', "not one of the choices"),
     ],
-    "l16-buckets": [
-        (_buckets(full="sum(q.numel() for q in bucket) >= cap"), "counted in values"),
-        (_buckets(send_when="full"), "the last bucket was never sent"),
-        (_buckets(reset=""), "start every backward with an empty bucket"),
-        (_buckets(divide=""), "the sum over the 2 processes, not the average"),
-        (_buckets(world="2"), "divided by 2 while 3 processes were running"),
-        (_buckets(full="False"), "everything went in one all-reduce"),
-        (_buckets(full="True"), "one all-reduce per parameter"),
-        # The average computed into a copy: the .grad backward left is unchanged.
-        (_buckets(write="            p.grad.clone().copy_(flat[start:start + p.numel()]"
-                        ".view_as(p.grad))"), "each rank kept its own gradient"),
-        (BEFORE_PASSING, "closed before the gradient that would pass the cap"),
-        (FORWARD_PLAN, "the forward order"),
-        (AT_THE_END, "later than the hook of its last gradient"),
-        # DDP itself.
-        ("def bucketed_averaging(model, cap):\n"
-         "    DDP(model, bucket_cap_mb=cap / 2**20)\n", "without DDP"),
-        # A name from the notebook, which the worker processes do not have.
-        ("CAP_VALUES = 75\n\n\n" + _buckets(full="sum(q.numel() for q in bucket) >= CAP_VALUES"),
-         "not the rest of this notebook"),
+    "l16-bytes-formula": [
+        # Elements counted instead of bytes.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return batch * (widths[0] + k * sum(widths[1:-1]))\n"),
+         "elements, not bytes"),
+        # The input batch left out: it needs no gradient, so it seemed not to count.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return 4 * batch * k * sum(widths[1:-1])\n"),
+         "input batch is missing"),
+        # Each hidden layer twice: the activation's output and the next layer's input.
+        (FORMULA.format("    return 4 * batch * (widths[0] + 2 * sum(widths[1:-1]))\n"),
+         "counted twice"),
+        # GELU taken to keep its output like the others.
+        (FORMULA.format("    return 4 * batch * (widths[0] + sum(widths[1:-1]))\n"),
+         "GELU's input is missing"),
+        # The network's output counted too.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return 4 * batch * (widths[0] + k * sum(widths[1:-1]) + widths[-1])\n"),
+         "output is counted"),
+        # One example's bytes.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return 4 * (widths[0] + k * sum(widths[1:-1]))\n"),
+         "multiply by the batch size"),
+        # The lesson's MLP, hard-coded.
+        (FORMULA.format("    return 3840\n"), "hard-coded"),
+    ],
+    "l16-checkpoint-by-hooks": [
+        # pack keeps the tensor itself: nothing is saved.
+        (hooked(pack="        saves.append(t)\n        return t\n\n"), "still in memory"),
+        # pack keeps a copy.
+        (hooked(pack="        return t.detach().clone()\n\n"), "still in memory"),
+        # The block run again at every unpack.
+        (hooked(every_time=True), "times during backward"),
+        # The recomputation in backward's grad mode: it records nothing.
+        (hooked(grad_mode=False), "grad mode off"),
+        # The random state not restored: a new dropout mask.
+        (hooked(rng=False), "new mask"),
+        # The recomputation's input never requires grad: its saves no longer line up.
+        (hooked(again="x.detach()"), "require grad as x does"),
+        # The tensors handed out in the order backward asks, not by the pack's position.
+        (hooked(pack="        return None\n\n", hand_out="recomputed.pop()"), "its own order"),
+        # No hooks at all: the plain block.
+        ("def checkpoint_by_hooks(block, x):\n    return block(x)\n", "still in memory"),
+    ],
+    "l16-checkpoint": [
+        # No checkpoint at all.
+        ("def choose_checkpoints(blocks, x):\n    return set()\n", "over the budget"),
+        # Every block: within the budget, but every block is recomputed.
+        ("def choose_checkpoints(blocks, x):\n    return set(range(len(blocks)))\n", "would do"),
+        # The blocks that keep the most first, whatever their cost to recompute.
+        (
+            "def choose_checkpoints(blocks, x):\n"
+            "    h, inside = x, []\n"
+            "    for block in blocks:\n"
+            "        h, nbytes = kept_inside(block, h)\n"
+            "        inside.append(nbytes)\n"
+            "    plain = len(blocks) * x.untyped_storage().nbytes() + sum(inside)\n"
+            "    chosen, kept = set(), plain\n"
+            "    for i in sorted(range(len(blocks)), key=lambda i: inside[i], reverse=True):\n"
+            "        if kept <= 0.6 * plain:\n"
+            "            break\n"
+            "        chosen.add(i)\n"
+            "        kept -= inside[i]\n"
+            "    return chosen\n",
+            "taken first, until the budget is met, would recompute",
+        ),
+        # Section 3's ranking as the plan: the most bytes per multiply-add first, until the
+        # budget is met. Its last block overshoots what the budget still needs.
+        (
+            "def choose_checkpoints(blocks, x):\n"
+            "    h, inside = x, []\n"
+            "    for block in blocks:\n"
+            "        h, nbytes = kept_inside(block, h)\n"
+            "        inside.append(nbytes)\n"
+            "    plain = len(blocks) * x.untyped_storage().nbytes() + sum(inside)\n"
+            "    ratio = [inside[i] / multiply_adds(b) for i, b in enumerate(blocks)]\n"
+            "    chosen, kept = set(), plain\n"
+            "    for i in sorted(range(len(blocks)), key=lambda i: ratio[i], reverse=True):\n"
+            "        if kept <= 0.6 * plain:\n"
+            "            break\n"
+            "        chosen.add(i)\n"
+            "        kept -= inside[i]\n"
+            "    return chosen\n",
+            "more than the budget still needed",
+        ),
+        # Only the first block: not enough.
+        ("def choose_checkpoints(blocks, x):\n    return {0}\n", "over the budget"),
+    ],
+    "l16-tbptt": [
+        # Never detached: both gradients are the full one.
+        (TBPTT.format("    full, cut = gradient(None), gradient(None)\n"
+                      "    return ((cut - full).norm() / full.norm()).item()\n"),
+         "never detached"),
+        # Detached at every step.
+        (TBPTT.format("    full, cut = gradient(None), gradient(1)\n"
+                      "    return ((cut - full).norm() / full.norm()).item()\n"),
+         "at every step"),
+        # Detached after the update: the chunks start one step late.
+        (TBPTT.format("    full, cut = gradient(None), gradient(k, after=True)\n"
+                      "    return ((cut - full).norm() / full.norm()).item()\n"),
+         "after the update"),
+        # The absolute error.
+        (TBPTT.format("    full, cut = gradient(None), gradient(k)\n"
+                      "    return (cut - full).norm().item()\n"),
+         "absolute error"),
+        # Relative to the truncated gradient.
+        (TBPTT.format("    full, cut = gradient(None), gradient(k)\n"
+                      "    return ((cut - full).norm() / cut.norm()).item()\n"),
+         "truncated gradient's norm"),
+        # The gradient difference itself, not a number.
+        (TBPTT.format("    return gradient(k) - gradient(None)\n"), "expected one number"),
     ],
 }
-
-SHARD = '''def shard_mean(grad):
-    rank, world = dist.get_rank(), dist.get_world_size()
-    size = math.ceil(grad.shape[0] / world)
-
-    def rows_of(r):
-        return grad[r * size:(r + 1) * size]
-
-    mine = rows_of(rank)
-    received, requests = [], []
-    for other in range(world):
-        if other != rank:
-            requests.append(dist.isend(rows_of(other).contiguous(), other))
-            received.append(torch.empty_like(mine))
-            requests.append(dist.irecv(received[-1], other))
-    for request in requests:
-        request.wait()
-    total = mine.clone()
-    for part in received:
-        total += part
-    return total / world
-'''
-
-
-def _shard(*edits: tuple[str, str]) -> str:
-    source = SHARD
-    for old, new in edits:
-        assert old in source, old
-        source = source.replace(old, new)
-    return source
-
-
-WRONG["l16-shard-mean"] = [
-    # The sum, never divided.
-    (_shard(("return total / world", "return total")),
-     "the sum over the 2 ranks, not the mean"),
-    # Two processes written in.
-    (_shard(("return total / world", "return total / 2")),
-     "divided by 2 while 3 processes were running"),
-    # Every rank rows // world rows: the last row is nobody's (uneven last shard).
-    (_shard(("math.ceil(grad.shape[0] / world)", "grad.shape[0] // world")),
-     "uneven last shard: 7 rows of layer1.weight over 2 ranks; the ranks kept rows // world"),
-    # The rows spread as evenly as possible, which is not FSDP's layout.
-    (_shard(("        return grad[r * size:(r + 1) * size]",
-             "        return grad.tensor_split(world)[r]")),
-     "spread evenly (torch.tensor_split): 3, 2, 2"),
-    # The wrong shard kept: every rank keeps (and is sent) the next rank's rows.
-    (_shard(("mine = rows_of(rank)", "mine = rows_of((rank + 1) % world)"),
-            ("dist.isend(rows_of(other).contiguous(), other)",
-             "dist.isend(rows_of((other + 1) % world).contiguous(), other)")),
-     "rank 0 kept the mean of rank 1's rows"),
-    # Its own rows, nothing sent or received.
-    ("def shard_mean(grad):\n"
-     "    size = math.ceil(grad.shape[0] / dist.get_world_size())\n"
-     "    rank = dist.get_rank()\n"
-     "    return grad[rank * size:(rank + 1) * size]\n",
-     "kept its own gradient's rows"),
-    # The whole gradient averaged on every rank, no slice kept.
-    (_shard(("    total = mine.clone()\n", "    total = grad.clone()\n"),
-            ("received.append(torch.empty_like(mine))", "received.append(torch.empty_like(grad))"),
-            ("dist.isend(rows_of(other).contiguous(), other)", "dist.isend(grad, other)")),
-     "returned the whole gradient of layer1.weight"),
-    # Blocking sends first on every rank: each waits for a receive no rank has started.
-    ("def shard_mean(grad):\n"
-     "    rank, world = dist.get_rank(), dist.get_world_size()\n"
-     "    size = math.ceil(grad.shape[0] / world)\n"
-     "    total = grad[rank * size:(rank + 1) * size].clone()\n"
-     "    for other in range(world):\n"
-     "        if other != rank:\n"
-     "            dist.send(grad[other * size:(other + 1) * size].contiguous(), other)\n"
-     "    for other in range(world):\n"
-     "        if other != rank:\n"
-     "            part = torch.empty_like(total)\n"
-     "            dist.recv(part, other)\n"
-     "            total += part\n"
-     "    return total / world\n",
-     "A blocking dist.send waits until the other rank receives"),
-    # The mean computed but not returned.
-    (_shard(("    return total / world", "    total /= world")), "returned NoneType"),
-]

@@ -1,84 +1,111 @@
-"""Plausible wrong answers for the exercises of 17-lower-precision.ipynb."""
+"""Plausible wrong answers for the exercises of 17-higher-order-gradients.ipynb."""
 
-RANGE = (
-    "def scale_range(x, W, b, t):\n"
-    "    residual = x @ W.T + b - t\n"
-    "{}"
-    "    dW, db = dy.T @ x, dy.sum(dim=0)\n"
-    "    f16 = torch.finfo(torch.float16)\n"
-    "    smallest = dy.abs()[dy != 0].{}()\n"
-    "    largest = torch.maximum({}.abs().max(), {}.abs().max())\n"
-    "    lowest = 2.0 ** {}(torch.log2({} / smallest))\n"
-    "    highest = 2.0 ** {}(torch.log2(f16.max / largest))\n"
-    "    return lowest, highest\n"
+PENALTY = (
+    "def penalty_grad(f, x, w):\n"
+    "    x = x.detach().requires_grad_()\n"
+    "    w = w.detach().requires_grad_()\n"
+    "    {}\n"
 )
-RIGHT_DY = "    dy = 2 * residual / residual.numel()\n"
 
-
-def _range(dy=RIGHT_DY, pick="min", big=("dW", "db"), up="torch.ceil", floor="f16.tiny",
-           down="torch.floor"):
-    return RANGE.format(dy, pick, big[0], big[1], up, floor, down)
-
-
-STEP = (
-    "def compensated_step(w, comp, update):\n"
-    "    target = w.float() + ({carried}update)\n"
-    "    new_w = target.to(w.dtype)\n"
-    "    return new_w, {comp}\n"
-)
-KEPT = "(target - new_w.float()).to(w.dtype)"
-
-
-def _step(carried="comp.float() + ", comp=KEPT):
-    return STEP.format(carried=carried, comp=comp)
-
+HVP = "def hvp(x, W, a, V):\n    {}\n"
 
 WRONG = {
-    "l17-predict-zero-rows": [
-        ("zero_rows_guess = 0\n", "not quite"),  # 8 x 2e-8 fits, so nothing vanishes
-        ("zero_rows_guess = 3\n", "not quite"),  # everything below the smallest normal
-        ("zero_rows_guess = 5\n", "not one of the choices"),
+    "l17-predict-second": [
+        ("second_works = True\n", "not quite"),
     ],
-    "l17-scale-range": [
-        (_range(dy="    dy = 2 * residual / residual.shape[0]\n"), "N·M of them"),
-        (_range(dy="    dy = residual / residual.numel()\n"), "factor 2"),
-        (_range(floor="f16.tiny * f16.eps"), "smallest subnormal"),
-        (_range(pick="max"), "largest entry of dL/dy"),
-        (_range(big=("dy", "dy")), "highest scale was taken from dL/dy"),
-        (_range(big=("dW", "dW")), "bias gradient was left out"),
-        # dL/db taken as dL/dy itself, without the sum over the batch.
-        (_range(big=("dW", "dy")), "column sums of dL/dy"),
-        (_range(up="", down=""), "not powers of two"),
-        (_range(up="torch.floor", down="torch.ceil"), "rounded the wrong way"),
-        # A pair of scales that worked once, written in.
-        ("def scale_range(x, W, b, t):\n    return 2.0**10, 2.0**20\n", "hard-coded"),
-        # autograd instead of the chain rule.
+    "l17-predict-linear": [
+        ("linear_second_works = True\n", "not quite"),
+    ],
+    "l17-newton-step": [
+        # The sign slip.
         (
-            "def scale_range(x, W, b, t):\n"
-            "    W = W.clone().requires_grad_()\n"
-            "    b = b.clone().requires_grad_()\n"
-            "    y = x @ W.T + b\n"
-            "    dy, dW, db = torch.autograd.grad(F.mse_loss(y, t), (y, W, b))\n"
-            "    return dy.abs().min(), dW.abs().max()\n",
-            "by hand",
+            "def newton_step(f, x):\n"
+            "    x = x.detach().requires_grad_()\n"
+            "    (d1,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)\n"
+            "    (d2,) = torch.autograd.grad(d1.sum(), x)\n"
+            "    return d1.detach() / d2\n",
+            "sign",
+        ),
+        # The ratio upside down.
+        (
+            "def newton_step(f, x):\n"
+            "    x = x.detach().requires_grad_()\n"
+            "    (d1,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)\n"
+            "    (d2,) = torch.autograd.grad(d1.sum(), x)\n"
+            "    return -d2 / d1.detach()\n",
+            "upside down",
+        ),
+        # f' without a graph: f'' cannot be taken.
+        (
+            "def newton_step(f, x):\n"
+            "    x = x.detach().requires_grad_()\n"
+            "    (d1,) = torch.autograd.grad(f(x).sum(), x)\n"
+            "    (d2,) = torch.autograd.grad(d1.sum(), x)\n"
+            "    return -d1 / d2\n",
+            "create_graph=True",
         ),
     ],
-    "l17-compensated-step": [
-        # Section 4's plain 16-bit step: comp handed back untouched.
-        (_step(carried="", comp="comp"), "comp came back as it went in"),
-        (_step(carried="", comp="torch.zeros_like(comp)"), "comp came back as zeros"),
-        # What rounding dropped is kept, but never added to the next step's sum.
-        (_step(carried=""), "never adds it back"),
-        (_step(comp="(new_w.float() - target).to(w.dtype)"), "wrong sign"),
-        # The old comp kept as well as this step's error, which already holds it.
-        (_step(comp="(comp.float() + target - new_w.float()).to(w.dtype)"), "counts twice"),
-        # comp kept in float32: the master copy back under another name.
-        (_step(comp="target - new_w.float()"), "16 bits a number"),
-        # Only the weight returned.
-        (
-            "def compensated_step(w, comp, update):\n"
-            "    return (w.float() + comp.float() + update).to(w.dtype)\n",
-            "return two tensors",
-        ),
+    "l17-weight-penalty": [
+        # create_graph forgotten: the input-gradient has no graph for the second pass.
+        (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), x)\n"
+                        "    return torch.autograd.grad((g**2).sum(), w)[0]"),
+         "create_graph=True"),
+        # w left as it came: the second pass has nothing to differentiate with respect to.
+        ("def penalty_grad(f, x, w):\n"
+         "    x = x.detach().requires_grad_()\n"
+         "    (g,) = torch.autograd.grad(f(x, w), x, create_graph=True)\n"
+         "    return torch.autograd.grad((g**2).sum(), w)[0]\n",
+         "does not require grad"),
+        # The second pass with respect to x, as section 5's Hv does.
+        (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), x, create_graph=True)\n"
+                        "    return torch.autograd.grad((g**2).sum(), x)[0]"),
+         "shaped like x"),
+        # The gradient with respect to w penalised instead of the input-gradient.
+        (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), w, create_graph=True)\n"
+                        "    return torch.autograd.grad((g**2).sum(), w)[0]"),
+         "penalises the gradient with respect to w"),
+        # d|g|^2 = 2 g dg: the 2 forgotten (g as the weights of the second pass).
+        (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), x, create_graph=True)\n"
+                        "    return torch.autograd.grad(g, w, grad_outputs=g.detach())[0]"),
+         "factor 2"),
+        # The entries of g summed, not squared.
+        (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), x, create_graph=True)\n"
+                        "    return torch.autograd.grad(g.sum(), w)[0]"),
+         "not of their squares"),
+        # Hessian blocks built in full.
+        ("def penalty_grad(f, x, w):\n"
+         "    H = torch.autograd.functional.hessian(f, (x, w))\n"
+         "    g = torch.autograd.functional.jacobian(lambda t: f(t, w), x)\n"
+         "    return 2 * torch.einsum('ij,ijkl->kl', g, H[0][1])\n",
+         "full Hessian"),
+    ],
+    "l17-hvp-by-hand": [
+        # tanh' where tanh'' belongs: the factor (1 - T**2) treated as if it did not move.
+        (HVP.format("T = torch.tanh(x @ W)\n    return x.T @ ((1 - T**2) * (x @ V) * a)"),
+         "tanh'' is missing"),
+        # The sign of tanh'' lost.
+        (HVP.format("T = torch.tanh(x @ W)\n    return x.T @ (2 * T * (1 - T**2) * (x @ V) * a)"),
+         "sign of tanh'' is flipped"),
+        # d tanh**2 = 2 tanh dtanh: the 2 forgotten.
+        (HVP.format("T = torch.tanh(x @ W)\n    return x.T @ (-T * (1 - T**2) * (x @ V) * a)"),
+         "factor 2 of tanh''"),
+        # tanh'' taken as -2 tanh.
+        (HVP.format("T = torch.tanh(x @ W)\n    return x.T @ (-2 * T * (x @ V) * a)"),
+         "chain rule multiplies by tanh' once more"),
+        # The direction never pushed through the layer.
+        (HVP.format("T = torch.tanh(x @ W)\n    return x.T @ (-2 * T * (1 - T**2) * a)"),
+         "direction V is not propagated"),
+        # ... or multiplied in at the end, entry by entry.
+        (HVP.format("T = torch.tanh(x @ W)\n    return (x.T @ (-2 * T * (1 - T**2) * a)) * V"),
+         "multiplied in entry by entry at the end"),
+        # The gradient, not its change along V.
+        (HVP.format("T = torch.tanh(x @ W)\n    return x.T @ ((1 - T**2) * a)"),
+         "gradient itself"),
+        # Section 6's double backward, copied: autograd is what the exercise replaces.
+        (HVP.format("W = W.detach().requires_grad_()\n"
+                    "    (g,) = torch.autograd.grad((torch.tanh(x @ W) @ a).sum(), W, "
+                    "create_graph=True)\n"
+                    "    return torch.autograd.grad(g, W, grad_outputs=V)[0]"),
+         "autograd"),
     ],
 }

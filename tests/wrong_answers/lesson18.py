@@ -1,93 +1,117 @@
-"""Plausible wrong answers for the exercises of 18-compiled-backward.ipynb."""
+"""Plausible wrong answers for the exercises of 18-forward-mode-and-torch-func.ipynb."""
 
-BACKWARD = "def min_cut_backward(y, x_t, w_t, g):\n{}"
-COMPILER = (
-    "def make_flop_compiler():\n"
-    "    counts = []\n"
-    "    products = {{torch.ops.aten.mm.default, torch.ops.aten.addmm.default,\n"
-    "                torch.ops.aten.bmm.default}}\n\n"
-    "    def compiler(gm, example_inputs):\n"
-    "{}\n"
-    "    return compiler, counts\n"
+TANGENT = "def tangent(W, b, x, v):\n    u, du = W @ x + b, W @ v\n    h = torch.tanh(u)\n{}"
+CLIP = (
+    "def clipped_mean_gradient(model, X, Y, max_norm):\n"
+    "    weights = {{key: value.detach() for key, value in model.named_parameters()}}\n"
+    "\n"
+    "    def one_loss(weights, x_one, y_one):\n"
+    "        out = functional_call(model, weights, ({},))\n"
+    "        return ((out - y_one.unsqueeze(0)) ** 2).mean()\n"
+    "\n"
+    "    grads = vmap(grad(one_loss), in_dims=(None, 0, 0))(weights, X, Y)\n"
+    "{}"
 )
-FROM_GRAPH = (
-    "        total = 0\n"
-    "        for node in gm.graph.nodes:\n"
-    "            if node.target in products:\n"
-    "                inner = node.args[-2].meta['val'].shape[-1]\n"
-    "                total += {} * node.meta['val'].numel() * inner\n"
-)
+NORMS = "    norms = sum(g.flatten(1).pow(2).sum(1) for g in grads.values()).sqrt()\n"
+SCALED = ("    return {{key: (g * scale.reshape(-1, *[1] * (g.dim() - 1))).{}\n"
+          "            for key, g in grads.items()}}\n")
 
 WRONG = {
-    "l18-predict-min-cut": [
-        ("min_cut_bytes = 8192\n", "not quite"),  # what the default partitioner keeps
-        ("min_cut_bytes = 14336\n", "not quite"),  # x and w counted as well
+    "l18-jvp-by-hand": [
+        # The product rule with one term.
+        (TANGENT.format("    return (1 - h**2) * du * (x @ x)\n"), "product rule lost a term"),
+        (TANGENT.format("    return h * 2 * (x @ v)\n"), "product rule lost a term"),
+        # d(x . x) without its 2.
+        (TANGENT.format("    return (1 - h**2) * du * (x @ x) + h * (x @ v)\n"),
+         "factor 2 is missing"),
+        # tanh' of the input, not of the output.
+        (TANGENT.format("    return (1 - u**2) * du * (x @ x) + h * 2 * (x @ v)\n"),
+         "with its input"),
+        # tanh' without the square.
+        (TANGENT.format("    return (1 - h) * du * (x @ x) + h * 2 * (x @ v)\n"),
+         "square is missing"),
+        # The bias given a tangent.
+        (TANGENT.format("    return (1 - h**2) * (du + b) * (x @ x) + h * 2 * (x @ v)\n"),
+         "b is a constant"),
+        # The value, not the tangent.
+        (TANGENT.format("    return h * (x @ x)\n"), "not its tangent"),
+        # torch.func's jvp: the exercise asks for the rules by hand.
+        ("def tangent(W, b, x, v):\n"
+         "    return jvp(lambda t: torch.tanh(W @ t + b) * (t @ t), (x,), (v,))[1]\n",
+         "torch.func.jvp"),
+        # The worked cell's scalar example: a hard-coded number.
+        ("def tangent(W, b, x, v):\n    return torch.tensor(20.0)\n", "hard-coded"),
     ],
-    "l18-predict-branch": [
-        ("backward_graphs = 2\n", "not quite"),  # the second branch forgotten
-        ("backward_graphs = 4\n", "not quite"),  # nothing reused by the second call
+    "l18-predict-loss-row": [
+        # The modes swapped: one pass per output taken for forward mode.
+        ("loss_row_guess = (1, 64)\n", "not quite"),
+        # One pass each, as jacfwd and jacrev report.
+        ("loss_row_guess = (1, 1)\n", "not quite"),
     ],
-    "l18-predict-break": [
-        ('breaking_change = "d"\n', "not quite"),  # an if on the number of dimensions
-        ('breaking_change = "e"\n', "not one of the choices"),
+    "l18-predict-lesson08": [
+        # One pass for everything: lesson 08's loop taken for a batched pass.
+        ("passes_05_guess = (1, 1, 1)\n", "not quite"),
+        # jacrev and jacfwd taken for loops too.
+        ("passes_05_guess = (20, 20, 20)\n", "not quite"),
     ],
-    "l18-min-cut-backward": [
-        # The mean's 1/N forgotten.
-        (BACKWARD.format("    dy = -2 * g * torch.cos(y) * torch.sin(y)\n"
-                         "    return dy @ w_t, x_t @ dy\n"), "1/N is missing"),
-        # The mean taken over the rows of y, not over all its entries.
-        (BACKWARD.format("    dy = -2 * g * torch.cos(y) * torch.sin(y) / y.shape[0]\n"
-                         "    return dy @ w_t, x_t @ dy\n"), "not over its rows"),
-        # The incoming gradient left out: right only when g = 1.
-        (BACKWARD.format("    dy = -2 * torch.cos(y) * torch.sin(y) / y.numel()\n"
-                         "    return dy @ w_t, x_t @ dy\n"), "incoming gradient g is missing"),
-        # cos' derivative taken as +sin.
-        (BACKWARD.format("    dy = 2 * g * torch.cos(y) * torch.sin(y) / y.numel()\n"
-                         "    return dy @ w_t, x_t @ dy\n"), "sign is flipped"),
-        # The square's 2 cos(y) forgotten.
-        (BACKWARD.format("    dy = -g * torch.sin(y) / y.numel()\n"
-                         "    return dy @ w_t, x_t @ dy\n"), "square's derivative is missing"),
-        # The chain stopped at the square.
-        (BACKWARD.format("    dy = 2 * g * torch.cos(y) / y.numel()\n"
-                         "    return dy @ w_t, x_t @ dy\n"), "cos' derivative is missing"),
-        # The two gradients swapped.
-        (BACKWARD.format("    dy = -2 * g * torch.cos(y) * torch.sin(y) / y.numel()\n"
-                         "    return x_t @ dy, dy @ w_t\n"), "wrong order"),
-        # Zeros of the right shapes: the same number whatever the inputs.
-        (BACKWARD.format("    return torch.zeros_like(x_t.T), torch.zeros_like(w_t.T)\n"),
-         "hard-coded"),
-        # Autograd on the loss rebuilt from the transposes.
-        (BACKWARD.format("    x, w = x_t.T.clone().requires_grad_(), w_t.T.clone().requires_grad_()\n"
-                         "    loss = torch.cos(x @ w).pow(2).mean() * g\n"
-                         "    return torch.autograd.grad(loss, (x, w))\n"), "by hand"),
-        # Section 2's function, copied: its backward, not this one's.
-        (BACKWARD.format("    dy = -g * torch.sin(torch.sin(y)) * torch.cos(y)\n"
-                         "    return dy @ w_t, x_t @ dy\n"), "mismatch"),
+    "l18-predict-modes": [
+        # The modes swapped: one pass per output taken for forward mode.
+        ('modes = ("jacfwd", "jacrev", "jacfwd")\n', "not quite"),
+        # Always reverse mode, because training uses it.
+        ('modes = ("jacrev", "jacrev", "jacrev")\n', "not quite"),
+        # A single word, not one answer per function.
+        ('modes = "jacrev"\n', "not quite"),
     ],
-    "l18-flop-compiler": [
-        # Multiply-adds, not FLOPs.
-        (COMPILER.format(FROM_GRAPH.format(1) + "        counts.append(total)\n"
-                         "        return make_boxed_func(gm.forward)\n"), "multiply-adds"),
-        # Only mm: a Linear's addmm and torch.bmm are products too.
-        (COMPILER.format(FROM_GRAPH.format(2).replace(
-            "node.target in products", "node.target == torch.ops.aten.mm.default")
-            + "        counts.append(total)\n        return make_boxed_func(gm.forward)\n"),
-         "Exactly the FLOPs of its"),
-        # The number of products, not their FLOPs.
-        (COMPILER.format("        counts.append(sum(n.target in products for n in gm.graph.nodes))\n"
-                         "        return make_boxed_func(gm.forward)\n"), "FlopCounterMode measured"),
-        # Measured by running the graph on the example inputs.
-        (COMPILER.format("        with FlopCounterMode(display=False) as counter:\n"
-                         "            gm(*example_inputs)\n"
-                         "        counts.append(counter.get_total_flops())\n"
-                         "        return make_boxed_func(gm.forward)\n"),
-         "ran the graph while compiling"),
-        # Counted, but never appended.
-        (COMPILER.format(FROM_GRAPH.format(2) + "        return make_boxed_func(gm.forward)\n"),
-         "0 numbers were appended"),
-        # A callable that does not run the graph it was handed.
-        (COMPILER.format(FROM_GRAPH.format(2) + "        counts.append(total)\n"
-                         "        return make_boxed_func(lambda *args: [a * 0 if a is not None "
-                         "else a for a in gm(*args)])\n"), "gradients changed"),
+    "l18-clip-per-example": [
+        # A loop of backward calls, the thing one vmapped call replaces.
+        (
+            "def clipped_mean_gradient(model, X, Y, max_norm):\n"
+            "    total = {k: torch.zeros_like(p) for k, p in model.named_parameters()}\n"
+            "    for xi, yi in zip(X, Y):\n"
+            "        model.zero_grad()\n"
+            "        ((model(xi.unsqueeze(0)) - yi.unsqueeze(0)) ** 2).mean().backward()\n"
+            "        g = {k: p.grad.clone() for k, p in model.named_parameters()}\n"
+            "        n = sum(t.pow(2).sum() for t in g.values()).sqrt()\n"
+            "        for k in g:\n"
+            "            total[k] += g[k] * min(1.0, max_norm / n.item()) / len(X)\n"
+            "    return total\n",
+            "loop over the examples",
+        ),
+        # The batch gradient, clipped once.
+        (
+            "def clipped_mean_gradient(model, X, Y, max_norm):\n"
+            "    model.zero_grad()\n"
+            "    ((model(X) - Y) ** 2).mean().backward()\n"
+            "    g = {k: p.grad.clone() for k, p in model.named_parameters()}\n"
+            "    n = sum(t.pow(2).sum() for t in g.values()).sqrt()\n"
+            "    return {k: t * min(1.0, max_norm / n.item()) for k, t in g.items()}\n",
+            "no vmapped call",
+        ),
+        # The same slip inside one vmapped call: average first, clip after.
+        (CLIP.format("x_one.unsqueeze(0)",
+                     "    mean = {k: g.mean(0) for k, g in grads.items()}\n"
+                     "    n = sum(t.pow(2).sum() for t in mean.values()).sqrt()\n"
+                     "    return {k: t * (max_norm / n).clamp(max=1.0) for k, t in mean.items()}\n"),
+         "clip every example's gradient first"),
+        # No clamp: the small gradients are scaled up.
+        (CLIP.format("x_one.unsqueeze(0)", NORMS + "    scale = max_norm / norms\n"
+                     + SCALED.format("mean(0)")), "without the clamp"),
+        # Each parameter clipped on its own.
+        (CLIP.format("x_one.unsqueeze(0)",
+                     "    out = {}\n"
+                     "    for key, g in grads.items():\n"
+                     "        scale = (max_norm / g.flatten(1).norm(dim=1)).clamp(max=1.0)\n"
+                     "        out[key] = (g * scale.reshape(-1, *[1] * (g.dim() - 1))).mean(0)\n"
+                     "    return out\n"),
+         "clipped on its own"),
+        # Summed, not averaged.
+        (CLIP.format("x_one.unsqueeze(0)", NORMS + "    scale = (max_norm / norms).clamp(max=1.0)\n"
+                     + SCALED.format("sum(0)")), "not averaged"),
+        # Nothing clipped: the plain mean.
+        (CLIP.format("x_one.unsqueeze(0)", "    return {k: g.mean(0) for k, g in grads.items()}\n"),
+         "nothing clipped"),
+        # The batch dimension not given back: the model sees a 2 x 3 grid as a batch of 2.
+        (CLIP.format("x_one", NORMS + "    scale = (max_norm / norms).clamp(max=1.0)\n"
+                     + SCALED.format("mean(0)")), "unsqueeze(0)"),
     ],
 }

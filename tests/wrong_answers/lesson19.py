@@ -1,113 +1,215 @@
-"""Plausible wrong answers for the exercises of 19-attention-by-hand.ipynb.
+"""Plausible wrong answers for the exercises of 19-custom-functions.ipynb."""
 
-Each fragment is part of the message only the right diagnosis gives: a mask forgotten
-in backward is told why it matters once P is rebuilt, a softmax VJP without its row
-sum is named, the head width read from the heads' dimension, a missing 1/sqrt(d) and a
-transpose over the last two dimensions are named apart; in the blockwise backward, a
-row sum over one block, a block's mask counted from 0, a forgotten last block and a dQ
-overwritten are named, and the full (T, T) answer is refused for its size.
-"""
+POWER = '''class PowerMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, p):
+        ctx.save_for_backward(x, y)
+        ctx.p = p
+        return x**p * y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y = ctx.saved_tensors
+        p = ctx.p
+        return {}
+'''
+SOFTPLUS = '''class SoftplusInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        return {}
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        {}
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        {}
+'''
+STABLE = "x.copy_(x.clamp(min=0) + torch.log1p(torch.exp(-x.abs())))"
+MARK_SAVE_Y = "ctx.mark_dirty(inputs[0])\n        ctx.save_for_backward(output)"
+READ_Y = "(y,) = ctx.saved_tensors\n        return "
+# The old form, forward(ctx, x): a copy of x saved before it is overwritten.
+SOFTPLUS_SAVES_X = '''class SoftplusInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x.clone())
+        ctx.mark_dirty(x)
+        return x.copy_(x.clamp(min=0) + torch.log1p(torch.exp(-x.abs())))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * torch.sigmoid(x)
+'''
+
+SQUARED_GAP = '''class SquaredGap(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return (a - b) ** 2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+        grad = 2 * (a - b) * grad_output
+        return {}
+'''
+LSE = '''class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        m = x.amax(dim=-1, keepdim=True)
+        out = m.squeeze(-1) + torch.log(torch.exp(x - m).sum(dim=-1))
+        {}
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        {}
+'''
+SAVE_X_OUT = "ctx.save_for_backward(x, out)"
+READ_X_OUT = "x, out = ctx.saved_tensors\n        return "
+ONCE = '''from torch.autograd.function import once_differentiable
 
 
-def _fn(signature: str, body: str) -> str:
-    """A whole solution cell: the function with the given body (indented lines)."""
-    return f"def {signature}:\n" + "".join(f"    {line}\n" for line in body.strip("\n").split("\n"))
+class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        m = x.amax(dim=-1, keepdim=True)
+        out = m.squeeze(-1) + torch.log(torch.exp(x - m).sum(dim=-1))
+        ctx.save_for_backward(x, out)
+        return out
 
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        x, out = ctx.saved_tensors
+        return grad_output.unsqueeze(-1) * torch.exp(x - out.unsqueeze(-1))
+'''
+NAIVE_FORWARD = '''class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.log(torch.exp(x).sum(dim=-1))
+        ctx.save_for_backward(x, out)
+        return out
 
-DSCORES = "dscores(S, lse, dP)"
-HEADS = "attention_backward(Q, K, V, lse, dO)"
-FLASH = "flash_backward(Q, K, V, O, lse, dO, block)"
-
-# P rebuilt with the mask, then a softmax VJP written in {vjp}.
-MASKED_P = ("P = torch.exp(S - lse).masked_fill(future_mask(len(S)), 0.0)\n"
-            "return {vjp}")
-ROW_SUM = "P * (dP - (dP * P).sum({how}))"
-
-# The attention core for (B, H, T, d), with {width}, {mask}, {dS}, {dQ}, {dK}, {dV} as a slip
-# writes them.
-CORE = """d = {width}
-P = torch.exp(Q @ K.mT / math.sqrt(d) - lse){mask}
-dP = dO @ V.mT
-dS = {dS}
-return {dQ}, {dK}, {dV}"""
-RIGHT = {"width": "Q.shape[-1]", "mask": ".masked_fill(future_mask(Q.shape[-2]), 0.0)",
-         "dS": "P * (dP - (dP * P).sum(-1, keepdim=True))", "dQ": "dS @ K / math.sqrt(d)",
-         "dK": "dS.mT @ Q / math.sqrt(d)", "dV": "P.mT @ dO"}
-
-
-def _core(**slip: str) -> str:
-    return _fn(HEADS, CORE.format(**(RIGHT | slip)))
-
-
-# The blockwise backward, with {row}, {mask}, {blocks}, {dQ} as a slip writes them.
-BLOCKS = """T, scale = Q.shape[-2], Q.shape[-1] ** -0.5
-row = (dO * O).sum(-1, keepdim=True)
-dQ, dK, dV = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(V)
-for start in {blocks}:
-    stop = min(start + block, T)
-    P = torch.exp(Q @ K[..., start:stop, :].mT * scale - lse)
-    P = P.masked_fill({mask}, 0.0)
-    dP = dO @ V[..., start:stop, :].mT
-    dS = P * (dP - {row})
-    {dQ}
-    dK[..., start:stop, :] = dS.mT @ Q * scale
-    dV[..., start:stop, :] = P.mT @ dO
-return dQ, dK, dV"""
-BLOCK_RIGHT = {"row": "row", "mask": "torch.arange(start, stop) > torch.arange(T)[:, None]",
-               "blocks": "range(0, T, block)", "dQ": "dQ += dS @ K[..., start:stop, :] * scale"}
-
-
-def _blocks(**slip: str) -> str:
-    return _fn(FLASH, BLOCKS.format(**(BLOCK_RIGHT | slip)))
-
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, out = ctx.saved_tensors
+        return grad_output.unsqueeze(-1) * torch.exp(x - out.unsqueeze(-1))
+'''
 
 WRONG = {
-    "l19-predict-growth": [
-        ('growth_guess = "x2"\n', "not quite"),
-        ("growth_guess = 4\n", "is not one of the choices"),
+    "l19-predict-raises": [
+        ("bad_backward_raises = True\n", "not quite"),
     ],
-    "l19-dscores": [
-        (_fn(DSCORES, "P = torch.exp(S - lse)\n"
-                      "return P * (dP - (dP * P).sum(-1, keepdim=True))"),
-         "the mask is missing in backward"),
-        (_fn(DSCORES, "P = torch.exp(S - lse)\n"
-                      "dS = P * (dP - (dP * P).sum(-1, keepdim=True))\n"
-                      "return dS.masked_fill(future_mask(len(S)), 0.0)"),
-         "the mask came too late"),
-        (_fn(DSCORES, MASKED_P.format(vjp="P * dP")), "the row sum is missing"),
-        (_fn(DSCORES, MASKED_P.format(vjp=ROW_SUM.format(how="0, keepdim=True"))),
-         "the row sum went along the wrong dimension"),
-        (_fn(DSCORES, MASKED_P.format(vjp=ROW_SUM.format(how="-1"))),
-         "the row sum lost its dimension"),
-        (_fn(DSCORES, "P = torch.exp(S).masked_fill(future_mask(len(S)), 0.0)\n"
-                      "return P * (dP - (dP * P).sum(-1, keepdim=True))"), "without lse"),
-        (_fn(DSCORES, 'return autograd["S"]'), "hard-coded"),
+    "l19-predict-once": [
+        ("once_second = [8.0, 14.0]\n", "not quite"),
+        ('once_second = "error"\n', "not quite"),
     ],
-    "l19-heads": [
-        (_core(width="Q.shape[1]"), "the number of heads"),
-        (_core(dQ="dS @ K", dK="dS.mT @ Q"), "the 1/sqrt(d) is missing"),
-        (_core(mask=""), "the mask is missing in backward"),
-        (_core(dS="P * dP"), "the softmax's row sum is missing"),
-        (_core(dK="dS @ Q / math.sqrt(d)"), "dK is missing dS's transpose"),
-        (_core(dV="P @ dO"), "dV is missing P's transpose"),
-        (_fn(HEADS, "return torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(V)"),
-         "hard-coded"),
+    "l19-power-mix": [
+        # No entry for the number p.
+        (POWER.format("grad_output * p * x ** (p - 1) * y, grad_output * x**p"),
+         "one entry per input"),
+        # The power rule without its factor p.
+        (POWER.format("grad_output * x ** (p - 1) * y, grad_output * x**p, None"),
+         "factor p is missing"),
+        # The two gradients swapped.
+        (POWER.format("grad_output * x**p, grad_output * p * x ** (p - 1) * y, None"),
+         "swapped"),
+        # grad_output forgotten: the local derivatives alone.
+        (POWER.format("p * x ** (p - 1) * y, x**p, None"), "ignores grad_output"),
+        # The exponent not lowered.
+        (POWER.format("grad_output * p * x**p * y, grad_output * x**p, None"),
+         "not lowered"),
+        # y dropped from the gradient for x.
+        (POWER.format("grad_output * p * x ** (p - 1), grad_output * x**p, None"),
+         "factor y is missing"),
+        # A gradient returned for the number p as well.
+        (POWER.format("grad_output * p * x ** (p - 1) * y, grad_output * x**p, "
+                      "grad_output * 0"), "None in the place"),
     ],
-    "l19-flash": [
-        (_blocks(row="(dP * P).sum(-1, keepdim=True)"), "taken over one block of keys"),
-        (_blocks(mask="torch.zeros(T, stop - start, dtype=torch.bool)"),
-         "the causal mask is missing in the blocks"),
-        (_blocks(mask="torch.arange(stop - start) > torch.arange(T)[:, None]"),
-         "counted its keys from 0"),
-        (_blocks(blocks="range(0, T - T % block, block)"), "the last, shorter block"),
-        (_blocks(dQ="dQ = dS @ K[..., start:stop, :] * scale"), "dQ holds the last block's"),
-        # The block's mask cut from the (T, T) one: refused for its size.
-        (_blocks(mask="future_mask(T)[:, start:stop]"), "which this exercise asks you to do"),
-        # Exercise 2's answer, whole rows at once: refused for its size.
-        (_fn(FLASH, "S = Q @ K.mT / math.sqrt(Q.shape[-1])\n"
-                    "P = torch.exp(S - lse).masked_fill(future_mask(Q.shape[-2]), 0.0)\n"
-                    "dP = dO @ V.mT\n"
-                    "dS = P * (dP - (dP * P).sum(-1, keepdim=True)) / math.sqrt(Q.shape[-1])\n"
-                    "return dS @ K, dS.mT @ Q, P.mT @ dO"), "a tensor of (T, T) entries"),
+    "l19-softplus-in-place": [
+        # The saved output read as if it still were x.
+        (SOFTPLUS.format(STABLE, MARK_SAVE_Y, READ_Y + "grad_output * torch.sigmoid(y)"),
+         "the saved tensor holds y = softplus(x), not x"),
+        # exp(-y): sigmoid(-x), the other side.
+        (SOFTPLUS.format(STABLE, MARK_SAVE_Y, READ_Y + "grad_output * torch.exp(-y)"),
+         "which is sigmoid(-x)"),
+        # grad_output forgotten.
+        (SOFTPLUS.format(STABLE, MARK_SAVE_Y, READ_Y + "-torch.expm1(-y)"),
+         "ignores grad_output"),
+        # The change not declared: saving the returned input is refused.
+        (SOFTPLUS.format(STABLE, "ctx.save_for_backward(output)",
+                         READ_Y + "grad_output * -torch.expm1(-y)"), "ctx.mark_dirty"),
+        # The change not declared, the output kept on ctx: the graph lies about x.
+        (SOFTPLUS.format(STABLE, "ctx.y = output",
+                         "return grad_output * -torch.expm1(-ctx.y)"), "its grad_fn is still"),
+        # Not in place: a new tensor returned.
+        (SOFTPLUS.format("x.clamp(min=0) + torch.log1p(torch.exp(-x.abs()))",
+                         "ctx.save_for_backward(output)",
+                         READ_Y + "grad_output * -torch.expm1(-y)"), "returned a new tensor"),
+        # Declared in place, but a new tensor returned.
+        (SOFTPLUS.format("x.clamp(min=0) + torch.log1p(torch.exp(-x.abs()))", MARK_SAVE_Y,
+                         READ_Y + "grad_output * -torch.expm1(-y)"), "marked dirty"),
+        # A copy of x kept: the memory working in place was to spare.
+        (SOFTPLUS_SAVES_X, "a copy of the input x is saved"),
+        # The output kept on ctx, declared in place.
+        (SOFTPLUS.format(STABLE, "ctx.mark_dirty(inputs[0])\n        ctx.y = output",
+                         "return grad_output * -torch.expm1(-ctx.y)"), "ctx.save_for_backward"),
+        # Section 6's naive formula: inf at x = 800.
+        (SOFTPLUS.format("x.copy_(torch.log(1 + torch.exp(x)))", MARK_SAVE_Y,
+                         READ_Y + "grad_output * -torch.expm1(-y)"), "stable formula"),
+    ],
+    "l19-broadcast-function": [
+        # No sum: the output's shape (the engine would hide this one).
+        (SQUARED_GAP.format("grad, -grad"), "still has the output's shape"),
+        # Summed, but keepdim forgotten.
+        (SQUARED_GAP.format("grad.sum_to_size(a.shape).squeeze(), "
+                            "(-grad).sum_to_size(b.shape).squeeze()"),
+         "keepdim=True"),
+        # Summed over the wrong dimension for a.
+        (SQUARED_GAP.format("grad.sum(0, keepdim=True), (-grad).sum(1, keepdim=True)"),
+         "summed over the wrong dimensions"),
+        # The minus sign for b lost.
+        (SQUARED_GAP.format("grad.sum_to_size(a.shape), grad.sum_to_size(b.shape)"),
+         "sign is flipped"),
+        # One gradient for both inputs.
+        (SQUARED_GAP.format("grad.sum_to_size(a.shape)"), "one gradient per input"),
+    ],
+    "l19-logsumexp": [
+        # The max shift forgotten in backward: fine near 0, inf / inf far from it.
+        (LSE.format(SAVE_X_OUT, "x, _ = ctx.saved_tensors\n        e = torch.exp(x)\n"
+                                "        return grad_output.unsqueeze(-1) * e "
+                                "/ e.sum(-1, keepdim=True)"),
+         "max shift is forgotten in backward"),
+        # The max shift forgotten in forward.
+        (NAIVE_FORWARD, "Shift by the row's maximum"),
+        # The softmax weights kept on ctx, not saved.
+        (LSE.format("ctx.p = torch.exp(x - out.unsqueeze(-1))",
+                    "return grad_output.unsqueeze(-1) * ctx.p"),
+         "not saved"),
+        # The softmax weights computed in forward and saved: double backward loses them.
+        (LSE.format("ctx.save_for_backward(torch.exp(x - out.unsqueeze(-1)))",
+                    "(p,) = ctx.saved_tensors\n        return grad_output.unsqueeze(-1) * p"),
+         "computed in forward and saved"),
+        # once_differentiable: the first derivative is right, the second is not there.
+        (ONCE, "once_differentiable"),
+        # A backward that leaves autograd: detach.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1) * "
+                                             "torch.exp(x - out.unsqueeze(-1)).detach()"),
+         "gradgradcheck failed"),
+        # grad_output forgotten.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "torch.exp(x - out.unsqueeze(-1))"),
+         "ignores grad_output"),
+        # grad_output not unsqueezed: it does not line up with the weights.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output * torch.exp(x - out.unsqueeze(-1))"),
+         "unsqueeze(-1)"),
+        # The backward of a plain sum.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1).expand_as(x)"),
+         "plain sum"),
+        # exp(x) without out.
+        (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1) * torch.exp(x)"),
+         "not exp(x - out)"),
     ],
 }

@@ -1,264 +1,164 @@
-"""Plausible wrong answers for the exercises of 20-a-tensor-engine-of-your-own.ipynb.
+"""Plausible wrong answers for the exercises of 20-views-and-in-place.ipynb.
 
-Each entry: (solution-cell source, a fragment the check's message must contain).
-tests/lessons/test_facts_lesson20.py runs them on other seeds too: every kept slip
-fails on every seed, named the same way.
+Exercise 1 (two writes, by hand): each fragment is part of the message only its slip gets:
+the backward steps of the second write in the other order, the overwrite that still passes
+g on, b's gradient taken with x's values, the read's path left out, the scaling left out.
+Exercise 2 (views for an engine): the lesson's solution with one piece made otherwise, each
+named by the slip it is or by the case where it parts from torch.
 """
 
-# Exercise 1's solution, the two gradient lines to fill in (and the rest to change).
-MATMUL = '''def broadcast_matmul(a, b):
-    def rule(g):
-        A, B = a.data, b.data
-        if B.dim() == 1:
-            B, g = B.unsqueeze(-1), g.unsqueeze(-1)
-        if A.dim() == 1:
-            A, g = A.unsqueeze(0), g.unsqueeze(-2)
-        {grad_a}
-        {grad_b}
-        return grad_a, grad_b
 
-    return {out}
-'''
-RIGHT_A = "grad_a = (g @ B.mT).sum_to_size(A.shape).reshape(a.shape)"
-RIGHT_B = "grad_b = (A.mT @ g).sum_to_size(B.shape).reshape(b.shape)"
-OUT = 'Tensor(a.data @ b.data, (a, b), "@", rule)'
+def _fn(signature: str, body: str) -> str:
+    """A whole solution cell: the function with the given body (indented lines)."""
+    return f"def {signature}:\n" + "".join(f"    {line}\n" for line in body.strip("\n").split("\n"))
 
 
-def matmul(grad_a=RIGHT_A, grad_b=RIGHT_B, out=OUT):
-    return MATMUL.format(grad_a=grad_a, grad_b=grad_b, out=out)
+WINDOWS = "window_grads(x, a, b, i, j, g)"
+
+# window_grads with its steps as parameters (the defaults are the right answer).
+WINDOWS_BODY = """
+k = len(a)
+first, second = slice(i, i + k), slice(j, j + k)
+after_first = g.clone()
+{steps}
+dx = after_first.clone()
+{scale}
+return dx, after_first[first] * x[first], g[second] * {read_values}
+"""
+RIGHT_STEPS = "after_first[second] = 0\nafter_first[first] += b * g[second]"
 
 
-# Summed back the learner's way, without keepdim on the size-1 dimensions.
-NO_KEEPDIM = '''def sum_back(full, shape):
-    extra = full.dim() - len(shape)
-    if extra:
-        full = full.sum(dim=tuple(range(extra)))
-    ones = tuple(i for i, n in enumerate(shape) if n == 1 and full.shape[i] != 1)
-    return full.sum(dim=ones) if ones else full
+def _windows(steps=RIGHT_STEPS, scale="dx[first] *= a", read_values="x[first] * a"):
+    return _fn(WINDOWS, WINDOWS_BODY.format(steps=steps, scale=scale, read_values=read_values))
 
 
-'''
-
-# Exercise 2's solution, with lines to change.
-COUNTING = '''def backward_by_counting(root):
-    waiting, nodes, todo = {{}}, {{id(root): root}}, [root]
-    while todo:
-        for parent in todo.pop().parents:
-            {count}
-            if id(parent) not in nodes:
-                nodes[id(parent)] = parent
-                todo.append(parent)
-    arrived = {{id(root): torch.ones_like(root.data)}}
-    ready = [root]
-    while ready:
-        node = ready.pop()
-        g = arrived.pop(id(node))
-        if node.rule is None:
-            {leaf}
-            continue
-        for parent, share in zip(node.parents, node.rule(g), strict=True):
-            key = id(parent)
-            {add}
-            waiting[key] -= 1
-            if waiting[key] == 0:
-                ready.append(parent)
-'''
-COUNT = "waiting[id(parent)] = waiting.get(id(parent), 0) + 1"
-LEAF = "node.grad = g if node.grad is None else node.grad + g"
-ADD = "arrived[key] = arrived[key] + share if key in arrived else share"
+ENGINE = '''def view(a, f):
+    v = Var(f(a.data))
+    v.version = a.version
+    v.base = a if a.base is None else a.base
+    v.view_of = f if a.base is None else (lambda t: f(a.view_of(t)))
+    v.made_at = None
+    return v
 
 
-def counting(count=COUNT, leaf=LEAF, add=ADD):
-    return COUNTING.format(count=count, leaf=leaf, add=add)
+def grad_fn(a):
+    if a.base is None:
+        return a.node
+    if a.made_at != a.version.value:
+        base_node = grad_fn(a.base)
+
+        def rule(g):
+            full = torch.zeros_like(a.base.data)
+            a.view_of(full).copy_(g)
+            return (full,)
+
+        a.node = None if base_node is None else Node("AsStridedBackward", (base_node,), rule)
+        a.made_at = a.version.value
+    return a.node
 
 
-# Each node counted once per user, however many of its inputs it is.
-USERS = '''def backward_by_counting(root):
-    users, nodes, todo = {}, {id(root): root}, [root]
-    while todo:
-        node = todo.pop()
-        for parent in node.parents:
-            users.setdefault(id(parent), set()).add(id(node))
-            if id(parent) not in nodes:
-                nodes[id(parent)] = parent
-                todo.append(parent)
-    waiting = {key: len(found) for key, found in users.items()}
-    arrived = {id(root): torch.ones_like(root.data)}
-    ready = [root]
-    while ready:
-        node = ready.pop()
-        g = arrived.pop(id(node))
-        if node.rule is None:
-            node.grad = g if node.grad is None else node.grad + g
-            continue
-        for parent, share in zip(node.parents, node.rule(g), strict=True):
-            key = id(parent)
-            arrived[key] = arrived[key] + share if key in arrived else share
-            waiting[key] -= 1
-            if waiting[key] == 0:
-                ready.append(parent)
-'''
-
-# Gradients sent down every path, a node run once per arriving gradient.
-PER_PATH = '''def backward_by_counting(root):
-    todo = [(root, torch.ones_like(root.data))]
-    while todo:
-        node, g = todo.pop()
-        if node.rule is None:
-            node.grad = g if node.grad is None else node.grad + g
-            continue
-        for parent, share in zip(node.parents, node.rule(g), strict=True):
-            todo.append((parent, share))
-'''
-
-RECURSIVE = '''def backward_by_counting(root):
-    waiting = {}
-
-    def count(node):
-        for parent in node.parents:
-            waiting[id(parent)] = waiting.get(id(parent), 0) + 1
-            if waiting[id(parent)] == 1:
-                count(parent)
-
-    count(root)
-    arrived = {id(root): torch.ones_like(root.data)}
-
-    def run(node):
-        g = arrived.pop(id(node))
-        if node.rule is None:
-            node.grad = g if node.grad is None else node.grad + g
-            return
-        for parent, share in zip(node.parents, node.rule(g), strict=True):
-            key = id(parent)
-            arrived[key] = arrived[key] + share if key in arrived else share
-            waiting[key] -= 1
-            if waiting[key] == 0:
-                run(parent)
-
-    run(root)
-'''
-
-# Exercise 3's solution, with lines to change.
-AMAX = '''def amax(a, dim, keepdim=False):
-    top = a.data.amax(dim, keepdim=True)
-    winners = (a.data == top).to(a.data.dtype)
-    {share}
+def write_(a, b, overwrite):
+    owner = a if a.base is None else a.base
+    if owner.node is not None and owner.node.name == "AccumulateGrad":
+        raise RuntimeError("a leaf that requires grad, or a view of one, is written in place")
+    old_node, b_node = grad_fn(owner), grad_fn(b)
+    if overwrite:
+        a.data.copy_(b.data)
+    else:
+        a.data.add_(b.data)
+    a.version.value += 1
+    if old_node is None and b_node is None:
+        return a
+    part = (lambda t: t) if a.base is None else a.view_of
 
     def rule(g):
-        {unsqueeze}
-        return (g * share,)
+        to_old = g.clone()
+        to_b = part(to_old).clone()
+        if overwrite:
+            part(to_old).zero_()
+        return to_old, to_b
 
-    return {out}
+    owner.node = Node("CopySlices", (old_node, b_node), rule)
+    return a
+
+
+def add_(a, b):
+    return write_(a, b, overwrite=False)
+
+
+def copy_(a, b):
+    return write_(a, b, overwrite=True)
 '''
-SHARE = "share = winners / winners.sum(dim, keepdim=True)"
-UNSQUEEZE = "g = g if keepdim else g.unsqueeze(dim)"
-AMAX_OUT = 'Tensor(a.data.amax(dim, keepdim=keepdim), (a,), "amax", rule)'
 
 
-def amax(share=SHARE, unsqueeze=UNSQUEEZE, out=AMAX_OUT):
-    return AMAX.format(share=share, unsqueeze=unsqueeze, out=out)
+def engine(*changes: tuple[str, str]) -> str:
+    """The lesson's solution cell with each (old, new) piece replaced; each must be there."""
+    source = ENGINE
+    for old, new in changes:
+        assert old in source, old
+        source = source.replace(old, new)
+    return source
 
 
 WRONG = {
-    "l20-predict-arrivals": [
-        ("arrivals_guess = 2\n", "not quite"),  # one per user: the product counted once
-        ("arrivals_guess = 1\n", "not quite"),
-        ("arrivals_guess = 4\n", "not quite"),
+    "l20-predict-views": [
+        ("view_guess = [1, 3, 4, 6, 7]\n", "not quite"),  # reshape of the transpose, a view
+        ("view_guess = [1, 3, 7]\n", "not quite"),  # expand taken for a copy
+        ("view_guess = [3, 7]\n", "not quite"),
     ],
-    "l20-matmul": [
-        # no sum back to a's shape
-        (matmul(grad_a="grad_a = (g @ B.mT).squeeze(-2) if a.data.dim() == 1 else g @ B.mT"),
-         "a.grad keeps the batch dimensions"),
-        # ... nor to b's
-        (matmul(grad_b="grad_b = (A.mT @ g).squeeze(-1) if b.data.dim() == 1 else A.mT @ g"),
-         "b.grad keeps the batch dimensions"),
-        # a's size-1 dimensions summed away
-        (NO_KEEPDIM + matmul(grad_a="grad_a = sum_back(g @ B.mT, A.shape)\n"
-                                    "        if a.data.dim() == 1:\n"
-                                    "            grad_a = grad_a.squeeze(-2)"),
-         "a.grad lost a's size-1 dimensions"),
-        # b's
-        (NO_KEEPDIM + matmul(grad_b="grad_b = sum_back(A.mT @ g, B.shape)\n"
-                                    "        if b.data.dim() == 1:\n"
-                                    "            grad_b = grad_b.squeeze(-1)"),
-         "b.grad lost b's size-1 dimensions"),
-        # a summed over every batch dimension, as for a shared weight
-        (matmul(grad_a="full = g @ B.mT\n"
-                       "        grad_a = full.sum(dim=tuple(range(full.dim() - 2))) "
-                       "if full.dim() > 2 else full\n"
-                       "        if a.data.dim() == 1:\n"
-                       "            grad_a = grad_a.squeeze(-2)"),
-         "a has batch dimensions of its own"),
-        # b's
-        (matmul(grad_b="full = A.mT @ g\n"
-                       "        grad_b = full.sum(dim=tuple(range(full.dim() - 2))) "
-                       "if full.dim() > 2 else full\n"
-                       "        if b.data.dim() == 1:\n"
-                       "            grad_b = grad_b.squeeze(-1)"),
-         "b has batch dimensions of its own"),
-        # a 1-D a's row dimension kept
-        (matmul(grad_a="grad_a = (g @ B.mT).sum_to_size(A.shape)"), "a is 1-D"),
-        # a 1-D b's column dimension kept
-        (matmul(grad_b="grad_b = (A.mT @ g).sum_to_size(B.shape)"), "b is 1-D"),
-        # the lesson's 2-D product under the new name
-        ("broadcast_matmul = matmul\n", "expected two 2-D Tensors"),
-        # a torch tensor returned: nothing for backward to follow
-        (matmul(out="a.data @ b.data"), "returned a torch tensor"),
-        # a node without parents
-        (matmul(out='Tensor(a.data @ b.data, (), "@", rule)'), "without a rule or parents"),
+    "l20-predict-duplicates": [
+        ("dup_guess = [0.0, 2.0]\n", "not quite"),  # only the value that landed
+        ("dup_guess = [1.0, 1.0]\n", "not quite"),  # g[1] split between the two
+        ("dup_guess = [2.0, 0.0]\n", "not quite"),
     ],
-    "l20-backward": [
-        # = where the gradients must add up
-        (counting(add="arrived[key] = share"), "only one of the"),
-        # distinct users counted, not arrows: y * y counts once
-        (USERS, "before every gradient for it had arrived"),
-        # a node run as soon as its first gradient arrives
-        (counting().replace("            if waiting[key] == 0:\n                ready.append(parent)",
-                            "            if key not in queued:\n"
-                            "                queued.add(key)\n"
-                            "                ready.append(parent)")
-         .replace("    ready = [root]\n", "    ready, queued = [root], set()\n"),
-         "before every gradient for it had arrived"),
-        # one run per arriving gradient (every path walked)
-        (PER_PATH, "ran 2 times"),
-        # leaves set straight from the rule, one share at a time
-        (counting(add="if parent.rule is None:\n"
-                      "                parent.grad = share\n"
-                      "                continue\n"
-                      "            arrived[key] = arrived[key] + share if key in arrived "
-                      "else share"),
-         "only one of the"),
-        # recursive
-        (RECURSIVE, "recursive"),
-        # recursive, with the limit raised out of the way
-        ("import sys\n\nsys.setrecursionlimit(100_000)\n\n\n" + RECURSIVE, "however high"),
-        # the leaves forgotten
-        (counting(leaf="pass"), "has no .grad"),
-        # in place: a rule's broadcast view written into
-        (counting(add="if key in arrived:\n"
-                      "                arrived[key] += share\n"
-                      "            else:\n"
-                      "                arrived[key] = share"), "adds in place"),
-        # the pass started from zeros
-        (counting().replace("torch.ones_like(root.data)}", "torch.zeros_like(root.data)}"),
-         "did not start from ones"),
-        # the lesson's pass
-        ("def backward_by_counting(root):\n    backward(root)\n", "lesson's own backward"),
+    "l20-two-writes": [
+        (_windows(steps="after_first[first] += b * g[second]\nafter_first[second] = 0"),
+         "the two steps for the second write are in the other order"),
+        (_windows(steps="after_first[first] += b * g[second]"),
+         "the overwrite still passes g on"),
+        (_windows(read_values="x[first]"), "db was taken with x's values"),
+        (_windows(steps="after_first[second] = 0"), "the read's path is missing"),
+        (_windows(scale="pass"), "dx leaves out the scaling"),
+        # The gradient read off the result's window instead of g's: g[first] for the read.
+        (_windows(steps="after_first[second] = 0\nafter_first[first] += b * g[first]"),
+         "mismatch"),
+        (_fn(WINDOWS, "return g, g"), "returned 2 value(s); expected 3"),
+        (_fn(WINDOWS, "zero = torch.zeros_like(x)\nreturn zero, zero[:len(a)], zero[:len(a)]"),
+         "hard-coded"),
     ],
-    "l20-amax": [
-        # every tied entry gets all of g
-        (amax(share="share = winners"), "every tied entry got the whole gradient"),
-        # divided as for a mean
-        (amax(share="share = winners / a.data.shape[dim]"), "divided by the size"),
-        # all to the first maximum, as max(dim) does
-        (amax(share="share = torch.zeros_like(a.data).scatter_(\n"
-                    "        dim, a.data.argmax(dim, keepdim=True), 1.0)"),
-         "max(dim=...)'s convention"),
-        # keepdim's effect on the forward forgotten
-        (amax(out='Tensor(a.data.amax(dim, keepdim=True), (a,), "amax", rule)'),
-         "the forward is wrong"),
-        # no parent: backward cannot reach a
-        (amax(out='Tensor(a.data.amax(dim, keepdim=keepdim), (), "amax", rule)'),
-         "without a rule or parents"),
+    "l20-engine-views": [
+        (engine(("    v.version = a.version\n", "")), "a version counter of its own"),
+        (engine(("    a.version.value += 1\n", "")), "never move the version counter"),
+        (engine(("    owner.node = Node(", "    if a.base is None:\n        owner.node = Node(")),
+         "leaves the base's history as it was"),
+        (engine(("if a.made_at != a.version.value:", "if a.made_at is None:")),
+         "a view keeps the node it was made with"),
+        (engine(("            part(to_old).zero_()", "            pass")),
+         "copy_ passes the gradient on to the values it overwrote"),
+        (engine(("    if owner.node is not None and owner.node",
+                 "    if a.node is not None and a.node")),
+         "a write into a view of a leaf that requires grad runs in your engine"),
+        # No refusal at all: the first case that needs one says what torch does.
+        (engine(('        raise RuntimeError("a leaf', '        print("a leaf')),
+         "raised RuntimeError in step 2, add_, yours ran"),
+        # The old node changed in place: z, recorded before the write, sees it too.
+        (engine(("    owner.node = Node(\"CopySlices\", (old_node, b_node), rule)\n",
+                 "    if old_node is None or not old_node.inputs:\n"
+                 "        owner.node = Node(\"CopySlices\", (old_node, b_node), rule)\n"
+                 "    else:\n"
+                 "        kept = Node(old_node.name, old_node.inputs, old_node.rule)\n"
+                 "        old_node.name, old_node.inputs = \"CopySlices\", (kept, b_node)\n"
+                 "        old_node.rule = rule\n")),
+         "A node recorded before the write keeps its edge to the base's old node"),
+        # A view of a view read from its own parent's data, not from the base's.
+        (engine(("    v.view_of = f if a.base is None else (lambda t: f(a.view_of(t)))\n",
+                 "    v.view_of = f\n")),
+         "A view of a view shares the first base's memory"),
+        # The refusal raised as another kind of error.
+        (engine(('        raise RuntimeError("a leaf', '        raise ValueError("a leaf')),
+         "raised ValueError"),
+        # A new tensor where the memory should change: the base never sees the write.
+        (engine(("        a.data.add_(b.data)\n", "        a.data = a.data + b.data\n")),
+         "the value backward started from"),
     ],
 }

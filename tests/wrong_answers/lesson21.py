@@ -1,206 +1,186 @@
-"""Plausible wrong answers for the exercises of 21-classic-layers-by-hand.ipynb.
+"""Plausible wrong answers for the exercises of 21-inside-torchs-engine.ipynb (see
+tests/lessons/test_exercises.py)."""
 
-Each fragment is part of the message only the right diagnosis gives. The convolution's
-input gradient is written both ways a learner may take (fold, or a correlation with the
-turned kernel as lesson 19 did in 1-D), so that padding kept or cut from one side, a kernel
-not turned or transposed, and a stride left out are each named; a bias summed over too
-little, a kernel gradient from one example or turned; a tie settled evenly, for every
-maximum, or at the last one, and overlapping windows written with = where they add; a
-dropout scale missing, applied in eval, or inverted; an LSTM step with a path of its cell
-state missing, the two derivatives swapped or left out; and through time, the paths of c
-and h between steps, the gradient from above at every step, and W's terms adding up.
-"""
+EXECUTOR = 'def run_backward(roots, grads, inputs):\n    """torch.autograd.backward(roots, grads, inputs=inputs), node by node; returns the\n    nodes in the order they ran."""\n    class Ready:\n        """A ready node on the heap, compared by priority alone, as torch compares."""\n\n        def __init__(self, node):\n            self.node = node\n            self.priority = node._sequence_nr()\n\n        def __lt__(self, other):\n            return self.priority > other.priority  # the largest sequence number first\n\n    # Walk the graph once: the edges into each node, and who sends along them.\n    waiting, users, todo, seen = {}, {}, [], set()\n    for root in roots:  # each output has an edge from the invisible root\n        waiting[root.grad_fn] = waiting.get(root.grad_fn, 0) + 1\n        todo.append(root.grad_fn)\n    while todo:\n        node = todo.pop()\n        if node in seen:\n            continue\n        seen.add(node)\n        for fn, _ in node.next_functions:\n            if fn is not None:\n                waiting[fn] = waiting.get(fn, 0) + 1\n                users.setdefault(fn, []).append(node)\n                todo.append(fn)\n\n    # Pruning: a node runs only if a path leads from it to an input\'s AccumulateGrad.\n    needed, todo = set(), [get_gradient_edge(t).node for t in inputs]\n    while todo:\n        node = todo.pop()\n        if node not in needed:\n            needed.add(node)\n            todo.extend(users.get(node, []))\n\n    buffers, ready, order = {}, [], []\n\n    def arrive(fn, slot, grad):\n        """Add grad into slot `slot` of fn\'s buffer; queue fn once nothing else is due."""\n        if grad is not None and fn in needed:\n            shape = fn._input_metadata[slot].shape\n            if grad.shape != shape:  # sent to a broadcast input: sum it down\n                grad = grad.sum_to_size(shape)\n            buffer = buffers.setdefault(fn, [None] * len(fn._input_metadata))\n            buffer[slot] = grad if buffer[slot] is None else buffer[slot] + grad\n        waiting[fn] -= 1\n        if waiting[fn] == 0 and fn in needed:\n            heapq.heappush(ready, Ready(fn))\n\n    for root, grad in zip(roots, grads, strict=True):\n        arrive(root.grad_fn, root.output_nr, grad)\n    while ready:\n        node = heapq.heappop(ready).node\n        order.append(node)\n        sent = node(*buffers.pop(node))\n        if not isinstance(sent, tuple):\n            sent = (sent,)\n        for (fn, slot), grad in zip(node.next_functions, sent, strict=True):\n            if fn is not None:\n                arrive(fn, slot, grad)\n    return order\n'
 
-
-def _fn(signature: str, body: str) -> str:
-    """A whole solution cell: the function with the given body (indented lines)."""
-    return f"def {signature}:\n" + "".join(f"    {line}\n" for line in body.strip("\n").split("\n"))
+LAYERS = 'def watch_layers(model, report):\n    handles = []\n    for name, module in model.named_modules():\n        params = dict(module.named_parameters(recurse=False))\n        if not params:\n            continue  # a container, or a layer without parameters\n\n        def layer_ready(grads, name=name, keys=tuple(params)):  # bound now, not at call time\n            report(name, dict(zip(keys, grads, strict=True)))\n        handles.append(register_multi_grad_hook(list(params.values()), layer_ready))\n    return handles\n'
+# The first lines of a watch_layers that visits each module with parameters of its own.
+_EACH_MODULE = ("def watch_layers(model, report):\n"
+                "    handles = []\n"
+                "    for name, module in model.named_modules():\n"
+                "        params = dict(module.named_parameters(recurse=False))\n"
+                "        if not params:\n"
+                "            continue\n")
 
 
-CONV_DX = "conv2d_dx(x, w, dout, stride, padding)"
-CONV_DW = "conv2d_dw_db(x, w, dout, stride, padding)"
-POOL = "maxpool_backward(x, dout, kernel, stride)"
-DROPOUT = "dropout_backward(dout, mask, p, training)"
-STEP = "lstm_step_backward(i, f, g, o, c, c_new, dh_new, dc_new)"
-BPTT = "lstm_bptt(xs, h0, c0, W, b, dhs)"
-
-# The input gradient by fold: back through the product, then fold onto {size}, then {crop}.
-FOLDED = """N, C_in, H, W = x.shape
-k = w.shape[-1]
-dcols = w.reshape(w.shape[0], -1).T @ dout.flatten(2)
-padded = F.fold(dcols, (H + 2 * padding, W + 2 * padding), k, stride=stride)
-return {crop}"""
-
-# The input gradient as lesson 19's correlation with the turned kernel, in 2-D: dout spread
-# out by the stride, padded by k - 1, correlated with {kernel} (channels swapped), grown to
-# the padded image's size (rows never read get 0), then the padding cut off.
-TURNED = """N, C_out, H_out, W_out = dout.shape
-H, W = x.shape[2:]
-k = w.shape[-1]
-spread = dout.new_zeros(N, C_out, (H_out - 1) * stride + 1, (W_out - 1) * stride + 1)
-spread[:, :, ::stride, ::stride] = dout
-full = F.conv2d(F.pad(spread, (k - 1, k - 1, k - 1, k - 1)), {kernel}.transpose(0, 1))
-full = F.pad(full, (0, W + 2 * padding - full.shape[3], 0, H + 2 * padding - full.shape[2]))
-return full[:, :, padding:padding + H, padding:padding + W]"""
-
-# Stride forgotten in the same route: dout is not spread out, the border is cut all round.
-NO_STRIDE = """k = w.shape[-1]
-full = F.conv2d(F.pad(dout, (k - 1, k - 1, k - 1, k - 1)), w.flip(2, 3).transpose(0, 1))
-return full[:, :, padding:full.shape[2] - padding, padding:full.shape[3] - padding]"""
-
-DW = """patches = F.unfold(x, w.shape[-1], stride=stride, padding=padding)
-dw = (dout.flatten(2) @ patches.transpose(1, 2)).sum(0).reshape(w.shape)
-return {dw}, {db}"""
-
-# Max-pool through unfold and fold, with {pick}: which entries of each window get its share.
-PICKED = """N, C, H, W = x.shape
-windows = F.unfold(x, kernel, stride=stride).reshape(N, C, kernel * kernel, -1)
-{pick}
-routed = share * dout.reshape(N, C, 1, -1)
-return F.fold(routed.reshape(N, C * kernel * kernel, -1), (H, W), kernel, stride=stride)"""
-TIED = "share = (windows == windows.amax(dim=2, keepdim=True)).to(x.dtype)"
-LAST = ("last = kernel * kernel - 1 - windows.flip(2).argmax(dim=2, keepdim=True)\n"
-        "share = torch.zeros_like(windows).scatter_(2, last, 1.0)")
-
-# Max-pool window by window, each window writing (=) its gradient at its first maximum.
-WRITTEN = """N, C, H, W = x.shape
-H_out, W_out = dout.shape[2:]
-dx = torch.zeros_like(x)
-for n in range(N):
-    for ch in range(C):
-        for r in range(H_out):
-            for q in range(W_out):
-                window = x[n, ch, r * stride:r * stride + kernel, q * stride:q * stride + kernel]
-                a, b = divmod(int(window.argmax()), kernel)
-                dx[n, ch, r * stride + a, q * stride + b] = dout[n, ch, r, q]
-return dx"""
-
-# One LSTM step, with each piece replaceable.
-STEP_BODY = """tanh_c = torch.tanh(c_new)
-dc_all = {dc_all}
-di = dc_all * g * {di}
-df = dc_all * c * {df}
-dg = dc_all * i * {dg}
-do = dh_new * tanh_c * {do}
-return torch.cat([{order}], dim=1), dc_all * f"""
-BOTH_PATHS = "dc_new + dh_new * o * (1 - tanh_c**2)"
+def _edited(source: str, *edits: tuple[str, str]) -> str:
+    """The solution with some lines changed: each (old, new) must occur once."""
+    for old, new in edits:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    return source
 
 
-def _step(dc_all=BOTH_PATHS, di="i * (1 - i)", df="f * (1 - f)", dg="(1 - g**2)",
-          do="o * (1 - o)", order="di, df, dg, do"):
-    return _fn(STEP, STEP_BODY.format(dc_all=dc_all, di=di, df=df, dg=dg, do=do, order=order))
+def _executor(*edits: tuple[str, str]) -> str:
+    return _edited(EXECUTOR, *edits)
 
 
-# Through time, with the learner's own lstm_step_backward (exercise 5's solution).
-BPTT_BODY = """width = xs.shape[2]
-h, c, kept = h0, c0, []
-for x in xs:
-    s = lstm_step(x, h, c, W, b)
-    kept.append((torch.cat([x, h], dim=1), c, s))
-    h, c = s["h_new"], s["c_new"]
-dW, db = torch.zeros_like(W), torch.zeros_like(b)
-dh, dc = torch.zeros_like(h0), torch.zeros_like(c0)
-for t in reversed(range(len(xs))):
-    xh, c_before, s = kept[t]
-    dz, dc = {step}(s["i"], s["f"], s["g"], s["o"], c_before, s["c_new"], {above}, {dc})
-    {accumulate}
-    dh = (dz @ W.T)[:, width:]
-return dW, db, dh, dc"""
-ADD_UP = "dW, db = dW + xh.T @ dz, db + dz.sum(0)"
+def _layers(*edits: tuple[str, str]) -> str:
+    return _edited(LAYERS, *edits)
 
 
-def _bptt(step="lstm_step_backward", above="dhs[t] + dh", dc="dc", accumulate=ADD_UP,
-          before=""):
-    return before + _fn(BPTT, BPTT_BODY.format(step=step, above=above, dc=dc,
-                                               accumulate=accumulate))
-
-
-# A step backward of the learner's own, inside the answer, that leaves out the path of the
-# cell state through h_new.
-ONE_PATH_STEP = """def step_back(i, f, g, o, c, c_new, dh_new, dc_new):
-    tanh_c = torch.tanh(c_new)
-    di, df, dg = dc_new * g * i * (1 - i), dc_new * c * f * (1 - f), dc_new * i * (1 - g**2)
-    do = dh_new * tanh_c * o * (1 - o)
-    return torch.cat([di, df, dg, do], dim=1), dc_new * f
-
-
-"""
+PUSH = "            heapq.heappush(ready, Ready(fn))\n"
+POP = "        node = heapq.heappop(ready).node\n"
+COUNTED = ("        waiting[fn] -= 1\n"
+           "        if waiting[fn] == 0 and fn in needed:\n"
+           "            heapq.heappush(ready, Ready(fn))\n")
+SUM_DOWN = ("            if grad.shape != shape:  # sent to a broadcast input: sum it down\n"
+            "                grad = grad.sum_to_size(shape)\n")
+REGISTER = "        handles.append(register_multi_grad_hook(list(params.values()), layer_ready))\n"
 
 WRONG = {
-    "l21-conv-dx": [
-        (_fn(CONV_DX, FOLDED.format(crop="padded")), "the padding is still on dx"),
-        (_fn(CONV_DX, FOLDED.format(crop="padded[:, :, :H, :W]")),
-         "the padding was cut from one side only"),
-        (_fn(CONV_DX, TURNED.format(kernel="w")), "the kernel was not turned"),
-        (_fn(CONV_DX, TURNED.format(kernel="w.transpose(2, 3)")),
-         "the kernel was transposed (rows and columns swapped)"),
-        (_fn(CONV_DX, NO_STRIDE), "the stride is missing"),
-        (_fn(CONV_DX, "return F.conv_transpose2d(dout, w, stride=stride, padding=padding)"),
-         "dx lacks the last rows or columns of x"),
-        (_fn(CONV_DX, "return torch.zeros_like(x)"), "hard-coded"),
+    "l21-predict-first": [
+        # The first edge first, as a walk in edge order would.
+        ('first_guess = "ExpBackward0"\n', "not quite"),
+        # Not one of the two nodes.
+        ('first_guess = "AddBackward0"\n', "not one of the choices"),
     ],
-    "l21-conv-dw": [
-        (_fn(CONV_DW, DW.format(dw="dw", db="dout.sum(dim=(2, 3))")),
-         "db is not summed over the batch"),
-        (_fn(CONV_DW, DW.format(dw="dw", db="dout.sum(dim=0)")),
-         "db is not summed over the positions"),
-        (_fn(CONV_DW, DW.format(dw="dw", db="dout.mean(dim=(0, 2, 3))")),
-         "a mean where the gradient needs a sum"),
-        (_fn(CONV_DW, "patches = F.unfold(x, w.shape[-1], stride=stride, padding=padding)\n"
-                      "dw = (dout[0].flatten(1) @ patches[0].T).reshape(w.shape)\n"
-                      "return dw, dout.sum(dim=(0, 2, 3))"),
-         "dw comes from the first example only"),
-        (_fn(CONV_DW, DW.format(dw="dw / x.shape[0]", db="dout.sum(dim=(0, 2, 3))")),
-         "(the size of dimension 0 of x)"),
-        (_fn(CONV_DW, DW.format(dw="dw.flip(2, 3)", db="dout.sum(dim=(0, 2, 3))")),
-         "dw came out turned 180 degrees"),
-        (_fn(CONV_DW, DW.format(dw="dw.transpose(2, 3)", db="dout.sum(dim=(0, 2, 3))")),
-         "dw came out transposed"),
+    "l21-predict-ties": [
+        # First in, first out.
+        ("ties_guess = [0, 1, 2, 3]\n", "not quite"),
+        # Last in, first out.
+        ("ties_guess = [3, 2, 1, 0]\n", "not quite"),
     ],
-    "l21-pool": [
-        (_fn(POOL, PICKED.format(pick=TIED + "\nshare = share / share.sum(dim=2, keepdim=True)")),
-         "split evenly between the tied maxima"),
-        (_fn(POOL, PICKED.format(pick=TIED)), "every tied maximum received the whole gradient"),
-        (_fn(POOL, PICKED.format(pick=LAST)), "the gradient went to the last of the tied maxima"),
-        (_fn(POOL, WRITTEN), "kept one window's gradient"),
-        (_fn(POOL, PICKED.format(pick="share = torch.ones_like(windows) / (kernel * kernel)")),
-         "spread over the whole window"),
+    "l21-executor": [
+        # A plain queue: ready nodes leave in the order they became ready.
+        (_executor((PUSH, "            ready.append(fn)\n"), (POP, "        node = ready.pop(0)\n")),
+         "first in, first out"),
+        # A stack: depth first.
+        (_executor((PUSH, "            ready.append(fn)\n"), (POP, "        node = ready.pop()\n")),
+         "last in, first out"),
+        # The heap the wrong way round: the oldest node first.
+        (_executor(("return self.priority > other.priority", "return self.priority < other.priority")),
+         "smallest sequence number first"),
+        # Ties broken by a counter, first come first served.
+        (_executor(("    buffers, ready, order = {}, [], []\n",
+                    "    buffers, ready, order, tick = {}, [], [], [0]\n"),
+                   (PUSH, "            tick[0] += 1\n"
+                          "            heapq.heappush(ready, (-fn._sequence_nr(), tick[0], fn))\n"),
+                   (POP, "        node = heapq.heappop(ready)[2]\n")),
+         "order they arrived"),
+        # (sequence number, node) tuples: equal numbers make heapq compare the nodes.
+        (_executor((PUSH, "            heapq.heappush(ready, (-fn._sequence_nr(), fn))\n"),
+                   (POP, "        node = heapq.heappop(ready)[1]\n")),
+         "compares by the key alone"),
+        # No pruning: every node runs, and every leaf gets a .grad.
+        (_executor(("    needed, todo = set(), [get_gradient_edge(t).node for t in inputs]\n",
+                    "    needed, todo = set(), list(seen)\n")),
+         "no pruning"),
+        # A node queued the first time something arrives, not once its count reaches 0.
+        (_executor(("    buffers, ready, order = {}, [], []\n",
+                    "    buffers, ready, order, queued = {}, [], [], set()\n"),
+                   (COUNTED, "        if fn in needed and fn not in queued:\n"
+                             "            queued.add(fn)\n"
+                             "            heapq.heappush(ready, Ready(fn))\n")),
+         "before all of its gradient had arrived"),
+        # A node queued every time something arrives.
+        (_executor((COUNTED, "        if fn in needed:\n"
+                             "            heapq.heappush(ready, Ready(fn))\n"),
+                   ("sent = node(*buffers.pop(node))", "sent = node(*buffers[node])")),
+         "twice"),
+        # = for += in the input buffer.
+        (_executor(("buffer[slot] = grad if buffer[slot] is None else buffer[slot] + grad",
+                    "buffer[slot] = grad")),
+         "+=, not ="),
+        # A broadcast gradient not summed down to the slot's shape.
+        (_executor((SUM_DOWN, "")), "sums it down"),
+        # The empty slots dropped: the node gets fewer gradients than it has slots.
+        (_executor(("sent = node(*buffers.pop(node))",
+                    "sent = node(*[g for g in buffers.pop(node) if g is not None])")),
+         "one buffer slot per input"),
+        # Names returned instead of the nodes.
+        (_executor(("    return order\n", "    return [node.name() for node in order]\n")),
+         "return the nodes themselves"),
+        # Every output seeded with ones, the gradients given ignored.
+        (_executor(("    for root, grad in zip(roots, grads, strict=True):\n"
+                    "        arrive(root.grad_fn, root.output_nr, grad)\n",
+                    "    for root in roots:\n"
+                    "        arrive(root.grad_fn, root.output_nr, torch.ones_like(root))\n")),
+         "seeded with ones"),
+        # The leaves' AccumulateGrad nodes never run: .grad is set by hand and not listed.
+        (_executor(("        node = heapq.heappop(ready).node\n        order.append(node)\n",
+                    "        node = heapq.heappop(ready).node\n"
+                    "        if hasattr(node, \"variable\"):\n"
+                    "            node.variable.grad = buffers.pop(node)[0]\n"
+                    "            continue\n"
+                    "        order.append(node)\n")),
+         "you never ran AccumulateGrad"),
     ],
-    "l21-dropout": [
-        (_fn(DROPOUT, "return dout * mask if training else dout"), "the scale is missing"),
-        (_fn(DROPOUT, "return dout * mask"), "the scale is missing"),
-        (_fn(DROPOUT, "return dout * mask / (1 - p)"), "the scale was applied in eval mode"),
-        (_fn(DROPOUT, "return dout / (1 - p) if training else dout"), "the mask is missing"),
-        (_fn(DROPOUT, "return dout * mask / p if training else dout"),
-         "divided by p instead of 1 - p"),
-        (_fn(DROPOUT, "return dout * mask * (1 - p) if training else dout"),
-         "multiplied by 1 - p instead of dividing"),
-    ],
-    "l21-lstm-step": [
-        (_step(dc_all="dc_new"), "the path through h_new is missing"),
-        (_step(dc_all="dh_new * o * (1 - tanh_c**2)"), "dc_new is missing"),
-        (_step(di="(1 - i**2)", df="(1 - f**2)", dg="g * (1 - g)", do="(1 - o**2)"),
-         "sigmoid's and tanh's derivatives were swapped"),
-        (_step(di="1", df="1", do="1"), "the sigmoid's derivative is missing"),
-        (_step(dg="1"), "tanh's derivative is missing from g"),
-        (_step(dc_all="dc_new + dh_new * o * (1 - c_new**2)"), "1 - c_new**2"),
-        (_step(order="di, df, do, dg"), "the gates are in the wrong order"),
-    ],
-    "l21-lstm-bptt": [
-        (_bptt(dc="torch.zeros_like(c0)"), "the cell state's path through time is missing"),
-        (_bptt(above="dhs[t]"), "the hidden state's path through time is missing"),
-        (_bptt(above="(dhs[t] if t == len(xs) - 1 else 0) + dh"),
-         "only the last step's gradient from above"),
-        (_bptt(accumulate="dW, db = xh.T @ dz, dz.sum(0)"), "one step's term only"),
-        (_bptt(step="step_back", before=ONE_PATH_STEP),
-         "inside the step, the path through h_new is missing"),
-    ],
-    "l21-predict-pool-tie": [
-        ("pool_tie_guess = [0.0, 0.5, 0.5, 0.0]\n", "not quite"),
-        ("pool_tie_guess = [0.0, 0.0, 1.0, 0.0]\n", "not quite"),
-    ],
-    "l21-predict-dropout-eval": [
-        ('eval_grad_guess = "all 2"\n', "not quite"),
-        ('eval_grad_guess = "ones"\n', "is not one of the choices"),
+    "l21-layers": [
+        # mode="any": the report comes with the module's first gradient.
+        (_layers((REGISTER, "        handles.append(register_multi_grad_hook(\n"
+                            "            list(params.values()), lambda g, name=name, keys=list(params):\n"
+                            "            report(name, {k: g for k in keys}), mode=\"any\"))\n")),
+         "mode 'any' fires at the first"),
+        # The loop variable looked up when the hook runs: every report names the last module.
+        (_layers(("def layer_ready(grads, name=name, keys=tuple(params)):",
+                  "def layer_ready(grads, keys=tuple(params)):")),
+         "loop variables"),
+        # Every module's parameters, the model itself included.
+        (_layers(("params = dict(module.named_parameters(recurse=False))",
+                  "params = dict(module.named_parameters())")),
+         "no parameters of its own"),
+        # .grad reported instead of the gradients the hook receives.
+        (_layers(("            report(name, dict(zip(keys, grads, strict=True)))\n",
+                  "            report(name, {k: p.grad for k, p in module.named_parameters(recurse=False)})\n"),
+                 ("def layer_ready(grads, name=name, keys=tuple(params)):",
+                  "def layer_ready(grads, name=name, keys=tuple(params), module=module):")),
+         "the next pass adds into that very tensor"),
+        # The handles not returned.
+        (_layers(("    return handles\n", "    return None\n")), "return the handles"),
+        # A count per module that is never reset: later passes report again and again.
+        (_EACH_MODULE
+         + "        arrived = {}\n\n"
+         "        def note(grad, key, name=name, params=params, arrived=arrived):\n"
+         "            arrived[key] = grad\n"
+         "            if len(arrived) == len(params):\n"
+         "                report(name, dict(arrived))\n"
+         "        for key, p in params.items():\n"
+         "            handles.append(p.register_hook(lambda g, key=key, note=note: note(g, key)))\n"
+         "    return handles\n",
+         "once per pass"),
+        # A count reset after each report, but waiting for every parameter, in every pass.
+        (_EACH_MODULE
+         + "        arrived = {}\n\n"
+         "        def note(grad, key, name=name, params=params, arrived=arrived):\n"
+         "            arrived[key] = grad\n"
+         "            if len(arrived) == len(params):\n"
+         "                report(name, dict(arrived))\n"
+         "                arrived.clear()\n"
+         "        for key, p in params.items():\n"
+         "            handles.append(p.register_hook(lambda g, key=key, note=note: note(g, key)))\n"
+         "    return handles\n",
+         "you never reported it"),
+        # A tensor hook on each parameter reporting at once: one report per parameter.
+        ("def watch_layers(model, report):\n"
+         "    handles = []\n"
+         "    for name, module in model.named_modules():\n"
+         "        for key, p in module.named_parameters(recurse=False):\n"
+         "            handles.append(p.register_hook(\n"
+         "                lambda g, name=name, key=key: report(name, {key: g})))\n"
+         "    return handles\n",
+         "a hook on each parameter reports once per parameter"),
+        # Post-accumulate hooks that report .grad once the module's last one has run.
+        (_EACH_MODULE
+         + "        left = [len(params)]\n\n"
+         "        def ready(p, name=name, params=params, left=left):\n"
+         "            left[0] -= 1\n"
+         "            if left[0] == 0:\n"
+         "                left[0] = len(params)\n"
+         "                report(name, {k: q.grad for k, q in params.items()})\n"
+         "        for p in params.values():\n"
+         "            handles.append(p.register_post_accumulate_grad_hook(ready))\n"
+         "    return handles\n",
+         "the parameters' .grad tensors themselves"),
     ],
 }

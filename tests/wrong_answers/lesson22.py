@@ -1,186 +1,124 @@
-"""Plausible wrong answers for the exercises of 22-inside-torchs-engine.ipynb (see
-tests/lessons/test_exercises.py)."""
+"""Plausible wrong answers for the exercises of 22-where-calculus-runs-out.ipynb.
 
-EXECUTOR = 'def run_backward(roots, grads, inputs):\n    """torch.autograd.backward(roots, grads, inputs=inputs), node by node; returns the\n    nodes in the order they ran."""\n    class Ready:\n        """A ready node on the heap, compared by priority alone, as torch compares."""\n\n        def __init__(self, node):\n            self.node = node\n            self.priority = node._sequence_nr()\n\n        def __lt__(self, other):\n            return self.priority > other.priority  # the largest sequence number first\n\n    # Walk the graph once: the edges into each node, and who sends along them.\n    waiting, users, todo, seen = {}, {}, [], set()\n    for root in roots:  # each output has an edge from the invisible root\n        waiting[root.grad_fn] = waiting.get(root.grad_fn, 0) + 1\n        todo.append(root.grad_fn)\n    while todo:\n        node = todo.pop()\n        if node in seen:\n            continue\n        seen.add(node)\n        for fn, _ in node.next_functions:\n            if fn is not None:\n                waiting[fn] = waiting.get(fn, 0) + 1\n                users.setdefault(fn, []).append(node)\n                todo.append(fn)\n\n    # Pruning: a node runs only if a path leads from it to an input\'s AccumulateGrad.\n    needed, todo = set(), [get_gradient_edge(t).node for t in inputs]\n    while todo:\n        node = todo.pop()\n        if node not in needed:\n            needed.add(node)\n            todo.extend(users.get(node, []))\n\n    buffers, ready, order = {}, [], []\n\n    def arrive(fn, slot, grad):\n        """Add grad into slot `slot` of fn\'s buffer; queue fn once nothing else is due."""\n        if grad is not None and fn in needed:\n            shape = fn._input_metadata[slot].shape\n            if grad.shape != shape:  # sent to a broadcast input: sum it down\n                grad = grad.sum_to_size(shape)\n            buffer = buffers.setdefault(fn, [None] * len(fn._input_metadata))\n            buffer[slot] = grad if buffer[slot] is None else buffer[slot] + grad\n        waiting[fn] -= 1\n        if waiting[fn] == 0 and fn in needed:\n            heapq.heappush(ready, Ready(fn))\n\n    for root, grad in zip(roots, grads, strict=True):\n        arrive(root.grad_fn, root.output_nr, grad)\n    while ready:\n        node = heapq.heappop(ready).node\n        order.append(node)\n        sent = node(*buffers.pop(node))\n        if not isinstance(sent, tuple):\n            sent = (sent,)\n        for (fn, slot), grad in zip(node.next_functions, sent, strict=True):\n            if fn is not None:\n                arrive(fn, slot, grad)\n    return order\n'
-
-LAYERS = 'def watch_layers(model, report):\n    handles = []\n    for name, module in model.named_modules():\n        params = dict(module.named_parameters(recurse=False))\n        if not params:\n            continue  # a container, or a layer without parameters\n\n        def layer_ready(grads, name=name, keys=tuple(params)):  # bound now, not at call time\n            report(name, dict(zip(keys, grads, strict=True)))\n        handles.append(register_multi_grad_hook(list(params.values()), layer_ready))\n    return handles\n'
-# The first lines of a watch_layers that visits each module with parameters of its own.
-_EACH_MODULE = ("def watch_layers(model, report):\n"
-                "    handles = []\n"
-                "    for name, module in model.named_modules():\n"
-                "        params = dict(module.named_parameters(recurse=False))\n"
-                "        if not params:\n"
-                "            continue\n")
+Each fragment is part of the message only the right diagnosis gives: a conjugate left out
+is told apart from the conjugate of torch's answer (the other convention) and from the
+factor 2 of |z|**2; each of torch's choices at a kink is named when another was made
+there; a NaN kept, a NaN cleaned up after the fact and a different function are told
+apart in the where rewrite.
+"""
 
 
-def _edited(source: str, *edits: tuple[str, str]) -> str:
-    """The solution with some lines changed: each (old, new) must occur once."""
-    for old, new in edits:
-        assert source.count(old) == 1, old
-        source = source.replace(old, new)
-    return source
+def _fn(signature: str, body: str) -> str:
+    """A whole solution cell: the function with the given body (indented lines)."""
+    return f"def {signature}:\n" + "".join(f"    {line}\n" for line in body.strip("\n").split("\n"))
 
 
-def _executor(*edits: tuple[str, str]) -> str:
-    return _edited(EXECUTOR, *edits)
+VJPS = "complex_vjps(z, w, g, r)"
+LINEAR = "complex_linear_backward(x, W, b, G)"
+HINGE = "hinge_grad(X, y, w, lam)"
+SOFT = "safe_soft_relu(x, beta)"
+
+RIGHT_ABS2, RIGHT_EXP = "2 * r * z", "g * torch.exp(z).conj()"
+RIGHT_MUL = "g * w.conj(), g * z.conj()"
+
+# hinge_grad with its three choices as parameters: relu's slope at 0, clamp's bounds, norm at 0.
+HINGE_BODY = """
+s = X @ w
+margin = 1 - y * s.clamp(-2.0, 2.0)
+active = (margin {relu} 0).to(s.dtype)
+passes = {passes}
+pairs = w.view(-1, 2)
+lengths = pairs.norm(dim=1, keepdim=True)
+unit = {unit}
+return X.T @ (-y * active * passes) + lam * unit.flatten()
+"""
+BOUNDS_IN = "((s >= -2.0) & (s <= 2.0)).to(s.dtype)"
+SAFE_UNIT = "torch.where(lengths > 0, pairs / torch.where(lengths > 0, lengths, 1.0), 0.0)"
 
 
-def _layers(*edits: tuple[str, str]) -> str:
-    return _edited(LAYERS, *edits)
+def _hinge(relu=">", passes=BOUNDS_IN, unit=SAFE_UNIT):
+    return _fn(HINGE, HINGE_BODY.format(relu=relu, passes=passes, unit=unit))
 
-
-PUSH = "            heapq.heappush(ready, Ready(fn))\n"
-POP = "        node = heapq.heappop(ready).node\n"
-COUNTED = ("        waiting[fn] -= 1\n"
-           "        if waiting[fn] == 0 and fn in needed:\n"
-           "            heapq.heappush(ready, Ready(fn))\n")
-SUM_DOWN = ("            if grad.shape != shape:  # sent to a broadcast input: sum it down\n"
-            "                grad = grad.sum_to_size(shape)\n")
-REGISTER = "        handles.append(register_multi_grad_hook(list(params.values()), layer_ready))\n"
 
 WRONG = {
-    "l22-predict-first": [
-        # The first edge first, as a walk in edge order would.
-        ('first_guess = "ExpBackward0"\n', "not quite"),
-        # Not one of the two nodes.
-        ('first_guess = "AddBackward0"\n', "not one of the choices"),
+    "l22-predict-abs": [
+        ("abs_guess = -1.0\n", "not quite"),  # the slope on the left, as relu's seemed
+        ("abs_guess = 1.0\n", "not quite"),
     ],
-    "l22-predict-ties": [
-        # First in, first out.
-        ("ties_guess = [0, 1, 2, 3]\n", "not quite"),
-        # Last in, first out.
-        ("ties_guess = [3, 2, 1, 0]\n", "not quite"),
+    "l22-predict-relu": [
+        ("relu_guess = [0.0, 0.0, 0.0]\n", "not quite"),  # one function, one gradient
+        ("relu_guess = [0.0, 0.0, 0.5]\n", "not quite"),
     ],
-    "l22-executor": [
-        # A plain queue: ready nodes leave in the order they became ready.
-        (_executor((PUSH, "            ready.append(fn)\n"), (POP, "        node = ready.pop(0)\n")),
-         "first in, first out"),
-        # A stack: depth first.
-        (_executor((PUSH, "            ready.append(fn)\n"), (POP, "        node = ready.pop()\n")),
-         "last in, first out"),
-        # The heap the wrong way round: the oldest node first.
-        (_executor(("return self.priority > other.priority", "return self.priority < other.priority")),
-         "smallest sequence number first"),
-        # Ties broken by a counter, first come first served.
-        (_executor(("    buffers, ready, order = {}, [], []\n",
-                    "    buffers, ready, order, tick = {}, [], [], [0]\n"),
-                   (PUSH, "            tick[0] += 1\n"
-                          "            heapq.heappush(ready, (-fn._sequence_nr(), tick[0], fn))\n"),
-                   (POP, "        node = heapq.heappop(ready)[2]\n")),
-         "order they arrived"),
-        # (sequence number, node) tuples: equal numbers make heapq compare the nodes.
-        (_executor((PUSH, "            heapq.heappush(ready, (-fn._sequence_nr(), fn))\n"),
-                   (POP, "        node = heapq.heappop(ready)[1]\n")),
-         "compares by the key alone"),
-        # No pruning: every node runs, and every leaf gets a .grad.
-        (_executor(("    needed, todo = set(), [get_gradient_edge(t).node for t in inputs]\n",
-                    "    needed, todo = set(), list(seen)\n")),
-         "no pruning"),
-        # A node queued the first time something arrives, not once its count reaches 0.
-        (_executor(("    buffers, ready, order = {}, [], []\n",
-                    "    buffers, ready, order, queued = {}, [], [], set()\n"),
-                   (COUNTED, "        if fn in needed and fn not in queued:\n"
-                             "            queued.add(fn)\n"
-                             "            heapq.heappush(ready, Ready(fn))\n")),
-         "before all of its gradient had arrived"),
-        # A node queued every time something arrives.
-        (_executor((COUNTED, "        if fn in needed:\n"
-                             "            heapq.heappush(ready, Ready(fn))\n"),
-                   ("sent = node(*buffers.pop(node))", "sent = node(*buffers[node])")),
-         "twice"),
-        # = for += in the input buffer.
-        (_executor(("buffer[slot] = grad if buffer[slot] is None else buffer[slot] + grad",
-                    "buffer[slot] = grad")),
-         "+=, not ="),
-        # A broadcast gradient not summed down to the slot's shape.
-        (_executor((SUM_DOWN, "")), "sums it down"),
-        # The empty slots dropped: the node gets fewer gradients than it has slots.
-        (_executor(("sent = node(*buffers.pop(node))",
-                    "sent = node(*[g for g in buffers.pop(node) if g is not None])")),
-         "one buffer slot per input"),
-        # Names returned instead of the nodes.
-        (_executor(("    return order\n", "    return [node.name() for node in order]\n")),
-         "return the nodes themselves"),
-        # Every output seeded with ones, the gradients given ignored.
-        (_executor(("    for root, grad in zip(roots, grads, strict=True):\n"
-                    "        arrive(root.grad_fn, root.output_nr, grad)\n",
-                    "    for root in roots:\n"
-                    "        arrive(root.grad_fn, root.output_nr, torch.ones_like(root))\n")),
-         "seeded with ones"),
-        # The leaves' AccumulateGrad nodes never run: .grad is set by hand and not listed.
-        (_executor(("        node = heapq.heappop(ready).node\n        order.append(node)\n",
-                    "        node = heapq.heappop(ready).node\n"
-                    "        if hasattr(node, \"variable\"):\n"
-                    "            node.variable.grad = buffers.pop(node)[0]\n"
-                    "            continue\n"
-                    "        order.append(node)\n")),
-         "you never ran AccumulateGrad"),
+    "l22-predict-complex": [
+        ("complex_guess = 1 + 2j\n", "not quite"),  # ∂L/∂z* without the factor 2
+        ("complex_guess = 2 - 4j\n", "not quite"),  # ∂L/∂x + i ∂L/∂y conjugated
+        ("complex_guess = 5.0\n", "not quite"),  # |z|², the loss itself
     ],
-    "l22-layers": [
-        # mode="any": the report comes with the module's first gradient.
-        (_layers((REGISTER, "        handles.append(register_multi_grad_hook(\n"
-                            "            list(params.values()), lambda g, name=name, keys=list(params):\n"
-                            "            report(name, {k: g for k in keys}), mode=\"any\"))\n")),
-         "mode 'any' fires at the first"),
-        # The loop variable looked up when the hook runs: every report names the last module.
-        (_layers(("def layer_ready(grads, name=name, keys=tuple(params)):",
-                  "def layer_ready(grads, keys=tuple(params)):")),
-         "loop variables"),
-        # Every module's parameters, the model itself included.
-        (_layers(("params = dict(module.named_parameters(recurse=False))",
-                  "params = dict(module.named_parameters())")),
-         "no parameters of its own"),
-        # .grad reported instead of the gradients the hook receives.
-        (_layers(("            report(name, dict(zip(keys, grads, strict=True)))\n",
-                  "            report(name, {k: p.grad for k, p in module.named_parameters(recurse=False)})\n"),
-                 ("def layer_ready(grads, name=name, keys=tuple(params)):",
-                  "def layer_ready(grads, name=name, keys=tuple(params), module=module):")),
-         "the next pass adds into that very tensor"),
-        # The handles not returned.
-        (_layers(("    return handles\n", "    return None\n")), "return the handles"),
-        # A count per module that is never reset: later passes report again and again.
-        (_EACH_MODULE
-         + "        arrived = {}\n\n"
-         "        def note(grad, key, name=name, params=params, arrived=arrived):\n"
-         "            arrived[key] = grad\n"
-         "            if len(arrived) == len(params):\n"
-         "                report(name, dict(arrived))\n"
-         "        for key, p in params.items():\n"
-         "            handles.append(p.register_hook(lambda g, key=key, note=note: note(g, key)))\n"
-         "    return handles\n",
-         "once per pass"),
-        # A count reset after each report, but waiting for every parameter, in every pass.
-        (_EACH_MODULE
-         + "        arrived = {}\n\n"
-         "        def note(grad, key, name=name, params=params, arrived=arrived):\n"
-         "            arrived[key] = grad\n"
-         "            if len(arrived) == len(params):\n"
-         "                report(name, dict(arrived))\n"
-         "                arrived.clear()\n"
-         "        for key, p in params.items():\n"
-         "            handles.append(p.register_hook(lambda g, key=key, note=note: note(g, key)))\n"
-         "    return handles\n",
-         "you never reported it"),
-        # A tensor hook on each parameter reporting at once: one report per parameter.
-        ("def watch_layers(model, report):\n"
-         "    handles = []\n"
-         "    for name, module in model.named_modules():\n"
-         "        for key, p in module.named_parameters(recurse=False):\n"
-         "            handles.append(p.register_hook(\n"
-         "                lambda g, name=name, key=key: report(name, {key: g})))\n"
-         "    return handles\n",
-         "a hook on each parameter reports once per parameter"),
-        # Post-accumulate hooks that report .grad once the module's last one has run.
-        (_EACH_MODULE
-         + "        left = [len(params)]\n\n"
-         "        def ready(p, name=name, params=params, left=left):\n"
-         "            left[0] -= 1\n"
-         "            if left[0] == 0:\n"
-         "                left[0] = len(params)\n"
-         "                report(name, {k: q.grad for k, q in params.items()})\n"
-         "        for p in params.values():\n"
-         "            handles.append(p.register_post_accumulate_grad_hook(ready))\n"
-         "    return handles\n",
-         "the parameters' .grad tensors themselves"),
+    "l22-complex-vjps": [
+        (_fn(VJPS, f"return g * w, g * z, {RIGHT_ABS2}, {RIGHT_EXP}"), "z * w: no conjugate"),
+        (_fn(VJPS, f"return g.conj() * w, g.conj() * z, {RIGHT_ABS2}, {RIGHT_EXP}"),
+         "the conjugate of torch's answer"),
+        (_fn(VJPS, f"return {RIGHT_MUL}, r * z, {RIGHT_EXP}"), "the factor 2 is missing"),
+        (_fn(VJPS, f"return {RIGHT_MUL}, 2 * r * z.conj(), {RIGHT_EXP}"),
+         "|z|**2: conjugated. 2 * r * z.conj()"),
+        (_fn(VJPS, f"return {RIGHT_MUL}, r * z.conj(), {RIGHT_EXP}"),
+         "conjugated, and the factor 2 is missing"),
+        (_fn(VJPS, f"return {RIGHT_MUL}, {RIGHT_ABS2}, g * torch.exp(z)"), "exp(z): no conjugate"),
+        (_fn(VJPS, f"return {RIGHT_MUL}, {RIGHT_ABS2}, g.conj() * torch.exp(z)"),
+         "exp(z): this is the conjugate of torch's answer"),
+        # JAX's convention throughout: the first output already names it.
+        (_fn(VJPS, "return (g.conj() * w, g.conj() * z, 2 * r * z.conj(), "
+                   "g.conj() * torch.exp(z))"), "the other convention"),
+        (_fn(VJPS, f"return {RIGHT_MUL}, {RIGHT_ABS2}"), "returned 3 value(s); expected 4"),
+        (_fn(VJPS, "zero = torch.zeros_like(z)\nreturn zero, zero, zero, zero"), "hard-coded"),
+    ],
+    "l22-complex-linear": [
+        (_fn(LINEAR, "return G @ W.T, x.T @ G, G.sum(0)"), "no conjugate in either product"),
+        (_fn(LINEAR, "return G @ W.T, x.mH @ G, G.sum(0)"), "dx is missing the conjugate"),
+        (_fn(LINEAR, "return G @ W.mH, x.T @ G, G.sum(0)"), "dW is missing the conjugate"),
+        (_fn(LINEAR, "return (G @ W.mH).conj(), (x.mH @ G).conj(), G.sum(0).conj()"),
+         "the conjugates sit on G"),
+        (_fn(LINEAR, "return G @ W.mH, x.mH @ G, G.sum(0).conj()"), "db is conjugated"),
+        (_fn(LINEAR, "return G @ W.mH, x.mH @ G, G.mean(0)"), "db is a mean"),
+        (_fn(LINEAR, "return G @ W.mH, G.mH @ x, G.sum(0)"), "has shape"),
+    ],
+    "l22-hinge-kinks": [
+        (_hinge(relu=">="), "relu's slope at its kink was taken as 1"),
+        (_hinge(passes="((s > -2.0) & (s < 2.0)).to(s.dtype)"), "clamp's bounds were left out"),
+        (_hinge(passes="torch.ones_like(s)"), "the clamp was ignored"),
+        (_hinge(unit="pairs / lengths"), "a pair of zero weights gave NaN"),
+        # The penalty taken for an L1 one: a plain mismatch, no slip of the list.
+        (_hinge(unit="pairs.sign()"), "mismatch"),
+        # The lesson's worked example copied in.
+        (_fn(HINGE, "return torch.tensor([-0.7764, -0.4472, 1.1581, -0.5257], dtype=w.dtype)"), "hard-coded"),
+    ],
+    "l22-safe-softplus": [
+        # The function as given: the NaN is still there.
+        (_fn(SOFT, "bx = beta * x\nreturn torch.where(bx > 20, x, torch.log1p(torch.exp(bx)) "
+                   "/ beta)"), "has NaN or inf"),
+        # nan_to_num on the output: the NaN is made in backward, below it.
+        (_fn(SOFT, "bx = beta * x\nout = torch.where(bx > 20, x, torch.log1p(torch.exp(bx)) "
+                   "/ beta)\nreturn out.nan_to_num()"), "has NaN or inf"),
+        # nan_to_num on the gradients, with hooks on the inputs: x's slope of 1 is lost.
+        (_fn(SOFT, "x.register_hook(torch.nan_to_num)\nbeta.register_hook(torch.nan_to_num)\n"
+                   "bx = beta * x\nreturn torch.where(bx > 20, x, torch.log1p(torch.exp(bx)) "
+                   "/ beta)"), "replaced (nan_to_num, a hook) rather than prevented"),
+        # Only the inner where: the values above 20 are no longer x.
+        (_fn(SOFT, "bx = beta * x\ntame = torch.where(bx > 20, 0.0, bx)\n"
+                   "return torch.log1p(torch.exp(tame)) / beta"), "the values differ"),
+        # Lesson 19's stable softplus: a smooth function, not this one above 20.
+        (_fn(SOFT, "bx = beta * x\n"
+                   "return (bx.clamp(min=0) + torch.log1p(torch.exp(-bx.abs()))) / beta"),
+         "the values differ from soft_relu's at the entries with 20 < beta * x <= 709"),
+        # The unsafe branch detached: no NaN, and no gradient where it is used either.
+        (_fn(SOFT, "bx = beta * x\n"
+                   "return torch.where(bx > 20, x, (torch.log1p(torch.exp(bx)) / beta).detach())"),
+         "at the entries with beta * x <= 20 (yours 0"),
+        (_fn(SOFT, "return 0.0"), "returned float"),
+        # float32 arithmetic: right to 1e-7, not to round-off.
+        (_fn(SOFT, "bx = (beta * x).float()\nbig = bx > 20\n"
+                   "tame = torch.where(big, 0.0, bx)\n"
+                   "return torch.where(big, x.float(), torch.log1p(torch.exp(tame)) / beta)"),
+         "the values differ"),
     ],
 }

@@ -1,124 +1,331 @@
-"""Plausible wrong answers for the exercises of 23-where-calculus-runs-out.ipynb.
+"""Plausible wrong answers for the exercises of 23-backward-across-processes.ipynb."""
 
-Each fragment is part of the message only the right diagnosis gives: a conjugate left out
-is told apart from the conjugate of torch's answer (the other convention) and from the
-factor 2 of |z|**2; each of torch's choices at a kink is named when another was made
-there; a NaN kept, a NaN cleaned up after the fact and a different function are told
-apart in the where rewrite.
+HOOK = "def fp16_average(state, bucket):\n{}"
+BUCKETS = """def bucketed_averaging(model, cap):
+    world = {world}
+    count = len(list(model.parameters()))
+    bucket, ready_so_far = [], []
+
+    def send():
+        flat = torch.cat([p.grad.flatten() for p in bucket])
+        dist.all_reduce(flat)
+{divide}
+        start = 0
+        for p in bucket:
+{write}
+            start += p.numel()
+        bucket.clear()
+
+    def ready(p):
+        bucket.append(p)
+        ready_so_far.append(p)
+        full = {full}
+        if {send_when}:
+            send()
+{reset}
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(ready)
 """
+RIGHT = {
+    "world": "dist.get_world_size()",
+    "divide": "        flat /= world",
+    "write": "            p.grad.copy_(flat[start:start + p.numel()].view_as(p.grad))",
+    "full": "sum(q.numel() * q.element_size() for q in bucket) >= cap",
+    "send_when": "full or len(ready_so_far) == count",
+    "reset": "        if len(ready_so_far) == count:\n            ready_so_far.clear()\n",
+}
 
 
-def _fn(signature: str, body: str) -> str:
-    """A whole solution cell: the function with the given body (indented lines)."""
-    return f"def {signature}:\n" + "".join(f"    {line}\n" for line in body.strip("\n").split("\n"))
+def _buckets(**slip):
+    return BUCKETS.format(**(RIGHT | slip))
 
 
-VJPS = "complex_vjps(z, w, g, r)"
-LINEAR = "complex_linear_backward(x, W, b, G)"
-HINGE = "hinge_grad(X, y, w, lam)"
-SOFT = "safe_soft_relu(x, beta)"
+# The buckets planned from model.parameters(), each sent once all of it is ready.
+FORWARD_PLAN = """def bucketed_averaging(model, cap):
+    world = dist.get_world_size()
+    plan, current, size = [], [], 0
+    for p in model.parameters():
+        current.append(p)
+        size += p.numel() * 4
+        if size >= cap:
+            plan.append(current)
+            current, size = [], 0
+    if current:
+        plan.append(current)
+    ready_so_far = set()
 
-RIGHT_ABS2, RIGHT_EXP = "2 * r * z", "g * torch.exp(z).conj()"
-RIGHT_MUL = "g * w.conj(), g * z.conj()"
+    def ready(p):
+        ready_so_far.add(id(p))
+        for bucket in plan:
+            ids = [id(q) for q in bucket]
+            if id(p) in ids and all(i in ready_so_far for i in ids):
+                flat = torch.cat([q.grad.flatten() for q in bucket])
+                dist.all_reduce(flat)
+                flat /= world
+                start = 0
+                for q in bucket:
+                    q.grad.copy_(flat[start:start + q.numel()].view_as(q.grad))
+                    start += q.numel()
+        if len(ready_so_far) == sum(len(b) for b in plan):
+            ready_so_far.clear()
 
-# hinge_grad with its three choices as parameters: relu's slope at 0, clamp's bounds, norm at 0.
-HINGE_BODY = """
-s = X @ w
-margin = 1 - y * s.clamp(-2.0, 2.0)
-active = (margin {relu} 0).to(s.dtype)
-passes = {passes}
-pairs = w.view(-1, 2)
-lengths = pairs.norm(dim=1, keepdim=True)
-unit = {unit}
-return X.T @ (-y * active * passes) + lam * unit.flatten()
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(ready)
 """
-BOUNDS_IN = "((s >= -2.0) & (s <= 2.0)).to(s.dtype)"
-SAFE_UNIT = "torch.where(lengths > 0, pairs / torch.where(lengths > 0, lengths, 1.0), 0.0)"
+# The right buckets, all sent from the last gradient's hook.
+AT_THE_END = """def bucketed_averaging(model, cap):
+    world = dist.get_world_size()
+    params = list(model.parameters())
+    order = []
 
+    def ready(p):
+        order.append(p)
+        if len(order) < len(params):
+            return
+        bucket = []
+        for k, q in enumerate(order):
+            bucket.append(q)
+            if sum(r.numel() * 4 for r in bucket) >= cap or k == len(order) - 1:
+                flat = torch.cat([r.grad.flatten() for r in bucket])
+                dist.all_reduce(flat)
+                flat /= world
+                start = 0
+                for r in bucket:
+                    r.grad.copy_(flat[start:start + r.numel()].view_as(r.grad))
+                    start += r.numel()
+                bucket = []
+        order.clear()
 
-def _hinge(relu=">", passes=BOUNDS_IN, unit=SAFE_UNIT):
-    return _fn(HINGE, HINGE_BODY.format(relu=relu, passes=passes, unit=unit))
+    for p in params:
+        p.register_post_accumulate_grad_hook(ready)
+"""
+# A bucket closed before the gradient that would pass the cap.
+BEFORE_PASSING = """def bucketed_averaging(model, cap):
+    world = dist.get_world_size()
+    count = len(list(model.parameters()))
+    bucket, ready_so_far = [], []
+
+    def send():
+        flat = torch.cat([p.grad.flatten() for p in bucket])
+        dist.all_reduce(flat)
+        flat /= world
+        start = 0
+        for p in bucket:
+            p.grad.copy_(flat[start:start + p.numel()].view_as(p.grad))
+            start += p.numel()
+        bucket.clear()
+
+    def ready(p):
+        if bucket and sum(q.numel() * 4 for q in bucket) + p.numel() * 4 > cap:
+            send()
+        bucket.append(p)
+        ready_so_far.append(p)
+        if len(ready_so_far) == count:
+            send()
+            ready_so_far.clear()
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(ready)
+"""
 
 
 WRONG = {
-    "l23-predict-abs": [
-        ("abs_guess = -1.0\n", "not quite"),  # the slope on the left, as relu's seemed
-        ("abs_guess = 1.0\n", "not quite"),
+    "l23-predict-buckets": [
+        # One bucket per layer.
+        ("buckets_guess = 3\n", "not quite"),
+        # Everything in one bucket, as in the first step.
+        ("buckets_guess = 1\n", "not quite"),
     ],
-    "l23-predict-relu": [
-        ("relu_guess = [0.0, 0.0, 0.0]\n", "not quite"),  # one function, one gradient
-        ("relu_guess = [0.0, 0.0, 0.5]\n", "not quite"),
+    "l23-fp16-hook": [
+        # The all-reduce of the section 3 hook: right averages, but float32 on the wire.
+        (
+            HOOK.format(
+                "    world = dist.get_world_size()\n"
+                "    sent = dist.all_reduce(bucket.buffer(), async_op=True).get_future()\n"
+                "    return sent.then(lambda done: done.value()[0] / world)\n"
+            ),
+            "sent float32",
+        ),
+        # The sum, never divided.
+        (
+            HOOK.format(
+                "    half = bucket.buffer().to(torch.float16)\n"
+                "    sent = dist.all_reduce(half, async_op=True).get_future()\n"
+                "    return sent.then(lambda done: done.value()[0].to(torch.float32))\n"
+            ),
+            "the sum over the 2 processes, not the average",
+        ),
+        # Two processes written in: right with 2, wrong with 3.
+        (
+            HOOK.format(
+                "    half = bucket.buffer().to(torch.float16)\n"
+                "    sent = dist.all_reduce(half, async_op=True).get_future()\n"
+                "    return sent.then(lambda done: done.value()[0].to(torch.float32) / 2)\n"
+            ),
+            "divided by 2 while 3 processes were running",
+        ),
+        # One all-reduce per parameter instead of one per bucket.
+        (
+            HOOK.format(
+                "    world = dist.get_world_size()\n"
+                "    for grad in bucket.gradients():\n"
+                "        half = grad.to(torch.float16)\n"
+                "        dist.all_reduce(half)\n"
+                "        grad.copy_(half / world)\n"
+                "    done = torch.futures.Future()\n"
+                "    done.set_result(bucket.buffer())\n"
+                "    return done\n"
+            ),
+            "in one call",
+        ),
+        # All-reduced in place, but no Future handed back (DDP would crash on None).
+        (
+            HOOK.format(
+                "    half = bucket.buffer().to(torch.float16)\n"
+                "    dist.all_reduce(half)\n"
+                "    bucket.buffer().copy_(half / dist.get_world_size())\n"
+            ),
+            "not a torch.futures.Future",
+        ),
+        # A copy all-reduced, and the untouched buffer returned.
+        (
+            HOOK.format(
+                "    half = bucket.buffer().to(torch.float16)\n"
+                "    dist.all_reduce(half)\n"
+                "    done = torch.futures.Future()\n"
+                "    done.set_result(bucket.buffer())\n"
+                "    return done\n"
+            ),
+            "each rank kept its own gradient",
+        ),
+        # Sum first, divide after: right for small gradients, but the float16 sum of
+        # gradients near 40,000 passes 65,504 and is inf before the division.
+        (
+            HOOK.format(
+                "    half = bucket.buffer().to(torch.float16)\n"
+                "    sent = dist.all_reduce(half, async_op=True).get_future()\n"
+                "    world = dist.get_world_size()\n"
+                "    return sent.then(lambda done: done.value()[0].to(torch.float32) / world)\n"
+            ),
+            "the float16 sum over the processes passed 65,504",
+        ),
+        # The average handed back in float16, where the task asks for float32.
+        (
+            HOOK.format(
+                "    half = (bucket.buffer() / dist.get_world_size()).to(torch.float16)\n"
+                "    sent = dist.all_reduce(half, async_op=True).get_future()\n"
+                "    return sent.then(lambda done: done.value()[0])\n"
+            ),
+            "expected float32, got float16",
+        ),
+        # torch's own hook doing the work.
+        (
+            HOOK.format(
+                "    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks\n"
+                "    return default_hooks.fp16_compress_hook(None, bucket)\n"
+            ),
+            "ready-made fp16_compress_hook",
+        ),
     ],
-    "l23-predict-complex": [
-        ("complex_guess = 1 + 2j\n", "not quite"),  # ∂L/∂z* without the factor 2
-        ("complex_guess = 2 - 4j\n", "not quite"),  # ∂L/∂x + i ∂L/∂y conjugated
-        ("complex_guess = 5.0\n", "not quite"),  # |z|², the loss itself
-    ],
-    "l23-complex-vjps": [
-        (_fn(VJPS, f"return g * w, g * z, {RIGHT_ABS2}, {RIGHT_EXP}"), "z * w: no conjugate"),
-        (_fn(VJPS, f"return g.conj() * w, g.conj() * z, {RIGHT_ABS2}, {RIGHT_EXP}"),
-         "the conjugate of torch's answer"),
-        (_fn(VJPS, f"return {RIGHT_MUL}, r * z, {RIGHT_EXP}"), "the factor 2 is missing"),
-        (_fn(VJPS, f"return {RIGHT_MUL}, 2 * r * z.conj(), {RIGHT_EXP}"),
-         "|z|**2: conjugated. 2 * r * z.conj()"),
-        (_fn(VJPS, f"return {RIGHT_MUL}, r * z.conj(), {RIGHT_EXP}"),
-         "conjugated, and the factor 2 is missing"),
-        (_fn(VJPS, f"return {RIGHT_MUL}, {RIGHT_ABS2}, g * torch.exp(z)"), "exp(z): no conjugate"),
-        (_fn(VJPS, f"return {RIGHT_MUL}, {RIGHT_ABS2}, g.conj() * torch.exp(z)"),
-         "exp(z): this is the conjugate of torch's answer"),
-        # JAX's convention throughout: the first output already names it.
-        (_fn(VJPS, "return (g.conj() * w, g.conj() * z, 2 * r * z.conj(), "
-                   "g.conj() * torch.exp(z))"), "the other convention"),
-        (_fn(VJPS, f"return {RIGHT_MUL}, {RIGHT_ABS2}"), "returned 3 value(s); expected 4"),
-        (_fn(VJPS, "zero = torch.zeros_like(z)\nreturn zero, zero, zero, zero"), "hard-coded"),
-    ],
-    "l23-complex-linear": [
-        (_fn(LINEAR, "return G @ W.T, x.T @ G, G.sum(0)"), "no conjugate in either product"),
-        (_fn(LINEAR, "return G @ W.T, x.mH @ G, G.sum(0)"), "dx is missing the conjugate"),
-        (_fn(LINEAR, "return G @ W.mH, x.T @ G, G.sum(0)"), "dW is missing the conjugate"),
-        (_fn(LINEAR, "return (G @ W.mH).conj(), (x.mH @ G).conj(), G.sum(0).conj()"),
-         "the conjugates sit on G"),
-        (_fn(LINEAR, "return G @ W.mH, x.mH @ G, G.sum(0).conj()"), "db is conjugated"),
-        (_fn(LINEAR, "return G @ W.mH, x.mH @ G, G.mean(0)"), "db is a mean"),
-        (_fn(LINEAR, "return G @ W.mH, G.mH @ x, G.sum(0)"), "has shape"),
-    ],
-    "l23-hinge-kinks": [
-        (_hinge(relu=">="), "relu's slope at its kink was taken as 1"),
-        (_hinge(passes="((s > -2.0) & (s < 2.0)).to(s.dtype)"), "clamp's bounds were left out"),
-        (_hinge(passes="torch.ones_like(s)"), "the clamp was ignored"),
-        (_hinge(unit="pairs / lengths"), "a pair of zero weights gave NaN"),
-        # The penalty taken for an L1 one: a plain mismatch, no slip of the list.
-        (_hinge(unit="pairs.sign()"), "mismatch"),
-        # The lesson's worked example copied in.
-        (_fn(HINGE, "return torch.tensor([-0.7764, -0.4472, 1.1581, -0.5257], dtype=w.dtype)"), "hard-coded"),
-    ],
-    "l23-safe-softplus": [
-        # The function as given: the NaN is still there.
-        (_fn(SOFT, "bx = beta * x\nreturn torch.where(bx > 20, x, torch.log1p(torch.exp(bx)) "
-                   "/ beta)"), "has NaN or inf"),
-        # nan_to_num on the output: the NaN is made in backward, below it.
-        (_fn(SOFT, "bx = beta * x\nout = torch.where(bx > 20, x, torch.log1p(torch.exp(bx)) "
-                   "/ beta)\nreturn out.nan_to_num()"), "has NaN or inf"),
-        # nan_to_num on the gradients, with hooks on the inputs: x's slope of 1 is lost.
-        (_fn(SOFT, "x.register_hook(torch.nan_to_num)\nbeta.register_hook(torch.nan_to_num)\n"
-                   "bx = beta * x\nreturn torch.where(bx > 20, x, torch.log1p(torch.exp(bx)) "
-                   "/ beta)"), "replaced (nan_to_num, a hook) rather than prevented"),
-        # Only the inner where: the values above 20 are no longer x.
-        (_fn(SOFT, "bx = beta * x\ntame = torch.where(bx > 20, 0.0, bx)\n"
-                   "return torch.log1p(torch.exp(tame)) / beta"), "the values differ"),
-        # Lesson 15's stable softplus: a smooth function, not this one above 20.
-        (_fn(SOFT, "bx = beta * x\n"
-                   "return (bx.clamp(min=0) + torch.log1p(torch.exp(-bx.abs()))) / beta"),
-         "the values differ from soft_relu's at the entries with 20 < beta * x <= 709"),
-        # The unsafe branch detached: no NaN, and no gradient where it is used either.
-        (_fn(SOFT, "bx = beta * x\n"
-                   "return torch.where(bx > 20, x, (torch.log1p(torch.exp(bx)) / beta).detach())"),
-         "at the entries with beta * x <= 20 (yours 0"),
-        (_fn(SOFT, "return 0.0"), "returned float"),
-        # float32 arithmetic: right to 1e-7, not to round-off.
-        (_fn(SOFT, "bx = (beta * x).float()\nbig = bx > 20\n"
-                   "tame = torch.where(big, 0.0, bx)\n"
-                   "return torch.where(big, x.float(), torch.log1p(torch.exp(tame)) / beta)"),
-         "the values differ"),
+    "l23-buckets": [
+        (_buckets(full="sum(q.numel() for q in bucket) >= cap"), "counted in values"),
+        (_buckets(send_when="full"), "the last bucket was never sent"),
+        (_buckets(reset=""), "start every backward with an empty bucket"),
+        (_buckets(divide=""), "the sum over the 2 processes, not the average"),
+        (_buckets(world="2"), "divided by 2 while 3 processes were running"),
+        (_buckets(full="False"), "everything went in one all-reduce"),
+        (_buckets(full="True"), "one all-reduce per parameter"),
+        # The average computed into a copy: the .grad backward left is unchanged.
+        (_buckets(write="            p.grad.clone().copy_(flat[start:start + p.numel()]"
+                        ".view_as(p.grad))"), "each rank kept its own gradient"),
+        (BEFORE_PASSING, "closed before the gradient that would pass the cap"),
+        (FORWARD_PLAN, "the forward order"),
+        (AT_THE_END, "later than the hook of its last gradient"),
+        # DDP itself.
+        ("def bucketed_averaging(model, cap):\n"
+         "    DDP(model, bucket_cap_mb=cap / 2**20)\n", "without DDP"),
+        # A name from the notebook, which the worker processes do not have.
+        ("CAP_VALUES = 75\n\n\n" + _buckets(full="sum(q.numel() for q in bucket) >= CAP_VALUES"),
+         "not the rest of this notebook"),
     ],
 }
+
+SHARD = '''def shard_mean(grad):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    size = math.ceil(grad.shape[0] / world)
+
+    def rows_of(r):
+        return grad[r * size:(r + 1) * size]
+
+    mine = rows_of(rank)
+    received, requests = [], []
+    for other in range(world):
+        if other != rank:
+            requests.append(dist.isend(rows_of(other).contiguous(), other))
+            received.append(torch.empty_like(mine))
+            requests.append(dist.irecv(received[-1], other))
+    for request in requests:
+        request.wait()
+    total = mine.clone()
+    for part in received:
+        total += part
+    return total / world
+'''
+
+
+def _shard(*edits: tuple[str, str]) -> str:
+    source = SHARD
+    for old, new in edits:
+        assert old in source, old
+        source = source.replace(old, new)
+    return source
+
+
+WRONG["l23-shard-mean"] = [
+    # The sum, never divided.
+    (_shard(("return total / world", "return total")),
+     "the sum over the 2 ranks, not the mean"),
+    # Two processes written in.
+    (_shard(("return total / world", "return total / 2")),
+     "divided by 2 while 3 processes were running"),
+    # Every rank rows // world rows: the last row is nobody's (uneven last shard).
+    (_shard(("math.ceil(grad.shape[0] / world)", "grad.shape[0] // world")),
+     "uneven last shard: 7 rows of layer1.weight over 2 ranks; the ranks kept rows // world"),
+    # The rows spread as evenly as possible, which is not FSDP's layout.
+    (_shard(("        return grad[r * size:(r + 1) * size]",
+             "        return grad.tensor_split(world)[r]")),
+     "spread evenly (torch.tensor_split): 3, 2, 2"),
+    # The wrong shard kept: every rank keeps (and is sent) the next rank's rows.
+    (_shard(("mine = rows_of(rank)", "mine = rows_of((rank + 1) % world)"),
+            ("dist.isend(rows_of(other).contiguous(), other)",
+             "dist.isend(rows_of((other + 1) % world).contiguous(), other)")),
+     "rank 0 kept the mean of rank 1's rows"),
+    # Its own rows, nothing sent or received.
+    ("def shard_mean(grad):\n"
+     "    size = math.ceil(grad.shape[0] / dist.get_world_size())\n"
+     "    rank = dist.get_rank()\n"
+     "    return grad[rank * size:(rank + 1) * size]\n",
+     "kept its own gradient's rows"),
+    # The whole gradient averaged on every rank, no slice kept.
+    (_shard(("    total = mine.clone()\n", "    total = grad.clone()\n"),
+            ("received.append(torch.empty_like(mine))", "received.append(torch.empty_like(grad))"),
+            ("dist.isend(rows_of(other).contiguous(), other)", "dist.isend(grad, other)")),
+     "returned the whole gradient of layer1.weight"),
+    # Blocking sends first on every rank: each waits for a receive no rank has started.
+    ("def shard_mean(grad):\n"
+     "    rank, world = dist.get_rank(), dist.get_world_size()\n"
+     "    size = math.ceil(grad.shape[0] / world)\n"
+     "    total = grad[rank * size:(rank + 1) * size].clone()\n"
+     "    for other in range(world):\n"
+     "        if other != rank:\n"
+     "            dist.send(grad[other * size:(other + 1) * size].contiguous(), other)\n"
+     "    for other in range(world):\n"
+     "        if other != rank:\n"
+     "            part = torch.empty_like(total)\n"
+     "            dist.recv(part, other)\n"
+     "            total += part\n"
+     "    return total / world\n",
+     "A blocking dist.send waits until the other rank receives"),
+    # The mean computed but not returned.
+    (_shard(("    return total / world", "    total /= world")), "returned NoneType"),
+]

@@ -10,7 +10,7 @@ the learner's answer:
 The references, the inputs, the typical slips (near-solutions) and the
 answers to predictions live here, so a check cell gives none of them away.
 Each module holds two dicts (a lesson whose checks are long is a package,
-``lesson20/``: its ``__init__.py`` holds them, a module per check beside it):
+``lesson11/``: its ``__init__.py`` holds them, a module per check beside it):
 
 - ``EXERCISES``: id -> `ByHand` (a gradient by hand, see `check_by_hand`) or
   `Method` (a check of how the answer was reached, e.g. counted passes);

@@ -1,254 +1,228 @@
-"""Lesson 09, training an MLP: its exercises and its predictions.
+"""Lesson 09, deriving the backward of a tensor operation: its exercises and its prediction.
 
-Exercises 1 and 2 ask for dL/dz, the gradient at the logits of a sigmoid
-output: Exercise 1 with binary cross-entropy, Exercise 2 with a squared error,
-where the sigmoid's own derivative no longer cancels. Exercise 3 asks for the
-whole backward of Part 2's two-layer tanh network (the lesson shows only its
-forward pass and loss), checked on networks and batches of other sizes. The
-predictions run the lesson's deep networks again, built by the same recipe as
-the notebook's cells.
+The method (index notation, one entry differentiated, read back as tensor code, shapes
+first) and the rules it gives for matmul, broadcasting, reductions, indexing, reshapes and
+softmax. Every by-hand exercise draws new shapes on every trial, each size different from
+the others, so that a transposed answer or a sum over the wrong dimension cannot pass by
+having the right shape by accident. The slips listed under ``mistakes`` are the ones the
+lesson warns about; the check names one only when the learner's answer equals it on every
+trial.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from ... import data
 from ._spec import ByHand, Prediction
+from .lesson08 import _randn, _sizes
 
-# --------------------------------------------------------------------------- Exercise 1
-
-
-def _bce_reference(z, y):
-    z = z.requires_grad_()
-    F.binary_cross_entropy_with_logits(z, y).backward()
-    return z.grad
+# --------------------------------------------------------------------------
+# the softmax VJP
+# --------------------------------------------------------------------------
 
 
-def _new_logits_and_labels(gen):
-    """Logits of a new shape (2 to 6 rows, 2 to 5 columns) and 0/1 targets."""
-    rows = int(torch.randint(2, 7, (1,), generator=gen))
-    cols = int(torch.randint(2, 6, (1,), generator=gen))
-    z = torch.randn(rows, cols, generator=gen) * 2
-    y = (torch.rand(rows, cols, generator=gen) < 0.5).float()
-    return z, y
+def _new_softmax(gen):
+    """p = softmax(z) along the last dimension, and a gradient g for it; 2 or 3 dims."""
+    dims = int(torch.randint(2, 4, (1,), generator=gen))
+    shape = _sizes(gen, dims, 2, 7)
+    p = torch.softmax(2 * _randn(gen, *shape), dim=-1)
+    return p, _randn(gen, *shape)
 
 
-BCE_SLIPS = {
-    "the 1/N of the mean is missing: the loss averages over every entry of z, so each "
-    "entry's gradient carries 1/z.numel()":
-        lambda z, y: torch.sigmoid(z) - y,
-    "divided by the number of rows only: the mean runs over every entry of z, so divide by "
-    "z.numel(), not len(z)":
-        lambda z, y: (torch.sigmoid(z) - y) / len(z),
-    "z stands where sigmoid(z) belongs: the loss compares the probability p = sigmoid(z) "
-    "with y, so the gradient is (p − y)/N":
-        lambda z, y: (z - y) / z.numel(),
-    "the sign is flipped: raising z raises p, which increases the loss where p is already "
-    "above y, so the gradient is (p − y)/N, not (y − p)/N":
-        lambda z, y: (y - torch.sigmoid(z)) / z.numel(),
-    "the sigmoid's derivative p(1 − p) was multiplied in once too often: dL/dp brings "
-    "1/(p(1 − p)), which cancels it":
-        lambda z, y: ((torch.sigmoid(z) - y) * torch.sigmoid(z) * (1 - torch.sigmoid(z))
-                      / z.numel()),
-}
-
-# --------------------------------------------------------------------------- Exercise 2
+def _softmax_vjp_reference(p, g):
+    z = p.log().requires_grad_()  # softmax(log p) = p, since each row of p sums to 1
+    (dz,) = torch.autograd.grad(torch.softmax(z, dim=-1), z, g)
+    return dz
 
 
-def _sigmoid_mse_reference(z, y):
-    z = z.requires_grad_()
-    ((torch.sigmoid(z) - y) ** 2).mean().backward()
-    return z.grad
+# --------------------------------------------------------------------------
+# out = x * w + b with x (B, T, C), w (C,), b (C,)
+# --------------------------------------------------------------------------
 
 
-def _new_logits_and_targets(gen):
-    """Logits of a new shape (2 to 5 rows and columns) and targets anywhere in [0, 1]."""
-    rows, cols = (int(k) for k in torch.randint(2, 6, (2,), generator=gen))
-    return torch.randn(rows, cols, generator=gen) * 2, torch.rand(rows, cols, generator=gen)
+def _new_affine(gen):
+    B, T, C = _sizes(gen, 3)
+    return _randn(gen, B, T, C), _randn(gen, C), _randn(gen, C), _randn(gen, B, T, C)
 
 
-def _p(z):
-    return torch.sigmoid(z)
+def _affine_reference(x, w, b, g):
+    x, w, b = (t.requires_grad_() for t in (x, w, b))
+    return torch.autograd.grad(x * w + b, (x, w, b), g)
 
 
-SIGMOID_MSE_SLIPS = {
-    "(sigmoid(z) − y)/N is Exercise 1's answer, for cross-entropy; with a squared error the "
-    "sigmoid's derivative does not cancel":
-        lambda z, y: (_p(z) - y) / z.numel(),
-    "the sigmoid's own derivative p(1 − p) is missing":
-        lambda z, y: 2 * (_p(z) - y) / z.numel(),
-    "the 1/N of the mean is missing: every entry's share of the loss carries 1/z.numel()":
-        lambda z, y: 2 * (_p(z) - y) * _p(z) * (1 - _p(z)),
-    "the factor 2 from the derivative of the square is missing":
-        lambda z, y: (_p(z) - y) * _p(z) * (1 - _p(z)) / z.numel(),
-}
-
-# --------------------------------------------------------------------------- Exercise 3
+# --------------------------------------------------------------------------
+# Y = X @ W with X (B, T, C) and a shared W (C, D)
+# --------------------------------------------------------------------------
 
 
-def _mlp_loss(xs, ys, W1, b1, W2, b2):
-    return F.binary_cross_entropy_with_logits(torch.tanh(xs @ W1 + b1) @ W2 + b2, ys)
+def _new_batched_matmul(gen):
+    B, T, C, D = _sizes(gen, 4)
+    return _randn(gen, B, T, C), _randn(gen, C, D), _randn(gen, B, T, D)
 
 
-def _mlp_reference(xs, ys, W1, b1, W2, b2):
-    params = [t.requires_grad_() for t in (W1, b1, W2, b2)]
-    return torch.autograd.grad(_mlp_loss(xs, ys, *params), params)
+def _batched_matmul_reference(X, W, G):
+    X, W = X.requires_grad_(), W.requires_grad_()
+    return torch.autograd.grad(X @ W, (X, W), G)
 
 
-def _new_network(gen):
-    """A batch of N points with D features and 0/1 targets for K outputs, and a tanh layer of
-    H units with fresh weights. N, D, H and K all differ, so a transposed weight gradient or a
-    bias gradient left unsummed has the wrong shape, and dividing by N alone differs from
-    dividing by N·K."""
-    while True:
-        n, d, h, k = (int(torch.randint(lo, hi, (1,), generator=gen))
-                      for lo, hi in ((5, 11), (2, 5), (3, 8), (2, 4)))
-        if len({n, d, h, k}) == 4:
-            break
-    return (torch.randn(n, d, generator=gen),
-            (torch.rand(n, k, generator=gen) < 0.5).double(),
-            torch.randn(d, h, generator=gen) * 0.8, torch.randn(h, generator=gen) * 0.3,
-            torch.randn(h, k, generator=gen), torch.randn(k, generator=gen) * 0.3)
+# --------------------------------------------------------------------------
+# torch.gather along a dimension, with repeated indices
+# --------------------------------------------------------------------------
 
 
-def _mlp_slip(xs, ys, W1, b1, W2, b2, *, divide_by=None, tanh_slope=None, bias="sum",
-              transpose=False):
-    """The backward with one slip: ``divide_by`` (a function of z) instead of z.numel(),
-    ``tanh_slope`` (a function of a and h) instead of 1 − h², a bias gradient that is
-    averaged (``"mean"``) or left per row (``"rows"``), or weight gradients transposed."""
-    a = xs @ W1 + b1
-    h = torch.tanh(a)
-    z = h @ W2 + b2
-    dz = (torch.sigmoid(z) - ys) / (z.numel() if divide_by is None else divide_by(z))
-    da = (dz @ W2.T) * ((1 - h**2) if tanh_slope is None else tanh_slope(a, h))
-    reduce = {"sum": lambda g: g.sum(0), "mean": lambda g: g.mean(0), "rows": lambda g: g}[bias]
-    if transpose:
-        return da.T @ xs, reduce(da), dz.T @ h, reduce(dz)
-    return xs.T @ da, reduce(da), h.T @ dz, reduce(dz)
+def _new_gather(gen):
+    """x (R, C), a dim (0 and 1 in turn), an index with at least one repeated entry, and g
+    shaped like the index.
+
+    The index values stay below both sizes of x, so that a scatter along the other
+    dimension runs (and can be recognised as that slip) instead of raising."""
+    R, C = _sizes(gen, 2, 3, 6)
+    dim = gen.initial_seed() % 2  # consecutive trials gather along both dimensions
+    x = _randn(gen, R, C)
+    along = int(torch.randint(2, x.shape[dim] + 1, (1,), generator=gen))
+    across = int(torch.randint(1, x.shape[1 - dim] + 1, (1,), generator=gen))
+    shape = (along, across) if dim == 0 else (across, along)
+    index = torch.randint(0, min(R, C), shape, generator=gen)
+    index.select(1 - dim, 0)[1] = index.select(1 - dim, 0)[0]  # a repeated index
+    return x, dim, index, _randn(gen, *shape)
 
 
-MLP_SLIPS = {
-    "tanh's derivative is missing: h = tanh(a), so the gradient at a is the gradient at h "
-    "times 1 − h² (lesson 02)":
-        lambda *t: _mlp_slip(*t, tanh_slope=lambda a, h: 1),
-    "tanh's derivative was taken at the pre-activation, 1 − a²: it is 1 − tanh(a)² = 1 − h², "
-    "written with the output h":
-        lambda *t: _mlp_slip(*t, tanh_slope=lambda a, h: 1 - a**2),
-    "the weight gradients are transposed: a gradient has the shape of its weight, (in, out), "
-    "so dW = inputᵀ @ d(out) (lesson 95)":
-        lambda *t: _mlp_slip(*t, transpose=True),
-    "the bias gradients are not summed over the rows: a bias is added to every row, and what "
-    "the forward pass broadcast, the backward pass sums (lesson 95)":
-        lambda *t: _mlp_slip(*t, bias="rows"),
-    "the bias gradients are averaged over the rows instead of summed: the 1/(N·K) of the mean "
-    "is already in dL/dz, so the bias needs a plain sum":
-        lambda *t: _mlp_slip(*t, bias="mean"),
-    "the 1/(N·K) of the mean is missing (a sum where the loss takes a mean): every gradient is "
-    "N·K times too large; dL/dz = (sigmoid(z) − y) / z.numel()":
-        lambda *t: _mlp_slip(*t, divide_by=lambda z: 1),
-    "dL/dz was divided by the number of rows only: the mean runs over all N·K entries of z, so "
-    "divide by z.numel()":
-        lambda *t: _mlp_slip(*t, divide_by=len),
-}
+def _gather_reference(x, dim, index, g):
+    x = x.requires_grad_()
+    (dx,) = torch.autograd.grad(torch.gather(x, dim, index), x, g)
+    return dx
+
+
+def _put_instead_of_add(x, dim, index, g):
+    """dx[index] = g, entry by entry: a repeated index keeps one contribution."""
+    return torch.zeros_like(x).scatter(dim, index, g)
+
+
+def _assign_rows(x, dim, index, g):
+    """The same slip written with advanced indexing."""
+    dx = torch.zeros_like(x)
+    other = torch.arange(index.shape[1 - dim]).unsqueeze(dim).expand_as(index)
+    where = (index, other) if dim == 0 else (other, index)
+    dx[where] = g
+    return dx
+
+
+# --------------------------------------------------------------------------
+# The exercises
+# --------------------------------------------------------------------------
+
+_SUMMED = "summed over the wrong dimension"
 
 EXERCISES = {
-    "l09-bce": ByHand(
-        name="dL/dz (cross-entropy on logits)",
-        reference=_bce_reference,
-        make_inputs=_new_logits_and_labels,
-        mistakes=BCE_SLIPS,
-        advice="Take one entry: differentiate −[y log p + (1 − y) log(1 − p)] with respect to "
-               "p, multiply by dp/dz = p(1 − p), simplify, then divide by the number of "
-               "entries the mean runs over.",
+    "l09-softmax-vjp": ByHand(
+        name="softmax VJP",
+        reference=_softmax_vjp_reference,
+        make_inputs=_new_softmax,
+        without="the softmax's Jacobian (a matrix per row)",
+        mistakes={
+            "p * g is only the diagonal of the Jacobian: every z_j also moves every other "
+            "p_i through the shared denominator, which adds -p_j * (g * p).sum() over the row":
+                lambda p, g: p * g,
+            "the sign of the second term is flipped: d p_i / d z_j = p_i (delta_ij - p_j)":
+                lambda p, g: p * (g + (g * p).sum(-1, keepdim=True)),
+            f"{_SUMMED}: the sum (g * p).sum(...) runs along the softmax's dimension, the "
+            "last one (dim=-1, keepdim=True)":
+                lambda p, g: p * (g - (g * p).sum(0, keepdim=True)),
+            "that is the VJP of log_softmax (g - p * g.sum(-1, keepdim=True)), not of softmax":
+                lambda p, g: g - p * g.sum(-1, keepdim=True),
+        },
+        advice="Write p_i = exp(z_i) / sum_k exp(z_k), differentiate one entry, "
+               "d p_i / d z_j, then sum g_i times it over i, and read that sum back as "
+               "tensor code along the last dimension.",
     ),
-    "l09-dlogits": ByHand(
-        name="dL/dz (squared error on a sigmoid)",
-        reference=_sigmoid_mse_reference,
-        make_inputs=_new_logits_and_targets,
-        mistakes=SIGMOID_MSE_SLIPS,
-        advice="Chain the two steps for one entry: d(p − y)²/dp, then dp/dz = p(1 − p); the "
-               "mean divides by the number of entries.",
+    "l09-broadcast-affine": ByHand(
+        name="x * w + b",
+        outputs=["dL/dx", "dL/dw", "dL/db"],
+        reference=_affine_reference,
+        make_inputs=_new_affine,
+        mistakes={
+            "w was broadcast over the batch and time dimensions, so its gradient is a sum "
+            "over them (dims 0 and 1); this one keeps the shape (B, T, C)":
+                lambda x, w, b, g: (g * w, g * x, g),
+            "b was broadcast over the batch and time dimensions, so its gradient is a sum "
+            "over them (dims 0 and 1); this one keeps the shape (B, T, C)":
+                lambda x, w, b, g: (g * w, (g * x).sum((0, 1)), g),
+            f"{_SUMMED}: w and b have shape (C,), so sum over dims 0 and 1 and keep the last":
+                lambda x, w, b, g: (g * w, (g * x).sum(-1), g.sum(-1)),
+            "summed over the batch dimension only: the time dimension T was broadcast too":
+                lambda x, w, b, g: (g * w, (g * x).sum(0), g.sum(0)),
+            "keepdim=True leaves shape (1, 1, C); w and b have shape (C,)":
+                lambda x, w, b, g: (g * w, (g * x).sum((0, 1), keepdim=True),
+                                    g.sum((0, 1), keepdim=True)),
+            "dL/dx is g times w: out changes by w for each unit of x":
+                lambda x, w, b, g: (g, (g * x).sum((0, 1)), g.sum((0, 1))),
+            "dL/dw is the sum of g * x, not of g alone: out changes by x for each unit of w":
+                lambda x, w, b, g: (g * w, g.sum((0, 1)), g.sum((0, 1))),
+        },
+        advice="Write one entry, out[n, t, c] = x[n, t, c] * w[c] + b[c], and ask which "
+               "entries of out each w[c] reaches: its gradient adds up over all of them.",
     ),
-    "l09-mlp": ByHand(
-        name="the tanh network's backward",
-        reference=_mlp_reference,
-        make_inputs=_new_network,
-        outputs=["dL/dW1", "dL/db1", "dL/dW2", "dL/db2"],
-        mistakes=MLP_SLIPS,
-        advice="Walk back one step at a time and check each gradient's shape against its "
-               "tensor's: dL/dz from Exercise 1, the output layer's weight, bias and input, "
-               "tanh's derivative with h, then the hidden layer the same way.",
+    "l09-batched-matmul": ByHand(
+        name="X @ W, batched",
+        outputs=["dL/dX", "dL/dW"],
+        reference=_batched_matmul_reference,
+        make_inputs=_new_batched_matmul,
+        mistakes={
+            "dW is not summed over the batch: every X[n] is multiplied by the same W, so "
+            "W's gradient adds the B per-example products (sum over dim 0)":
+                lambda X, W, G: (G @ W.mT, X.mT @ G),
+            "dW is transposed: it has W's shape (C, D), X.mT @ G in this order":
+                lambda X, W, G: (G @ W.mT, (G.mT @ X).sum(0)),
+            f"{_SUMMED}: the batch dimension of X.mT @ G is dim 0":
+                lambda X, W, G: (G @ W.mT, (X.mT @ G).sum(1)),
+        },
+        advice="Write one entry, Y[n, t, d] = sum_c X[n, t, c] W[c, d], differentiate it "
+               "with respect to X[n, t, c] and to W[c, d], and check each answer's shape "
+               "first: dX like X, dW like W.",
+    ),
+    "l09-gather": ByHand(
+        name="torch.gather backward",
+        reference=_gather_reference,
+        make_inputs=_new_gather,
+        mistakes={
+            "= instead of +=: with a repeated index only one contribution survives; each "
+            "one must be added (scatter_add_, not scatter_)": _put_instead_of_add,
+            "= instead of += (an indexed assignment): with a repeated index only one "
+            "contribution survives; each one must be added (scatter_add_, or index_put_ "
+            "with accumulate=True)": _assign_rows,
+            "scattered along the other dimension: the index says where along dim each "
+            "entry was read from":
+                lambda x, dim, index, g: torch.zeros_like(x).scatter_add(1 - dim, index, g),
+            "that is g itself, the gradient of the output; dL/dx has x's shape":
+                lambda x, dim, index, g: g,
+        },
+        advice="Write one entry of the output in index notation (for dim=0, "
+               "out[i, j] = x[index[i, j], j]) and ask which entries of x each out[i, j] "
+               "touched: every touch adds g[i, j] there.",
     ),
 }
 
-# --------------------------------------------------------------------------- predictions
 
-INITS = {
-    "std 0.01": lambda w: nn.init.normal_(w, std=0.01),
-    "Xavier": nn.init.xavier_normal_,
-    "Kaiming": lambda w: nn.init.kaiming_normal_(w, nonlinearity="relu"),
-}
+# --------------------------------------------------------------------------
+# Prediction
+# --------------------------------------------------------------------------
 
 
-def deep_net(activation, init="Kaiming", depth=8, width=16):
-    """The lesson's deep net: ``depth`` hidden layers of ``width`` units, 10 inputs, 1 output."""
-    torch.manual_seed(0)
-    layers, n_in = [], 10
-    for _ in range(depth):
-        linear = nn.Linear(n_in, width)
-        INITS[init](linear.weight)
-        nn.init.zeros_(linear.bias)
-        layers += [linear, activation()]
-        n_in = width
-    return nn.Sequential(*layers, nn.Linear(width, 1))
-
-
-def _hidden_weight_grads(activation, init):
-    """Mean |grad| of each hidden layer's weight, first to last, after one backward."""
-    x, y = data.regression_data()
-    net = deep_net(activation, init)
-    F.mse_loss(net(x), y).backward()
-    return [layer.weight.grad.abs().mean().item()
-            for layer in net[:-1] if isinstance(layer, nn.Linear)]
-
-
-def _larger_layer_answer():
-    grads = _hidden_weight_grads(nn.Sigmoid, "Kaiming")
-    return "last" if grads[-1] > grads[0] else "first"
-
-
-def _std_answer():
-    """Whether std 0.01 makes the sigmoid net's last hidden weight gradient 10x smaller."""
-    small = _hidden_weight_grads(nn.Sigmoid, "std 0.01")[-1]
-    xavier = _hidden_weight_grads(nn.Sigmoid, "Xavier")[-1]
-    return small < xavier / 10
+def _max_ties_answer():
+    x = torch.tensor([1.0, 3.0, 3.0, 2.0], requires_grad=True)
+    x.max().backward()
+    return x.grad
 
 
 PREDICTIONS = {
-    "l09-predict-layer": Prediction(
-        question="which sigmoid layer gets the larger weight gradient, the first or the last?",
-        answer=_larger_layer_answer,
-        hint="backward runs from the loss towards the input, and every sigmoid layer on the "
-             "way multiplies the gradient by the sigmoid's derivative, at most 0.25.",
-        why="backward multiplies by the sigmoid's derivative (at most 0.25) once per layer on "
-            "the way down, so the gradient shrinks towards the input and the {answer} hidden "
-            "layer gets the larger one",
-        choices=("first", "last"),
-    ),
-    "l09-predict-std": Prediction(
-        question="does std 0.01 make the sigmoid net's last hidden weight gradient more than "
-                 "10 times smaller than with Xavier?",
-        answer=_std_answer,
-        hint="a weight's gradient is the signal arriving from above times the input the weight "
-             "multiplies. What does a sigmoid output when its input is close to 0, and how "
-             "many small weights lie between the last hidden layer and the loss?",
-        why="the last hidden layer's input is sigmoid of almost 0, about 0.5, which is not "
-            "small at all, and the signal from the loss passes only the output layer (not "
-            "drawn with std 0.01) and one sigmoid. Small weights shrink the signal only on "
-            "its way further down",
-        choices=(True, False),
+    "l09-predict-max-ties": Prediction(
+        question="x.grad after x.max().backward() for x = [1, 3, 3, 2]",
+        answer=_max_ties_answer,
+        hint="only entries equal to the maximum can receive any gradient. Does a max over "
+             "the whole tensor pick one of the tied entries, or treat them alike? Either "
+             "way, what the tied entries receive adds up to what a single winner would get.",
+        why="a max over the whole tensor (like amax) treats the tied entries alike and "
+            "splits the gradient evenly between them: {answer}. max(dim=...) is different: "
+            "it returns one index and sends all the gradient there",
     ),
 }

@@ -1,395 +1,599 @@
-"""Lesson 13, gradients of gradients: its exercises and its predictions.
+"""Lesson 13, the classic layers' backward by hand: its exercises and its predictions.
 
-The first two exercises use autograd on purpose (the method is the point), so
-their checks are `Method` checks; the third is derived by hand:
+The lesson writes four layers as plain tensor code (the functions below are the
+same code): a 2-D convolution as a matrix product on unfolded patches, max-pooling,
+dropout, and one step of an LSTM. A check makes a fresh random layer with sizes of
+its own, runs it forward in float64, and hands the learner's function the forward
+values its exercise names and random numbers standing for the gradient arriving
+from above. The reference is autograd's gradient through torch's own layer
+(`F.conv2d`, `F.max_pool2d`) or through the lesson's forward code, given the same
+numbers (`_vjp`).
 
-- ``l13-newton-step``: -f'(x) / f''(x) with both derivatives from autograd, on
-  new polynomials and points;
-- ``l13-weight-penalty``: the gradient with respect to the weights w of the
-  input-gradient penalty |d f / d x|^2 (a mixed second derivative), with two
-  backward passes and no Hessian (the passes and the torch functions called
-  are counted), on new critics and shapes;
-- ``l13-hvp-by-hand``: a Hessian-vector product of a one-layer tanh network,
-  derived by hand (forward the direction, then backward): a `ByHand` check on new
-  shapes with autograd off, against double backward, with the slips named.
+- ``l13-conv-dx``: the input gradient of a convolution with stride and padding.
+- ``l13-conv-dw``: its weight and bias gradients.
+- ``l13-pool``: max-pooling's backward, with ties and overlapping windows.
+- ``l13-dropout``: dropout's backward from the mask, in training and in eval mode.
+- ``l13-lstm-step``: one LSTM step's backward, from its gates to its pre-activations.
+- ``l13-lstm-bptt``: backpropagation through time over a few LSTM steps.
+- ``l13-predict-pool-tie`` and ``l13-predict-dropout-eval``: where a tied maximum's
+  gradient goes, and what dropout's backward does in eval mode.
+
+The slips kept with each exercise are the ones its forward code invites: padding
+or stride forgotten, the kernel not turned (or turned where it must not be), a sum
+over the batch or the positions left out, a tie settled the other way, a scale
+missing or applied in eval, a gate's derivative swapped, and a path of the cell
+state or of the hidden state left out.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
+import torch.nn.functional as F
 
-from ._spec import (
-    ByHand,
-    Method,
-    Prediction,
-    as_plain,
-    call_answer,
-    close,
-    compared,
-    count_autograd,
-    every_case,
-    failure,
-    kind_of,
-)
-from ._spec import first_line as _first_line
+from ._spec import ByHand, Prediction
+from ._spec import vjp as _vjp
 
 # --------------------------------------------------------------------------
-# Polynomials: new coefficients and points per seed, derivatives term by term
+# The lesson's forward code
 # --------------------------------------------------------------------------
 
 
-def _polynomial(gen: torch.Generator, degree: int):
-    """Coefficients c_0..c_degree (the top one well away from 0) and 3 to 5 points."""
-    coefs = torch.randn(degree + 1, generator=gen, dtype=torch.float64)
-    coefs[-1] = coefs[-1].sign() * (coefs[-1].abs() + 0.5)
-    points = torch.randn(int(torch.randint(3, 6, (1,), generator=gen)), generator=gen,
-                         dtype=torch.float64)
-    return coefs, points
+def conv2d_by_unfold(x, w, b, stride=1, padding=0):
+    """conv2d as a matrix product: every patch a column, the kernel a matrix."""
+    N, _, H, W = x.shape
+    C_out, _, k, _ = w.shape
+    H_out = (H + 2 * padding - k) // stride + 1
+    W_out = (W + 2 * padding - k) // stride + 1
+    cols = F.unfold(x, k, stride=stride, padding=padding)  # (N, C_in*k*k, L)
+    out = w.reshape(C_out, -1) @ cols + b[:, None]            # (N, C_out, L)
+    return out.reshape(N, C_out, H_out, W_out)
 
 
-def poly(coefs):
-    """The polynomial sum_k c_k t**k as a function of a tensor t."""
-    return lambda t: sum(c * t**k for k, c in enumerate(coefs))
+def lstm_step(x, h, c, W, b):
+    """One LSTM step, one named intermediate per line; returns them all."""
+    z = torch.cat([x, h], dim=1) @ W + b      # (N, 4H): the four gates' pre-activations
+    zi, zf, zg, zo = z.chunk(4, dim=1)        # torch's order: input, forget, cell, output
+    i = torch.sigmoid(zi)
+    f = torch.sigmoid(zf)
+    g = torch.tanh(zg)
+    o = torch.sigmoid(zo)
+    c_new = f * c + i * g
+    h_new = o * torch.tanh(c_new)
+    return {"z": z, "i": i, "f": f, "g": g, "o": o, "c_new": c_new, "h_new": h_new}
 
 
-def poly_derivative(coefs, t, n: int) -> torch.Tensor:
-    """d^n/dt^n of sum_k c_k t**k, worked out term by term."""
-    total = torch.zeros_like(t)
-    for k, c in enumerate(coefs):
-        if k >= n:
-            total = total + c * math.perm(k, n) * t ** (k - n)
-    return total
+def lstm_forward(xs, h0, c0, W, b):
+    """The steps over a sequence xs of shape (T, N, I): every h_t, stacked (T, N, H)."""
+    h, c, hs = h0, c0, []
+    for x in xs:
+        step = lstm_step(x, h, c, W, b)
+        h, c = step["h_new"], step["c_new"]
+        hs.append(h)
+    return torch.stack(hs)
 
 
-def _show(coefs) -> str:
-    return f"a degree-{len(coefs) - 1} polynomial"
+# --------------------------------------------------------------------------
+# Fresh inputs
+# --------------------------------------------------------------------------
 
 
-def _graph_error(where: str, advice: str):
-    """An error's text, with ``advice`` when a grad call found no graph to walk."""
-    def text(err: Exception) -> str:
-        first = _first_line(err)
-        if "does not require grad" in first:
-            return f"{where}: {first}. {advice}"
-        return f"{where}: raised {type(err).__name__}: {first}"
-    return text
+def _randint(low: int, high: int, gen: torch.Generator) -> int:
+    return int(torch.randint(low, high, (1,), generator=gen))
 
 
-def _newton_inputs(gen: torch.Generator) -> dict:
-    """Three new polynomials (degree 3 or 4) and the points of each."""
-    cases = []
-    for _ in range(3):
-        coefs, points = _polynomial(gen, int(torch.randint(3, 5, (1,), generator=gen)))
-        cases.append({"coefficients": coefs, "points": points})
-    return {"polynomials": cases}
+def _randn(gen, *shape, scale=1.0):
+    return torch.randn(*shape, generator=gen, dtype=torch.float64) * scale
 
 
-def _observe_newton(newton_step, inputs: dict) -> list | dict:
-    """What the answer returned for each polynomial."""
-    got_all = []
-    for case in inputs["polynomials"]:
-        coefs, points = case["coefficients"], case["points"]
-        got, failed = call_answer(
-            newton_step, poly(coefs), points.clone(),
-            not_callable=f"expected a function newton_step(f, x), got "
-                         f"{type(newton_step).__name__}",
-            raised=_graph_error(f"for {_show(coefs)} at {len(points)} points",
-                                "f'' is the derivative of f': compute f' with "
-                                "create_graph=True so that it has a graph to differentiate."))
-        if failed is not None:
-            return failed
-        got_all.append(as_plain(got))
-    return got_all
+def fresh_conv(gen):
+    """(x, w, dout, stride, padding) of a new convolution: a batch of 2 or 3, square
+    kernels of 2 to 4, stride 2 or 3, padding 1 up to half the kernel, images 5 to 9 on a
+    side: the height often, the width always, not a whole number of strides, so the last
+    rows (columns) are never read."""
+    N, C_in, C_out = _randint(2, 4, gen), _randint(1, 4, gen), _randint(2, 5, gen)
+    k = _randint(2, 5, gen)
+    stride, padding = _randint(2, 4, gen), _randint(1, k // 2 + 1, gen)
+    H, W = _randint(5, 10, gen), _randint(5, 10, gen)
+    if (W + 2 * padding - k) % stride == 0:  # a column past the last stride, within 5..9
+        W += 1 if W == 5 else -1
+    x, w = _randn(gen, N, C_in, H, W), _randn(gen, C_out, C_in, k, k)
+    H_out = (H + 2 * padding - k) // stride + 1
+    W_out = (W + 2 * padding - k) // stride + 1
+    return x, w, _randn(gen, N, C_out, H_out, W_out), stride, padding
 
 
-def _newton_ratio(inputs: dict, ratio) -> list:
-    """``ratio(f', f'')`` at each polynomial's points: the step and its slips."""
-    return [ratio(poly_derivative(c["coefficients"], c["points"], 1),
-                  poly_derivative(c["coefficients"], c["points"], 2))
-            for c in inputs["polynomials"]]
+def _conv_ref(x, w, dout, stride, padding):
+    bias = w.new_zeros(w.shape[0])
+    return _vjp(lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=padding),
+                [x, w, bias], dout)
 
 
-def _explain_newton(inputs: dict, got: list, want: list) -> str:
-    at = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not close(g, w))
-    case = inputs["polynomials"][at]
-    where = f"for {_show(case['coefficients'])} at {len(case['points'])} points"
-    return compared("Newton step", got[at], want[at], "a tensor like x", where=where)
+def _dx_ref(x, w, dout, stride, padding):
+    return _conv_ref(x, w, dout, stride, padding)[0]
 
 
-NEWTON = Method(
-    name="newton_step",
-    make_inputs=_newton_inputs,
-    observe=_observe_newton,
-    reference=lambda inputs: _newton_ratio(inputs, lambda d1, d2: -d1 / d2),
-    explain=_explain_newton,
+def _dw_db_ref(x, w, dout, stride, padding):
+    return _conv_ref(x, w, dout, stride, padding)[1:]
+
+
+# --------------------------------------------------------------------------
+# Exercise 1: the convolution's input gradient
+# --------------------------------------------------------------------------
+
+
+def _extra(x, w, dout, stride, padding):
+    """conv_transpose2d's output_padding: the rows and columns past the last window."""
+    k = w.shape[-1]
+    return tuple(size + 2 * padding - k - (out - 1) * stride
+                 for size, out in zip(x.shape[2:], dout.shape[2:], strict=True))
+
+
+def _turned(x, w, dout, stride, padding, kernel):
+    """dx as the correlation of dout (spread out by the stride) with ``kernel`` turned
+    180 degrees: the right answer when ``kernel`` is w."""
+    return F.conv_transpose2d(dout, kernel, stride=stride, padding=padding,
+                              output_padding=_extra(x, w, dout, stride, padding))
+
+
+def _padded_dx(x, w, dout, stride, padding):
+    """The gradient at the padded image, border included."""
+    cols = w.reshape(w.shape[0], -1).T @ dout.flatten(2)
+    size = (x.shape[2] + 2 * padding, x.shape[3] + 2 * padding)
+    return F.fold(cols, size, w.shape[-1], stride=stride)
+
+
+CONV_DX = ByHand(
+    name="dx",
+    reference=_dx_ref,
+    make_inputs=fresh_conv,
     mistakes={
-        "the sign is flipped: Newton's step is -f'(x) / f''(x).":
-            lambda inputs: _newton_ratio(inputs, lambda d1, d2: d1 / d2),
-        "the ratio is upside down: divide f' by f'', not f'' by f'.":
-            lambda inputs: _newton_ratio(inputs, lambda d1, d2: -d2 / d1),
-        "the ratio is upside down, and its sign flipped: Newton's step is -f'(x) / f''(x), "
-        "f' divided by f''.": lambda inputs: _newton_ratio(inputs, lambda d1, d2: d2 / d1),
+        "the padding is still on dx: it has the padded image's shape (H + 2p, W + 2p). The "
+        "p rows and columns of zeros that padding put around x are not part of x: cut them "
+        "off on every side (fold does it when given padding=)":
+            lambda x, w, dout, s, p: _padded_dx(x, w, dout, s, p),
+        "the padding was cut from one side only: the zeros went around x on every side, so "
+        "x starts p rows and p columns into the padded image; keep [p:p + H, p:p + W]":
+            lambda x, w, dout, s, p: _padded_dx(x, w, dout, s, p)[..., :x.shape[2], :x.shape[3]],
+        "the kernel was not turned: pixel (r, c) meets kernel entry (r - i, c - j) at output "
+        "(i, j), so as the output moves right the kernel is read leftwards; correlating dout "
+        "with the kernel as it is reads it the wrong way round (flip dims 2 and 3)":
+            lambda x, w, dout, s, p: _turned(x, w, dout, s, p, w.flip(2, 3)),
+        "the kernel was transposed (rows and columns swapped) where it must be turned 180 "
+        "degrees: flip(2, 3) reverses both directions, transpose(2, 3) swaps them":
+            lambda x, w, dout, s, p: _turned(x, w, dout, s, p, w.transpose(2, 3).flip(2, 3)),
+        "the stride is missing: outputs next to each other read patches `stride` pixels "
+        "apart, so dout's entries must be spread out with stride - 1 zeros between them "
+        "before the correlation (fold does it when given stride=)":
+            lambda x, w, dout, s, p: F.conv_transpose2d(dout, w, padding=p),
+        "dx lacks the last rows or columns of x: where H + 2·padding - k is not a multiple "
+        "of the stride, the forward pass's patches never reach them, and conv_transpose2d "
+        "leaves them out unless told (output_padding=); dx has x's shape, 0 where no patch "
+        "reached":
+            lambda x, w, dout, s, p: F.conv_transpose2d(dout, w, stride=s, padding=p),
     },
-    trials=1,
-    agree=every_case(close),
-    passed="-f'/f'' matches on 3 new polynomials",
+    advice="The layer is unfold, then a matrix product: go back through the product (lesson "
+           "08's matmul rule, per example), then through unfold (section 2), with the same "
+           "stride and padding as the forward pass.",
 )
 
-
 # --------------------------------------------------------------------------
-# Exercise 2: a gradient penalty on the weights
+# Exercise 2: the weight and bias gradients
 # --------------------------------------------------------------------------
 
-_FULL_JACOBIANS = ("hessian", "jacobian", "jacrev", "jacfwd")
 
-# The critics the check tries: scalar functions of an input batch x and weights w.
-CRITICS = (
-    ("sum(tanh(x @ w))", lambda x, w: torch.tanh(x @ w).sum()),
-    ("sum(sin(x @ w) ** 2)", lambda x, w: (torch.sin(x @ w) ** 2).sum()),
-    ("sum(softplus(x @ w)) + sum((x @ w) ** 3) / 6",
-     lambda x, w: torch.nn.functional.softplus(x @ w).sum() + ((x @ w) ** 3).sum() / 6),
-)
+def _dw(x, w, dout, stride, padding):
+    cols = F.unfold(x, w.shape[-1], stride=stride, padding=padding)
+    return (dout.flatten(2) @ cols.transpose(1, 2)).sum(0).reshape(w.shape)
 
 
-def _critic(gen: torch.Generator):
-    """(label, f, x, w): a critic, a batch x (n, d) and weights w (d, h) of new sizes, d != h
-    so that a gradient with respect to the wrong tensor cannot have the right shape."""
-    n, d = (int(k) for k in torch.randint(2, 6, (2,), generator=gen))
-    h = d + int(torch.randint(1, 4, (1,), generator=gen))
-    label, f = CRITICS[int(torch.randint(len(CRITICS), (1,), generator=gen))]
-    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
-    w = torch.randn(d, h, generator=gen, dtype=torch.float64) * 0.6
-    return label, f, x, w
+def _first_only(x, w, dout, stride, padding):
+    return _dw(x[:1], w, dout[:1], stride, padding)
 
 
-def _penalty_grads(f, x, w, first, second, power=2):
-    """d/d(second) of |d f / d(first)|**power, by double backward (the reference and its
-    slips: first and second are "x" or "w")."""
-    x, w = x.clone().requires_grad_(), w.clone().requires_grad_()
-    wrt = {"x": x, "w": w}
-    (g,) = torch.autograd.grad(f(x, w), wrt[first], create_graph=True)
-    return torch.autograd.grad((g**2).sum() if power == 2 else g.sum(), wrt[second])[0]
-
-
-def _penalty_inputs(gen: torch.Generator) -> dict:
-    """Two new critics, each by its place in CRITICS, with its x and w."""
-    labels = [label for label, _ in CRITICS]
-    cases = []
-    for _ in range(2):
-        label, _f, x, w = _critic(gen)
-        cases.append({"critic": labels.index(label), "x": x, "w": w})
-    return {"critics": cases}
-
-
-def _where(case: dict) -> str:
-    return (f"for f = {CRITICS[case['critic']][0]}, x of shape {tuple(case['x'].shape)}, w of "
-            f"shape {tuple(case['w'].shape)}")
-
-
-def _observe_penalty(penalty_grad, inputs: dict) -> list | dict:
-    """For each critic: the autograd calls the answer made, how many reverse passes, and
-    the gradient it returned."""
-    seen_all = []
-    for case in inputs["critics"]:
-        with count_autograd() as seen:
-            got, failed = call_answer(
-                penalty_grad, CRITICS[case["critic"]][1], case["x"].clone(), case["w"].clone(),
-                not_callable=f"expected a function penalty_grad(f, x, w), got "
-                             f"{type(penalty_grad).__name__}",
-                raised=_graph_error(_where(case),
-                                    "The second pass differentiates the input-gradient, so "
-                                    "that gradient needs a graph: compute it with "
-                                    "create_graph=True, with x and w both requiring grad."))
-        if failed is not None:
-            return failed
-        seen_all.append({"calls": list(seen.calls), "reverse": seen.reverse,
-                         "grad": as_plain(got)})
-    return seen_all
-
-
-def _full(calls: list) -> list:
-    """The calls that build a full Hessian or Jacobian."""
-    return sorted({c for c in calls if any(j in c for j in _FULL_JACOBIANS)})
-
-
-def _penalty_agree(got: dict, want: dict) -> bool:
-    return (not _full(got["calls"]) and got["reverse"] <= 2
-            and close(got["grad"], want["grad"]))
-
-
-def _penalty(inputs: dict, first: str, second: str, power: int = 2, by: float = 1.0) -> list:
-    """The observation of an answer giving d/d(second) |d f / d(first)|**power, times by."""
-    return [{"grad": by * _penalty_grads(CRITICS[c["critic"]][1], c["x"], c["w"], first,
-                                         second, power)} for c in inputs["critics"]]
-
-
-def _explain_penalty(inputs: dict, got: list, want: list) -> str:
-    at = next(i for i, (g, w) in enumerate(zip(got, want, strict=True))
-              if not _penalty_agree(g, w))
-    case, mine = inputs["critics"][at], got[at]
-    where = _where(case)
-    if _full(mine["calls"]):
-        return (f"{where}: it calls {', '.join(_full(mine['calls']))}, building a full Hessian "
-                "or Jacobian. The exercise asks for two passes and no matrix of second "
-                "derivatives.")
-    if mine["reverse"] > 2:
-        return (f"{where}: {mine['reverse']} backward passes; two are enough: one for the "
-                "input-gradient (with a graph), one from the penalty.")
-    grad, x, w = mine["grad"], case["x"], case["w"]
-    if not isinstance(grad, torch.Tensor):
-        return f"{where}: expected a tensor shaped like w, got {kind_of(grad)}"
-    if grad.shape == x.shape and grad.shape != w.shape:
-        return failure("mismatch", f"{where}: the result is shaped like x, {tuple(x.shape)}: "
-                       "the penalty is trained through the weights, so its gradient is taken "
-                       "with respect to w (the first pass is the one with respect to x).")
-    return compared("gradient of the penalty", grad, want[at]["grad"], "a tensor", where=where)
-
-
-WEIGHT_PENALTY = Method(
-    name="penalty_grad",
-    make_inputs=_penalty_inputs,
-    observe=_observe_penalty,
-    reference=lambda inputs: _penalty(inputs, "x", "w"),
-    explain=_explain_penalty,
+CONV_DW = ByHand(
+    name="conv2d_dw_db",
+    reference=_dw_db_ref,
+    make_inputs=fresh_conv,
+    outputs=["dw", "db"],
     mistakes={
-        "it penalises the gradient with respect to w; the penalty is on the gradient with "
-        "respect to the input x, differentiated with respect to w.":
-            lambda inputs: _penalty(inputs, "w", "w"),
-        "it is half the answer: d|g|^2 = 2 g dg, the chain rule's factor 2 from the square "
-        "is missing.": lambda inputs: _penalty(inputs, "x", "w", by=0.5),
-        "it is the gradient of the sum of the input-gradient's entries, not of their "
-        "squares: the penalty is |g|^2 = (g ** 2).sum().":
-            lambda inputs: _penalty(inputs, "x", "w", power=1),
+        "db is not summed over the batch: b (one number per output channel) was added to "
+        "every position of every example, so db sums dout over dims 0, 2 and 3":
+            lambda x, w, d, s, p: (_dw(x, w, d, s, p), d.sum((2, 3))),
+        "db is not summed over the positions: b was added at every position of the output, "
+        "so db sums dout over dims 0, 2 and 3":
+            lambda x, w, d, s, p: (_dw(x, w, d, s, p), d.sum(0)),
+        "dw comes from the first example only: every example of the batch used the same "
+        "kernel, so the kernel's gradient adds up one term per example":
+            lambda x, w, d, s, p: (_first_only(x, w, d, s, p), d.sum((0, 2, 3))),
+        "dw came out turned 180 degrees: conv2d does not flip its kernel (it is a "
+        "correlation), so dw[o, c, a, b] pairs dout with the pixel at offset (a, b) of each "
+        "patch, as it is":
+            lambda x, w, d, s, p: (_dw(x, w, d, s, p).flip(2, 3), d.sum((0, 2, 3))),
+        "dw came out transposed (its rows and columns swapped): offset (a, b) of a patch is "
+        "row a of the kernel, column b":
+            lambda x, w, d, s, p: (_dw(x, w, d, s, p).transpose(2, 3), d.sum((0, 2, 3))),
     },
-    trials=1,
-    agree=every_case(_penalty_agree),
-    passed="the penalty's gradient with respect to w matches on 2 new critics, with two "
-           "backward passes and no Hessian",
+    advice="The layer is unfold, then a matrix product with the kernel as a (C_out, C_in*k*k) "
+           "matrix, then a bias added at every position: lesson 09's rules for the product "
+           "and for broadcasting, per example, then summed over the batch.",
 )
 
+# --------------------------------------------------------------------------
+# Exercise 3: max-pooling
+# --------------------------------------------------------------------------
+
+PEAK, TIE = 10.0, 7.0  # above the random values 0 to 3 that fill a check's image
+
+
+def fresh_pool(gen):
+    """(x, dout, kernel, stride) with overlapping windows and ties on every trial.
+
+    x holds small whole numbers (0 to 3), so most windows have a tie; one pixel where
+    the first four windows overlap is the largest of them all (it collects their four
+    gradients); the last window of every channel gets two equal maxima of its own."""
+    kernel = _randint(2, 4, gen)
+    stride = _randint(1, kernel, gen)  # below the kernel: windows overlap
+    N, C = _randint(1, 3, gen), _randint(1, 3, gen)
+    low = kernel + 2 * stride  # the last window starts below the overlapping pixel
+    H, W = _randint(low, low + 3, gen), _randint(low, low + 3, gen)
+    x = torch.randint(0, 4, (N, C, H, W), generator=gen).to(torch.float64)
+    x[:, :, stride, stride] = PEAK
+    top, left = (H - kernel) // stride * stride, (W - kernel) // stride * stride
+    x[:, :, top, left] = TIE
+    x[:, :, top + kernel - 1, left + kernel - 1] = TIE
+    H_out, W_out = (H - kernel) // stride + 1, (W - kernel) // stride + 1
+    return x, _randn(gen, N, C, H_out, W_out), kernel, stride
+
+
+def _pool_ref(x, dout, kernel, stride):
+    return _vjp(lambda x: F.max_pool2d(x, kernel, stride), [x], dout)
+
+
+def _windows(x, kernel, stride):
+    """(N, C, kernel*kernel, L): each window's entries in a column, row by row."""
+    N, C = x.shape[:2]
+    return F.unfold(x, kernel, stride=stride).reshape(N, C, kernel * kernel, -1)
+
+
+def _back_to_image(share, x, kernel, stride):
+    """Each window's column of gradients added back onto its pixels."""
+    N, C, H, W = x.shape
+    return F.fold(share.reshape(N, C * kernel * kernel, -1), (H, W), kernel, stride=stride)
+
+
+def _pool_with(x, dout, kernel, stride, pick):
+    cols = _windows(x, kernel, stride)
+    share = pick(cols) * dout.reshape(dout.shape[0], dout.shape[1], 1, -1)
+    return _back_to_image(share, x, kernel, stride)
+
+
+def _tied(cols):
+    return (cols == cols.amax(dim=2, keepdim=True)).to(cols.dtype)
+
+
+def _first(cols):
+    return torch.zeros_like(cols).scatter_(2, cols.argmax(dim=2, keepdim=True), 1.0)
+
+
+def _last(cols):
+    k2 = cols.shape[2]
+    from_end = cols.flip(2).argmax(dim=2, keepdim=True)
+    return torch.zeros_like(cols).scatter_(2, k2 - 1 - from_end, 1.0)
+
+
+def _pool_written(x, dout, kernel, stride):
+    """Every window writes its gradient to its first maximum, window by window in order,
+    each write replacing what an earlier window put there."""
+    N, C, H, W = x.shape
+    cols = _windows(x, kernel, stride)
+    where = cols.argmax(dim=2)  # (N, C, L): the offset inside each window
+    W_out = (W - kernel) // stride + 1
+    dx = torch.zeros_like(x)
+    for n in range(N):
+        for ch in range(C):
+            for window in range(where.shape[2]):
+                a, b = divmod(int(where[n, ch, window]), kernel)
+                r, c = divmod(window, W_out)
+                dx[n, ch, r * stride + a, c * stride + b] = dout[n, ch, r, c]
+    return dx
+
+
+POOL = ByHand(
+    name="dx through max_pool2d",
+    reference=_pool_ref,
+    make_inputs=fresh_pool,
+    mistakes={
+        "the gradient was split evenly between the tied maxima of a window, as x.max() does "
+        "for a whole tensor; max_pool2d keeps one index per window and sends everything there":
+            lambda x, d, k, s: _pool_with(x, d, k, s, lambda c: _tied(c) / _tied(c).sum(
+                2, keepdim=True)),
+        "every tied maximum received the whole gradient: a window has one output, and "
+        "max_pool2d sends its gradient to one index only":
+            lambda x, d, k, s: _pool_with(x, d, k, s, _tied),
+        "the gradient went to the last of the tied maxima; torch keeps the first one, "
+        "reading the window row by row (the index max_pool2d returns)":
+            lambda x, d, k, s: _pool_with(x, d, k, s, _last),
+        "a pixel that is the maximum of several overlapping windows kept one window's "
+        "gradient (= or a scatter where += was meant): each window sends its own, and they "
+        "add up": _pool_written,
+        "the gradient was spread over the whole window, as average pooling would; a max "
+        "sends it to the winner only":
+            lambda x, d, k, s: _pool_with(x, d, k, s, lambda c: torch.ones_like(c) / c.shape[2]),
+    },
+    advice="Each window's gradient goes to one pixel, its first maximum read row by row; "
+           "windows overlap, so a pixel can collect from several. unfold gives the windows as "
+           "columns, fold adds columns back onto the image.",
+)
 
 # --------------------------------------------------------------------------
-# Exercise 3: a Hessian-vector product by hand (the R-operator)
+# Exercise 4: dropout
 # --------------------------------------------------------------------------
 
 
-def _hvp_inputs(gen: torch.Generator):
-    """(x, W, a, V): a batch x (n, d), a layer W (d, h), output weights a (h,) and a
-    direction V shaped like W, all of new sizes."""
-    n, d, h = (int(k) for k in torch.randint(2, 7, (3,), generator=gen))
-    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
-    W = torch.randn(d, h, generator=gen, dtype=torch.float64) * 0.7
-    a = torch.randn(h, generator=gen, dtype=torch.float64)
-    V = torch.randn(d, h, generator=gen, dtype=torch.float64)
-    return x, W, a, V
+def fresh_dropout(gen):
+    """(dout, mask, p, training). The mode alternates with the seed, so that every check
+    (consecutive seeds) sees both; p stays away from 0.5, where p and 1 - p agree. In eval
+    mode no mask was drawn, and ``mask`` is all True."""
+    training = gen.initial_seed() % 2 == 0
+    N, D = _randint(2, 6, gen), _randint(3, 9, gen)
+    p = float(torch.rand(1, generator=gen)) * 0.3 + 0.1
+    p = p if _randint(0, 2, gen) else 1 - p
+    mask = torch.rand(N, D, generator=gen) >= p
+    mask.view(-1)[:2] = torch.tensor([False, True])  # at least one dropped, one kept
+    if not training:
+        mask = torch.ones(N, D, dtype=torch.bool)
+    return _randn(gen, N, D), mask, p, training
 
 
-def _hvp_reference(x, W, a, V):
-    """H v by double backward: the gradient with a graph, then backward from it along V."""
-    W = W.detach().clone().requires_grad_()
-    loss = (torch.tanh(x @ W) @ a).sum()
-    (g,) = torch.autograd.grad(loss, W, create_graph=True)
-    (hv,) = torch.autograd.grad(g, W, grad_outputs=V)
-    return hv
+def _dropout_ref(dout, mask, p, training):
+    if not training:
+        return _vjp(lambda x: F.dropout(x, p, training=False) * 1.0, [dout], dout)
+    return _vjp(lambda x: x * mask / (1 - p), [dout], dout)
 
 
-def _hvp_with(second):
-    """The R-operator's answer with ``second(T)`` in the place of tanh''(Z)."""
-    def hv(x, W, a, V):
-        T = torch.tanh(x @ W)
-        return x.T @ (second(T) * (x @ V) * a)
-    return hv
+def _when(training, train_value, eval_value):
+    return train_value if training else eval_value
 
 
-def _hvp_unpropagated(x, W, a, V):
-    T = torch.tanh(x @ W)
-    return x.T @ (-2 * T * (1 - T**2) * a)
+DROPOUT = ByHand(
+    name="dx through dropout",
+    reference=_dropout_ref,
+    make_inputs=fresh_dropout,
+    mistakes={
+        "the scale is missing: the kept entries were multiplied by 1/(1 - p) in the forward "
+        "pass, so their gradient is too":
+            lambda d, m, p, t: _when(t, d * m, d),
+        "the scale was applied in eval mode: there dropout returns its input unchanged (no "
+        "mask, no 1/(1 - p)), so the gradient passes through as it is":
+            lambda d, m, p, t: d * m / (1 - p),
+        "the mask is missing: the dropped entries never reached the output, so they get no "
+        "gradient":
+            lambda d, m, p, t: _when(t, d / (1 - p), d),
+        "divided by p instead of 1 - p: p is the probability of dropping, and the kept "
+        "entries (probability 1 - p) were scaled by 1/(1 - p)":
+            lambda d, m, p, t: _when(t, d * m / p, d),
+        "multiplied by 1 - p instead of dividing by it: the forward pass scaled the kept "
+        "entries up, by 1/(1 - p)":
+            lambda d, m, p, t: _when(t, d * m * (1 - p), d),
+    },
+    advice="In training, dropout multiplies x by the mask and by 1/(1 - p); in eval mode it "
+           "returns x as it is. Backward multiplies by the same numbers.",
+)
+
+# --------------------------------------------------------------------------
+# Exercise 5: one LSTM step
+# --------------------------------------------------------------------------
 
 
-def _hvp_direction_at_the_end(x, W, a, V):
-    T = torch.tanh(x @ W)
-    return (x.T @ (-2 * T * (1 - T**2) * a)) * V
+def fresh_step(gen):
+    """(i, f, g, o, c, c_new, dh_new, dc_new) of a new step: the gate values as the forward
+    pass keeps them, the cell state before and after, and random upstream gradients."""
+    N, H = _randint(1, 5, gen), _randint(2, 6, gen)
+    z, c = _randn(gen, N, 4 * H, scale=1.5), _randn(gen, N, H)
+    zi, zf, zg, zo = z.chunk(4, dim=1)
+    i, f, g, o = torch.sigmoid(zi), torch.sigmoid(zf), torch.tanh(zg), torch.sigmoid(zo)
+    c_new = f * c + i * g
+    return i, f, g, o, c, c_new, _randn(gen, N, H), _randn(gen, N, H)
 
 
-def _hvp_gradient(x, W, a, V):
-    T = torch.tanh(x @ W)
-    return x.T @ ((1 - T**2) * a)
+def _step_ref(i, f, g, o, c, c_new, dh_new, dc_new):
+    z = torch.cat([torch.logit(i), torch.logit(f), torch.atanh(g), torch.logit(o)], dim=1)
 
+    def step(z, c):
+        zi, zf, zg, zo = z.chunk(4, dim=1)
+        c_next = torch.sigmoid(zf) * c + torch.sigmoid(zi) * torch.tanh(zg)
+        return torch.sigmoid(zo) * torch.tanh(c_next), c_next
+
+    return _vjp(step, [z, c], dh_new, dc_new)
+
+
+def _sigmoid_slope(s):
+    return s * (1 - s)
+
+
+def _tanh_slope(t):
+    return 1 - t**2
+
+
+def _step_backward(i, f, g, o, c, c_new, dh_new, dc_new, *, through_h=True, from_next=True,
+                   gate=_sigmoid_slope, candidate=_tanh_slope, cell_squared=False,
+                   order="ifgo"):
+    """One step's backward; the keywords make its slips: a path of the cell state left
+    out, the derivative used for the sigmoid gates and for g, tanh(c_new)'s derivative
+    written with c_new, the order of the gates along dz."""
+    tanh_c = torch.tanh(c_new)
+    dc_total = torch.zeros_like(c_new)
+    if from_next:
+        dc_total = dc_total + dc_new
+    if through_h:
+        slope = 1 - c_new**2 if cell_squared else _tanh_slope(tanh_c)
+        dc_total = dc_total + dh_new * o * slope
+    parts = {"i": dc_total * g * gate(i), "f": dc_total * c * gate(f),
+             "g": dc_total * i * candidate(g), "o": dh_new * tanh_c * gate(o)}
+    return torch.cat([parts[name] for name in order], dim=1), dc_total * f
+
+
+def _swapped(*args):
+    return _step_backward(*args, gate=_tanh_slope, candidate=_sigmoid_slope)
+
+
+LSTM_STEP = ByHand(
+    name="lstm_step_backward",
+    reference=_step_ref,
+    make_inputs=fresh_step,
+    outputs=["dz", "dc"],
+    mistakes={
+        "the path through h_new is missing from the cell state's gradient: c_new goes on to "
+        "the next step and also into h_new = o * tanh(c_new), and the gradients of the two "
+        "uses add up": lambda *a: _step_backward(*a, through_h=False),
+        "dc_new is missing from the cell state's gradient: c_new also goes on to the next "
+        "step, and what comes back from there (dc_new) adds to the path through h_new":
+            lambda *a: _step_backward(*a, from_next=False),
+        "sigmoid's and tanh's derivatives were swapped: i, f and o are sigmoids, with "
+        "derivative s * (1 - s); g is a tanh, with derivative 1 - g**2":
+            _swapped,
+        "the sigmoid's derivative is missing from the gates i, f and o: dz holds gradients at "
+        "the pre-activations, so each gate's gradient is multiplied by s * (1 - s)":
+            lambda *a: _step_backward(*a, gate=torch.ones_like),
+        "tanh's derivative is missing from g: dz holds gradients at the pre-activations, so "
+        "the candidate's gradient is multiplied by 1 - g**2":
+            lambda *a: _step_backward(*a, candidate=torch.ones_like),
+        "tanh's derivative at c_new was taken as 1 - c_new**2: h_new = o * tanh(c_new), so it "
+        "is 1 - tanh(c_new)**2 (the square of the tanh, not of c_new)":
+            lambda *a: _step_backward(*a, cell_squared=True),
+        "the gates are in the wrong order: torch's (and the lesson's) order along dz is i, f, "
+        "g, o": lambda *a: _step_backward(*a, order="ifog"),
+    },
+    advice="Start with the cell state: c_new has two uses, h_new = o * tanh(c_new) and the "
+           "next step (dc_new). Then each product in c_new = f * c + i * g, then each gate's "
+           "own derivative, written with its output.",
+)
+
+# --------------------------------------------------------------------------
+# Exercise 6: backpropagation through time
+# --------------------------------------------------------------------------
+
+
+def fresh_sequence(gen):
+    """(xs, h0, c0, W, b, dhs): a few steps of a new LSTM and a gradient at every h_t."""
+    T, N = _randint(3, 6, gen), _randint(1, 4, gen)
+    width, H = _randint(2, 5, gen), _randint(2, 5, gen)  # of x and of h
+    W = _randn(gen, width + H, 4 * H, scale=0.8)
+    return (_randn(gen, T, N, width), _randn(gen, N, H), _randn(gen, N, H), W,
+            _randn(gen, 4 * H, scale=0.3), _randn(gen, T, N, H))
+
+
+def _bptt_ref(xs, h0, c0, W, b, dhs):
+    return _vjp(lambda W, b, h0, c0: lstm_forward(xs, h0, c0, W, b), [W, b, h0, c0], dhs)
+
+
+def _bptt(xs, h0, c0, W, b, dhs, *, step=_step_backward, cell=True, hidden=True,
+          every_step=True, accumulate=True):
+    """Backpropagation through time, with switches that make its slips."""
+    h, c, kept = h0, c0, []
+    for x in xs:
+        s = lstm_step(x, h, c, W, b)
+        kept.append((torch.cat([x, h], dim=1), s, c))
+        h, c = s["h_new"], s["c_new"]
+    dW, db = torch.zeros_like(W), torch.zeros_like(b)
+    dh, dc = torch.zeros_like(h0), torch.zeros_like(c0)
+    for t in reversed(range(len(xs))):
+        xh, s, c_before = kept[t]
+        above = dhs[t] if every_step or t == len(xs) - 1 else torch.zeros_like(dh)
+        later = dh if hidden else torch.zeros_like(dh)
+        dz, dc = step(s["i"], s["f"], s["g"], s["o"], c_before, s["c_new"], above + later,
+                      dc if cell else torch.zeros_like(dc))
+        dW = dW + xh.T @ dz if accumulate else xh.T @ dz
+        db = db + dz.sum(0) if accumulate else dz.sum(0)
+        dh = (dz @ W.T)[:, xs.shape[2]:]
+    return dW, db, dh, dc
+
+
+LSTM_BPTT = ByHand(
+    name="lstm_bptt",
+    reference=_bptt_ref,
+    make_inputs=fresh_sequence,
+    outputs=["dW", "db", "dh0", "dc0"],
+    mistakes={
+        "the cell state's path through time is missing: c_t goes on to step t + 1, so the "
+        "dc that step t + 1's backward returns is step t's dc_new (0 only after the last "
+        "step)": lambda *a: _bptt(*a, cell=False),
+        "the hidden state's path through time is missing: h_t feeds step t + 1 too, so its "
+        "gradient is dhs[t] plus what step t + 1 sends back to its h through W":
+            lambda *a: _bptt(*a, hidden=False),
+        "only the last step's gradient from above was used: the loss reads every h_t, so "
+        "dhs[t] arrives at every step":
+            lambda *a: _bptt(*a, every_step=False),
+        "dW and db hold one step's term only (= where += was meant): W and b are used at "
+        "every step, and each use adds a term":
+            lambda *a: _bptt(*a, accumulate=False),
+        "inside the step, the path through h_new is missing from the cell state's gradient "
+        "(the two uses of c_new add up)":
+            lambda *a: _bptt(*a, step=lambda *s: _step_backward(*s, through_h=False)),
+        "inside the step, sigmoid's and tanh's derivatives were swapped":
+            lambda *a: _bptt(*a, step=_swapped),
+    },
+    advice="Run the steps forward, keeping each step's values, then go back from the last "
+           "step: each step gets dhs[t] plus what the step after it sent back to h, and the dc "
+           "that step returned; W and b collect one term per step.",
+)
 
 EXERCISES = {
-    "l13-newton-step": NEWTON,
-    "l13-weight-penalty": WEIGHT_PENALTY,
-    "l13-hvp-by-hand": ByHand(
-        name="hvp",
-        reference=_hvp_reference,
-        make_inputs=_hvp_inputs,
-        mistakes={
-            "tanh'' is missing: the gradient's factor (1 - T**2) depends on W too, and its "
-            "derivative along V is tanh''(Z) * (x @ V) with tanh'' = -2 tanh (1 - tanh**2); "
-            "you used tanh' = 1 - T**2 in its place": _hvp_with(lambda T: 1 - T**2),
-            "the sign of tanh'' is flipped: d/dz (1 - tanh(z)**2) = -2 tanh(z) (1 - tanh(z)**2)":
-                _hvp_with(lambda T: 2 * T * (1 - T**2)),
-            "the factor 2 of tanh'' is missing: d/dz tanh(z)**2 = 2 tanh(z) tanh'(z)":
-                _hvp_with(lambda T: -T * (1 - T**2)),
-            "tanh'' = -2 tanh (1 - tanh**2), not -2 tanh: the chain rule multiplies by tanh' "
-            "once more": _hvp_with(lambda T: -2 * T),
-            "the direction V is not propagated: push it forward first (Zdot = x @ V), then "
-            "the change of the gradient follows from Zdot": _hvp_unpropagated,
-            "V is multiplied in entry by entry at the end; the direction goes in at the start, "
-            "through the layer (Zdot = x @ V), before tanh'' scales it": _hvp_direction_at_the_end,
-            "that is the gradient itself, not its change along V": _hvp_gradient,
-        },
-        advice="Forward the direction, then backward: Zdot = x @ V; the gradient is "
-               "x.T @ ((1 - T**2) * a) with T = tanh(x @ W), and only the factor (1 - T**2) "
-               "changes with W. Its change along V is tanh''(Z) * Zdot.",
-    ),
+    "l13-conv-dx": CONV_DX,
+    "l13-conv-dw": CONV_DW,
+    "l13-pool": POOL,
+    "l13-dropout": DROPOUT,
+    "l13-lstm-step": LSTM_STEP,
+    "l13-lstm-bptt": LSTM_BPTT,
 }
-
 
 # --------------------------------------------------------------------------
 # Predictions
 # --------------------------------------------------------------------------
 
-
-def _second_answer() -> bool:
-    """Can torch.autograd.grad differentiate a plain dy/dx again?"""
-    x = torch.tensor(2.0, requires_grad=True)
-    (first,) = torch.autograd.grad(x**3, x)
-    try:
-        torch.autograd.grad(first, x)
-    except RuntimeError:
-        return False
-    return True
+TIED_WINDOW = [[1.0, 3.0], [3.0, 2.0]]  # the question's one 2x2 window
 
 
-def _linear_answer() -> bool:
-    """For y = 3x, does a second grad work when the first used create_graph=True?"""
-    x = torch.tensor(2.0, requires_grad=True)
-    (first,) = torch.autograd.grad(3 * x, x, create_graph=True)
-    try:
-        torch.autograd.grad(first, x)
-    except RuntimeError:
-        return False
-    return True
+def _tie_grad() -> list[float]:
+    x = torch.tensor([[TIED_WINDOW]], requires_grad=True)
+    F.max_pool2d(x, 2).sum().backward()
+    return x.grad.flatten().tolist()
+
+
+def _eval_grad() -> str:
+    x = torch.ones(4, requires_grad=True)
+    F.dropout(x, p=0.5, training=False).sum().backward()
+    values = set(x.grad.tolist())
+    if values == {1.0}:
+        return "all 1"
+    if values == {2.0}:
+        return "all 2"
+    return "0 or 2"
 
 
 PREDICTIONS = {
-    "l13-predict-second": Prediction(
-        question="can torch.autograd.grad differentiate dy_dx?",
-        answer=_second_answer,
-        hint="a tensor can only be differentiated through the history autograd recorded for it. "
-             "Did anything record the backward pass that made dy_dx?",
-        why="by default backward records nothing, so dy_dx has no grad_fn to walk back through",
+    "l13-predict-pool-tie": Prediction(
+        question="x.grad after F.max_pool2d(x, 2).sum().backward() for the window "
+                 "[[1, 3], [3, 2]], row by row",
+        answer=_tie_grad,
+        hint="lesson 09 met two conventions for a tied maximum. Which one fits an "
+             "operation that can return the index of each window's maximum "
+             "(return_indices=True)? And if it keeps one index, which does it meet first?",
+        why="max_pool2d keeps one index per window, like max(dim=...), and sends the whole "
+            "gradient there: {answer}. Reading the window row by row, the 3 in the top row "
+            "comes first, and a later entry replaces the kept one only when it is strictly "
+            "larger, so a tie stays with the first",
     ),
-    "l13-predict-linear": Prediction(
-        question="for y = 3x, does the second torch.autograd.grad work?",
-        answer=_linear_answer,
-        hint="create_graph records the operations of the backward formula that involve a tensor "
-             "requiring grad. What is the backward formula of 3x made of?",
-        why="the backward formula of 3x is grad_output * 3, and neither factor depends on x. "
-            "Nothing is recorded, dy_dx comes back as a plain 3 with no grad_fn, and the second "
-            "call fails, although the true second derivative is simply 0",
+    "l13-predict-dropout-eval": Prediction(
+        question="x.grad after F.dropout(x, p=0.5, training=False).sum().backward() for "
+                 "x = torch.ones(4, requires_grad=True)",
+        answer=_eval_grad,
+        hint="in training, dropout zeroes some entries and scales the others so that the "
+             "output's expected value is x. In eval mode nothing is dropped: does the output "
+             "still need a scale to have that expected value?",
+        why="in eval mode F.dropout returns its input itself: no mask, no 1/(1 - p), not even "
+            "a node in the graph, so each entry's gradient is the 1 that sum() sends back: "
+            "{answer}. The training-time scale is what lets eval mode do nothing",
+        choices=("all 1", "all 2", "0 or 2"),
     ),
 }

@@ -1,413 +1,395 @@
-"""Lesson 17, the backward in lower precision: its exercises and its prediction.
+"""Lesson 17, gradients of gradients: its exercises and its predictions.
 
-- ``l17-scale-range`` (by hand): for a linear layer with a mean-squared-error loss, the
-  range of loss scales, as powers of two, that lift the smallest entry of the output
-  gradient into float16's normal numbers without letting the weight or bias gradient
-  pass float16's largest number. Checked like a gradient by hand (`ByHand`): new shapes
-  and new residual sizes on every trial, autograd off, the reference from autograd in
-  float64. Its slips are about the chain rule of the mean and about float16's limits.
-- ``l17-compensated-step`` (method): a weight update that keeps 16-bit weights and a
-  16-bit compensation (Kahan's summation), so that updates smaller than half a gap are
-  not lost. The observation replays section 4's 1000 float16 steps and runs float16 and
-  bfloat16 trainings side by side, keeping the weights the learner's step returns; the
-  verdict compares section 4's with its float32 master weights, and every final weight of
-  the trainings with the exact sum of its updates (within two gaps), drawing the updates
-  again along the learner's path; anything but 16-bit tensors returned is refused. A
-  slip is named only when the learner's step equals the slip's on a probe.
+The first two exercises use autograd on purpose (the method is the point), so
+their checks are `Method` checks; the third is derived by hand:
 
-The prediction runs a Linear(3, 4) under float16 autocast and counts the rows of its
-weight gradient that come out all zero.
+- ``l17-newton-step``: -f'(x) / f''(x) with both derivatives from autograd, on
+  new polynomials and points;
+- ``l17-weight-penalty``: the gradient with respect to the weights w of the
+  input-gradient penalty |d f / d x|^2 (a mixed second derivative), with two
+  backward passes and no Hessian (the passes and the torch functions called
+  are counted), on new critics and shapes;
+- ``l17-hvp-by-hand``: a Hessian-vector product of a one-layer tanh network,
+  derived by hand (forward the direction, then backward): a `ByHand` check on new
+  shapes with autograd off, against double backward, with the slips named.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import math
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from ._spec import ByHand, Method, Prediction, failure, is_failure
-
-FP16_NORMAL = torch.finfo(torch.float16).tiny  # 2**-14, the smallest normal float16
-FP16_SUBNORMAL = 2.0**-24  # the smallest positive float16 of all
-FP16_MAX = torch.finfo(torch.float16).max  # 65504
-
-
-# --------------------------------------------------------------------------- Exercise 2
-
-
-def scale_bounds(gy: torch.Tensor, gW: torch.Tensor, gb: torch.Tensor,
-                 smallest: float = FP16_NORMAL, largest: float = FP16_MAX,
-                 rounding: tuple[Callable, Callable] = (torch.ceil, torch.floor),
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The lowest power of two that lifts every nonzero |gy| to ``smallest`` or more, and
-    the highest that keeps every |gW| and |gb| at ``largest`` or less."""
-    low = gy.abs()[gy != 0].min()
-    high = torch.maximum(gW.abs().max(), gb.abs().max())
-    return (torch.exp2(rounding[0](torch.log2(smallest / low))),
-            torch.exp2(rounding[1](torch.log2(largest / high))))
-
-
-def _scale_range_reference(x, W, b, t):
-    W = W.detach().clone().requires_grad_()
-    b = b.detach().clone().requires_grad_()
-    y = x @ W.T + b
-    gy, gW, gb = torch.autograd.grad(F.mse_loss(y, t), (y, W, b))
-    return scale_bounds(gy, gW, gb)
-
-
-def _new_layer(gen):
-    """A batch x (N x K), a layer W (M x K), b (M), and targets t a residual away from the
-    layer's output; the residual's size changes over four orders of magnitude.
-
-    Every slip must show on every trial, so the numbers are arranged for it: each column's
-    residual leans one way (an offset of 2 to 3, in units of its size), so dL/db, a sum
-    over N >= 6 rows, is several times every entry of dL/dy; x is small (sd 0.05), so dL/dW
-    stays several times below dL/db; and one entry of the residual is a hundred times
-    smaller than the rest, so the smallest and largest entries of dL/dy are far apart."""
-    n = int(torch.randint(6, 41, (1,), generator=gen))
-    k = int(torch.randint(1, 9, (1,), generator=gen))
-    m = int(torch.randint(4, 9, (1,), generator=gen))  # 4 or more: no slip mimics another
-    x = 0.05 * torch.randn(n, k, generator=gen, dtype=torch.float64)
-    W = 0.5 * torch.randn(m, k, generator=gen, dtype=torch.float64)
-    b = 0.1 * torch.randn(m, generator=gen, dtype=torch.float64)
-    size = 10.0 ** float(-5 + 4 * torch.rand(1, generator=gen, dtype=torch.float64))
-    sign = torch.randint(0, 2, (m,), generator=gen).to(torch.float64) * 2 - 1
-    offset = sign * (2 + torch.rand(m, generator=gen, dtype=torch.float64))
-    residual = offset + 0.3 * torch.randn(n, m, generator=gen, dtype=torch.float64)
-    residual[0, 0] *= 0.01
-    t = x @ W.T + b - size * residual
-    return x, W, b, t
-
-
-def _grads(x, W, b, t, divide=None, factor=2.0):
-    """The layer's gradients by the chain rule, with a chosen divisor and factor (slips)."""
-    r = x @ W.T + b - t
-    gy = factor * r / (r.numel() if divide is None else divide)
-    return gy, gy.T @ x, gy.sum(0)
-
-
-SCALE_SLIPS = {
-    "the mean is over every entry of the output, N·M of them, not over the N rows of the "
-    "batch: dL/dy = 2 (y - t) / (N·M)":
-        lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t, divide=x.shape[0])),
-    "the factor 2 from the square is missing: dL/dy = 2 (y - t) / (N·M)":
-        lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t, factor=1.0)),
-    "you lifted the smallest entry to float16's smallest subnormal, 2**-24; the task asks "
-    "for its smallest normal number, 2**-14 (torch.finfo(torch.float16).tiny), below which "
-    "float16 keeps fewer digits":
-        lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t), smallest=FP16_SUBNORMAL),
-    "the lowest scale was taken from the largest entry of dL/dy: it must lift the smallest "
-    "nonzero one":
-        lambda x, W, b, t: (torch.exp2(torch.ceil(torch.log2(
-            FP16_NORMAL / _grads(x, W, b, t)[0].abs().max()))),
-            scale_bounds(*_grads(x, W, b, t))[1]),
-    "the highest scale was taken from dL/dy: the largest float16 numbers of this backward "
-    "are in the weight and bias gradients, sums over the batch (dL/dW = dL/dy^T x, "
-    "dL/db = the column sums of dL/dy)":
-        lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t)[:1] * 3),
-    "the bias gradient was left out of the highest scale: dL/db, the column sums of dL/dy, "
-    "is a float16 number of this backward too, and a sum over the batch can be the largest":
-        lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t)[:2], torch.zeros(1)),
-    "the scales are not powers of two: round the lowest up and the highest down to a power "
-    "of two (2 ** ceil(log2 ...), 2 ** floor(log2 ...))":
-        lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t),
-                                        rounding=(lambda v: v, lambda v: v)),
-    "rounded the wrong way: the lowest scale must reach 2**-14 (round its exponent up), the "
-    "highest must stay at 65504 or below (round its exponent down)":
-        lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t),
-                                        rounding=(torch.floor, torch.ceil)),
-}
-
-SCALE_ADVICE = (
-    "Write out dL/dy for L = mean((y - t)**2) on a 2 x 2 example, then dL/dW and dL/db from "
-    "it; the lowest scale comes from the smallest nonzero |dL/dy|, the highest from the "
-    "largest |dL/dW| or |dL/db|, each rounded to a power of two."
+from ._spec import (
+    ByHand,
+    Method,
+    Prediction,
+    as_plain,
+    call_answer,
+    close,
+    compared,
+    count_autograd,
+    every_case,
+    failure,
+    kind_of,
 )
+from ._spec import first_line as _first_line
 
-# --------------------------------------------------------------------------- Exercise 3
-
-STEPS = 200  # steps of each training the check runs
-WIDTH = 64  # weights per training
-SECTION_4 = ([0.05, 0.3, 1.0], 0.002, 1000)  # section 4's gradient, learning rate, steps
-# How far from the exact sum of its updates a compensated weight may end, in gaps: the
-# rounding of the last step (half a gap) and of comp itself; every slip ends ten or more off.
-LIMIT = 2.0
+# --------------------------------------------------------------------------
+# Polynomials: new coefficients and points per seed, derivatives term by term
+# --------------------------------------------------------------------------
 
 
-def gap(w: torch.Tensor) -> torch.Tensor:
-    """The spacing of ``w``'s 16-bit dtype at each |w|: the gap to the next number up,
-    for a normal number (float16: 2**-10 between 1 and 2; bfloat16: 2**-7), in float64."""
-    info = torch.finfo(w.dtype)
-    mantissa = {torch.float16: 10, torch.bfloat16: 7}[w.dtype]
-    exponent = torch.floor(torch.log2(w.double().abs().clamp(min=info.tiny)))
-    return torch.exp2(exponent - mantissa)
+def _polynomial(gen: torch.Generator, degree: int):
+    """Coefficients c_0..c_degree (the top one well away from 0) and 3 to 5 points."""
+    coefs = torch.randn(degree + 1, generator=gen, dtype=torch.float64)
+    coefs[-1] = coefs[-1].sign() * (coefs[-1].abs() + 0.5)
+    points = torch.randn(int(torch.randint(3, 6, (1,), generator=gen)), generator=gen,
+                         dtype=torch.float64)
+    return coefs, points
 
 
-def _updates(gen: torch.Generator, w: torch.Tensor, drift: bool) -> torch.Tensor:
-    """One step's float32 update for every weight: a twentieth to half a gap, all of one
-    sign (``drift``: plain 16-bit steps lose every one of them) or of either sign."""
-    size = torch.rand(w.shape, generator=gen, dtype=torch.float64) if drift else torch.randn(
-        w.shape, generator=gen, dtype=torch.float64)
-    return (gap(w) * (0.05 + 0.4 * size)).float()
+def poly(coefs):
+    """The polynomial sum_k c_k t**k as a function of a tensor t."""
+    return lambda t: sum(c * t**k for k, c in enumerate(coefs))
 
 
-def _trainings(seed: int) -> list[dict[str, Any]]:
-    """Four trainings, run side by side: float16 and bfloat16 weights between 0.5 and 4 in
-    size, of either sign; updates with and without a drift. The last one starts from the
-    third one's weights and takes its updates with the sign turned, so a step that keeps a
-    copy of its own, looked up by the 16-bit weights it is given, mixes the two up."""
-    gen = torch.Generator().manual_seed(1700 + seed)
-    runs = []
-    for dtype, drift in ((torch.float16, True), (torch.bfloat16, False),
-                         (torch.bfloat16, True), (torch.bfloat16, None)):
-        size = torch.rand(WIDTH, generator=gen, dtype=torch.float64) * 3.5 + 0.5
-        sign = torch.where(torch.rand(WIDTH, generator=gen) < 0.5, -1.0, 1.0)
-        w = runs[-1]["w"].clone() if drift is None else (size * sign).to(dtype)
-        runs.append({"dtype": dtype, "drift": drift, "w": w, "comp": torch.zeros_like(w),
-                     "exact": w.double(), "gen": gen})
-    return runs
+def poly_derivative(coefs, t, n: int) -> torch.Tensor:
+    """d^n/dt^n of sum_k c_k t**k, worked out term by term."""
+    total = torch.zeros_like(t)
+    for k, c in enumerate(coefs):
+        if k >= n:
+            total = total + c * math.perm(k, n) * t ** (k - n)
+    return total
 
 
-def compensated_reference(w, comp, update):
-    """The step the exercise asks for: where the updates add up, rounded to 16 bits, and
-    what that rounding dropped, kept for the next step."""
-    target = w.float() + (comp.float() + update)
-    new_w = target.to(w.dtype)
-    return new_w, (target - new_w.float()).to(w.dtype)
+def _show(coefs) -> str:
+    return f"a degree-{len(coefs) - 1} polynomial"
 
 
-STEP_SLIPS = {
-    "comp came back as it went in, so whatever rounding drops is lost for good, as in "
-    "section 4: keep in comp what the new weight lacks":
-        lambda w, comp, u: ((w.float() + u).to(w.dtype), comp),
-    "comp came back as zeros, so whatever rounding drops is lost for good, as in section 4: "
-    "keep in comp what the new weight lacks":
-        lambda w, comp, u: ((w.float() + u).to(w.dtype), torch.zeros_like(comp)),
-    "comp holds what this step's rounding dropped, but the next step never adds it back: "
-    "it belongs in the sum the new weight is rounded from":
-        lambda w, comp, u: compensated_reference(w, torch.zeros_like(comp), u),
-    "comp has the wrong sign: keep in it what the new weight still lacks, the exact sum "
-    "minus the rounded weight, so that the next step adds it":
-        lambda w, comp, u: (lambda n: (n[0], -n[1]))(compensated_reference(w, comp, u)),
-    "comp keeps what it held and adds this step's rounding error to it, but the old comp is "
-    "already in the sum the new weight was rounded from: it counts twice":
-        lambda w, comp, u: (lambda n: (n[0], (comp.float() + n[1].float()).to(w.dtype)))(
-            compensated_reference(w, comp, u)),
-}
+def _graph_error(where: str, advice: str):
+    """An error's text, with ``advice`` when a grad call found no graph to walk."""
+    def text(err: Exception) -> str:
+        first = _first_line(err)
+        if "does not require grad" in first:
+            return f"{where}: {first}. {advice}"
+        return f"{where}: raised {type(err).__name__}: {first}"
+    return text
 
 
-class _Malformed(Exception):
-    """What the learner's step returned is not (new w, new comp) in the weights' dtype."""
+def _newton_inputs(gen: torch.Generator) -> dict:
+    """Three new polynomials (degree 3 or 4) and the points of each."""
+    cases = []
+    for _ in range(3):
+        coefs, points = _polynomial(gen, int(torch.randint(3, 5, (1,), generator=gen)))
+        cases.append({"coefficients": coefs, "points": points})
+    return {"polynomials": cases}
 
 
-def _one_step(answer: Any, w, comp, u) -> tuple[torch.Tensor, torch.Tensor]:
-    """The learner's step on one set of weights: (new w, new comp)."""
-    got = answer(w.clone(), comp.clone(), u.clone())
-    if not (isinstance(got, (tuple, list)) and len(got) == 2
-            and all(isinstance(t, torch.Tensor) for t in got)):
-        raise _Malformed(f"return two tensors, (new w, new comp); got {type(got).__name__}")
-    for label, t in zip(("w", "comp"), got, strict=True):
-        if t.dtype != w.dtype or t.shape != w.shape:
-            raise _Malformed(
-                f"the new {label} came back as {str(t.dtype)[6:]} of shape {tuple(t.shape)}, "
-                f"for {str(w.dtype)[6:]} weights of shape {tuple(w.shape)}: both stay in the "
-                "weights' dtype, 16 bits a number, or the float32 master copy this step "
-                "replaces is back")
-    return got[0], got[1]
+def _observe_newton(newton_step, inputs: dict) -> list | dict:
+    """What the answer returned for each polynomial."""
+    got_all = []
+    for case in inputs["polynomials"]:
+        coefs, points = case["coefficients"], case["points"]
+        got, failed = call_answer(
+            newton_step, poly(coefs), points.clone(),
+            not_callable=f"expected a function newton_step(f, x), got "
+                         f"{type(newton_step).__name__}",
+            raised=_graph_error(f"for {_show(coefs)} at {len(points)} points",
+                                "f'' is the derivative of f': compute f' with "
+                                "create_graph=True so that it has a graph to differentiate."))
+        if failed is not None:
+            return failed
+        got_all.append(as_plain(got))
+    return got_all
 
 
-def _section_4_run(answer: Any) -> torch.Tensor:
-    """Section 4's 1000 steps in float16, with the learner's step: the final weights."""
-    grad, lr, steps = SECTION_4
-    w = torch.ones(3, dtype=torch.float16)
-    comp, update = torch.zeros_like(w), -lr * torch.tensor(grad)
-    for _ in range(steps):
-        w, comp = _one_step(answer, w, comp, update)
-    return w
+def _newton_ratio(inputs: dict, ratio) -> list:
+    """``ratio(f', f'')`` at each polynomial's points: the step and its slips."""
+    return [ratio(poly_derivative(c["coefficients"], c["points"], 1),
+                  poly_derivative(c["coefficients"], c["points"], 2))
+            for c in inputs["polynomials"]]
 
 
-def _section_4(w: torch.Tensor) -> str | None:
-    """What is wrong with where section 4's run ended, against its float32 master weights."""
-    grad, lr, steps = SECTION_4
-    exact, update = torch.ones(3, dtype=torch.float64), -lr * torch.tensor(grad)
-    for _ in range(steps):
-        exact += update.double()
-    off = ((w.double() - exact).abs() / gap(exact.to(w.dtype))).max().item()
-    if off > LIMIT:
-        return (f"section 4's run ({steps} steps of {lr} * {grad} from 1.0, float16) ends at "
-                f"{[round(v, 4) for v in w.tolist()]}, {off:.0f} gaps from where its updates "
-                f"add up, {[round(v, 4) for v in exact.tolist()]}")
-    return None
+def _explain_newton(inputs: dict, got: list, want: list) -> str:
+    at = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not close(g, w))
+    case = inputs["polynomials"][at]
+    where = f"for {_show(case['coefficients'])} at {len(case['points'])} points"
+    return compared("Newton step", got[at], want[at], "a tensor like x", where=where)
 
 
-def _probe(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One step's weights, comp and update on which every slip gives its own result."""
-    gen = torch.Generator().manual_seed(1717 + seed)
-    w = (torch.rand(WIDTH, generator=gen) * 3 + 0.5).to(torch.bfloat16)
-    comp = (gap(w) * (torch.rand(WIDTH, generator=gen, dtype=torch.float64) - 0.5)).to(w.dtype)
-    u = (gap(w) * torch.randn(WIDTH, generator=gen, dtype=torch.float64)).float()
-    return w, comp, u
-
-
-def _slip(got: Any, w: torch.Tensor, slips: list[Any]) -> str | None:
-    """The slip whose step the learner's equals on the probe (the weight to a gap, comp to
-    a hundredth of one), if one does."""
-    for words, want in zip(STEP_SLIPS, slips, strict=True):
-        if all((a.double() - b.double()).abs().le(tol * gap(w)).all()
-               for a, b, tol in zip(got, want, (1.0, 0.01), strict=True)):
-            return words
-    return None
-
-
-def _trajectories(answer: Any, seed: int) -> list[torch.Tensor]:
-    """The trainings of `_trainings`, a step of each in turn, with the learner's step: the
-    weights each returned after every step, one row a step."""
-    runs, paths = _trainings(seed), []
-    for _ in range(STEPS):
-        u = torch.zeros(WIDTH)
-        for run in runs:  # the last run takes the update before it, turned
-            u = -u if run["drift"] is None else _updates(run["gen"], run["w"], run["drift"])
-            run["w"], run["comp"] = _one_step(answer, run["w"], run["comp"], u)
-            paths.append(run["w"])
-    return [torch.stack(paths[k::len(runs)]) for k in range(len(runs))]
-
-
-def _replayed(paths: list[torch.Tensor], seed: int) -> tuple[float, str | None]:
-    """The updates of the trainings drawn again, each for the weights the learner's step
-    had reached: the largest distance of a final weight from the exact sum of its
-    updates, in gaps, or what went wrong."""
-    runs, worst = _trainings(seed), 0.0
-    for step in range(STEPS):
-        u = torch.zeros(WIDTH)
-        for run, path in zip(runs, paths, strict=True):
-            u = -u if run["drift"] is None else _updates(run["gen"], run["w"], run["drift"])
-            run["w"] = path[step]
-            run["exact"] += u.double()
-    for run in runs:
-        off = (run["w"].double() - run["exact"]).abs() / gap(run["exact"].to(run["dtype"]))
-        worst = max(worst, off.max().item())
-    if worst > LIMIT:
-        return worst, (f"in trainings of {STEPS} steps (float16 and bfloat16 weights, updates "
-                       f"mostly under half a gap) a weight ends {worst:.0f} gaps from the "
-                       "exact sum of its updates; compensated, every weight stays within "
-                       f"{LIMIT:g}")
-    return worst, None
-
-
-def _trained(answer: Any, seed: int) -> tuple[float, str | None]:
-    """`_replayed` on the learner's own trainings (`_trajectories`)."""
-    return _replayed(_trajectories(answer, seed), seed)
-
-
-def _stage(run: Any, *args: Any) -> Any:
-    """``run(*args)``, or the `failure` of the learner's step it called."""
-    try:
-        return run(*args)
-    except _Malformed as err:
-        return failure("fail", f"{err}.")
-    except NotImplementedError:
-        return failure("missing", "not written yet: it still raises NotImplementedError.")
-    except Exception as err:  # the learner's bug, told as a failed check
-        line = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        return failure("error", f"raised {type(err).__name__}: {line}")
-
-
-def _observe_compensated(answer: Any, inputs: dict[str, Any]) -> Any:
-    """Section 4's run (a `failure` if the step cannot be run), then the trainings' paths
-    and the step on the probe, each or the failure it met."""
-    if not callable(answer):
-        return failure("fail", f"expected a function (w, comp, update) -> (w, comp), got "
-                               f"{type(answer).__name__}")
-    section = _stage(_section_4_run, answer)
-    if is_failure(section):
-        return section
-    return {"section_4": section, "paths": _stage(_trajectories, answer, inputs["seed"]),
-            "probe": _stage(lambda: list(_one_step(answer, *_probe(inputs["seed"]))))}
-
-
-def _compensated_want(inputs: dict[str, Any]) -> dict[str, Any]:
-    """The seed (the trainings are drawn again along the learner's paths) and what each
-    slip's step gives on the probe."""
-    probe = _probe(inputs["seed"])
-    return {"seed": inputs["seed"], "slips": [list(slip(*probe)) for slip in STEP_SLIPS.values()]}
-
-
-def _compensated_slip(got: dict[str, Any], want: dict[str, Any]) -> str | None:
-    wrong = _section_4(got["section_4"])
-    if wrong is None:
-        if is_failure(got["paths"]):
-            return got["paths"]["detail"]
-        wrong = _replayed(got["paths"], want["seed"])[1]
-    if wrong is None:
-        return None
-    if is_failure(got["probe"]):
-        return got["probe"]["detail"]
-    advice = _slip(got["probe"], _probe(want["seed"])[0], want["slips"]) or (
-        "Keep in comp what the rounded weight lacks of the exact sum, and add it to the next "
-        "step's update before rounding")
-    return f"{advice}. {wrong[0].upper()}{wrong[1:]}."
-
-
-COMPENSATED = Method(
-    name="compensated_step",
-    make_inputs=lambda gen: {"seed": gen.initial_seed()},
-    observe=_observe_compensated,
-    reference=_compensated_want,
-    agree=lambda got, want: _compensated_slip(got, want) is None,
-    explain=lambda inputs, got, want: _compensated_slip(got, want),
+NEWTON = Method(
+    name="newton_step",
+    make_inputs=_newton_inputs,
+    observe=_observe_newton,
+    reference=lambda inputs: _newton_ratio(inputs, lambda d1, d2: -d1 / d2),
+    explain=_explain_newton,
+    mistakes={
+        "the sign is flipped: Newton's step is -f'(x) / f''(x).":
+            lambda inputs: _newton_ratio(inputs, lambda d1, d2: d1 / d2),
+        "the ratio is upside down: divide f' by f'', not f'' by f'.":
+            lambda inputs: _newton_ratio(inputs, lambda d1, d2: -d2 / d1),
+        "the ratio is upside down, and its sign flipped: Newton's step is -f'(x) / f''(x), "
+        "f' divided by f''.": lambda inputs: _newton_ratio(inputs, lambda d1, d2: d2 / d1),
+    },
     trials=1,
-    passed=f"section 4's run ends where its updates add up, and in trainings of {STEPS} steps "
-           f"in float16 and bfloat16 every weight ends within {LIMIT:g} gaps of the exact sum "
-           "of its updates",
+    agree=every_case(close),
+    passed="-f'/f'' matches on 3 new polynomials",
 )
 
 
-SCALE_RANGE = ByHand(
-    name="loss scale range",
-    reference=_scale_range_reference,
-    make_inputs=_new_layer,
-    outputs=("lowest scale", "highest scale"),
-    mistakes=SCALE_SLIPS,
-    advice=SCALE_ADVICE,
+# --------------------------------------------------------------------------
+# Exercise 2: a gradient penalty on the weights
+# --------------------------------------------------------------------------
+
+_FULL_JACOBIANS = ("hessian", "jacobian", "jacrev", "jacfwd")
+
+# The critics the check tries: scalar functions of an input batch x and weights w.
+CRITICS = (
+    ("sum(tanh(x @ w))", lambda x, w: torch.tanh(x @ w).sum()),
+    ("sum(sin(x @ w) ** 2)", lambda x, w: (torch.sin(x @ w) ** 2).sum()),
+    ("sum(softplus(x @ w)) + sum((x @ w) ** 3) / 6",
+     lambda x, w: torch.nn.functional.softplus(x @ w).sum() + ((x @ w) ** 3).sum() / 6),
 )
+
+
+def _critic(gen: torch.Generator):
+    """(label, f, x, w): a critic, a batch x (n, d) and weights w (d, h) of new sizes, d != h
+    so that a gradient with respect to the wrong tensor cannot have the right shape."""
+    n, d = (int(k) for k in torch.randint(2, 6, (2,), generator=gen))
+    h = d + int(torch.randint(1, 4, (1,), generator=gen))
+    label, f = CRITICS[int(torch.randint(len(CRITICS), (1,), generator=gen))]
+    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    w = torch.randn(d, h, generator=gen, dtype=torch.float64) * 0.6
+    return label, f, x, w
+
+
+def _penalty_grads(f, x, w, first, second, power=2):
+    """d/d(second) of |d f / d(first)|**power, by double backward (the reference and its
+    slips: first and second are "x" or "w")."""
+    x, w = x.clone().requires_grad_(), w.clone().requires_grad_()
+    wrt = {"x": x, "w": w}
+    (g,) = torch.autograd.grad(f(x, w), wrt[first], create_graph=True)
+    return torch.autograd.grad((g**2).sum() if power == 2 else g.sum(), wrt[second])[0]
+
+
+def _penalty_inputs(gen: torch.Generator) -> dict:
+    """Two new critics, each by its place in CRITICS, with its x and w."""
+    labels = [label for label, _ in CRITICS]
+    cases = []
+    for _ in range(2):
+        label, _f, x, w = _critic(gen)
+        cases.append({"critic": labels.index(label), "x": x, "w": w})
+    return {"critics": cases}
+
+
+def _where(case: dict) -> str:
+    return (f"for f = {CRITICS[case['critic']][0]}, x of shape {tuple(case['x'].shape)}, w of "
+            f"shape {tuple(case['w'].shape)}")
+
+
+def _observe_penalty(penalty_grad, inputs: dict) -> list | dict:
+    """For each critic: the autograd calls the answer made, how many reverse passes, and
+    the gradient it returned."""
+    seen_all = []
+    for case in inputs["critics"]:
+        with count_autograd() as seen:
+            got, failed = call_answer(
+                penalty_grad, CRITICS[case["critic"]][1], case["x"].clone(), case["w"].clone(),
+                not_callable=f"expected a function penalty_grad(f, x, w), got "
+                             f"{type(penalty_grad).__name__}",
+                raised=_graph_error(_where(case),
+                                    "The second pass differentiates the input-gradient, so "
+                                    "that gradient needs a graph: compute it with "
+                                    "create_graph=True, with x and w both requiring grad."))
+        if failed is not None:
+            return failed
+        seen_all.append({"calls": list(seen.calls), "reverse": seen.reverse,
+                         "grad": as_plain(got)})
+    return seen_all
+
+
+def _full(calls: list) -> list:
+    """The calls that build a full Hessian or Jacobian."""
+    return sorted({c for c in calls if any(j in c for j in _FULL_JACOBIANS)})
+
+
+def _penalty_agree(got: dict, want: dict) -> bool:
+    return (not _full(got["calls"]) and got["reverse"] <= 2
+            and close(got["grad"], want["grad"]))
+
+
+def _penalty(inputs: dict, first: str, second: str, power: int = 2, by: float = 1.0) -> list:
+    """The observation of an answer giving d/d(second) |d f / d(first)|**power, times by."""
+    return [{"grad": by * _penalty_grads(CRITICS[c["critic"]][1], c["x"], c["w"], first,
+                                         second, power)} for c in inputs["critics"]]
+
+
+def _explain_penalty(inputs: dict, got: list, want: list) -> str:
+    at = next(i for i, (g, w) in enumerate(zip(got, want, strict=True))
+              if not _penalty_agree(g, w))
+    case, mine = inputs["critics"][at], got[at]
+    where = _where(case)
+    if _full(mine["calls"]):
+        return (f"{where}: it calls {', '.join(_full(mine['calls']))}, building a full Hessian "
+                "or Jacobian. The exercise asks for two passes and no matrix of second "
+                "derivatives.")
+    if mine["reverse"] > 2:
+        return (f"{where}: {mine['reverse']} backward passes; two are enough: one for the "
+                "input-gradient (with a graph), one from the penalty.")
+    grad, x, w = mine["grad"], case["x"], case["w"]
+    if not isinstance(grad, torch.Tensor):
+        return f"{where}: expected a tensor shaped like w, got {kind_of(grad)}"
+    if grad.shape == x.shape and grad.shape != w.shape:
+        return failure("mismatch", f"{where}: the result is shaped like x, {tuple(x.shape)}: "
+                       "the penalty is trained through the weights, so its gradient is taken "
+                       "with respect to w (the first pass is the one with respect to x).")
+    return compared("gradient of the penalty", grad, want[at]["grad"], "a tensor", where=where)
+
+
+WEIGHT_PENALTY = Method(
+    name="penalty_grad",
+    make_inputs=_penalty_inputs,
+    observe=_observe_penalty,
+    reference=lambda inputs: _penalty(inputs, "x", "w"),
+    explain=_explain_penalty,
+    mistakes={
+        "it penalises the gradient with respect to w; the penalty is on the gradient with "
+        "respect to the input x, differentiated with respect to w.":
+            lambda inputs: _penalty(inputs, "w", "w"),
+        "it is half the answer: d|g|^2 = 2 g dg, the chain rule's factor 2 from the square "
+        "is missing.": lambda inputs: _penalty(inputs, "x", "w", by=0.5),
+        "it is the gradient of the sum of the input-gradient's entries, not of their "
+        "squares: the penalty is |g|^2 = (g ** 2).sum().":
+            lambda inputs: _penalty(inputs, "x", "w", power=1),
+    },
+    trials=1,
+    agree=every_case(_penalty_agree),
+    passed="the penalty's gradient with respect to w matches on 2 new critics, with two "
+           "backward passes and no Hessian",
+)
+
+
+# --------------------------------------------------------------------------
+# Exercise 3: a Hessian-vector product by hand (the R-operator)
+# --------------------------------------------------------------------------
+
+
+def _hvp_inputs(gen: torch.Generator):
+    """(x, W, a, V): a batch x (n, d), a layer W (d, h), output weights a (h,) and a
+    direction V shaped like W, all of new sizes."""
+    n, d, h = (int(k) for k in torch.randint(2, 7, (3,), generator=gen))
+    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    W = torch.randn(d, h, generator=gen, dtype=torch.float64) * 0.7
+    a = torch.randn(h, generator=gen, dtype=torch.float64)
+    V = torch.randn(d, h, generator=gen, dtype=torch.float64)
+    return x, W, a, V
+
+
+def _hvp_reference(x, W, a, V):
+    """H v by double backward: the gradient with a graph, then backward from it along V."""
+    W = W.detach().clone().requires_grad_()
+    loss = (torch.tanh(x @ W) @ a).sum()
+    (g,) = torch.autograd.grad(loss, W, create_graph=True)
+    (hv,) = torch.autograd.grad(g, W, grad_outputs=V)
+    return hv
+
+
+def _hvp_with(second):
+    """The R-operator's answer with ``second(T)`` in the place of tanh''(Z)."""
+    def hv(x, W, a, V):
+        T = torch.tanh(x @ W)
+        return x.T @ (second(T) * (x @ V) * a)
+    return hv
+
+
+def _hvp_unpropagated(x, W, a, V):
+    T = torch.tanh(x @ W)
+    return x.T @ (-2 * T * (1 - T**2) * a)
+
+
+def _hvp_direction_at_the_end(x, W, a, V):
+    T = torch.tanh(x @ W)
+    return (x.T @ (-2 * T * (1 - T**2) * a)) * V
+
+
+def _hvp_gradient(x, W, a, V):
+    T = torch.tanh(x @ W)
+    return x.T @ ((1 - T**2) * a)
+
 
 EXERCISES = {
-    "l17-scale-range": SCALE_RANGE,
-    "l17-compensated-step": COMPENSATED,
+    "l17-newton-step": NEWTON,
+    "l17-weight-penalty": WEIGHT_PENALTY,
+    "l17-hvp-by-hand": ByHand(
+        name="hvp",
+        reference=_hvp_reference,
+        make_inputs=_hvp_inputs,
+        mistakes={
+            "tanh'' is missing: the gradient's factor (1 - T**2) depends on W too, and its "
+            "derivative along V is tanh''(Z) * (x @ V) with tanh'' = -2 tanh (1 - tanh**2); "
+            "you used tanh' = 1 - T**2 in its place": _hvp_with(lambda T: 1 - T**2),
+            "the sign of tanh'' is flipped: d/dz (1 - tanh(z)**2) = -2 tanh(z) (1 - tanh(z)**2)":
+                _hvp_with(lambda T: 2 * T * (1 - T**2)),
+            "the factor 2 of tanh'' is missing: d/dz tanh(z)**2 = 2 tanh(z) tanh'(z)":
+                _hvp_with(lambda T: -T * (1 - T**2)),
+            "tanh'' = -2 tanh (1 - tanh**2), not -2 tanh: the chain rule multiplies by tanh' "
+            "once more": _hvp_with(lambda T: -2 * T),
+            "the direction V is not propagated: push it forward first (Zdot = x @ V), then "
+            "the change of the gradient follows from Zdot": _hvp_unpropagated,
+            "V is multiplied in entry by entry at the end; the direction goes in at the start, "
+            "through the layer (Zdot = x @ V), before tanh'' scales it": _hvp_direction_at_the_end,
+            "that is the gradient itself, not its change along V": _hvp_gradient,
+        },
+        advice="Forward the direction, then backward: Zdot = x @ V; the gradient is "
+               "x.T @ ((1 - T**2) * a) with T = tanh(x @ W), and only the factor (1 - T**2) "
+               "changes with W. Its change along V is tanh''(Z) * Zdot.",
+    ),
 }
 
-# --------------------------------------------------------------------------- prediction
 
-ROW_FACTORS = (3e-3, 5e-5, 4e-7, 2e-8)
+# --------------------------------------------------------------------------
+# Predictions
+# --------------------------------------------------------------------------
 
 
-def zero_rows_experiment() -> torch.Tensor:
-    """The prediction's experiment: Linear(3, 4) on torch.ones(8, 3) under float16
-    autocast, loss (y * c).sum() with c = ROW_FACTORS; the weight gradient."""
-    with torch.random.fork_rng():
-        torch.manual_seed(17)
-        layer = nn.Linear(3, 4)
-    with torch.autocast("cpu", dtype=torch.float16):
-        y = layer(torch.ones(8, 3))
-    (y * torch.tensor(ROW_FACTORS)).sum().backward()
-    return layer.weight.grad
+def _second_answer() -> bool:
+    """Can torch.autograd.grad differentiate a plain dy/dx again?"""
+    x = torch.tensor(2.0, requires_grad=True)
+    (first,) = torch.autograd.grad(x**3, x)
+    try:
+        torch.autograd.grad(first, x)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _linear_answer() -> bool:
+    """For y = 3x, does a second grad work when the first used create_graph=True?"""
+    x = torch.tensor(2.0, requires_grad=True)
+    (first,) = torch.autograd.grad(3 * x, x, create_graph=True)
+    try:
+        torch.autograd.grad(first, x)
+    except RuntimeError:
+        return False
+    return True
 
 
 PREDICTIONS = {
-    "l17-predict-zero-rows": Prediction(
-        question="how many rows of the weight gradient are all zero",
-        answer=lambda: int((zero_rows_experiment() == 0).all(dim=1).sum()),
-        hint="follow the gradient backwards: which tensor does autograd round to float16 "
-             "first, before any sum over the batch, and which of the four numbers does "
-             "float16 still hold, counting its subnormal numbers?",
-        why="dL/dy = c in every row of the batch, and it is rounded to float16 where "
-            "autocast's cast of y sits, before the sum over the batch: 2e-8 is below half "
-            "of float16's smallest subnormal (2**-24 = 5.96e-8 / 2) and becomes 0, so that "
-            "row is 0 even though 8 x 2e-8 = 1.6e-7 would fit; 4e-7 and 5e-5 are below the "
-            "smallest normal 6.1e-5 but survive as subnormals, with fewer digits: {answer}",
-        choices=(0, 1, 2, 3, 4),
+    "l17-predict-second": Prediction(
+        question="can torch.autograd.grad differentiate dy_dx?",
+        answer=_second_answer,
+        hint="a tensor can only be differentiated through the history autograd recorded for it. "
+             "Did anything record the backward pass that made dy_dx?",
+        why="by default backward records nothing, so dy_dx has no grad_fn to walk back through",
+    ),
+    "l17-predict-linear": Prediction(
+        question="for y = 3x, does the second torch.autograd.grad work?",
+        answer=_linear_answer,
+        hint="create_graph records the operations of the backward formula that involve a tensor "
+             "requiring grad. What is the backward formula of 3x made of?",
+        why="the backward formula of 3x is grad_output * 3, and neither factor depends on x. "
+            "Nothing is recorded, dy_dx comes back as a plain 3 with no grad_fn, and the second "
+            "call fails, although the true second derivative is simply 0",
     ),
 }

@@ -1,492 +1,381 @@
-"""Lesson 18, the backward torch.compile builds ahead of time: its exercises and predictions.
+"""Lesson 18, forward mode and torch.func: its exercises and its predictions.
 
-- ``l18-min-cut-backward`` (by hand): the backward graph the min-cut partitioner makes
-  for ``loss(x, w) = cos(x @ w).pow(2).mean()``, written as a function of only what its
-  forward saved (``x @ w``, ``x.T``, ``w.T``) and the incoming gradient. cos and sin are
-  not saved: the answer has to compute them again, as the compiled backward does. Checked
-  by `check_by_hand` on fresh float64 inputs with autograd off.
-- ``l18-flop-compiler`` (method): a compiler for ``aot_function`` that reads the FLOPs of
-  the matrix products (mm, addmm, bmm) off the FX graph it is handed, before any data
-  flows. The observation compiles three new functions with it (a Linear with a bias, a
-  batched product, a weight used twice; an input that needs no gradient in one of them)
-  and keeps what it appended and the compiled gradients; the verdict compares them with
-  ``FlopCounterMode``'s measure of each pass in eager mode (the FLOPs of the graphs
-  AOTAutograd makes) and with eager gradients, and refuses a compiler that runs the graph
-  to measure it.
+- Exercise 2 (``l18-jvp-by-hand``): ``tangent(W, b, x, v)`` is the JVP ``J v`` of
+  ``f(x) = tanh(W x + b) * (x . x)``, written by hand: the learner carries a tangent
+  through each operation with its forward-mode rule. A `ByHand` exercise: checked on new
+  float64 inputs (shapes, points and directions, one-hot ones among them, where ``J v``
+  is a column of J) with autograd and torch.func refused; the typical slips of the
+  forward-mode rules are named.
+- Exercise 3 (``l18-clip-per-example``): ``clipped_mean_gradient(model, X, Y, max_norm)``
+  clips every example's gradient to ``max_norm`` and averages, from ONE vmapped call: the
+  check counts the reverse passes and the calls, compares with a loop of its own, and
+  names each typical slip when the learner's result equals it.
 
-The predictions compile small functions with a counting backend and count graphs, or read
-what the min-cut partitioner saves (measured with `bl.describe(...).saved_memory()`).
+The predictions run the lesson's experiments again: the pass counts of the table, of
+lesson 08's Jacobian, and of the three functions of Exercise 1.
 """
 
 from __future__ import annotations
 
-import functools
-import numbers
-import warnings
-from typing import Any
-
 import torch
-import torch.nn.functional as F
-from torch.utils.flop_counter import FlopCounterMode
+from torch import nn
+from torch.func import jvp, vjp
 
-from ...graph import describe
-from ._spec import METHOD, ByHand, Method, Prediction, failure, is_failure
-from ._spec import first_line as _first_line
+from ._spec import (
+    ByHand,
+    Method,
+    Prediction,
+    as_plain,
+    call_answer,
+    close,
+    compared,
+    count_autograd,
+    failure,
+    kind_of,
+)
 
-# What the grade's sandbox loads before an answer runs: what AOTAutograd imports the first
-# time it compiles a function.
-PRELOAD = ("functorch.compile", "torch._functorch._aot_autograd.subclass_codegen",
-           "torch._inductor.compiler_bisector", "torch._inductor.fx_passes.dedupe_symint_uses",
-           "torch._subclasses.schema_check_mode")
-
-# --------------------------------------------------------------------------- shared
-
-
-def _nop(gm, example_inputs):
-    """A compiler that runs the graph it gets as it is (AOTAutograd's boxed convention)."""
-    from functorch.compile import make_boxed_func
-
-    return make_boxed_func(gm.forward)
+# --------------------------------------------------------------------------- Exercise 2
 
 
-def _graph_counter() -> tuple[Any, dict[str, int]]:
-    """A torch.compile backend that counts the forward and backward graphs AOTAutograd
-    makes (one of each per Dynamo graph that needs a gradient), and runs each as it is."""
-    from torch._dynamo.backends.common import aot_autograd
-
-    counts = {"forward": 0, "backward": 0}
-
-    def counted(kind):
-        def compiler(gm, example_inputs):
-            counts[kind] += 1
-            return _nop(gm, example_inputs)
-        return compiler
-
-    return aot_autograd(fw_compiler=counted("forward"), bw_compiler=counted("backward")), counts
-
-
-def _reset_dynamo() -> None:
-    import torch._dynamo
-
-    torch._dynamo.reset()
+def tangent_inputs(gen: torch.Generator):
+    """(W, b, x, v) for f(x) = tanh(W x + b) * (x . x): W is m x n with m != n, so that a
+    transposed W cannot pass; on every other trial v is one-hot (J v is then a column)."""
+    n, m = [int(s) + 2 for s in torch.randperm(5, generator=gen)[:2]]
+    W = torch.randn(m, n, generator=gen, dtype=torch.float64) * 0.7
+    b = torch.randn(m, generator=gen, dtype=torch.float64)
+    x = torch.randn(n, generator=gen, dtype=torch.float64)
+    if gen.initial_seed() % 2 == 0:
+        v = torch.zeros(n, dtype=torch.float64)
+        v[int(torch.randint(n, (1,), generator=gen))] = 1.0
+    else:
+        v = torch.randn(n, generator=gen, dtype=torch.float64)
+    return W, b, x, v
 
 
-# --------------------------------------------------------------------------- exercise 1
+def _tangent_reference(W, b, x, v):
+    return jvp(lambda t: torch.tanh(W @ t + b) * (t @ t), (x,), (v,))[1]
 
 
-def mean_cos_squared(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """The exercise's loss: cos(x @ w) ** 2, averaged over every entry."""
-    return torch.cos(x @ w).pow(2).mean()
+def _pieces(W, b, x, v):
+    u, du = W @ x + b, W @ v
+    h = torch.tanh(u)
+    return u, du, h, x @ x, 2 * (x @ v)
 
 
-def _saved_inputs(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
-    """What min-cut's forward hands its backward for mean_cos_squared, on new sizes: x @ w,
-    x.T, w.T, and the incoming gradient (any number: the loss may be scaled further on)."""
-    n, k, m = (int(s) for s in torch.randint(2, 9, (3,), generator=gen))
-    x = torch.randn(n, k, generator=gen, dtype=torch.float64)
-    w = torch.randn(k, m, generator=gen, dtype=torch.float64)
-    g = torch.randn((), generator=gen, dtype=torch.float64)
-    return x @ w, x.T, w.T, g
-
-
-def _min_cut_reference(y, x_t, w_t, g):
-    """Autograd's dL/dx and dL/dw, from x and w rebuilt out of their transposes."""
-    x = x_t.T.clone().requires_grad_()
-    w = w_t.T.clone().requires_grad_()
-    return torch.autograd.grad(mean_cos_squared(x, w), (x, w), grad_outputs=g)
-
-
-def _slip(dy_of):
-    """A wrong answer whose only error is its gradient with respect to y = x @ w."""
-    def wrong(y, x_t, w_t, g):
-        dy = dy_of(y, g)
-        return dy @ w_t, x_t @ dy
+def _slip(kind):
+    def wrong(W, b, x, v):
+        u, du, h, s, ds = _pieces(W, b, x, v)
+        return {
+            "first": (1 - h**2) * du * s,
+            "second": h * ds,
+            "two": (1 - h**2) * du * s + h * (x @ v),
+            "pre": (1 - u**2) * du * s + h * ds,
+            "square": (1 - h) * du * s + h * ds,
+            "bias": (1 - h**2) * (du + b) * s + h * ds,
+            "value": h * s,
+        }[kind]
     return wrong
 
 
-MIN_CUT_SLIPS = {
-    "the mean's 1/N is missing: the loss averages y.numel() entries, so each gets 1/N of "
-    "the incoming gradient":
-        _slip(lambda y, g: -2 * g * torch.cos(y) * torch.sin(y)),
-    "the mean is over every entry of y, y.numel() of them, not over its rows (y.shape[0]): "
-    "lesson 17's mean squared error had the same 1/N":
-        _slip(lambda y, g: -2 * g * torch.cos(y) * torch.sin(y) / y.shape[0]),
-    "the incoming gradient g is missing: the backward graph gets dL/d(loss) as its last "
-    "input (tangents_1), and everything it returns is scaled by it":
-        _slip(lambda y, g: -2 * torch.cos(y) * torch.sin(y) / y.numel()),
-    "the sign is flipped: the derivative of cos is -sin":
-        _slip(lambda y, g: 2 * g * torch.cos(y) * torch.sin(y) / y.numel()),
-    "the square's derivative is missing: d(c**2)/dc = 2c, then times cos' derivative -sin(y)":
-        _slip(lambda y, g: -g * torch.sin(y) / y.numel()),
-    "cos' derivative is missing: with c = cos(y), d(c**2)/dy = 2c * (-sin(y))":
-        _slip(lambda y, g: 2 * g * torch.cos(y) / y.numel()),
-    "the two gradients are in the wrong order: return (dL/dx, dL/dw), as the backward "
-    "graph returns its inputs' gradients in the order of the forward's inputs":
-        lambda y, x_t, w_t, g: tuple(reversed(_min_cut_reference(y, x_t, w_t, g))),
+_TANGENT_SLIPS = {
+    "the product rule lost a term: y = h * s moves through s as well, so dy = dh * s + h * ds":
+        _slip("first"),
+    "the product rule lost a term: y = h * s moves through h as well, so dy = dh * s + h * ds":
+        _slip("second"),
+    "the tangent of s = x . x is 2 (x . v); the factor 2 is missing": _slip("two"),
+    "tanh' is 1 - tanh(u)**2 = 1 - h**2 (lesson 02), with h the OUTPUT of tanh; this uses "
+    "1 - u**2, with its input": _slip("pre"),
+    "tanh' is 1 - h**2; the square is missing": _slip("square"),
+    "b is a constant: the tangent of W x + b is W v alone": _slip("bias"),
+    "that is the value y = tanh(W x + b) * (x . x), not its tangent": _slip("value"),
 }
 
-MIN_CUT_ADVICE = (
-    "Go from the loss back to y = x @ w first (dL/dy has y's shape: the mean, the square, "
-    "then cos), then through the matmul: dL/dx = dL/dy @ w.T and dL/dw = x.T @ dL/dy, "
-    "with the transposes you were given."
+# --------------------------------------------------------------------------- Exercise 3
+
+
+def _new_net(seed):
+    """A small model whose inputs are 2 x 3 grids, with a batch of 7 examples."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        net = nn.Sequential(nn.Flatten(), nn.Linear(6, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+    # Inputs and targets off to one side, so that the examples pull the same way: the batch
+    # gradient is then about as large as theirs, and clipping it once is told apart from
+    # clipping each.
+    X = torch.randn(7, 2, 3, generator=gen, dtype=torch.float64) + 2
+    Y = torch.randn(7, 2, generator=gen, dtype=torch.float64) + 3
+    return net, X, Y
+
+
+def _clip_error(err: Exception) -> str:
+    if isinstance(err, RuntimeError):
+        hint = (" Inside vmap your function sees one example without its batch dimension "
+                "(2 x 3, not 1 x 2 x 3): unsqueeze(0) it before calling the model"
+                if "shape" in str(err) else "")
+        return f"it raised RuntimeError: {str(err).splitlines()[0]}.{hint}"
+    return f"it raised {type(err).__name__}: {str(err).splitlines()[0]}"
+
+
+def _loop_gradients(net, X, Y):
+    """The check's own loop: each example's gradient, one backward call each."""
+    grads = []
+    for xi, yi in zip(X, Y, strict=True):
+        net.zero_grad()
+        ((net(xi.unsqueeze(0)) - yi.unsqueeze(0)) ** 2).mean().backward()
+        grads.append({k: p.grad.clone() for k, p in net.named_parameters()})
+    net.zero_grad()
+    return {k: torch.stack([g[k] for g in grads]) for k in grads[0]}
+
+
+def _clipped(per_example, scale):
+    return {k: (g * scale.reshape(-1, *[1] * (g.dim() - 1))).mean(0)
+            for k, g in per_example.items()}
+
+
+_CLIP_SLIPS = (
+    "the plain mean of the per-example gradients, nothing clipped: that is the batch gradient",
+    "the batch gradient clipped once: clip every example's gradient first, then average",
+    "max_norm / norm without the clamp at 1 scales the small gradients UP to max_norm; an "
+    "example within the limit keeps its gradient (scale = min(1, max_norm / norm))",
+    "each parameter's gradient clipped on its own: an example's norm is taken over all its "
+    "parameters together, then one scale multiplies all of them",
+    "the clipped gradients are added up, not averaged (divide by the number of examples)",
 )
 
-MIN_CUT = ByHand(
-    name="min-cut backward",
-    reference=_min_cut_reference,
-    make_inputs=_saved_inputs,
-    outputs=("dL/dx", "dL/dw"),
-    mistakes=MIN_CUT_SLIPS,
-    advice=MIN_CUT_ADVICE,
-)
+
+def _clip_slips(per_example, max_norm):
+    """What each typical slip returns, computed from the per-example gradients."""
+    norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in per_example.values()]).sum(0).sqrt()
+    mean = {k: g.mean(0) for k, g in per_example.items()}
+    batch_norm = sum(g.pow(2).sum() for g in mean.values()).sqrt()
+    batch_scale = min(1.0, max_norm / float(batch_norm))
+    per_tensor = {}
+    for k, g in per_example.items():
+        own = g.flatten(1).norm(dim=1).clamp(min=1e-300)
+        per_tensor[k] = (g * (max_norm / own).clamp(max=1.0).reshape(
+            -1, *[1] * (g.dim() - 1))).mean(0)
+    scale = (max_norm / norms).clamp(max=1.0)
+    clipped = _clipped(per_example, scale)
+    values = (mean, {k: g * batch_scale for k, g in mean.items()},
+              _clipped(per_example, max_norm / norms), per_tensor,
+              {k: g * len(norms) for k, g in clipped.items()})
+    return dict(zip(_CLIP_SLIPS, values, strict=True))
 
 
-# --------------------------------------------------------------------------- exercise 2
+def _telling_max_norm(per_example, norms):
+    """A max_norm that clips some examples and not others, under which every slip of
+    `_clip_slips` gives numbers of its own (so that each can be named), or None."""
+    keys = list(per_example)
+    ordered = norms.sort().values
+    # Between two examples' norms, the smallest first: the more examples are clipped, the
+    # likelier the batch gradient is clipped too.
+    candidates = [float(ordered[i - 1] + ordered[i]) / 2 for i in range(1, len(ordered))]
 
-_PRODUCTS = ("mm", "addmm", "bmm")
+    def same(a, b):
+        return all(torch.allclose(a[k], b[k], rtol=1e-6) for k in keys)
 
-
-def _new_function(kind: str, gen: torch.Generator, data_input: bool):
-    """A small function of new sizes using one kind of matrix product, and its inputs."""
-    def size():
-        return int(torch.randint(2, 9, (1,), generator=gen))
-
-    def randn(*shape, grad=True):
-        return torch.randn(*shape, generator=gen).requires_grad_(grad)
-
-    n, k, h, m = size(), size(), size(), size()
-    if kind == "addmm":  # a Linear with a bias, then a plain product
-        def fn(x, w1, b1, w2):
-            return (torch.tanh(F.linear(x, w1, b1)) @ w2).sum()
-        args = (randn(n, k, grad=not data_input), randn(h, k), randn(h), randn(h, m))
-    elif kind == "bmm":  # a batch of products
-        def fn(x, w):
-            return torch.bmm(x, w).sin().pow(2).sum()
-        b = size()
-        args = (randn(b, n, k, grad=not data_input), randn(b, k, m))
-    else:  # one weight used twice
-        def fn(x, w):
-            return ((x @ w).relu() @ w.T).pow(2).sum()
-        args = (randn(n, k, grad=not data_input), randn(k, h))
-    return fn, args
-
-
-def _functions(seed: int) -> list[tuple[str, Any, tuple]]:
-    """The check's three new functions, one per kind of product in a drawn order, with
-    their inputs: (kind, fn, args). One of them has an input that needs no gradient."""
-    gen = torch.Generator().manual_seed(seed + 18)
-    kinds = [_PRODUCTS[i] for i in torch.randperm(3, generator=gen).tolist()]
-    data_trial = int(torch.randint(0, 3, (1,), generator=gen))
-    return [(kind, *_new_function(kind, gen, data_input=trial == data_trial))
-            for trial, kind in enumerate(kinds)]
-
-
-def _compiled_grads(fn, args, fw_compiler, bw_compiler) -> list[Any]:
-    """Compile fn (the first forward and backward do it), then run forward and backward
-    again: the gradients of that second run."""
-    from functorch.compile import aot_function
-
-    compiled = aot_function(fn, fw_compiler=fw_compiler, bw_compiler=bw_compiler)
-    compiled(*args).backward()
-    for a in args:
-        a.grad = None
-    compiled(*args).backward()
-    return [a.grad for a in args if a.requires_grad]
-
-
-def _eager(fn, args) -> dict[str, Any]:
-    """What a right compiler is judged against: the FLOPs of each pass, product by product,
-    as FlopCounterMode measures them in eager mode (they are those of the graphs
-    AOTAutograd compiles), and the gradients."""
-    args = [a.detach().clone().requires_grad_(a.requires_grad) for a in args]
-    counted = []
-    with FlopCounterMode(display=False) as forward:
-        out = fn(*args)
-    counted.append(forward.get_flop_counts().get("Global", {}))
-    with FlopCounterMode(display=False) as backward:
-        out.backward()
-    counted.append(backward.get_flop_counts().get("Global", {}))
-    return {"flops": [{str(op).removeprefix("aten."): n for op, n in c.items()}
-                      for c in counted],
-            "grads": [a.grad for a in args if a.requires_grad]}
-
-
-def _watching(compiler: Any, ran_early: list[int]) -> Any:
-    """The learner's compiler, handed each graph with its forward watched: a call of it
-    before the compiler returns is noted in ``ran_early``."""
-    def watched(gm, example_inputs):
-        original = gm.forward
-        compiling = [True]
-
-        def forward(*args, **kwargs):
-            if compiling[0]:
-                ran_early.append(1)
-            return original(*args, **kwargs)
-
-        gm.forward = forward
-        try:
-            return compiler(gm, example_inputs)
-        finally:
-            compiling[0] = False
-    return watched
-
-
-def _made_compiler(answer: Any) -> Any:
-    """(compiler, counts) from the learner's make_flop_compiler, or a `failure`."""
-    if not callable(answer):
-        return failure("missing", f"expected a function returning (compiler, counts), got "
-                                  f"{type(answer).__name__}")
-    try:
-        made = answer()
-    except NotImplementedError:
-        return failure("missing", "not written yet: it still raises NotImplementedError.")
-    except Exception as err:
-        return failure("error", f"raised {type(err).__name__}: {_first_line(err)}")
-    if not (isinstance(made, tuple) and len(made) == 2 and callable(made[0])
-            and isinstance(made[1], list)):
-        return failure("fail", "expected two things back: a compiler function and the list it "
-                               "appends its counts to")
-    return made
-
-
-def _flop_run(fn: Any, args: tuple, compiler: Any, counts: list) -> Any:
-    """One new function compiled with the learner's compiler: whether the compiler ran a
-    graph while compiling it, the gradients, and what it appended (a `failure` when
-    compiling or running raised)."""
-    before, ran_early = len(counts), []
-    watched = _watching(compiler, ran_early)
-    try:
-        with warnings.catch_warnings():  # torch's warnings about the graphs: not the point
-            warnings.simplefilter("ignore")
-            grads = _compiled_grads(fn, args, watched, watched)
-    except NotImplementedError:
-        return failure("missing", "not written yet: it still raises NotImplementedError.")
-    except Exception as err:
-        return failure("error", f"compiling or running with your compiler raised "
-                                f"{type(err).__name__}: {_first_line(err)}. The compiler must "
-                                "return something AOTAutograd can call, such as "
-                                "make_boxed_func(gm.forward)")
-    return {"ran_early": bool(ran_early),
-            "grads": [g.detach().clone() if isinstance(g, torch.Tensor) else None for g in grads],
-            "counts": [_appended(c) for c in counts[before:]]}
-
-
-def _appended(value: Any) -> list[Any]:
-    """One appended count as plain data: [the number (a 1-element tensor's too), or None
-    if it is none; the name of its type; how it prints]."""
-    number = None
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        number = value.item()
-    elif isinstance(value, bool):
-        number = value
-    elif isinstance(value, numbers.Integral):
-        number = int(value)
-    elif isinstance(value, numbers.Real):
-        number = float(value)
-    return [number, type(value).__name__, str(value)[:60]]
-
-
-def _observe_flops(answer: Any, inputs: dict[str, Any]) -> Any:
-    """The learner's compiler on each new function in turn: a `failure` if the first cannot
-    be compiled with it; where one after the first fails, that failure is kept in its place."""
-    made = _made_compiler(answer)
-    if is_failure(made):
-        return made
-    compiler, counts = made
-    trials = []
-    for _, fn, args in _functions(inputs["seed"]):
-        trial = _flop_run(fn, args, compiler, counts)
-        if is_failure(trial) and not trials:
-            return trial
-        trials.append(trial)
-    return {"trials": trials}
-
-
-def _trial_slip(kind: str, got: dict[str, Any], want: dict[str, Any]) -> str | None:
-    """What is wrong with one function's counts and gradients, or None."""
-    where = f"on a new function with {kind}"
-    if is_failure(got):
-        return got["detail"]
-    if got["ran_early"]:
-        return (f"{where}: your compiler ran the graph while compiling it. A compiler is handed "
-                "the graph before any data flows: read the sizes from each node's meta['val'] "
-                "instead of measuring")
-    if len(got["grads"]) != len(want["grads"]) or any(
-            not (isinstance(g, torch.Tensor) and g.shape == e.shape
-                 and torch.allclose(g, e, rtol=1e-5, atol=1e-6))
-            for g, e in zip(got["grads"], want["grads"], strict=False)):
-        return (f"{where}: the gradients changed: the compiler must return a callable that runs "
-                "the graph as it is")
-    if len(got["counts"]) != 2:
-        return (f"{where}: {len(got['counts'])} numbers were appended for its 2 graphs "
-                "(forward, then backward): append one number each time the compiler is called")
-    for label, (mine, kind_of, shown), parts in zip(("forward", "backward"), got["counts"],
-                                                     want["flops"], strict=True):
-        total = sum(parts.values())
-        if mine != total:
-            return (f"{where}, the {label} graph: yours {shown if mine is None else mine}, "
-                    f"FlopCounterMode measured {total:,}. "
-                    + _flop_slip(mine, kind_of, total, parts))
+    for max_norm in candidates:
+        want = _clipped(per_example, (max_norm / norms).clamp(max=1.0))
+        slips = list(_clip_slips(per_example, max_norm).values())
+        if not any(same(a, b) for i, a in enumerate([want, *slips]) for b in slips[i:]):
+            return max_norm
     return None
 
 
-def _flops_slip(got: dict[str, Any], wants: list[dict[str, Any]]) -> str | None:
-    kinds = [want["kind"] for want in wants]
-    return next(filter(None, (_trial_slip(kind, trial, want) for kind, trial, want
-                              in zip(kinds, got["trials"], wants, strict=True))), None)
+def _clip_inputs(gen: torch.Generator) -> dict:
+    """A new model and batch (by the seed `_new_net` makes them from) and a max_norm under
+    which the answer and every slip differ: new draws until one has it (the inputs are off
+    to one side, so nearly always the first)."""
+    for draw in range(50):
+        seed = gen.initial_seed() + 15 + 7717 * draw
+        per_example, norms = _per_example(seed)
+        max_norm = _telling_max_norm(per_example, norms)
+        if max_norm is not None:
+            return {"net": seed, "max_norm": max_norm}
+    raise AssertionError("no model and max_norm tell per-example clipping from its slips")
 
 
-FLOP_COMPILER = Method(
-    name="make_flop_compiler",
-    make_inputs=lambda gen: {"seed": gen.initial_seed()},
-    observe=_observe_flops,
-    reference=lambda inputs: [{"kind": kind, **_eager(fn, args)}
-                              for kind, fn, args in _functions(inputs["seed"])],
-    agree=lambda got, want: _flops_slip(got, want) is None,
-    explain=lambda inputs, got, want: _flops_slip(got, want),
+def _per_example(seed: int):
+    """The per-example gradients of `_new_net`'s model for ``seed``, and their norms."""
+    per_example = _loop_gradients(*_new_net(seed))
+    norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in per_example.values()]).sum(0).sqrt()
+    return per_example, norms
+
+
+def _observe_clip(answer, inputs: dict) -> dict:
+    """The autograd calls the answer made, its reverse passes, and what it returned."""
+    net, X, Y = _new_net(inputs["net"])
+    with count_autograd() as seen:
+        got, failed = call_answer(answer, net, X.clone(), Y.clone(), inputs["max_norm"],
+                                  what="it", raised=_clip_error,
+                                  not_callable=f"expected a function (model, X, Y, max_norm) "
+                                               f"-> dict of gradients, got "
+                                               f"{type(answer).__name__}")
+    if failed is not None:
+        return failed
+    return {"calls": list(seen.calls), "reverse": seen.reverse, "result": as_plain(got)}
+
+
+def _clip_reference(inputs: dict) -> dict:
+    per_example, norms = _per_example(inputs["net"])
+    return {"result": _clipped(per_example, (inputs["max_norm"] / norms).clamp(max=1.0))}
+
+
+def _clip_slip(words: str):
+    """The observation of the slip ``words`` names."""
+    def slip(inputs: dict) -> dict:
+        per_example, _ = _per_example(inputs["net"])
+        return {"result": _clip_slips(per_example, inputs["max_norm"])[words]}
+    return slip
+
+
+def _passes(got: dict) -> int:
+    return max(got["calls"].count("Tensor.backward()"), got["reverse"])
+
+
+def _clip_agree(got: dict, want: dict) -> bool:
+    result, right = got["result"], want["result"]
+    return (_passes(got) == 1 and "torch.func.vmap" in got["calls"]
+            and isinstance(result, dict) and sorted(result) == sorted(right)
+            and all(close(result[k], right[k]) for k in right))
+
+
+def _explain_clip(inputs: dict, got: dict, want: dict) -> str:
+    result, right, n = got["result"], want["result"], len(_new_net(inputs["net"])[1])
+    if _passes(got) > 1:
+        return failure("method", f"{_passes(got)} backward passes for {n} examples: a loop "
+                       "over the examples. The exercise asks for ONE vmapped call, "
+                       "vmap(grad(...)), which batches them into one pass.")
+    if _passes(got) == 0 or "torch.func.vmap" not in got["calls"]:
+        return failure("method", "no vmapped call ran a reverse pass: one backward on the "
+                       "whole batch gives one gradient for all the examples together, not one "
+                       "per example. Get the per-example gradients with one call of "
+                       "vmap(grad(one_loss), in_dims=(None, 0, 0)).")
+    keys = list(right)
+    if not isinstance(result, dict) or sorted(result) != sorted(keys):
+        what = sorted(result) if isinstance(result, dict) else kind_of(result)
+        return (f"expected a dict with one gradient per parameter, keys {keys}; got {what}")
+    for k in keys:
+        if not isinstance(result[k], torch.Tensor) or result[k].shape != right[k].shape:
+            shape = tuple(result[k].shape) if isinstance(result[k], torch.Tensor) else result[k]
+            return failure("shape", f"the gradient for {k} has shape {shape}; it has the "
+                           f"parameter's shape {tuple(right[k].shape)}")
+    k = next(k for k in keys if not close(result[k], right[k]))
+    compare_words = compared(f"per-example clipping ({k})", result[k], right[k], "a tensor")
+    return failure("mismatch", f"the clipped mean for {k} differs from a loop of {n} backward "
+                   "calls with clipping. Each example's loss is ((model(x_i) - y_i) ** "
+                   "2).mean() on a batch of one; its norm is taken over all parameters "
+                   "together.\n  " + compare_words["detail"])
+
+
+CLIP = Method(
+    name="per-example clipping",
+    make_inputs=_clip_inputs,
+    observe=_observe_clip,
+    reference=_clip_reference,
+    explain=_explain_clip,
+    mistakes={f"your result is {words}": _clip_slip(words)
+              for words in _CLIP_SLIPS},
     trials=1,
-    passed="matches FlopCounterMode on 3 new functions (mm, addmm and bmm; forward and "
-           "backward graphs; one with an input that needs no gradient), read from the graphs "
-           "before they ran, and the gradients are unchanged",
-    # AOTAutograd compiles the Python code of each graph it makes (FX's recompile).
-    allows=frozenset({"exec"}),
-    vocabulary=METHOD.allowing("functorch.compile.", "torch.compile", "torch.fx.",
-                               "torch.ops.aten.", "torch.utils.flop_counter."),
+    agree=_clip_agree,
+    passed="one vmapped pass, and the same as a loop of 7 backward calls on a new model (some "
+           "of its 7 examples clipped, the others not)",
 )
 
 
-def _flop_slip(mine: Any, kind_of: str, want: int, parts: dict[str, int]) -> str:
-    """The slip a wrong count shows, named only when the numbers show it."""
-    if not isinstance(mine, (int, float)) or isinstance(mine, bool):
-        return f"Append a number (an int), not {kind_of}."
-    if mine * 2 == want:
-        return ("Half of it: that is the multiply-adds. FlopCounterMode counts 2 FLOPs per "
-                "multiply-add, 2 * m * k * n for an (m, k) @ (k, n) product.")
-    where_from = {"mm": "x @ w becomes aten.mm",
-                  "addmm": "a Linear with a bias becomes addmm(bias, x, weight.T)",
-                  "bmm": "torch.bmm becomes aten.bmm"}
-    for op in _PRODUCTS:
-        if op in parts and mine == want - parts[op]:
-            return (f"Exactly the FLOPs of its {op} nodes are missing: {where_from[op]}, a "
-                    "matrix product too.")
-    return ("Look for the mm, addmm and bmm nodes (node.target is torch.ops.aten.mm.default "
-            "and so on) and read their sizes from node.meta['val'] and their inputs'.")
-
-
 EXERCISES = {
-    "l18-min-cut-backward": MIN_CUT,
-    "l18-flop-compiler": FLOP_COMPILER,
+    "l18-jvp-by-hand": ByHand(
+        name="J v of tanh(W x + b) * (x . x)",
+        reference=_tangent_reference,
+        make_inputs=tangent_inputs,
+        mistakes=_TANGENT_SLIPS,
+        advice="Carry the tangent through each step as the forward pass goes: u = W x + b, "
+               "h = tanh(u), s = x . x, y = h * s; each step's tangent comes from the "
+               "tangents of its inputs by that step's local rule.",
+    ),
+    "l18-clip-per-example": CLIP,
 }
-
 
 # --------------------------------------------------------------------------- predictions
 
 
-def _sin_cos(x, w):
-    return (x @ w).sin().cos().sum()
+def passes_for(in_shape, out_shape, seed=0):
+    """Both modes' passes for the full Jacobian of a random f with these shapes:
+    (JVPs, one per input element; VJPs, one per output element)."""
+    gen = torch.Generator().manual_seed(seed)
+    n, m = torch.Size(in_shape).numel(), torch.Size(out_shape).numel()
+    A = torch.randn(m, n, generator=gen, dtype=torch.float64)
+
+    def f_new(t):
+        return torch.tanh(A @ t.reshape(-1)).reshape(out_shape)
+
+    x = torch.randn(in_shape, generator=gen, dtype=torch.float64)
+    with count_autograd() as forward:
+        for e in torch.eye(n, dtype=torch.float64):
+            jvp(f_new, (x,), (e.reshape(in_shape),))
+    with count_autograd() as reverse:
+        _, pullback = vjp(f_new, x)
+        for e in torch.eye(m, dtype=torch.float64):
+            pullback(e.reshape(out_shape))
+    return forward.forward, reverse.reverse
 
 
-def _min_cut_bytes_answer() -> int:
-    """Bytes beyond x and w that the min-cut forward keeps for section 2's function."""
-    from functorch.compile import aot_function, min_cut_rematerialization_partition
-
-    with torch.random.fork_rng():
-        torch.manual_seed(2)
-        x = torch.randn(64, 32, requires_grad=True)
-        w = torch.randn(32, 16, requires_grad=True)
-    compiled = aot_function(_sin_cos, fw_compiler=_nop, bw_compiler=_nop,
-                            partition_fn=min_cut_rematerialization_partition)
-    memory = describe(compiled(x, w)).saved_memory()
-    return memory.total - memory.leaf_bytes
+def _loss_row_answer():
+    return passes_for((64,), ())
 
 
-def _branchy(x, w):
-    h = torch.tanh(x @ w)
-    if h.sum() > 0:  # a branch on the values: Dynamo cannot know which way it goes
-        h = h * 2
-    else:
-        h = -h
-    return (h * h).sum()
+def _lesson05_answer():
+    from torch.func import jacfwd, jacrev
+
+    inp = torch.eye(4, 5, dtype=torch.float64)
+
+    def square_t(t):
+        return (t + 1).pow(2).t()
+
+    with count_autograd() as seen_05:
+        torch.autograd.functional.jacobian(square_t, inp)
+    with count_autograd() as seen_rev:
+        jacrev(square_t)(inp)
+    with count_autograd() as seen_fwd:
+        jacfwd(square_t)(inp)
+    return seen_05.reverse, seen_rev.reverse, seen_fwd.forward
 
 
-@functools.cache
-def _branch_answer() -> int:
-    """Backward graphs compiled for _branchy, called once with x and once with -x."""
-    _reset_dynamo()
-    backend, counts = _graph_counter()
-    compiled = torch.compile(_branchy, backend=backend)
-    with torch.random.fork_rng():
-        torch.manual_seed(3)
-        x, w = torch.randn(6, 4), torch.randn(4, 3, requires_grad=True)
-    for sign in (1, -1):
-        compiled(sign * x, w).backward()
-    _reset_dynamo()
-    return counts["backward"]
+SHAPES = {"a": ((28, 28), (10,)), "b": ((2,), (50, 3)), "c": ((100,), ())}
 
 
-# One line of a function, four ways: which of them ends Dynamo's graph?
-CHANGES = {
-    "a": lambda h, x: h * x.shape[0],
-    "b": lambda h, x: h / h.norm(),
-    "c": lambda h, x: h * float(h.max()),
-    "d": lambda h, x: h if x.dim() == 2 else -h,
-}
-
-
-@functools.cache
-def _break_answer() -> str | tuple[str, ...]:
-    """The change (or changes) after which the function compiles into more than one graph."""
-    with torch.random.fork_rng():
-        torch.manual_seed(4)
-        x, w = torch.randn(6, 4), torch.randn(4, 3, requires_grad=True)
-    breaking = []
-    for key, change in CHANGES.items():
-        _reset_dynamo()
-        backend, counts = _graph_counter()
-
-        def changed(x, w, change=change):
-            h = torch.tanh(x @ w)
-            h = change(h, x)
-            return (h * h).sum()
-
-        torch.compile(changed, backend=backend)(x, w).backward()
-        if counts["forward"] > 1:
-            breaking.append(key)
-    _reset_dynamo()
-    return breaking[0] if len(breaking) == 1 else tuple(breaking)
+def _modes_answer():
+    counted = {k: passes_for(*shapes) for k, shapes in SHAPES.items()}
+    return tuple("jacfwd" if fw < rv else "jacrev" for fw, rv in counted.values())
 
 
 PREDICTIONS = {
-    "l18-predict-min-cut": Prediction(
-        question="bytes beyond x and w that the min-cut forward keeps for (x @ w).sin().cos()"
-                 ".sum()",
-        answer=_min_cut_bytes_answer,
-        hint="cos' backward needs its input, sin(x @ w), and sin's backward needs x @ w: "
-             "which of the two can the backward compute again from the other, and how big "
-             "is what is left?",
-        why="min-cut keeps only x @ w (64 x 16 float32 numbers) and computes sin(x @ w) "
-            "again in the backward, where cos' derivative needs it; the transposes of x and "
-            "w it keeps are views of the leaves, no new memory: {answer} bytes",
+    "l18-predict-loss-row": Prediction(
+        question="(forward-mode passes, reverse-mode passes) for the full Jacobian, n = 64, "
+                 "m = 1",
+        answer=_loss_row_answer,
+        hint="one forward-mode pass fills one column of J, one reverse-mode pass one row: what "
+             "shape is the Jacobian of a function with n inputs and m outputs?",
+        why="forward mode needs one JVP per input (a column each), reverse mode one VJP per "
+            "output (a row each); a loss has 64 inputs and 1 output, so {answer}",
     ),
-    "l18-predict-branch": Prediction(
-        question="backward graphs compiled after one call with x and one with -x",
-        answer=_branch_answer,
-        hint="the branch cuts the function in two at the if; the part after it depends on "
-             "the way the branch went, and -x takes the other way. Count the pieces each "
-             "call needs, and which of them the second call can reuse.",
-        why="the graph before the if (one), the rest with the first branch (two), and on the "
-            "call with -x the other branch's rest, compiled anew (three): {answer} forward "
-            "graphs and {answer} backward graphs",
+    "l18-predict-lesson08": Prediction(
+        question="(reverse passes of lesson 08's jacobian, reverse passes of jacrev, forward "
+                 "passes of jacfwd)",
+        answer=_lesson05_answer,
+        hint="torch.autograd.functional.jacobian (without vectorize=True) runs one VJP per "
+             "output element in a Python loop; jacrev and jacfwd batch all their one-hot "
+             "vectors with vmap.",
+        why="lesson 08's jacobian loops over the 20 output elements, one backward each; "
+            "jacrev and jacfwd push all 20 one-hot vectors through at once, as one batched "
+            "pass: {answer}",
     ),
-    "l18-predict-break": Prediction(
-        question="which change makes the function compile into more than one graph",
-        answer=_break_answer,
-        hint="while Dynamo traces, it knows every tensor's shape and number of dimensions, "
-             "but not the numbers inside: look for the line that needs one of those numbers "
-             "as a plain Python value.",
-        why="float(h.max()) turns a value inside a tensor into a Python number, which Dynamo "
-            "cannot know while tracing, so the graph ends there (as .item() would end it); "
-            "x.shape[0] and x.dim() are known when tracing, and h / h.norm() stays a tensor",
-        choices=tuple(CHANGES),
+    "l18-predict-modes": Prediction(
+        question="the cheaper mode for (a), (b), (c)",
+        answer=_modes_answer,
+        hint="forward mode needs one pass per input element, reverse mode one per output "
+             "element: count both sides for each function.",
+        why="counted, forward vs reverse passes: (a) 784 vs 10, (b) 2 vs 150, (c) 100 vs 1; "
+            "the side with fewer passes wins: {answer}",
     ),
 }

@@ -1,101 +1,323 @@
-"""Lesson 16, backward across processes: its exercises and its prediction.
+"""Lesson 16, what backward keeps: its exercises and its predictions.
 
-Every exercise runs the learner's function inside real worker processes
-(`backproplab.distributed.run`: gloo, on the CPU), first in 2 processes and
-then in 3, so that an answer which assumes two workers is caught:
-
-- ``l16-fp16-hook`` (`fp16`): a DDP communication hook that averages each
-  bucket in float16, also where a float16 sum over the ranks would overflow.
-- ``l16-buckets`` (`buckets`): DDP's buckets built from gradient hooks on a
-  plain model, without DDP: the all-reduce calls (their sizes, and when each
-  is made) and the gradients compared with what DDP does.
-- ``l16-shard-mean`` (`sharding`): a reduce-scatter built from ``send`` and
-  ``recv``, in FSDP's layout.
-
-The shared parts (what the workers watch, running in 2 and 3 processes, the
-readings of a gradient off by a factor) are in `common`. The prediction runs
-DDP with a given bucket cap and counts the all-reduce calls of one step, after
-DDP has rebuilt its buckets. The messages name the slip the numbers show (a
-sum where an average was due, a world size of 2 written in, float32 sent) and
-only when the numbers show it.
+- ``l16-bytes-formula`` (Exercise 2): the bytes an MLP keeps for backward, from a
+  formula. It is checked like a gradient by hand (`ByHand`): new batch sizes,
+  widths and activations on every trial, the reference measured with
+  `describe(...).saved_memory()`, byte counts compared exactly. Its slips are
+  about counting, not about derivatives.
+- ``l16-checkpoint-by-hooks`` (Exercise 3, module ``hooked``): checkpointing built
+  from saved-tensor hooks, its runs, what it keeps and its dropout mask checked.
+- ``l16-checkpoint`` (Exercise 4, module ``budget``): which blocks of a stack to
+  checkpoint, on stacks where the rule of thumb (most bytes per multiply-add first)
+  is not the cheapest choice within the budget.
+- ``l16-tbptt`` (Exercise 5): the error of the truncated-BPTT gradient against full
+  BPTT.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ...distributed import counting_average, make_batch, run
-from .._spec import Prediction
-from .buckets import BUCKETS
-from .common import TIMEOUT
-from .fp16 import FP16_HOOK
-from .sharding import SHARD_MEAN
+from ....graph import describe
+from .._spec import (
+    ByHand,
+    Method,
+    Prediction,
+    Task,
+    as_plain,
+    call_answer,
+    every_case,
+    kind_of,
+    relative,
+)
+from .budget import CHECKPOINT, run_stack
+from .hooked import HOOKED_CHECKPOINT, first_error
 
-# What the grade's sandbox loads before an answer runs (its audit hook refuses imports
-# after, in the worker processes too, which it forks): what multiprocessing imports to fork
-# them, what reading their results (pickled tensors) imports, and what DDP imports when a
-# communication hook is registered.
-PRELOAD = ("multiprocessing.popen_fork", "torch.utils.serialization",
-           "torch.utils.serialization.config", "torch.distributed.algorithms.ddp_comm_hooks")
+# --------------------------------------------------------------------------- Exercise 2
 
-EXERCISES = {
-    "l16-fp16-hook": FP16_HOOK,
-    "l16-buckets": BUCKETS,
-    "l16-shard-mean": SHARD_MEAN,
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}
+
+
+def make_mlp(widths, activation):
+    """Linear(w0, w1) -> activation -> Linear(w1, w2) -> ... -> Linear(w[-2], w[-1])."""
+    layers = []
+    for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        if i:
+            layers.append(ACTIVATIONS[activation]())
+        layers.append(nn.Linear(fan_in, fan_out))
+    return nn.Sequential(*layers)
+
+
+def _bytes_reference(batch, widths, activation):
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = make_mlp(widths, activation)
+        inputs = torch.randn(batch, widths[0])
+    memory = describe(model(inputs).sum()).saved_memory()
+    return memory.total - memory.leaf_bytes
+
+
+def _new_mlp_shape(gen):
+    """A batch size, 2 to 5 widths and an activation, all new. The trials' generators have
+    seeds that follow each other, so of any three trials one has GELU and one another
+    activation, each with a hidden layer: every kept slip shows on one of them."""
+    kind = gen.initial_seed() % 3
+    batch = int(torch.randint(1, 65, (1,), generator=gen))
+    depth = int(torch.randint(2 if kind == 2 else 3, 6, (1,), generator=gen))
+    widths = tuple(int(w) for w in torch.randint(1, 33, (depth,), generator=gen))
+    names = [["gelu"], [a for a in ACTIVATIONS if a != "gelu"], list(ACTIVATIONS)][kind]
+    activation = names[int(torch.randint(0, len(names), (1,), generator=gen))]
+    return batch, widths, activation
+
+
+def _per_hidden(activation):
+    """Tensors kept per hidden layer: the activation's output, which the next Linear keeps
+    too (one block), or for GELU also its input."""
+    return 2 if activation == "gelu" else 1
+
+
+BYTES_SLIPS = {
+    "you counted elements, not bytes: multiply by the element size (4 bytes for float32, "
+    "t.element_size())":
+        lambda n, w, a: n * (w[0] + _per_hidden(a) * sum(w[1:-1])),
+    "the input batch is missing: it needs no gradient, but the first layer keeps it, "
+    "because its weight's gradient is built from it":
+        lambda n, w, a: 4 * n * _per_hidden(a) * sum(w[1:-1]),
+    "each hidden layer is counted twice: the activation's output and the next layer's input "
+    "(mat1) are one tensor, kept once (GELU is different: it keeps its input as well)":
+        lambda n, w, a: 4 * n * (w[0] + 2 * sum(w[1:-1])),
+    "GELU's input is missing: ReLU, tanh and sigmoid keep their output, which the next "
+    "layer keeps anyway, but GELU keeps its input, a tensor of its own":
+        lambda n, w, a: 4 * n * (w[0] + sum(w[1:-1])),
+    "the network's output is counted: nothing keeps it (the sum after it saves no tensor)":
+        lambda n, w, a: 4 * n * (w[0] + _per_hidden(a) * sum(w[1:-1]) + w[-1]),
+    "the bytes are for one example: multiply by the batch size":
+        lambda n, w, a: 4 * (w[0] + _per_hidden(a) * sum(w[1:-1])),
+    "the weights are counted: they are leaves, in memory anyway, and saved_memory() keeps "
+    "them apart (leaf_bytes)":
+        lambda n, w, a: 4 * (n * (w[0] + _per_hidden(a) * sum(w[1:-1]))
+                             + sum(p * q for p, q in zip(w[1:-1], w[2:], strict=True))),
 }
 
+BYTES_ADVICE = (
+    "A byte count, not a derivative: list the tensors the graph keeps for a two-layer "
+    "network (bl.describe(model(x).sum()) shows each node's saved tensors), note their "
+    "shapes, and count each block of memory once, 4 bytes per float32 number."
+)
 
-# --------------------------------------------------------------------------
-# The prediction: all-reduce calls in one step, for a given bucket cap
-# --------------------------------------------------------------------------
-
-PREDICTION_CAP = 4000  # bytes
-
-
-def _prediction_model() -> nn.Sequential:
-    """The model of the lesson's prediction cell."""
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Linear(32, 32), nn.ReLU(),
-        nn.Linear(32, 32), nn.ReLU(),
-        nn.Linear(32, 10),
-    )
+# --------------------------------------------------------------------------- Exercise 5
 
 
-def _calls_per_step(steps: int = 3) -> list[int]:
-    """All-reduce calls in each of ``steps`` training steps (runs in each worker)."""
-    ddp = DDP(_prediction_model(), bucket_cap_mb=PREDICTION_CAP / 2**20)
-    calls: list[int] = []
-    ddp.register_comm_hook(state=None, hook=counting_average(calls))
-    x = make_batch(4, seed=2)[0].repeat(1, 4)  # 32 features
-    per_step = []
-    for _ in range(steps):
-        before = len(calls)
-        ddp.zero_grad()
-        ddp(x).pow(2).mean().backward()
-        per_step.append(len(calls) - before)
-    return per_step
+def loop_gradient(W, xs, k=None, detach_after=False):
+    """dL/dW for h_t = tanh(W h_{t-1} + x_t) from h = 0, L = sum over t of (h_t ** 2).sum(),
+    the state detached every k steps (k None: full BPTT)."""
+    W = W.detach().clone().requires_grad_()
+    h = torch.zeros(W.shape[0], dtype=W.dtype)
+    loss = 0
+    for t in range(len(xs)):
+        if k and not detach_after and t % k == 0:
+            h = h.detach()
+        h = torch.tanh(W @ h + xs[t])
+        if k and detach_after and t % k == 0:
+            h = h.detach()
+        loss = loss + (h**2).sum()
+    (grad,) = torch.autograd.grad(loss, W)
+    return grad
 
 
-def _buckets_answer() -> int:
-    """All-reduce calls in the third step, once DDP has rebuilt its buckets."""
-    return run(_calls_per_step, 2, timeout=TIMEOUT)[0][-1]
+def new_loop(gen, units=None, steps=None):
+    """A recurrent weight with spectral radius 0.8 and an input sequence."""
+    units = units or int(torch.randint(3, 9, (1,), generator=gen))
+    steps = steps or int(torch.randint(30, 81, (1,), generator=gen))
+    W = torch.randn(units, units, generator=gen, dtype=torch.float64)
+    W = 0.8 * W / torch.linalg.eigvals(W).abs().max()
+    xs = 0.5 * torch.randn(steps, units, generator=gen, dtype=torch.float64)
+    return W, xs
+
+
+def _tbptt_inputs(gen):
+    """Three new loops, each with a k of its own; then the loop of 8 units and 400 steps the
+    pass message speaks of, with k = 10 and with k = 100."""
+    loops = []
+    for _ in range(3):
+        W, xs = new_loop(gen)
+        k = int(torch.randint(2, len(xs) // 2, (1,), generator=gen))
+        loops.append({"W": W, "xs": xs, "k": k, "new": True})
+    W, xs = new_loop(torch.Generator().manual_seed(15), units=8, steps=400)
+    loops += [{"W": W, "xs": xs, "k": k, "new": False} for k in (10, 100)]
+    return {"loops": loops}
+
+
+# What a right answer measures on that loop (tests/lessons/test_facts_lesson12.py runs it).
+MEASURED = {10: "0.0880", 100: "0.0292"}
+
+
+def _observe_tbptt(answer, inputs):
+    """The number the answer returned for each loop."""
+    said = []
+    for loop in inputs["loops"]:
+        got, failed = call_answer(answer, loop["W"].clone(), loop["xs"].clone(), loop["k"],
+                                  what="it", raised=first_error,
+                                  not_callable=f"expected a function (W, xs, k) -> a number, "
+                                               f"got {type(answer).__name__}")
+        if failed is not None:
+            return failed
+        said.append(as_plain(got))
+    return said
+
+
+# The numbers of the loops met lately, by the loops' values: the reference and each slip
+# ask for the same few gradients, each a loop of up to 400 steps.
+_NUMBERS: dict = {}
+
+
+def _loop_numbers(loop):
+    """The right number for one loop, and the number of each slip of `TBPTT_SLIPS`."""
+    key = (loop["W"].numpy().tobytes(), loop["xs"].numpy().tobytes(), loop["k"])
+    if key not in _NUMBERS:
+        W, xs, k = loop["W"], loop["xs"], loop["k"]
+        full, cut = loop_gradient(W, xs), loop_gradient(W, xs, k)
+        if len(_NUMBERS) > 64:
+            _NUMBERS.clear()
+        _NUMBERS[key] = {
+            "right": relative(cut, full, ord=2),
+            "never": 0.0,
+            "every step": relative(loop_gradient(W, xs, 1), full, ord=2),
+            "after": relative(loop_gradient(W, xs, k, True), full, ord=2),
+            "absolute": (cut - full).norm().item(),
+            "truncated": ((cut - full).norm() / cut.norm()).item(),
+        }
+    return _NUMBERS[key]
+
+
+def _per_loop(inputs, which):
+    """The number ``which`` names (the right one, or a slip's) for every loop."""
+    return [_loop_numbers(loop)[which] for loop in inputs["loops"]]
+
+
+def _number(value):
+    """An answer's number as a float: a Python number, or a tensor of one element."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        return value.item()
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _tbptt_agree(got, want):
+    number = _number(got)
+    return number is not None and math.isclose(number, want, rel_tol=1e-9, abs_tol=1e-15)
+
+
+def _explain_tbptt(inputs, got, want):
+    at = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not _tbptt_agree(g, w))
+    loop, number = inputs["loops"][at], _number(got[at])
+    if number is None:
+        return f"expected one number, the relative error, got {kind_of(got[at])}"
+    return (f"on {'a new' if loop['new'] else 'a'} loop ({loop['W'].shape[0]} units, "
+            f"{len(loop['xs'])} steps, k = {loop['k']}): yours {number:.6g}, expected "
+            f"{want[at]:.6g}. Run the loop twice from h = 0, once as it is and once with "
+            "h = h.detach() before the update whenever t % k == 0, take dL/dW from each, and "
+            "return ‖g_k - g‖ / ‖g‖")
+
+
+TBPTT_SLIPS = {
+    "0: the truncated gradient came out equal to the full one, so the state was never "
+    "detached (the loss is the same either way: only the gradient changes)": "never",
+    "the error of detaching at every step (k = 1): detach only when t % k == 0": "every step",
+    "the error of a loop that detaches after the update instead of before it: the "
+    "chunks start one step late": "after",
+    "the absolute error ‖g_k - g‖: divide by the full gradient's norm ‖g‖": "absolute",
+    "divided by the truncated gradient's norm: the error is relative to the full "
+    "gradient, ‖g_k - g‖ / ‖g‖": "truncated",
+}
+
+TBPTT = Method(
+    name="truncation_error",
+    make_inputs=_tbptt_inputs,
+    observe=_observe_tbptt,
+    reference=functools.partial(_per_loop, which="right"),
+    explain=_explain_tbptt,
+    mistakes={f"your number is {words}": functools.partial(_per_loop, which=which)
+              for words, which in TBPTT_SLIPS.items()},
+    trials=1,
+    agree=every_case(_tbptt_agree),
+    passed=f"matches on 3 new loops. On a loop of 8 units and 400 steps it measures "
+           f"{MEASURED[10]} for k = 10 and {MEASURED[100]} for k = 100",
+)
+
+
+# Checked like a gradient by hand, in the words of a byte count: the formula is compared
+# with what saved_memory() measures, not with autograd.
+BYTES = ByHand(
+    name="bytes kept for backward",
+    reference=_bytes_reference,
+    make_inputs=_new_mlp_shape,
+    mistakes=BYTES_SLIPS,
+    advice=BYTES_ADVICE,
+    task=Task(asks_for="a formula", result="the count",
+              how="Work out what each node keeps and count it with plain arithmetic.",
+              reference="what saved_memory() measures",
+              inputs="new networks (batch sizes, widths, activations)"),
+)
+
+
+EXERCISES = {
+    "l16-bytes-formula": BYTES,
+    "l16-checkpoint-by-hooks": HOOKED_CHECKPOINT,
+    "l16-checkpoint": CHECKPOINT,
+    "l16-tbptt": TBPTT,
+}
+
+# --------------------------------------------------------------------------- predictions
+
+
+def _recompute_answer():
+    """How often the first of eight checkpointed blocks runs in one forward and backward."""
+    with torch.random.fork_rng():
+        torch.manual_seed(3)
+        blocks = nn.ModuleList(
+            nn.Sequential(nn.Linear(256, 256), nn.Tanh(), nn.Linear(256, 256), nn.Tanh())
+            for _ in range(8))
+        data = torch.randn(64, 256)
+    calls = []
+    hook = blocks[0].register_forward_pre_hook(lambda module, args: calls.append(1))
+    try:
+        run_stack(blocks, data, set(range(8))).sum().backward()
+    finally:
+        hook.remove()
+    return len(calls)
+
+
+def _sigmoid_answer():
+    gen = torch.Generator().manual_seed(0)
+    x_big = torch.randn(10_000, generator=gen).requires_grad_()
+    kept = {}
+    for name, fn in (("sigmoid", torch.sigmoid), ("formula", lambda t: 1 / (1 + torch.exp(-t)))):
+        memory = describe(fn(x_big).sum()).saved_memory()
+        kept[name] = memory.total - memory.leaf_bytes
+    return max(kept, key=kept.get)
 
 
 PREDICTIONS = {
-    "l16-predict-buckets": Prediction(
-        question="all-reduce calls in one step (after the first) with a 4,000-byte bucket cap",
-        answer=_buckets_answer,
-        hint="list the parameters in the order their gradients become ready (last layer "
-             "first, each bias before its weight) with their bytes (4 per float32 value), "
-             "and close a bucket as soon as it holds 4,000 bytes or more; what is left at the "
-             "end makes one more bucket.",
-        why="the gradients arrive as the last layer's bias (40 bytes) and weight (1,280), the "
-            "middle layer's bias (128) and weight (4,096): with that weight bucket 0 holds "
-            "5,544 bytes, past the cap, and is sent. The first layer's bias and weight (4,224 "
-            "bytes) make bucket 1. {answer} buckets, {answer} all-reduce calls per step (the "
-            "very first step sends everything in one bucket, before DDP has seen the order)",
+    "l16-predict-recompute": Prediction(
+        question="how many times the first checkpointed block runs in one forward and backward",
+        answer=_recompute_answer,
+        hint="a checkpointed block keeps nothing inside it during the forward pass; what must "
+             "backward do when it reaches that block and needs the tensors it did not keep?",
+        why="once in the forward pass, and once more in backward to rebuild the tensors it "
+            "did not keep: {answer}",
+    ),
+    "l16-predict-sigmoid": Prediction(
+        question="which keeps more for backward",
+        answer=_sigmoid_answer,
+        hint="one node per operation, and each keeps what its own derivative needs: how many "
+             "nodes does each version make, and what does each of them keep?",
+        why="sigmoid is one node and keeps only its output (40,000 bytes for 10,000 float32 "
+            "numbers); the formula's exp and its reciprocal each keep a result of their own "
+            "(80,008 bytes): the {answer} keeps more",
+        choices=("sigmoid", "formula"),
     ),
 }

@@ -1,0 +1,351 @@
+"""Lesson 15's exercise (``l15-vanishing``): a search with hooks for the layer where the
+gradient vanishes in a broken network. The check watches the answer on three new broken
+networks (a shut gate, a saturated sigmoid, a saturated tanh) and a healthy one: the hooks
+it registers, its backward passes, the hooks it leaves behind, a non-leaf .grad read, and
+the layer it names; and knows the slips of that hunt: the walk started from the input,
+grad_output taken for grad_input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+from collections import OrderedDict
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from .._spec import Method, as_plain, call_answer, count_autograd, every_case, kind_of
+
+VANISH = "first_vanishing_layer"
+
+
+class Gate(nn.Module):
+    """Multiplies its input by a fixed factor: open at 1, shut at 0 (then nothing gets back).
+
+    >>> Gate(0.0)(torch.ones(2))
+    tensor([0., 0.])
+    """
+
+    def __init__(self, factor: float) -> None:
+        super().__init__()
+        self.factor = factor
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.factor
+
+    def extra_repr(self) -> str:
+        return f"factor={self.factor}"
+
+
+def _randint(low: int, high: int, gen: torch.Generator) -> int:
+    return int(torch.randint(low, high, (1,), generator=gen))
+
+
+def _draft(gen: torch.Generator, kind: str) -> tuple[nn.Sequential, torch.Tensor, float]:
+    """One random network of Linear -> tanh or sigmoid blocks with an open gate somewhere;
+    ``kind`` breaks it: "gate" shuts a gate, "sigmoid" or "tanh" saturates a block's
+    activation (a huge bias in front of it), "healthy" leaves it whole."""
+    blocks, width, d_in = _randint(3, 6, gen), _randint(3, 7, gen), _randint(2, 5, gen)
+    broken = _randint(2, blocks + 1, gen)  # never the first block: something lies below
+    gate_after = _randint(1, blocks + 1, gen)
+    layers, prev = [], d_in
+    for k in range(1, blocks + 1):
+        fc = nn.Linear(prev, width).double()
+        with torch.no_grad():
+            fc.weight.copy_(torch.randn(width, prev, generator=gen, dtype=torch.float64)
+                            / prev**0.5)
+            fc.bias.copy_(0.1 * torch.randn(width, generator=gen, dtype=torch.float64))
+        sigmoid = bool(torch.rand((), generator=gen) < 0.3)
+        if kind in ("sigmoid", "tanh") and k == broken:
+            sigmoid = kind == "sigmoid"
+            with torch.no_grad():
+                fc.weight.mul_(0.05)
+                signs = torch.randint(0, 2, (width,), generator=gen).double() * 2 - 1
+                fc.bias.copy_(signs * (25 + 10 * torch.rand(width, generator=gen,
+                                                            dtype=torch.float64)))
+        layers += [(f"fc{k}", fc), (f"act{k}", nn.Sigmoid() if sigmoid else nn.Tanh())]
+        if k == gate_after:
+            layers.append((f"gate{k}", Gate(0.0 if kind == "gate" and k > 1 else 1.0)))
+        prev = width
+    out = nn.Linear(prev, 1).double()
+    with torch.no_grad():
+        out.weight.copy_(torch.randn(1, prev, generator=gen, dtype=torch.float64))
+    layers.append(("out", out))
+    x = torch.randn(_randint(4, 9, gen), d_in, generator=gen, dtype=torch.float64)
+    threshold = 10 ** -(6 + 2 * float(torch.rand((), generator=gen)))
+    return nn.Sequential(OrderedDict(layers)), x, threshold
+
+
+def input_grad_norms(model: nn.Sequential, x: torch.Tensor) -> dict[str, float]:
+    """Each layer's gradient with respect to its input, as a norm, for model(x).sum():
+    full backward hooks, removed afterwards."""
+    norms, handles = {}, []
+    for name, layer in model.named_children():
+        def record(module, grad_input, grad_output, name=name):
+            norms[name] = grad_input[0].norm().item()
+        handles.append(layer.register_full_backward_hook(record))
+    try:
+        model(x.detach().clone().requires_grad_()).sum().backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    model.zero_grad()
+    return norms
+
+
+def _culprit(norms: dict[str, float], names: list[str], threshold: float) -> str | None:
+    return next((n for n in reversed(names) if norms[n] < threshold), None)
+
+
+def broken_network(gen: torch.Generator, kind: str) -> tuple[nn.Sequential, torch.Tensor,
+                                                               float, str | None, dict]:
+    """(model, x, threshold, the layer that kills the gradient or None, every layer's input
+    gradient norm): drafts until the gradient is far above the threshold down to the
+    culprit and far below it there."""
+    while True:
+        model, x, threshold = _draft(gen, kind)
+        names = [n for n, _ in model.named_children()]
+        norms = input_grad_norms(model, x)
+        culprit = _culprit(norms, names, threshold)
+        above = names[names.index(culprit) + 1:] if culprit else names
+        clear = all(norms[n] > 100 * threshold for n in above) and (
+            culprit is None or norms[culprit] < threshold / 100)
+        if clear and (culprit is None) == (kind == "healthy"):
+            return model, x, threshold, culprit, norms
+
+
+# --------------------------------------------------------------------------- as plain data
+
+
+def _layers(model: nn.Sequential) -> list[dict]:
+    """A network as plain data: each layer's name, kind, and weights or factor."""
+    found = []
+    for name, layer in model.named_children():
+        if isinstance(layer, nn.Linear):
+            found.append({"name": name, "kind": "linear", "weight": layer.weight.detach(),
+                          "bias": layer.bias.detach()})
+        elif isinstance(layer, Gate):
+            found.append({"name": name, "kind": "gate", "factor": layer.factor})
+        else:
+            found.append({"name": name, "kind": "sigmoid" if isinstance(layer, nn.Sigmoid)
+                          else "tanh"})
+    return found
+
+
+def _network(layers: list[dict]) -> nn.Sequential:
+    """The network `_layers` describes, rebuilt."""
+    built = []
+    for layer in layers:
+        if layer["kind"] == "linear":
+            fc = nn.Linear(layer["weight"].shape[1], layer["weight"].shape[0]).double()
+            with torch.no_grad():
+                fc.weight.copy_(layer["weight"])
+                fc.bias.copy_(layer["bias"])
+            built.append((layer["name"], fc))
+        elif layer["kind"] == "gate":
+            built.append((layer["name"], Gate(layer["factor"])))
+        else:
+            built.append((layer["name"], nn.Sigmoid() if layer["kind"] == "sigmoid"
+                          else nn.Tanh()))
+    return nn.Sequential(OrderedDict(built))
+
+
+def _vanishing_inputs(gen: torch.Generator) -> dict:
+    """Three broken networks (a shut gate, a saturated sigmoid, a saturated tanh, in a new
+    order) and a healthy one, each with its input and threshold."""
+    kinds = [("gate", "sigmoid", "tanh")[i] for i in torch.randperm(3, generator=gen).tolist()]
+    networks = []
+    for kind in [*kinds, "healthy"]:
+        model, x, threshold, _, _ = broken_network(gen, kind)
+        networks.append({"layers": _layers(model), "x": x, "threshold": threshold})
+    return {"networks": networks}
+
+
+# --------------------------------------------------------------------------- the answer watched
+
+_REGISTERS = [
+    (torch.Tensor, "register_hook"),
+    (torch.Tensor, "register_post_accumulate_grad_hook"),
+    (nn.Module, "register_full_backward_hook"),
+    (nn.Module, "register_full_backward_pre_hook"),
+    (nn.Module, "register_backward_hook"),
+    (nn.Module, "register_forward_hook"),
+    (nn.Module, "register_forward_pre_hook"),
+]
+
+
+@contextlib.contextmanager
+def _counting_registrations() -> Iterator[list[str]]:
+    """Count the tensor and module hooks registered inside the block."""
+    made: list[str] = []
+    originals = [(owner, name, getattr(owner, name)) for owner, name in _REGISTERS]
+
+    def counted(name, method):
+        @functools.wraps(method)
+        def register(*args, **kwargs):
+            made.append(name)
+            return method(*args, **kwargs)
+        return register
+
+    for owner, name, method in originals:
+        setattr(owner, name, counted(name, method))
+    try:
+        yield made
+    finally:
+        for owner, name, method in originals:
+            setattr(owner, name, method)
+
+
+def _left_hooks(model: nn.Module, x: torch.Tensor) -> int:
+    """How many hooks are still on the model, its parameters and the input."""
+    count = 0
+    for module in model.modules():
+        for table in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                      "_backward_pre_hooks"):
+            count += len(getattr(module, table, None) or {})
+    for t in [*model.parameters(), x]:
+        count += len(t._backward_hooks or {})
+        count += len(getattr(t, "_post_accumulate_grad_hooks", None) or {})
+    return count
+
+
+def _observe_hunt(answer, network: dict) -> tuple[dict, dict | None]:
+    """One network's hunt: what the answer said, the hooks it registered, its backward
+    passes, the hooks it left, whether it read a non-leaf .grad; and its failure, if any."""
+    model, x = _network(network["layers"]), network["x"].clone().requires_grad_()
+    with warnings.catch_warnings(record=True) as caught, _counting_registrations() as made:
+        warnings.simplefilter("always")
+        with count_autograd() as seen:
+            got, failed = call_answer(answer, model, x, network["threshold"],
+                                      what="first_vanishing_layer")
+    non_leaf = any("not a leaf Tensor is being accessed" in str(w.message) for w in caught)
+    return ({"said": as_plain(got), "hooks": len(made), "passes": seen.reverse,
+             "left": _left_hooks(model, x), "non_leaf": non_leaf}, failed)
+
+
+def _observe_vanishing(answer, inputs: dict) -> list | dict:
+    """Each network's hunt, up to the first that failed; a failure that read no non-leaf
+    .grad ends the observation with it (the non-leaf read is what a learner must hear)."""
+    hunts = []
+    for network in inputs["networks"]:
+        hunt, failed = _observe_hunt(answer, network)
+        if failed is not None and not hunt["non_leaf"]:
+            return failed
+        hunts.append(hunt)
+        if failed is not None:
+            break
+    return hunts
+
+
+# --------------------------------------------------------------------------- the verdict
+
+
+def _hunted(got: dict, want: dict) -> bool:
+    """One network's hunt done as asked: hooks, one pass, none left, the right layer."""
+    return (not got["non_leaf"] and got["hooks"] > 0 and got["passes"] == 1
+            and got["left"] == 0 and type(got["said"]) is type(want["said"])
+            and got["said"] == want["said"])
+
+
+def _facts(network: dict) -> tuple[list[str], dict[str, float], str | None]:
+    names = [layer["name"] for layer in network["layers"]]
+    norms = input_grad_norms(_network(network["layers"]), network["x"])
+    return names, norms, _culprit(norms, names, network["threshold"])
+
+
+def _said(inputs: dict, pick) -> list[dict]:
+    """The observation of hunts naming ``pick(names, norms, threshold, culprit)``."""
+    said = []
+    for network in inputs["networks"]:
+        names, norms, culprit = _facts(network)
+        said.append({"said": pick(names, norms, network["threshold"], culprit)})
+    return said
+
+
+def _bottom(names, norms, threshold, culprit):
+    """The first layer from the input whose input gradient is under the threshold."""
+    return next((n for n in names if norms[n] < threshold), None)
+
+
+def _below(names, norms, threshold, culprit):
+    """The layer just below the culprit: where the gradient it sends back arrives."""
+    return names[names.index(culprit) - 1] if culprit else None
+
+
+_WRONG_WAY = ("the walk went the wrong way: from the input up. Once the gradient has "
+              "vanished, every layer below gets almost nothing too, so the first small one "
+              "from the input is merely downstream of the damage. Walk from the loss down "
+              "(the last layer first), as backward does, and stop at the first layer whose "
+              "input gradient is under the threshold")
+_GRAD_OUTPUT = ("you found the layer just below the culprit: you measured the gradient "
+                "arriving at each layer's output (grad_output). The layer that kills the "
+                "gradient receives a healthy one and sends back a tiny one: measure what each "
+                "layer sends back to its input (grad_input)")
+
+
+def _how(hunt: dict) -> str | None:
+    """What is wrong with how one network was hunted, or None."""
+    if hunt["non_leaf"]:
+        return ("your code read .grad of a non-leaf tensor (a layer's input or output). It "
+                "stays None (section 1): backward passes an intermediate's gradient on without "
+                "storing it. Let a hook receive it as it passes.")
+    if hunt["hooks"] == 0:
+        return ("no hook was registered. The exercise asks for hooks that record every "
+                "layer's gradient as backward passes through it (register_full_backward_hook "
+                "on each layer, or register_hook on each layer's input).")
+    if hunt["passes"] != 1:
+        return (f"your function ran {hunt['passes']} backward passes; one is enough, with a "
+                "hook on every layer recording as it passes.")
+    if hunt["left"]:
+        return (f"{hunt['left']} hook(s) are still registered when your function returns. A "
+                "hook stays until its handle removes it (section 2): keep the handles and call "
+                ".remove() on each, or the next backward through this model runs them again.")
+    return None
+
+
+def _explain_vanishing(inputs: dict, got: list, want: list) -> str:
+    at = next(i for i, (g, w) in enumerate(zip(got, want, strict=False)) if not _hunted(g, w))
+    network, hunt = inputs["networks"][at], got[at]
+    names, norms, culprit = _facts(network)
+    where = (f"on a new network of {len(names)} layers ({', '.join(names)}), "
+             f"threshold {network['threshold']:.1e}")
+    if _how(hunt) is not None:
+        return f"{where}: {_how(hunt)}"
+    said = hunt["said"]
+    if said is not None and not isinstance(said, str):
+        return (f"returned {kind_of(said)}; expected a layer's name (a str, as "
+                "model.named_children() gives it) or None.")
+    if culprit is None:
+        return (f"{where}: the gradient stays above the threshold at every layer here, yet "
+                f"you returned {said!r}; expected None.")
+    if said == _bottom(names, norms, network["threshold"], culprit):
+        slip = _WRONG_WAY
+    elif said == _below(names, norms, network["threshold"], culprit):
+        slip = _GRAD_OUTPUT
+    elif said is None:
+        slip = "you returned None, but the gradient does vanish in this network"
+    elif said not in norms:
+        slip = f"{said!r} is not a layer of this network"
+    else:
+        slip = (f"the gradient {said!r} sends back to its input has norm {norms[said]:.2e}, "
+                "and the layers between it and the loss are not all above the threshold: it "
+                "is not the first one, walking back from the loss")
+    return f"{where}: {slip}."
+
+
+VANISHING = Method(
+    name=VANISH,
+    make_inputs=_vanishing_inputs,
+    observe=_observe_vanishing,
+    reference=lambda inputs: _said(inputs, lambda names, norms, threshold, culprit: culprit),
+    explain=_explain_vanishing,
+    mistakes={f"{_WRONG_WAY}.": lambda inputs: _said(inputs, _bottom),
+              f"{_GRAD_OUTPUT}.": lambda inputs: _said(inputs, _below)},
+    trials=1,
+    agree=every_case(_hunted),
+    passed="the right layer on 3 new broken networks (a shut gate, a saturated sigmoid, a "
+           "saturated tanh) and None on a healthy one; one backward pass, every hook removed",
+)

@@ -1,0 +1,240 @@
+"""What lesson 19's checks share: calling a learner's Function the way autograd would, and
+recording what it did as plain data, so that the verdict can be made elsewhere.
+
+Each exercise's observation step (run where the answer lives: the learner's kernel, or
+the grade's sandbox) calls forward (and setup_context) with a stand-in ``ctx``, then
+backward alone, as plain Python functions with autograd off and refused (`run_answer`,
+the runner of a by-hand answer); it runs the Function through real autograd once to
+catch a structural slip; and it notes what torch's own tests (gradcheck, gradgradcheck)
+make of it. The judgement is made from these records: `judged_by_hand` replays the
+backward calls into `judge_by_hand`, the judge of every by-hand exercise, which names a
+slip only where it holds on every trial, and `words` turns its report into the sentence
+the learner reads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ...byhand import run_answer
+from .._spec import Report, failure, judge_runs
+from .._spec import first_line as _first_line
+
+
+class StandInContext:
+    """What autograd's ``ctx`` offers a Function, so forward and backward can be
+    called directly as plain functions (with autograd off) and backward checked alone."""
+
+    def __init__(self, inputs: tuple[Any, ...]):
+        self.needs_input_grad = tuple(
+            isinstance(t, torch.Tensor) and t.is_floating_point() for t in inputs)
+        self.saved_tensors: tuple[torch.Tensor, ...] = ()
+
+    def save_for_backward(self, *tensors: torch.Tensor) -> None:
+        self.saved_tensors = tensors
+
+    def mark_dirty(self, *tensors: torch.Tensor) -> None:
+        pass
+
+    def mark_non_differentiable(self, *tensors: torch.Tensor) -> None:
+        pass
+
+    def set_materialize_grads(self, value: bool) -> None:
+        pass
+
+
+def uses_setup_context(fn_class: type) -> bool:
+    """Whether the Function has the form torch.func needs: forward(*inputs) plus
+    setup_context(ctx, inputs, output)."""
+    return fn_class.setup_context is not torch.autograd.Function.setup_context
+
+
+def forward_directly(fn_class: type, inputs: tuple[Any, ...]) -> StandInContext:
+    """Run forward (and setup_context) as plain functions; the ctx backward will get."""
+    ctx = StandInContext(inputs)
+    if uses_setup_context(fn_class):
+        output = fn_class.forward(*inputs)
+        fn_class.setup_context(ctx, inputs, output)
+    else:
+        fn_class.forward(ctx, *inputs)
+    return ctx
+
+
+def call_directly(fn_class: type, inputs: tuple[Any, ...], grad_outputs: tuple[Any, ...]):
+    """backward's result for ``grad_outputs``, by calling forward then backward the way
+    autograd would, but as plain Python functions: a tuple, one entry per input."""
+    ctx = forward_directly(fn_class, inputs)
+    grads = fn_class.backward(ctx, *grad_outputs)
+    return grads if isinstance(grads, tuple) else (grads,)
+
+
+# --------------------------------------------------------------------------
+# What the observation steps record
+# --------------------------------------------------------------------------
+
+
+def not_a_function(answer: Any) -> dict | None:
+    """The `failure` of an answer that is not a Function class, or None."""
+    if isinstance(answer, type) and issubclass(answer, torch.autograd.Function):
+        return None
+    what = answer.__name__ if isinstance(answer, type) else type(answer).__name__
+    return failure("fail", f"expected a subclass of torch.autograd.Function (the class itself, "
+                           f"not an instance or the result of .apply), got {what}")
+
+
+def real_run(fn_class: type, inputs: tuple[Any, ...], labels: list[str]) -> dict | None:
+    """Run the Function through autograd once: the `failure` of a structural slip (one
+    gradient per input of forward, None for a plain number), or None."""
+    xs = tuple(t.detach().clone().requires_grad_() if isinstance(t, torch.Tensor) else t
+               for t in inputs)
+    wrt = [t for t in xs if isinstance(t, torch.Tensor)]
+    try:
+        out = fn_class.apply(*xs)
+        if not isinstance(out, torch.Tensor) or out.grad_fn is None:
+            return failure("fail", "forward must return a tensor computed from the inputs; "
+                                   f"got {type(out).__name__}")
+        torch.autograd.grad(out, wrt, torch.ones_like(out), allow_unused=True,
+                            retain_graph=True)
+    except NotImplementedError:
+        return failure("missing", "not written yet: a method still raises NotImplementedError.")
+    except RuntimeError as err:
+        text = _first_line(err)
+        if "incorrect number of gradients" in text:
+            got = text.rsplit("got ", 1)[-1].rstrip(")")
+            return failure("error", f"backward returned {got} entries, but forward has "
+                                    f"{len(inputs)} inputs ({', '.join(labels)}): return one "
+                                    "entry per input, None for the plain number.")
+        if "different than None" in text:
+            return failure("error", f"backward returned a gradient for a plain number "
+                                    f"({text}): return None in the place of every input that "
+                                    "is not a tensor.")
+        return failure("error", f"raised RuntimeError: {text}")
+    except Exception as err:  # the learner's bug, reported as a failed check
+        return failure("error", f"raised {type(err).__name__}: {_first_line(err)}")
+    return None
+
+
+def plain(value: Any, depth: int = 0) -> Any:
+    """A result as plain data: tensors (detached copies), numbers, strings, None and
+    tuples of them; anything else as the words of what it is."""
+    if isinstance(value, torch.Tensor) and type(value) is torch.Tensor:
+        return value.detach().clone()
+    if value is None or type(value) in (bool, int, float, complex, str):
+        return value
+    if type(value) in (tuple, list) and depth < 4:
+        return tuple(plain(v, depth + 1) for v in value)
+    return f"<a {type(value).__name__} object>"
+
+
+def backward_runs(backward_alone: Callable[..., Any], trials: Sequence[Sequence[Any]]
+                  ) -> list[list[Any]]:
+    """``backward_alone`` run on each trial's inputs as a by-hand answer is run (autograd
+    off and refused, estimates watched): each `Ran` as plain data."""
+    runs = []
+    for inputs in trials:
+        ran = run_answer(backward_alone, [t.detach().clone() if isinstance(t, torch.Tensor)
+                                          else t for t in inputs])
+        runs.append([plain(ran.got), ran.failure, ran.detail, ran.nudged, list(ran.warnings),
+                     ran.largest])
+    return runs
+
+
+def by_hand_trials(make: Callable[[torch.Generator], Any], gen: torch.Generator
+                   ) -> list[list[Any]]:
+    """The inputs of the three by-hand trials of backward alone, made by ``make`` from the
+    check's seed and the two after it (the first is also where the Function runs through
+    autograd)."""
+    seed = gen.initial_seed()
+    return [list(make(torch.Generator().manual_seed(seed + k))) for k in range(3)]
+
+
+def stopped(runs: Sequence[Sequence[Any]]) -> bool:
+    """Whether a recorded backward call failed to give a result (it raised, called
+    autograd, made an estimate): the verdict is then that, and nothing after it is run."""
+    return any(ran[1] is not None for ran in runs)
+
+
+def torch_check(test: Callable[..., Any], apply: Callable[..., Any],
+                inputs: Sequence[Any]) -> list[Any]:
+    """[passed, what it raised ('' if nothing)] of gradcheck or gradgradcheck on ``apply``,
+    the floating tensors of ``inputs`` as float64 leaves."""
+    xs = tuple(t.detach().clone().double().requires_grad_()
+               if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs)
+    try:
+        return [bool(test(apply, xs, raise_exception=False)), ""]
+    except Exception as err:  # the learner's backward raising under the test
+        return [False, f"{type(err).__name__}: {_first_line(err)}"]
+
+
+def second_order(apply: Callable[..., Any], inputs: Sequence[Any]) -> dict[str, Any]:
+    """How double backward goes through the Function, as gradgradcheck would meet it:
+    ``kind`` is "raised" (``why`` says what), "once" (an Error node: once_differentiable),
+    "constant" (the first gradients have no graph) or "graph"; then ``passed`` is
+    gradgradcheck's result."""
+    xs = [t.detach().clone().requires_grad_() if isinstance(t, torch.Tensor) else t
+          for t in inputs]
+    wrt = [t for t in xs if isinstance(t, torch.Tensor)]
+    try:
+        out = apply(*xs)
+        # grad_outputs that require grad, as gradgradcheck uses: a backward that only
+        # detaches a saved tensor still has a graph then, and is caught as wrong.
+        grads = torch.autograd.grad(out, wrt, torch.ones_like(out, requires_grad=True),
+                                    create_graph=True, allow_unused=True)
+    except Exception as err:  # not differentiable: a fact, not the learner's error
+        return {"kind": "raised", "why": f"{type(err).__name__}: {_first_line(err)}"}
+    if any(g is not None and g.grad_fn is not None and "Error" in g.grad_fn.name()
+           for g in grads):
+        return {"kind": "once", "why": "backward is marked @once_differentiable"}
+    if all(g is None or not g.requires_grad for g in grads):
+        return {"kind": "constant", "why": "its result has no grad_fn"}
+    passed, why = torch_check(torch.autograd.gradgradcheck, apply, inputs)
+    return {"kind": "graph", "passed": passed, "why": why}
+
+
+# --------------------------------------------------------------------------
+# Judging from the records
+# --------------------------------------------------------------------------
+
+
+def judged_by_hand(runs: Sequence[Sequence[Any]], trials: Sequence[Sequence[Any]],
+                   references: Sequence[Any], **options: Any) -> Report:
+    """`judge_by_hand`'s report on recorded backward calls (`backward_runs`): each trial's
+    inputs and the reference's result, replayed in turn. ``options`` are its keywords
+    (``name``, ``outputs``, ``mistakes``, ``advice``, ``params``)."""
+    answers = iter(references)
+    return judge_runs(list(runs), lambda *args: next(answers), [tuple(t) for t in trials],
+                      **options)
+
+
+def words(report: Report, name: str) -> str | None:
+    """The sentence of a report's first failed check (its name first, unless it is the
+    exercise's own), or None when every check passed."""
+    bad = next((c for c in report.checks if not c.ok), None)
+    if bad is None:
+        return None
+    return bad.message if bad.name == name else f"{bad.name}: {bad.message}"
+
+
+def double_backward_slip(second: dict[str, Any]) -> str | None:
+    """The words for a backward whose second derivatives are wrong. Not being
+    differentiable at all (raised, once_differentiable, no graph) is not a slip here."""
+    if second["kind"] != "graph" or second["passed"]:
+        return None
+    if re.search(r"once_differentiable|does not require grad|does not have a grad_fn",
+                 second["why"]):
+        return None
+    return ("gradgradcheck: backward gives the right first derivatives, but differentiating "
+            "backward itself gives wrong second derivatives (does backward use a detached "
+            "copy of a saved tensor?)" + (f": {second['why']}" if second["why"] else ""))
+
+
+def randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+
+def shape_of(t: Any) -> tuple[int, ...]:
+    return tuple(t.shape)

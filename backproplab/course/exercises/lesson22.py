@@ -1,0 +1,495 @@
+"""Lesson 22, where calculus runs out: its exercises and its predictions.
+
+- ``l22-complex-vjps``: the vector-Jacobian products of ``z * w``, ``|z|**2`` and
+  ``exp(z)`` in torch's convention (``.grad`` is ∂L/∂x + i ∂L/∂y), for complex
+  ``z``, ``w`` and upstream gradients. The slips: a conjugate left out, the
+  conjugate of torch's answer (the other convention), the factor 2 of ``|z|**2``.
+- ``l22-complex-linear``: ``x @ W + b`` with complex ``x`` and ``W``: the conjugate
+  transposes (``.mH``) where lesson 09's real rule has plain ones.
+- ``l22-hinge-kinks``: the gradient of a hinge loss on clipped scores plus a
+  group-lasso penalty, on integer data, so that every trial has a margin exactly at
+  relu's kink, a score exactly at clamp's bound and a pair of weights exactly at the
+  norm's zero: the answer must follow torch's choice at each and stay finite.
+- ``l22-safe-softplus``: a method exercise. The learner rewrites ``soft_relu``, a
+  ``torch.where`` whose unused branch overflows, so that its gradient has no NaN;
+  where the answer runs, autograd differentiates the learner's forward on inputs in
+  every region, and the grader compares values and gradients with the safe reference
+  (the gradient with respect to beta within the round-off of its two terms).
+- Three predictions: ``abs`` at its kink, ReLU spelled three ways at 0, and the
+  ``.grad`` of ``|z|**2`` at ``z = 1+2j``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._spec import BY_HAND, ByHand, Method, Prediction, call_answer, failure, plain
+from ._spec import vjp as _vjp
+
+F64 = torch.float64
+
+
+def _randint(low: int, high: int, gen: torch.Generator) -> int:
+    return int(torch.randint(low, high, (1,), generator=gen))
+
+
+def _crandn(*shape: int, gen: torch.Generator) -> torch.Tensor:
+    """Complex128 numbers with standard normal real and imaginary parts."""
+    return torch.complex(torch.randn(*shape, generator=gen, dtype=F64),
+                         torch.randn(*shape, generator=gen, dtype=F64))
+
+
+# The answers to exercises 1 and 2 use z.conj(), .mH and complex arithmetic, which the
+# by-hand vocabulary refuses elsewhere (the complex-step trick): here they are the task.
+COMPLEX = BY_HAND.allowing(complex_numbers=True)
+
+# --------------------------------------------------------------------------- Exercise 1
+
+
+def _vjps_inputs(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """z, w and g complex, r real: g arrives at z * w and at exp(z), r at |z|**2."""
+    n = _randint(3, 8, gen)
+    z, w, g = (_crandn(n, gen=gen) for _ in range(3))
+    return z, w, g, torch.randn(n, generator=gen, dtype=F64)
+
+
+def _vjps_reference(z, w, g, r):
+    dz, dw = _vjp(lambda z, w: z * w, [z, w], g)
+    return dz, dw, _vjp(lambda z: z.abs() ** 2, [z], r), _vjp(torch.exp, [z], g)
+
+
+def _vjps(z, w, g, r, *, mul=None, abs2=None, exp=None):
+    """The right answers, with the slip's parts put in their place."""
+    mul = mul or (g * w.conj(), g * z.conj())
+    return (*mul, 2 * r * z if abs2 is None else abs2, g * z.exp().conj() if exp is None else exp)
+
+
+COMPLEX_VJPS = ByHand(
+    name="complex_vjps",
+    reference=_vjps_reference,
+    make_inputs=_vjps_inputs,
+    outputs=["dz of z * w", "dw of z * w", "dz of |z|**2", "dz of exp(z)"],
+    mistakes={
+        "z * w: no conjugate. In section 6's formula the derivative ∂s/∂z is conjugated "
+        "before it meets g; look again at which factor carries the bar":
+            lambda z, w, g, r: _vjps(z, w, g, r, mul=(g * w, g * z)),
+        "z * w: this is the conjugate of torch's answer (conj(g) * w), the other convention "
+        "(∂L/∂z, what JAX returns); torch's .grad is ∂L/∂x + i ∂L/∂y, its conjugate":
+            lambda z, w, g, r: _vjps(z, w, g, r, mul=(g.conj() * w, g.conj() * z)),
+        "|z|**2: the factor 2 is missing. r * z is r times the conjugate Wirtinger derivative "
+        "∂s/∂z* = z; torch's .grad, ∂L/∂x + i ∂L/∂y, is twice that":
+            lambda z, w, g, r: _vjps(z, w, g, r, abs2=r * z),
+        "|z|**2: conjugated. 2 * r * z.conj() is 2r ∂s/∂z, the mirror image of the uphill "
+        "direction; section 6's formula takes the other Wirtinger derivative for a real s":
+            lambda z, w, g, r: _vjps(z, w, g, r, abs2=2 * r * z.conj()),
+        "|z|**2: conjugated, and the factor 2 is missing: r * z.conj() is r ∂s/∂z, the "
+        "derivative section 6's formula does not take for a real s, and only one of its two "
+        "terms":
+            lambda z, w, g, r: _vjps(z, w, g, r, abs2=r * z.conj()),
+        "exp(z): no conjugate. exp is holomorphic, so one term of section 6's formula is "
+        "left, and in it the derivative is conjugated":
+            lambda z, w, g, r: _vjps(z, w, g, r, exp=g * z.exp()),
+        "exp(z): this is the conjugate of torch's answer (conj(g) * exp(z)), the other "
+        "convention (∂L/∂z)":
+            lambda z, w, g, r: _vjps(z, w, g, r, exp=g.conj() * z.exp()),
+    },
+    advice="For each operation s = f(z) write ∂s/∂z and ∂s/∂z* (z and z* as independent "
+           "variables), then put them in section 6's formula. Check one entry against section "
+           "5's numbers.",
+    vocabulary=COMPLEX,
+)
+
+# --------------------------------------------------------------------------- Exercise 2
+
+
+def _linear_inputs(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """x (N, I), W (I, O), b (O,) and G (N, O), complex, with N, I and O all different."""
+    n, i, o = (torch.randperm(6, generator=gen)[:3] + 2).tolist()
+    return (_crandn(n, i, gen=gen), _crandn(i, o, gen=gen), _crandn(o, gen=gen),
+            _crandn(n, o, gen=gen))
+
+
+def _linear_reference(x, W, b, G):
+    return _vjp(lambda x, W, b: x @ W + b, [x, W, b], G)
+
+
+def _linear(x, W, b, G, *, dx=None, dW=None, db=None):
+    """The right answers, with the slip's parts put in their place."""
+    return (G @ W.mH if dx is None else dx, x.mH @ G if dW is None else dW,
+            G.sum(0) if db is None else db)
+
+
+COMPLEX_LINEAR = ByHand(
+    name="complex_linear_backward",
+    reference=_linear_reference,
+    make_inputs=_linear_inputs,
+    outputs=["dx", "dW", "db"],
+    mistakes={
+        "no conjugate in either product: G @ W.T and x.T @ G are lesson 09's real rule; with "
+        "complex numbers the transposes are conjugate transposes, G @ W.mH and x.mH @ G":
+            lambda x, W, b, G: _linear(x, W, b, G, dx=G @ W.T, dW=x.T @ G),
+        "dx is missing the conjugate: G @ W.T; the conjugate transpose belongs there, "
+        "G @ W.mH": lambda x, W, b, G: _linear(x, W, b, G, dx=G @ W.T),
+        "dW is missing the conjugate: x.T @ G; the conjugate transpose belongs there, "
+        "x.mH @ G": lambda x, W, b, G: _linear(x, W, b, G, dW=x.T @ G),
+        "the conjugates sit on G instead of on x and W: that is the conjugate of torch's "
+        "answer (∂L/∂z, the other convention)":
+            lambda x, W, b, G: _linear(x, W, b, G, dx=(G @ W.mH).conj(), dW=(x.mH @ G).conj(),
+                                       db=G.sum(0).conj()),
+        "db is conjugated: b is added, and an addition passes G on unchanged (summed over the "
+        "rows), with no conjugate": lambda x, W, b, G: _linear(x, W, b, G, db=G.sum(0).conj()),
+        "db is a mean over the rows: every row's contribution adds up, G.sum(0)":
+            lambda x, W, b, G: _linear(x, W, b, G, db=G.mean(0)),
+    },
+    advice="Lesson 09's rule for Y = x @ W + b, with each transpose made a conjugate "
+           "transpose (.mH) as the VJP of a holomorphic product asks.",
+    vocabulary=COMPLEX,
+)
+
+# --------------------------------------------------------------------------- Exercise 3
+
+CLIP = 2.0  # scores are clipped to [-CLIP, CLIP]
+
+
+def hinge_loss(X, y, w, lam):
+    """The lesson's loss: a hinge on scores clipped to [-2, 2], plus a group-lasso penalty
+    on the pairs of weights (w[0:2], w[2:4], ...)."""
+    scores = (X @ w).clamp(-CLIP, CLIP)
+    return torch.relu(1 - y * scores).sum() + lam * w.view(-1, 2).norm(dim=1).sum()
+
+
+def _hinge_row(target: int, w: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """A row x of small integers with x @ w == target exactly (|target| <= nonzeros of w),
+    and random entries where w is 0 (they do not change the score)."""
+    row = torch.randint(-1, 2, w.shape, generator=gen).to(F64) * (w == 0)
+    nonzero = torch.nonzero(w).flatten()
+    picked = nonzero[torch.randperm(len(nonzero), generator=gen)[:abs(target)]]
+    row[picked] = w[picked] * (1 if target > 0 else -1)
+    return row
+
+
+def hinge_inputs(gen: torch.Generator) -> tuple:
+    """X, y, w (small integers in float64) and lam, made so that every trial meets each
+    kink: a margin exactly 0 (y * score = 1), a score exactly at a clip bound with its
+    margin positive (y * score = -2), a score beyond the bound (|score| = 3) and a pair
+    of weights that is exactly (0, 0)."""
+    pairs = _randint(3, 5, gen)
+    w = torch.randint(-1, 2, (pairs, 2), generator=gen).to(F64)
+    w[0] = torch.randint(0, 2, (2,), generator=gen).to(F64) * 2 - 1  # two pairs of nonzeros
+    w[1] = torch.randint(0, 2, (2,), generator=gen).to(F64) * 2 - 1
+    w[2] = 0.0  # a pair exactly at the norm's kink
+    w = w[torch.randperm(pairs, generator=gen)].flatten()
+    rows, labels = [], []
+    for kind in (1, -2, -3):  # y * score for: relu's kink, clamp's bound, beyond it
+        label = float(torch.randint(0, 2, (1,), generator=gen)) * 2 - 1
+        rows.append(_hinge_row(int(kind * label), w, gen))
+        labels.append(label)
+    for _ in range(_randint(2, 5, gen)):  # and some ordinary rows
+        rows.append(torch.randint(-1, 2, w.shape, generator=gen).to(F64))
+        labels.append(float(torch.randint(0, 2, (1,), generator=gen)) * 2 - 1)
+    order = torch.randperm(len(rows), generator=gen)
+    X = torch.stack(rows)[order]
+    y = torch.tensor(labels, dtype=F64)[order]
+    lam = round(0.1 + 0.9 * float(torch.rand((), generator=gen, dtype=F64)), 3)
+    return X, y, w, lam
+
+
+def _hinge_reference(X, y, w, lam):
+    w = w.requires_grad_()
+    return torch.autograd.grad(hinge_loss(X, y, w, lam), w)[0]
+
+
+def _hinge_slip(relu_at_kink=0.0, bounds=True, clamp=True, zero_pair=True):
+    """dL/dw with one of torch's choices made otherwise."""
+    def grad(X, y, w, lam):
+        s = X @ w
+        margin = 1 - y * s.clamp(-CLIP, CLIP)
+        slope = (margin > 0).to(F64) + relu_at_kink * (margin == 0)
+        if not clamp:
+            inside = torch.ones_like(s)
+        elif bounds:
+            inside = ((s >= -CLIP) & (s <= CLIP)).to(F64)
+        else:
+            inside = ((s > -CLIP) & (s < CLIP)).to(F64)
+        pairs = w.view(-1, 2)
+        norm = pairs.norm(dim=1, keepdim=True)
+        unit = torch.where(norm > 0, pairs / norm, 0.0) if zero_pair else pairs / norm
+        return X.T @ (-y * slope * inside) + lam * unit.flatten()
+    return grad
+
+
+HINGE = ByHand(
+    name="hinge_grad",
+    reference=_hinge_reference,
+    make_inputs=hinge_inputs,
+    mistakes={
+        "relu's slope at its kink was taken as 1: where a margin is exactly 0 (y * score = 1) "
+        "torch's relu sends nothing back, its smallest subgradient, 0":
+            _hinge_slip(relu_at_kink=1.0),
+        "clamp's bounds were left out: a score exactly at -2 or 2 still passes the gradient "
+        "in torch, whose clamp includes its bounds (0 there is hardtanh's choice, not "
+        "clamp's)": _hinge_slip(bounds=False),
+        "the clamp was ignored: a score beyond -2 or 2 is clipped to a constant, so it passes "
+        "no gradient": _hinge_slip(clamp=False),
+        "a pair of zero weights gave NaN: w / norm is 0 / 0 there, while torch's norm sends "
+        "0 at the zero vector (its smallest subgradient)": _hinge_slip(zero_pair=False),
+    },
+    advice="Go through the loss op by op and ask, at each kink the inputs can hit, what "
+           "torch sends back there (sections 1 to 3): relu at 0, clamp at a bound, the "
+           "norm at a pair of zeros.",
+)
+
+# --------------------------------------------------------------------------- Exercise 4
+
+SOFT = "safe_soft_relu"
+THRESHOLD = 20.0
+OVERFLOW = 709.0  # exp overflows float64 above about 709.78
+
+
+def soft_relu(x, beta):
+    """The lesson's function, as written: x where beta * x > 20, else log(1 + e^(beta x))
+    / beta (torch.nn.Softplus with a threshold, a beta per entry). Its gradient is NaN
+    where beta * x is above about 709."""
+    bx = beta * x
+    return torch.where(bx > THRESHOLD, x, torch.log1p(torch.exp(bx)) / beta)
+
+
+_REFERENCE_RUNS = [0]  # how often the reference ran: an answer must not call it
+
+
+def soft_relu_reference(x, beta):
+    """The same values; a gradient without NaN (the unused branch never sees bx > 20)."""
+    _REFERENCE_RUNS[0] += 1
+    bx = beta * x
+    big = bx > THRESHOLD
+    return torch.where(big, x, torch.log1p(torch.exp(torch.where(big, 0.0, bx))) / beta)
+
+
+_REGIONS = ("beta * x <= 20", "20 < beta * x <= 709", "beta * x > 709 (exp overflows there)")
+
+
+def soft_inputs(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """x and beta (float64) with beta * x in every region: far below 0 (exp underflows),
+    ordinary values up to 20, just above 20 and above 709 (exp overflows)."""
+    n = _randint(8, 13, gen)
+    ranges = [(-900.0, -750.0), (-20.0, 19.0), (20.5, 22.0), (720.0, 900.0)]
+    kinds = torch.cat([torch.arange(4), torch.randint(0, 4, (n - 4,), generator=gen)])
+    kinds = kinds[torch.randperm(n, generator=gen)]
+    low = torch.tensor([ranges[k][0] for k in kinds], dtype=F64)
+    high = torch.tensor([ranges[k][1] for k in kinds], dtype=F64)
+    bx = low + (high - low) * torch.rand(n, generator=gen, dtype=F64)
+    beta = 0.5 + 1.5 * torch.rand(n, generator=gen, dtype=F64)
+    return bx / beta, beta
+
+
+def _region(bx: torch.Tensor) -> torch.Tensor:
+    return (bx > THRESHOLD).long() + (bx > OVERFLOW).long()
+
+
+def _soft_trial(gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """One trial: x and beta in every region, and the gradient arriving at the output."""
+    x, beta = soft_inputs(gen)
+    return {"x": x, "beta": beta, "upstream": torch.randn(x.shape, generator=gen, dtype=F64)}
+
+
+def _observe_soft(answer, inputs) -> dict:
+    """What the learner's function returns for x and beta (each needing its gradient), and
+    what autograd sends back to them through it from the upstream gradient."""
+    x, beta = (inputs[k].clone().requires_grad_() for k in ("x", "beta"))
+    runs = _REFERENCE_RUNS[0]
+    out, failed = call_answer(answer, x, beta, what="safe_soft_relu",
+                              not_callable=f"expected the function safe_soft_relu(x, beta), "
+                                           f"got {type(answer).__name__}.")
+    if failed is not None:
+        return failed
+    if _REFERENCE_RUNS[0] != runs:
+        return failure("fail", "it calls the check's own reference (soft_relu_reference of "
+                               "backproplab's lesson module): the rewrite is yours to write.")
+    if not isinstance(out, torch.Tensor):
+        return {"returned": type(out).__name__}
+    seen = {"values": plain(out.detach()), "connected": out.requires_grad, "grads": None,
+            "raised": None}
+    if out.requires_grad:
+        try:
+            grads = torch.autograd.grad(out, (x, beta), inputs["upstream"], allow_unused=True)
+        except Exception as err:  # the learner's own backward (a Function, a hook) raised
+            seen["raised"] = f"{type(err).__name__}: {err}"
+        else:
+            seen["grads"] = [plain(g) for g in grads]
+    return seen
+
+
+def _soft_reference(inputs) -> dict:
+    """The safe rewrite's values and gradients; with, for comparing, each entry's region
+    and the round-off a right formula's gradients may show (see `_slack`)."""
+    x, beta = (inputs[k].clone().requires_grad_() for k in ("x", "beta"))
+    values = soft_relu_reference(x, beta)
+    grads = torch.autograd.grad(values, (x, beta), inputs["upstream"])
+    return {"values": values.detach(), "grads": list(grads), "regions": _region(beta * x).detach(),
+            "slack": _slack(inputs, values.detach(), grads[0])}
+
+
+def _slack(inputs, values: torch.Tensor, dx: torch.Tensor) -> list[torch.Tensor]:
+    """How far a right formula's gradients may stray, entry by entry. The gradient with
+    respect to x has no cancellation: round-off relative to its size (`_close`). The one
+    with respect to beta of f = g(beta x) / beta is (x df/dx - f) / beta, two terms that
+    nearly cancel where beta * x is just under 20 (and cancel exactly above it): any right
+    formula's round-off there is a few ulps of the terms, not of the small result, so a
+    correct rewrite in another form (F.softplus(bx) / beta, say) is not refused for it."""
+    x, beta, upstream = inputs["x"], inputs["beta"], inputs["upstream"]
+    terms = ((x * dx).abs() + (upstream * values).abs()) / beta.abs()
+    return [torch.zeros_like(dx), 16 * torch.finfo(F64).eps * terms]
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, slack: float | torch.Tensor = 0.0):
+    """Entry by entry, equal to float64 round-off (a formula, not an approximation)."""
+    scale = want.abs().max().clamp(min=1.0)
+    return (got.to(F64) - want).abs() <= 1e-12 * (want.abs() + 1e-3 * scale) + slack
+
+
+def _where(bad: torch.Tensor, regions: torch.Tensor) -> str:
+    return " and ".join(_REGIONS[r] for r in sorted(set(regions[bad].tolist())))
+
+
+def _first(bad: torch.Tensor, got: torch.Tensor, want: torch.Tensor) -> str:
+    """The first entry that differs, with just enough digits to show how."""
+    k = int(bad.nonzero()[0])
+    a, b = got[k].item(), want[k].item()
+    digits = next((d for d in (6, 10, 14) if f"{a:.{d}g}" != f"{b:.{d}g}"), 17)
+    return f"yours {a:.{digits}g}, expected {b:.{digits}g}"
+
+
+def _values_problem(got: dict, want: dict) -> str | None:
+    """What is wrong with the values, in words, or None."""
+    if "returned" in got:
+        return (f"safe_soft_relu(x, beta) returned {got['returned']}; it should return a tensor "
+                "shaped like x.")
+    out, ref = got["values"], want["values"]
+    if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else out
+        return (f"safe_soft_relu(x, beta) returned shape {shape}; expected {tuple(ref.shape)}, "
+                "the shape of x.")
+    bad = ~_close(out, ref)
+    if bad.any():
+        return (f"the values differ from soft_relu's at the entries with "
+                f"{_where(bad, want['regions'])} ({_first(bad, out, ref)}). The rewrite must "
+                "compute the same function: x itself where beta * x > 20, log(1 + e^(beta x)) "
+                "/ beta elsewhere; only the NaN in its gradient should go.")
+    if not got["connected"]:
+        return ("the result is not connected to x and beta: autograd has nothing to "
+                "differentiate (was it computed under no_grad, detached, or looked up?).")
+    return None
+
+
+def _grads_problem(got: dict, want: dict) -> str | None:
+    """What is wrong with the gradients through the learner's function, or None."""
+    if got["raised"] is not None:
+        return f"backward through your function raised {got['raised']}"
+    regions = want["regions"]
+    for name, grad, ref, slack in zip(("x", "beta"), got["grads"], want["grads"],
+                                      want["slack"], strict=True):
+        if not isinstance(grad, torch.Tensor):
+            return (f"no gradient reaches {name}: the result must depend on it as soft_relu "
+                    "does.")
+        broken = ~torch.isfinite(grad)
+        if broken.any():
+            return (f"the gradient with respect to {name} has NaN or inf at {int(broken.sum())} "
+                    f"of {grad.numel()} entries, those with {_where(broken, regions)}: the "
+                    "unused branch still sees that input, and 0 times its inf is NaN. Keep the "
+                    "bad input away from it (a second torch.where), rather than cleaning up "
+                    "after it.")
+        bad = ~_close(grad, ref, slack)
+        if bad.any():
+            lost = bad & (grad == 0) & (ref != 0)
+            why = (" Where the branch that is used has a gradient, 0 is wrong: the NaN was "
+                   "replaced (nan_to_num, a hook) rather than prevented, and the good part of "
+                   "the gradient went with it." if (lost & (regions == 2)).any() else
+                   " No gradient came through where that branch is used: is it detached, or "
+                   "computed under no_grad?" if lost.any() else "")
+            return (f"the gradient with respect to {name} differs from the function's at the "
+                    f"entries with {_where(bad, regions)} ({_first(bad, grad, ref)})." + why)
+    return None
+
+
+def _soft_problem(got: dict, want: dict) -> str | None:
+    return _values_problem(got, want) or _grads_problem(got, want)
+
+
+SAFE_SOFTPLUS = Method(
+    name=SOFT,
+    make_inputs=_soft_trial,
+    observe=_observe_soft,
+    reference=_soft_reference,
+    explain=lambda inputs, got, want: _soft_problem(got, want),
+    trials=3,
+    agree=lambda got, want: _soft_problem(got, want) is None,
+    passed="the same values as soft_relu and finite gradients with respect to x and beta "
+           "equal to the safe rewrite's, on 3 new inputs in every region (exp overflowing "
+           "included)",
+)
+
+EXERCISES = {
+    "l22-complex-vjps": COMPLEX_VJPS,
+    "l22-complex-linear": COMPLEX_LINEAR,
+    "l22-hinge-kinks": HINGE,
+    "l22-safe-softplus": SAFE_SOFTPLUS,
+}
+
+# --------------------------------------------------------------------------- Predictions
+
+
+def _grad_of(f, value):
+    x = torch.tensor(value, dtype=F64, requires_grad=True)
+    f(x).backward()
+    return x.grad.item()
+
+
+def _abs_answer() -> float:
+    return _grad_of(lambda pred: (pred - 3.0).abs(), 3.0)
+
+
+def _relu_answer() -> list[float]:
+    return [_grad_of(torch.relu, 0.0), _grad_of(lambda x: x.clamp(min=0), 0.0),
+            _grad_of(lambda x: torch.maximum(x, torch.zeros_like(x)), 0.0)]
+
+
+def _complex_answer() -> complex:
+    z = torch.tensor(1 + 2j, dtype=torch.complex128, requires_grad=True)
+    (z.abs() ** 2).backward()
+    return z.grad.item()
+
+
+PREDICTIONS = {
+    "l22-predict-abs": Prediction(
+        question="pred.grad of the L1 loss (pred - 3.0).abs() when pred is exactly 3.0",
+        answer=_abs_answer,
+        hint="|u| has slope -1 on one side of its corner and +1 on the other, and every slope "
+             "in between fits under the corner. torch picks one of them by a rule made for "
+             "descent: what step should a prediction that sits exactly on its target get?",
+        why="every slope between -1 and 1 is a subgradient of |u| at its corner, and torch "
+            "takes the one of smallest size, {answer} (abs's backward multiplies by sgn(u), "
+            "and sgn(0) is 0). A prediction on its target gets no push either way",
+    ),
+    "l22-predict-relu": Prediction(
+        question="x.grad at x = 0 for torch.relu(x), x.clamp(min=0) and "
+                 "torch.maximum(x, torch.zeros_like(x)), in that order",
+        answer=_relu_answer,
+        hint="the three compute the same numbers, but each op has its own backward. Look at "
+             "what each takes as inputs (a number, or a second tensor?), and keep in mind that "
+             "not every op follows the documented rule.",
+        why="relu compares x with a fixed number: a convex kink, smallest subgradient 0. "
+            "maximum has two tensor inputs, and the smallest subgradient of the pair is "
+            "(1/2, 1/2), so x gets 0.5 although the zeros need no gradient. clamp departs from "
+            "the rule: its backward passes the gradient wherever min <= x <= max, bounds "
+            "included, so 1. Together: {answer}",
+    ),
+    "l22-predict-complex": Prediction(
+        question="z.grad after (z.abs() ** 2).backward() at z = 1+2j",
+        answer=_complex_answer,
+        hint="write z = x + iy, so the loss is x² + y². .grad is one complex number built from "
+             "the loss's two real derivatives, arranged so that z - lr * z.grad goes downhill.",
+        why="the loss is x² + y², so ∂L/∂x = 2x = 2 and ∂L/∂y = 2y = 4, and torch stores "
+            "∂L/∂x + i ∂L/∂y = {answer}. That is 2 ∂L/∂z* = 2z: the conjugate Wirtinger "
+            "derivative, times 2",
+    ),
+}

@@ -1,0 +1,294 @@
+"""Exercise 2 of lesson 23: DDP's buckets, built from gradient hooks, without DDP.
+
+The learner's ``bucketed_averaging(model, cap)`` receives a plain model in each worker and
+must leave the average over the processes in every ``.grad`` when ``backward()`` returns,
+sending the gradients as DDP does: in the order they become ready, gathered into buckets
+that close once they hold ``cap`` bytes or more, each bucket one ``dist.all_reduce`` of a
+flat tensor, sent as soon as its last gradient is ready, and what is left sent with the
+last gradient. The check runs two steps of a model whose widths and cap come from the
+seed (chosen so that every slip below gives other bucket sizes), in 2 and in 3
+processes. Inside the workers the observation records every all-reduce (its size,
+whether it ran inside backward) and how many had been sent when each gradient was ready.
+The verdict compares the sizes with the buckets the rule gives, the moments with the
+earliest possible ones, and the gradients with what DDP's averaging gives on the same
+data (computed in the grader's own process). A slip is named only when the sizes are
+exactly what that slip gives.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ...distributed import grads_by_name, mse
+from .._spec import Method, is_failure
+from .common import (
+    ALLOWS,
+    VOCABULARY,
+    WORLD_SIZES,
+    _advice,
+    _factor,
+    _flat,
+    _is_local,
+    _scale_slip,
+    _watch_all_reduce,
+    _watch_ddp,
+    averaged,
+    each_world,
+)
+
+STEPS = 2  # a second step catches buckets that carry over from the first
+
+
+def bucket_model(widths: list[int], seed: int) -> nn.Sequential:
+    """Linear layers through ``widths`` with tanh between them, the weights from ``seed``."""
+    torch.manual_seed(seed)
+    layers: list[nn.Module] = []
+    for n_in, n_out in zip(widths, widths[1:], strict=False):
+        layers += [nn.Linear(n_in, n_out), nn.Tanh()]
+    return nn.Sequential(*layers[:-1])
+
+
+def ready_order(widths: list[int]) -> list[int]:
+    """The sizes of the parameters in the order backward fills their gradients: the last
+    layer first, each bias before its weight (what section 3's timeline shows)."""
+    pairs = list(zip(widths, widths[1:], strict=False))
+    return [n for n_in, n_out in reversed(pairs) for n in (n_out, n_out * n_in)]
+
+
+def buckets(sizes: list[int], cap: int, bytes_per_value: int = 4,
+            before_passing: bool = False) -> list[int]:
+    """Values per bucket: ``sizes`` taken in turn, a bucket closed once it holds ``cap``
+    bytes or more (or, ``before_passing``, before the gradient that would pass the cap)."""
+    out, current = [], 0
+    for n in sizes:
+        if before_passing and current and (current + n) * bytes_per_value > cap:
+            out.append(current)
+            current = 0
+        current += n
+        if not before_passing and current * bytes_per_value >= cap:
+            out.append(current)
+            current = 0
+    return out + ([current] if current else [])
+
+
+def _slips(sizes: list[int], cap: int) -> dict[str, list[int]]:
+    """The sizes of the all-reduce calls each slip makes, for one step."""
+    per_layer = [a + b for a, b in zip(sizes[::2], sizes[1::2], strict=True)]
+    return {
+        "one all-reduce per parameter: gather the gradients into buckets and send a bucket "
+        "once it holds the cap or more": sizes,
+        "one all-reduce per layer: a bucket is made of bytes, not layers; it closes once it "
+        "holds the cap or more": per_layer,
+        "each bucket was closed before the gradient that would pass the cap; DDP's close once "
+        "they reach or pass it, so the gradient that passes it goes in too":
+            buckets(sizes, cap, before_passing=True),
+        "the cap was counted in values; it is in bytes, 4 for each float32 value "
+        "(t.numel() * t.element_size())": buckets(sizes, cap, bytes_per_value=1),
+        "the buckets follow model.parameters(), the forward order; gradients become ready "
+        "the other way, the last layer first, and a bucket fills in that order":
+            list(reversed(buckets(list(reversed(sizes)), cap))),
+        "the last bucket was never sent: it does not reach the cap, so send what is left "
+        "once every parameter's gradient is in": buckets(sizes, cap)[:-1],
+        "everything went in one all-reduce: close a bucket as soon as it holds the cap or "
+        "more, and send it then": [sum(sizes)],
+    }
+
+
+def pick(seed: int) -> tuple[list[int], int]:
+    """Widths (5 in, three hidden layers of 4 to 12, 3 out) and a cap in bytes under which
+    the buckets, and every slip's, differ from each other; the last bucket stays under the
+    cap, so it must be sent at the end."""
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        widths = [5, *(int(v) for v in torch.randint(4, 13, (3,), generator=gen)), 3]
+        sizes, good = ready_order(widths), []
+        for cap in range(4 * min(sizes), 2 * sum(sizes)):
+            want = buckets(sizes, cap)
+            layouts = [want, *_slips(sizes, cap).values()]
+            if (len(want) > 1 and 4 * want[-1] < cap
+                    and all(a != b for i, a in enumerate(layouts) for b in layouts[i + 1:])):
+                good.append(cap)
+        if good:
+            return widths, good[int(torch.randint(0, len(good), (1,), generator=gen))]
+
+
+def _batch(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed + 1)
+    return torch.randn(12, 5, generator=gen), torch.randn(12, 3, generator=gen)
+
+
+def _share(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = _batch(seed)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    return x.chunk(world)[rank], y.chunk(world)[rank]
+
+
+def _bucket_trial(answer: Any, seed: int, widths: list[int], cap: int) -> dict[str, Any]:
+    """Two steps of a plain model after ``answer(model, cap)`` (runs in each worker)."""
+    sent = _watch_all_reduce()
+    made = _watch_ddp()
+    model = bucket_model(widths, seed)
+    x, y = _share(seed)
+    answer(model, cap)
+    seen: list[int] = []  # all-reduce calls made when each gradient was ready
+    for p in model.parameters():  # after the learner's hooks: they run first
+        p.register_post_accumulate_grad_hook(lambda p: seen.append(len(sent)))
+    steps = []
+    for _ in range(STEPS):
+        model.zero_grad()
+        before = len(sent)
+        seen.clear()
+        try:
+            mse(model, x, y).backward()
+        except Exception as err:  # told after the sizes of the steps before, which may say why
+            steps.append({"error": f"{type(err).__name__}: {err}".splitlines()[0]})
+            break
+        steps.append({"sizes": [n for _, n, _ in sent[before:]],
+                      "inside": all(inside for _, _, inside in sent[before:]),
+                      "seen": [k - before for k in seen]})
+    return {"used_ddp": len(made), "steps": steps, "grads": grads_by_name(model)}
+
+
+def _earliest(want: list[int], sizes: list[int]) -> list[int]:
+    """Buckets sent when each gradient is ready, if each goes as soon as it is full."""
+    ends, total = [], 0
+    for n in want:
+        total += n
+        ends.append(total)
+    done, out = 0, []
+    for n in sizes:
+        done += n
+        out.append(sum(1 for end in ends if end <= done))
+    return out
+
+
+def _sizes_slip(steps: list[dict], sizes: list[int], cap: int, where: str) -> str | None:
+    want = buckets(sizes, cap)
+    for k, step in enumerate(steps):
+        if step["sizes"] == want:
+            continue
+        if k > 0 and steps[0]["sizes"] == want:
+            return (f"{where} the first step's buckets were right and the second's were "
+                    f"{step['sizes']} values instead of {want}: start every backward with an "
+                    "empty bucket and a fresh count.")
+        for words, theirs in _slips(sizes, cap).items():
+            if step["sizes"] == theirs:
+                return f"{where} {words}."
+        return (f"{where} step {k + 1} made all-reduce calls of {step['sizes']} values. With "
+                f"the gradients ready in the order of {sizes} values and a cap of {cap} bytes "
+                f"(4 per value), the buckets hold {want}.")
+    return None
+
+
+def _timing_slip(steps: list[dict], sizes: list[int], cap: int, where: str) -> str | None:
+    want = buckets(sizes, cap)
+    for step in steps:
+        if not step["inside"]:
+            return (f"{where} an all-reduce ran outside backward: send each bucket from the "
+                    "hook of its last gradient (register_post_accumulate_grad_hook).")
+        if step["seen"] != _earliest(want, sizes):
+            return (f"{where} a bucket went out later than the hook of its last gradient "
+                    f"(sent so far when each gradient was ready: {step['seen']}; expected "
+                    f"{_earliest(want, sizes)}): send each bucket as soon as it is full, so "
+                    "that it travels while backward carries on.")
+    return None
+
+
+def _values_slip(results: list[dict], want: dict, world: int, where: str) -> str | None:
+    exact = _flat(want["exact"])
+    for r, (result, local) in enumerate(zip(results, want["local"], strict=True)):
+        mine = _flat(result["grads"])
+        if mine is None:
+            return f"{where} some .grad is None after backward on rank {r}."
+        if mine.shape == exact.shape and torch.allclose(mine, exact, rtol=1e-5, atol=1e-7):
+            continue
+        if _is_local(result["grads"], local):
+            return (f"{where} each rank kept its own gradient: write each bucket's average "
+                    "back into the .grad of every parameter in it.")
+        c = _factor(mine, exact)
+        slip = None if c is None else _scale_slip(c, world)
+        if slip is not None:
+            return f"{where} the gradients are {slip}."
+        worst = float((mine - exact).abs().max())
+        return (f"{where} rank {r}'s gradients differ from DDP's by up to {worst:.2g}: is "
+                "each slice of the averaged bucket written back to its own parameter?")
+    return None
+
+
+def _world_slip(results: list[dict], want: dict, world: int) -> str | None:
+    """The first thing wrong with one run, in the order the check always looked."""
+    widths, cap = want["widths"], want["cap"]
+    where = f"({world} processes, cap {cap} bytes)"
+    if len(results) != world:  # never from a run that went through
+        return f"{where} {len(results)} ranks sent back their results."
+    if results[0]["used_ddp"]:
+        return (f"{where} it made a DistributedDataParallel; the exercise asks for DDP's "
+                "buckets without DDP: dist.all_reduce in gradient hooks.")
+    steps, sizes = results[0]["steps"], ready_order(widths)
+    if not any(step.get("sizes") for step in steps) and "error" not in steps[0]:
+        return f"{where} made no dist.all_reduce call: each rank kept its own gradient."
+    done = [step for step in steps if "error" not in step]
+    slip = _sizes_slip(done, sizes, cap, where)
+    if slip is None and len(done) < len(steps):
+        error = steps[len(done)]["error"]
+        slip = f"{where} step {len(done) + 1} raised {error}" + _advice(error) + (
+            "" if done else ".")
+    if slip is None and len(done) != STEPS:  # never from a run that went through
+        slip = f"{where} {len(done)} of its {STEPS} steps were sent back."
+    return (slip or _timing_slip(done, sizes, cap, where)
+            or _values_slip(results, want, world, where))
+
+
+def _bucket_inputs(gen: torch.Generator) -> dict[str, Any]:
+    """The seed, and for 2 and for 3 processes the model's widths and the cap."""
+    seed = gen.initial_seed()
+    return {"seed": seed, "worlds": [list(pick(seed * 7 + world)) for world in WORLD_SIZES]}
+
+
+def _observe_bucketed(answer: Any, inputs: dict[str, Any]) -> Any:
+    """Two steps after the learner's function set the model up, in 2 and in 3 processes:
+    the all-reduce calls of each step and the gradients each rank ended with."""
+    plans = dict(zip(WORLD_SIZES, inputs["worlds"], strict=True))
+    found = each_world(_bucket_trial, answer, inputs["seed"],
+                       extra=lambda world: tuple(plans[world]))
+    return found if is_failure(found) else {"runs": found}
+
+
+def _bucket_want(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """For each world size: the widths, the cap, and what DDP's averaging gives."""
+    wants = []
+    for world, (widths, cap) in zip(WORLD_SIZES, inputs["worlds"], strict=True):
+        seed = inputs["seed"] + world
+        exact, local = averaged(functools.partial(bucket_model, widths, seed), *_batch(seed),
+                                world)
+        wants.append({"widths": widths, "cap": cap, "exact": exact, "local": local})
+    return wants
+
+
+def _bucket_slip(got: dict[str, Any], wants: list[dict[str, Any]]) -> str | None:
+    for world, results, want in zip(WORLD_SIZES, got["runs"], wants, strict=True):
+        slip = results["detail"] if is_failure(results) else _world_slip(results, want, world)
+        if slip is not None:
+            return slip
+    return None
+
+
+BUCKETS = Method(
+    name="bucketed_averaging",
+    make_inputs=_bucket_inputs,
+    observe=_observe_bucketed,
+    reference=_bucket_want,
+    agree=lambda got, want: _bucket_slip(got, want) is None,
+    explain=lambda inputs, got, want: _bucket_slip(got, want),
+    trials=1,
+    passed=f"in 2 and in 3 processes, {STEPS} steps each: one all-reduce per bucket, the "
+           "buckets closed at the cap in the order the gradients became ready, each sent from "
+           "the hook of its last gradient during backward, and the gradients equal DDP's",
+    allows=ALLOWS,
+    vocabulary=VOCABULARY,
+)
