@@ -21,10 +21,10 @@ SOFT = "safe_soft_relu(x, beta)"
 RIGHT_ABS2, RIGHT_EXP = "2 * r * z", "g * torch.exp(z).conj()"
 RIGHT_MUL = "g * w.conj(), g * z.conj()"
 
-# hinge_grad with its three choices as parameters: relu's slope at 0, clamp's bounds, norm at 0.
+# hinge_grad with its three choices as parameters: relu's slope at 0, the clip's bounds, norm at 0.
 HINGE_BODY = """
 s = X @ w
-margin = 1 - y * s.clamp(-2.0, 2.0)
+margin = 1 - y * F.hardtanh(s, -2.0, 2.0)
 active = (margin {relu} 0).to(s.dtype)
 passes = {passes}
 pairs = w.view(-1, 2)
@@ -32,11 +32,11 @@ lengths = pairs.norm(dim=1, keepdim=True)
 unit = {unit}
 return X.T @ (-y * active * passes) + lam * unit.flatten()
 """
-BOUNDS_IN = "((s >= -2.0) & (s <= 2.0)).to(s.dtype)"
+BOUNDS_OUT = "((s > -2.0) & (s < 2.0)).to(s.dtype)"
 SAFE_UNIT = "torch.where(lengths > 0, pairs / torch.where(lengths > 0, lengths, 1.0), 0.0)"
 
 
-def _hinge(relu=">", passes=BOUNDS_IN, unit=SAFE_UNIT):
+def _hinge(relu=">", passes=BOUNDS_OUT, unit=SAFE_UNIT):
     return _fn(HINGE, HINGE_BODY.format(relu=relu, passes=passes, unit=unit))
 
 
@@ -46,8 +46,8 @@ WRONG = {
         ("abs_guess = 1.0\n", "not quite"),
     ],
     "l22-predict-relu": [
-        ("relu_guess = [0.0, 0.0, 0.0]\n", "not quite"),  # one function, one gradient
-        ("relu_guess = [0.0, 0.0, 0.5]\n", "not quite"),
+        ("relu_guess = [0.0, 0.0]\n", "not quite"),  # one function, one gradient
+        ("relu_guess = [0.0, 1.0]\n", "not quite"),  # maximum's tie given to x alone
     ],
     "l22-predict-complex": [
         ("complex_guess = 1 + 2j\n", "not quite"),  # ∂L/∂z* without the factor 2
@@ -84,8 +84,9 @@ WRONG = {
     ],
     "l22-hinge-kinks": [
         (_hinge(relu=">="), "relu's slope at its kink was taken as 1"),
-        (_hinge(passes="((s > -2.0) & (s < 2.0)).to(s.dtype)"), "clamp's bounds were left out"),
-        (_hinge(passes="torch.ones_like(s)"), "the clamp was ignored"),
+        # clamp's choice at its bounds in torch 2.13, taken for hardtanh's.
+        (_hinge(passes="((s >= -2.0) & (s <= 2.0)).to(s.dtype)"), "the clip's bounds let"),
+        (_hinge(passes="torch.ones_like(s)"), "the clip was ignored"),
         (_hinge(unit="pairs / lengths"), "a pair of zero weights gave NaN"),
         # The penalty taken for an L1 one: a plain mismatch, no slip of the list.
         (_hinge(unit="pairs.sign()"), "mismatch"),

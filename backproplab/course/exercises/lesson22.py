@@ -8,20 +8,23 @@
   transposes (``.mH``) where lesson 09's real rule has plain ones.
 - ``l22-hinge-kinks``: the gradient of a hinge loss on clipped scores plus a
   group-lasso penalty, on integer data, so that every trial has a margin exactly at
-  relu's kink, a score exactly at clamp's bound and a pair of weights exactly at the
-  norm's zero: the answer must follow torch's choice at each and stay finite.
+  relu's kink, a score exactly at hardtanh's bound and a pair of weights exactly at the
+  norm's zero: the answer must follow torch's choice at each and stay finite. The scores
+  are clipped by hardtanh, whose choice at its bounds is the same in torch 2.13 and 2.15 (clamp
+  sends 1 there in torch 2.13 and 0 in 2.15).
 - ``l22-safe-softplus``: a method exercise. The learner rewrites ``soft_relu``, a
   ``torch.where`` whose unused branch overflows, so that its gradient has no NaN;
   where the answer runs, autograd differentiates the learner's forward on inputs in
   every region, and the grader compares values and gradients with the safe reference
   (the gradient with respect to beta within the round-off of its two terms).
-- Three predictions: ``abs`` at its kink, ReLU spelled three ways at 0, and the
+- Three predictions: ``abs`` at its kink, ReLU spelled two ways at 0, and the
   ``.grad`` of ``|z|**2`` at ``z = 1+2j``.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from ._spec import BY_HAND, ByHand, Method, Prediction, call_answer, failure, plain
 from ._spec import vjp as _vjp
@@ -154,7 +157,7 @@ CLIP = 2.0  # scores are clipped to [-CLIP, CLIP]
 def hinge_loss(X, y, w, lam):
     """The lesson's loss: a hinge on scores clipped to [-2, 2], plus a group-lasso penalty
     on the pairs of weights (w[0:2], w[2:4], ...)."""
-    scores = (X @ w).clamp(-CLIP, CLIP)
+    scores = F.hardtanh(X @ w, -CLIP, CLIP)
     return torch.relu(1 - y * scores).sum() + lam * w.view(-1, 2).norm(dim=1).sum()
 
 
@@ -180,7 +183,7 @@ def hinge_inputs(gen: torch.Generator) -> tuple:
     w[2] = 0.0  # a pair exactly at the norm's kink
     w = w[torch.randperm(pairs, generator=gen)].flatten()
     rows, labels = [], []
-    for kind in (1, -2, -3):  # y * score for: relu's kink, clamp's bound, beyond it
+    for kind in (1, -2, -3):  # y * score for: relu's kink, the clip's bound, beyond it
         label = float(torch.randint(0, 2, (1,), generator=gen)) * 2 - 1
         rows.append(_hinge_row(int(kind * label), w, gen))
         labels.append(label)
@@ -199,13 +202,13 @@ def _hinge_reference(X, y, w, lam):
     return torch.autograd.grad(hinge_loss(X, y, w, lam), w)[0]
 
 
-def _hinge_slip(relu_at_kink=0.0, bounds=True, clamp=True, zero_pair=True):
+def _hinge_slip(relu_at_kink=0.0, bounds=False, clip=True, zero_pair=True):
     """dL/dw with one of torch's choices made otherwise."""
     def grad(X, y, w, lam):
         s = X @ w
-        margin = 1 - y * s.clamp(-CLIP, CLIP)
+        margin = 1 - y * F.hardtanh(s, -CLIP, CLIP)
         slope = (margin > 0).to(F64) + relu_at_kink * (margin == 0)
-        if not clamp:
+        if not clip:
             inside = torch.ones_like(s)
         elif bounds:
             inside = ((s >= -CLIP) & (s <= CLIP)).to(F64)
@@ -226,16 +229,16 @@ HINGE = ByHand(
         "relu's slope at its kink was taken as 1: where a margin is exactly 0 (y * score = 1) "
         "torch's relu sends nothing back, its smallest subgradient, 0":
             _hinge_slip(relu_at_kink=1.0),
-        "clamp's bounds were left out: a score exactly at -2 or 2 still passes the gradient "
-        "in torch, whose clamp includes its bounds (0 there is hardtanh's choice, not "
-        "clamp's)": _hinge_slip(bounds=False),
-        "the clamp was ignored: a score beyond -2 or 2 is clipped to a constant, so it passes "
-        "no gradient": _hinge_slip(clamp=False),
+        "the clip's bounds let the gradient through: at a score of exactly -2 or 2 hardtanh "
+        "sends its smallest subgradient, 0 (1 there is clamp's choice in torch 2.13, never "
+        "hardtanh's)": _hinge_slip(bounds=True),
+        "the clip was ignored: a score beyond -2 or 2 is clipped to a constant, so it passes "
+        "no gradient": _hinge_slip(clip=False),
         "a pair of zero weights gave NaN: w / norm is 0 / 0 there, while torch's norm sends "
         "0 at the zero vector (its smallest subgradient)": _hinge_slip(zero_pair=False),
     },
     advice="Go through the loss op by op and ask, at each kink the inputs can hit, what "
-           "torch sends back there (sections 1 to 3): relu at 0, clamp at a bound, the "
+           "torch sends back there (sections 1 to 3): relu at 0, hardtanh at a bound, the "
            "norm at a pair of zeros.",
 )
 
@@ -449,7 +452,7 @@ def _abs_answer() -> float:
 
 
 def _relu_answer() -> list[float]:
-    return [_grad_of(torch.relu, 0.0), _grad_of(lambda x: x.clamp(min=0), 0.0),
+    return [_grad_of(torch.relu, 0.0),
             _grad_of(lambda x: torch.maximum(x, torch.zeros_like(x)), 0.0)]
 
 
@@ -471,17 +474,15 @@ PREDICTIONS = {
             "and sgn(0) is 0). A prediction on its target gets no push either way",
     ),
     "l22-predict-relu": Prediction(
-        question="x.grad at x = 0 for torch.relu(x), x.clamp(min=0) and "
+        question="x.grad at x = 0 for torch.relu(x) and for "
                  "torch.maximum(x, torch.zeros_like(x)), in that order",
         answer=_relu_answer,
-        hint="the three compute the same numbers, but each op has its own backward. Look at "
-             "what each takes as inputs (a number, or a second tensor?), and keep in mind that "
-             "not every op follows the documented rule.",
+        hint="the two compute the same numbers, but each op has its own backward. Look at "
+             "what each takes as inputs (a number, or a second tensor?) and apply the rule to "
+             "all of an op's tensor inputs at once.",
         why="relu compares x with a fixed number: a convex kink, smallest subgradient 0. "
             "maximum has two tensor inputs, and the smallest subgradient of the pair is "
-            "(1/2, 1/2), so x gets 0.5 although the zeros need no gradient. clamp departs from "
-            "the rule: its backward passes the gradient wherever min <= x <= max, bounds "
-            "included, so 1. Together: {answer}",
+            "(1/2, 1/2), so x gets 0.5 although the zeros need no gradient. Together: {answer}",
     ),
     "l22-predict-complex": Prediction(
         question="z.grad after (z.abs() ** 2).backward() at z = 1+2j",
