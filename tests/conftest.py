@@ -13,9 +13,11 @@
   notebook, whose nbval cells share one kernel and must run in order), except that
   a lesson's tests that share one live run of it are a unit of their own, here:
   its run with every wrong answer (tests/lessons/test_exercises.py) and its visit
-  in JupyterLab (test_browser.py and test_prediction_screens.py). The units with
-  the longest tests are handed out first (`--no-loadscope-reorder` keeps this
-  order), so no worker is left with a long one at the end.
+  in JupyterLab (test_browser.py and test_prediction_screens.py); and each test of
+  the seed sweeps (test_method_sweep.py, test_slips_every_seed.py) is a unit alone,
+  since a file of them is a quarter of an hour that one worker would carry. The
+  units with the longest tests are handed out first (`--no-loadscope-reorder` keeps
+  this order), so no worker is left with a long one at the end.
 - The summary names how many notebooks ran under nbval: .ci/run reads it, since
   a green run that never executed a lesson would prove nothing.
 - Every kernel the suite starts talks over Unix sockets, not TCP ports
@@ -81,8 +83,10 @@ def chromium_browser():
 # work goes out where its first test stands.
 _LONG_FIRST = (
     ("test_nbgrader.py::test_nbgrader_autograde", 0),
+    ("test_method_sweep.py", 1),
     ("test_browser.py", 1),
     ("test_prediction_screens.py", 1),
+    ("test_slips_every_seed.py", 4),
     ("test_packaging.py", 2),
     ("test_site.py", 3),
     ("test_exercises.py::test_lesson_matches", 4),
@@ -105,15 +109,19 @@ _LESSON_UNITS = (
     ("rounds", ("test_exercises.py",)),
 )
 _LESSON_ID = re.compile(r"\[(\d\d-[\w-]+?)(?:\.ipynb)?\]$")
+# Files whose tests share nothing but their module: each test a unit alone.
+_ALONE = ("test_method_sweep.py", "test_slips_every_seed.py")
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit of work of the test `nodeid`: its lesson's, or its file's.
+    """The unit of work of the test `nodeid`: its lesson's, itself, or its file's.
 
     The scheduler sees ids only (the workers collect, it does not): a lesson's test is
     one whose id ends in the lesson's file name, with or without ``.ipynb``.
     """
     path, _, rest = nodeid.partition("::")
+    if path.rsplit("/", 1)[-1] in _ALONE:
+        return nodeid
     lesson = _LESSON_ID.search(rest)
     for prefix, files in _LESSON_UNITS:
         if lesson and path.rsplit("/", 1)[-1] in files:

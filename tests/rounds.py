@@ -19,8 +19,9 @@ the variant):
 
 Variants are the wrong answers (tests/wrong_answers/), the shortcuts
 (tests/cheats/) and the blank of the student version (with the student
-version's own check cell). Before, every "round" of variants re-executed the
-whole lesson in a new kernel: 172 executions for 17 lessons instead of 17.
+version's own check cell, and with the lesson's, hidden tests included).
+Before, every "round" of variants re-executed the whole lesson in a new
+kernel: 172 executions for 17 lessons instead of 17.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ even when the answer caught the error it raised.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import inspect
 import os
@@ -249,6 +250,10 @@ def main() -> None:
             wire.write_frame(outbox, {"kind": "ended", "payload": {"signal": None, "code": 0},
                                       "refused": []})
             continue
+        # What is loaded now lives as long as the runner: kept out of the collector's
+        # scans, a child's full collections (a graph of 5,000 nodes makes many) walk only
+        # what the answer made, not torch's objects, whose pages then stay shared too.
+        gc.freeze()
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGINT, signal.SIG_DFL)

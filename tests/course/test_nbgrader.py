@@ -3,7 +3,7 @@
 A throwaway course directory gets every lesson as one assignment:
 `nbgrader generate_assignment` must produce the same student cells as
 `backproplab release`. The class is autograded by one `nbgrader autograde` over
-every lesson of every student (its feedback: every check cell of the blank version
+the lessons of every student (its feedback: every check cell of the blank version
 fails, predictions included), then graded by one `backproplab grade --nbgrader`, which
 writes each exercise's score into the gradebook: the solution version full marks, the
 blank student version none, numerical estimates and shortcuts nothing on any
@@ -43,8 +43,8 @@ except ImportError:
         "nbgrader is not installed (pip install 'backproplab[course]')", allow_module_level=True
     )
 
-# nbgrader executes every lesson of two students and one of a third, then the grade runs
-# four: on two busy cores that takes longer than the suite's default limit of 900 s per test.
+# nbgrader executes every lesson of one student and a few of two others, then the grade
+# runs four: on two busy cores that can take longer than the suite's default limit of 900 s.
 pytestmark = [pytest.mark.nbgrader, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +56,19 @@ ASSIGNMENT = "ps1"
 def _lessons() -> list[Path]:
     """Every lesson (one assignment holds them all), or the fixture when there are none."""
     return sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb")) or [FIXTURE]
+
+
+def _blank_by_nbgrader() -> list[Path]:
+    """The lessons of bob's blank submission that nbgrader executes: the first, the last
+    and the one with the most graded cells. Every lesson's blank meets the hidden tests
+    of every check in the live run (tests/lessons/test_exercises.py), where it costs a
+    check cell instead of a whole execution of the lesson; here nbgrader's own steps are
+    shown on a blank. His other lessons join the submission after autograde, as mallory's
+    do, and `backproplab grade` enters them."""
+    lessons = _lessons()
+    most = max(lessons, key=lambda p: sum(
+        1 for c in course.read_notebook(p).cells if c.metadata.get("nbgrader", {}).get("grade")))
+    return sorted({lessons[0], most, lessons[-1]})
 
 
 def _env(course_dir: Path) -> dict[str, str]:
@@ -246,8 +259,9 @@ def _checks() -> dict[str, int]:
     }
 
 
-def _submit(root: Path, student: str) -> set[str]:
-    """Write ``student``'s submission; return the grade_ids of the checks it must fail.
+def _submit(root: Path, student: str, lessons: list[Path] | None = None) -> set[str]:
+    """Write ``student``'s submission of ``lessons`` (all by default); return the
+    grade_ids of the checks it must fail.
 
     alice: the solutions, with one honest answer that makes torch print a warning;
     bob: the untouched student versions; eve: see `_eve`; mallory: every by-hand answer a
@@ -258,9 +272,11 @@ def _submit(root: Path, student: str) -> set[str]:
     if student == "eve":
         return _eve(root)
     folder = root / "submitted" / student / ASSIGNMENT
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     cheats, turn, failing = _cheats(), iter(range(10_000)), set()
     for k, lesson in enumerate(_lessons()):
+        if lessons is not None and lesson not in lessons:
+            continue
         if student == "alice":
             nbformat.write(_with_a_warning(lesson), folder / lesson.name)
         elif student == "bob":
@@ -299,20 +315,26 @@ def _run(root: Path, args: list[str], log: Path) -> str:
 
 @pytest.fixture(scope="module")
 def graded(released: Path) -> tuple[Path, dict[str, set[str]], str]:
-    """The class, graded once and read by every test: alice, bob and eve autograded by
-    nbgrader in one run over every lesson (with no secret in the kernels' environment,
-    as the README says); then mallory's submission added, which nbgrader never runs, and
-    the whole class graded by one `backproplab grade --nbgrader`, with the secret: it
-    enters mallory's submission in the gradebook itself. The course folder, the checks
-    each student's submission must fail, and nbgrader's log."""
+    """The class, graded once and read by every test: alice (every lesson), bob (the
+    lessons of `_blank_by_nbgrader`) and eve autograded by nbgrader in one run (with no
+    secret in the kernels' environment, as the README says); then mallory's submission
+    and bob's other lessons added, which nbgrader never runs, and the whole class graded
+    by one `backproplab grade --nbgrader`, with the secret: it enters what nbgrader did not
+    run in the gradebook itself. The course folder, the checks each student's submission
+    must fail, and nbgrader's log."""
     root = released
-    failing = {student: _submit(root, student) for student in AUTOGRADED_BY_NBGRADER}
+    first = {"bob": _blank_by_nbgrader()}
+    failing = {student: _submit(root, student, first.get(student))
+               for student in AUTOGRADED_BY_NBGRADER}
     log = _run(root, [sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--create",
                       "--force"], root / "autograde.log")
     for student in AUTOGRADED_BY_NBGRADER:
         AUTOGRADED[student] = _scores(root, student)
     failing.update({student: _submit(root, student) for student in STUDENTS
                     if student not in AUTOGRADED_BY_NBGRADER})
+    later = [p for p in _lessons() if p not in first["bob"]]
+    if later:
+        failing["bob"] |= _submit(root, "bob", later)
     (root / "secret").write_text(SECRET)
     _run(root, [sys.executable, "-m", "backproplab", "grade", str(root / "submitted"),
                 "--against", str(root / "source" / ASSIGNMENT), "-j", "2",
@@ -361,6 +383,9 @@ def test_nbgrader_autograde(graded: tuple, student: str) -> None:
     autograded = root / "autograded" / student / ASSIGNMENT
     if student == "bob":
         _assert_blank_fails_everywhere(autograded)
+        # The grade read every lesson of his, those nbgrader did not run included.
+        assert {Path(r["notebook"]).name for r in rows} == {p.name for p in _lessons()}
+        assert all(r["verdict"] == "missing" for r in rows if "predict" not in r["exercise"])
     if student == "alice":
         # The audit finds nothing in honest work.
         honest = root / "submitted" / "alice"
@@ -384,7 +409,9 @@ def _assert_blank_fails_everywhere(graded: Path) -> None:
     """bob's notebooks as nbgrader executed them: every check cell, predictions (worth 0
     points, so not in the score) included, ends in an error, and nothing errs before the
     first exercise."""
-    for lesson in _lessons():
+    assert sorted(p.name for p in graded.glob("*.ipynb")) == [
+        p.name for p in _blank_by_nbgrader()]
+    for lesson in _blank_by_nbgrader():
         cells = nbformat.read(graded / lesson.name, as_version=4).cells
         meta = [c.metadata.get("nbgrader", {}) for c in cells]
         passing = [m["grade_id"] for c, m in zip(cells, meta, strict=True)

@@ -164,7 +164,9 @@ _RUNS: dict[Path, rounds.LessonRun] = {}
 
 def _variants(lesson: Path) -> dict[str, list[rounds.Variant]]:
     """Every answer to put through a check of this notebook, by solution grade_id: the
-    wrong answers, the shortcuts, and the student version's blank with its own check."""
+    wrong answers, the shortcuts, and the student version's blank twice: with the
+    student version's check, as a learner runs it, and with the lesson's own check,
+    hidden tests included, as nbgrader's autograde runs it."""
     nb = nbformat.read(lesson, as_version=4)
     ids = set(_solution_ids(nb))
     found: dict[str, list[rounds.Variant]] = {}
@@ -178,8 +180,9 @@ def _variants(lesson: Path) -> dict[str, list[rounds.Variant]]:
     for i, cell in enumerate(student.cells):
         if cell.cell_type == "code" and _meta(cell).get("solution"):
             check = _check_after(student, i)
-            found.setdefault(grade_id(cell), []).append(
-                rounds.Variant("blank", 1, cell.source, "", check.source))
+            found.setdefault(grade_id(cell), []).extend([
+                rounds.Variant("blank", 1, cell.source, "", check.source),
+                rounds.Variant("blank", 2, cell.source, "")])
     return found
 
 
@@ -228,12 +231,16 @@ def test_checks_reject_cheats(lesson: Path):
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
 def test_student_version_fails_every_check(lesson: Path):
-    """Each exercise left blank, as the student version has it, fails its check (the
-    student version's check cell, hidden tests removed)."""
+    """Each exercise left blank, as the student version has it, fails its check: the
+    student version's check cell (hidden tests removed) and the lesson's own (hidden
+    tests in, as nbgrader's autograde runs it; tests/course/test_nbgrader.py has
+    nbgrader itself run a few lessons' blanks)."""
     nb = nbformat.read(lesson, as_version=4)
     blanks = _run(lesson).of("blank")
-    assert sorted(o.grade_id for o in blanks) == sorted(_solution_ids(nb))
-    passing = [o.grade_id for o in blanks if o.answer_error is None and o.check_error is None]
+    assert sorted((o.grade_id, o.variant.number) for o in blanks) == sorted(
+        (g, n) for g in _solution_ids(nb) for n in (1, 2))
+    passing = [f"{o.grade_id} ({('student version', 'with hidden tests')[o.variant.number - 1]})"
+               for o in blanks if o.answer_error is None and o.check_error is None]
     assert not passing, f"{lesson.name}: these checks pass on the blank student version: {passing}"
 
 
