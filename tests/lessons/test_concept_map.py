@@ -169,6 +169,19 @@ REPEATED = {
         r"grows? (?:linearly )?with the batch",
     "Hessian-vector products":
         r"Hessian-vector product",
+    "At a tie, a maximum without an index splits the gradient evenly, `max(dim=...)` picks its "
+    "index":
+        r"split\w*\s+(?:the\s+gradient\s+|it\s+)?evenly",
+    "Saved tensors are freed after backward; `retain_graph`":
+        r"saved tensors (?:are|were|get) (?:freed|gone|released)|"
+        r"fre(?:es|ed|eing) (?:its |their |the )?saved|let go of (?:their|its) saved|"
+        r"retain_graph=True",
+    "The engine sums a gradient of a broadcast shape down to its input's shape":
+        r"sums? (?:it|them|a broadcast gradient) down|summing a broadcast gradient down",
+    "On the CPU, backward runs on the thread that called it":
+        r"thread that called|calling thread|very thread",
+    "FLOPs of backward against forward":
+        r"twice the forward(?! one)|two products of (?:its|the same) size",
     "Selective checkpointing: a policy per operation, and min-cut's activation memory budget":
         r"create_selective_checkpoint_contexts|activation_memory_budget|CheckpointPolicy",
 }

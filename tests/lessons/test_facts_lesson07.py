@@ -60,8 +60,8 @@ def test_the_two_player_step_is_stopped_by_the_version_counter(cells):
 
 
 def test_a_second_backward_raises_only_through_a_node_that_saved_tensors(cells):
-    """Section 1 shows what lesson 03's list of differences says: the sum of t + 1 saved
-    nothing and runs twice (its .grad adding up); t * 2 saved the 2 and raises."""
+    """Section 1, the idea's one home: the sum of t + 1 saved nothing and runs twice (its
+    .grad adding up); t * 2 saved the 2 and raises."""
     printed = _text(cells["l07-53"])
     assert "(t + 1).sum(): the second backward ran, t.grad = tensor([2., 2.])" in printed
     assert "(t * 2).sum(): Trying to backward through the graph a second time" in printed
