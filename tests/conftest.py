@@ -22,7 +22,7 @@
   collected tests, torch and the lessons' modules live for the whole run, and a
   test that builds big graphs in Python (a sweep of a learner's engine over a
   5,000-node chain, fifty times) otherwise pays for the collector walking them
-  all again at each of its full collections (lesson 03's sweep: 52 s -> 18 s).
+  all again at each of its full collections (lesson 03's sweep alone: 49 s -> 18 s).
 - The summary names how many notebooks ran under nbval: .ci/run reads it, since
   a green run that never executed a lesson would prove nothing.
 - Every kernel the suite starts talks over Unix sockets, not TCP ports
