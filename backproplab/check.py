@@ -56,7 +56,7 @@ import torch
 
 from .diagnosis import diagnose, name_mistake
 from .mistakes import Diagnosis
-from .numerical import numerical_grad
+from .numerical import inputs_device, numerical_grad
 from .values import (
     TOLERANCES,
     Value,
@@ -442,9 +442,11 @@ def check_grad(
     Each manual gradient is compared with autograd (run on detached copies of
     ``inputs`` in their own dtype, with the usual tolerance) and with central
     finite differences in float64 (rtol=1e-05, atol=1e-06 or the input
-    dtype's, whichever is looser). A check passes when it matches autograd;
-    a finite-difference disagreement on top is reported in the same line (it
-    usually means ``f`` is not smooth at that point).
+    dtype's, whichever is looser), both computed on the inputs' device (they
+    must share one; a manual gradient on another device is compared all the
+    same). A check passes when it matches autograd; a finite-difference
+    disagreement on top is reported in the same line (it usually means ``f``
+    is not smooth at that point).
 
     >>> import torch
     >>> x, w = torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0])
@@ -462,6 +464,7 @@ def check_grad(
         if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
             what = f"a {x.dtype} tensor" if isinstance(x, torch.Tensor) else type_name(x)
             raise TypeError(f"inputs[{i}]: expected a floating-point tensor, got {what}")
+    inputs_device(xs)  # one device for all: f and both references run there
     if len(grads) != len(xs):
         raise ValueError(
             f"manual_grads: expected {len(xs)} gradient(s), one per input, got {len(grads)}"

@@ -19,7 +19,7 @@ from .values import as_value, shape_text, type_name
 # Largest number of float64 elements one batched (vmap) evaluation may hold.
 _BATCH_ELEMENTS = 1 << 22
 
-__all__ = ["central_differences", "jacobian_rows", "numerical_grad"]
+__all__ = ["central_differences", "inputs_device", "jacobian_rows", "numerical_grad"]
 
 
 def numerical_grad(
@@ -35,7 +35,8 @@ def numerical_grad(
     For a scalar ``f`` this is the gradient; for a non-scalar ``f`` pass ``v``
     (shaped like the output) and get the vector-Jacobian product ``vᵀJ``, the
     same thing ``output.backward(v)`` puts in ``.grad``. Returns one float64
-    tensor per input. The nudges are evaluated in batches with
+    tensor per input, on the inputs' device (they must share one; a number
+    input joins them there). The nudges are evaluated in batches with
     ``torch.func.vmap`` when ``f`` allows it, else in a loop.
 
     >>> import torch
@@ -45,11 +46,13 @@ def numerical_grad(
     return central_differences(f, inputs, v, eps)
 
 
-def _as_output(y: Any, arg: str = "f") -> torch.Tensor:
+def _as_output(y: Any, device: torch.device, arg: str = "f") -> torch.Tensor:
+    """``f``'s result as a float64 tensor; a number (an ``f`` ending in ``.item()``)
+    on ``device``, the inputs' one, so that it meets ``v`` and the other rows there."""
     if isinstance(y, torch.Tensor):
         return y.detach().to(torch.float64)
     if isinstance(y, (int, float)) and not isinstance(y, bool):
-        return torch.tensor(float(y), dtype=torch.float64)
+        return torch.tensor(float(y), dtype=torch.float64, device=device)
     raise TypeError(f"{arg}: expected f to return a tensor or a number, got {type_name(y)}")
 
 
@@ -71,12 +74,13 @@ def central_differences(
         raise ValueError(f"eps: expected a small positive number such as 1e-6, got {eps!r}")
     if not inputs:
         raise ValueError("inputs: expected at least one input tensor, got none")
+    device = inputs_device(inputs)
     xs = []
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             xs.append(x.detach().to(torch.float64).clone())
         elif isinstance(x, (int, float)) and not isinstance(x, bool):
-            xs.append(torch.tensor(float(x), dtype=torch.float64))
+            xs.append(torch.tensor(float(x), dtype=torch.float64, device=device))
         else:
             what = f"a {x.dtype} tensor" if isinstance(x, torch.Tensor) else type_name(x)
             raise TypeError(f"inputs[{i}]: expected a floating-point tensor or number, got {what}")
@@ -96,7 +100,7 @@ def central_differences(
             "would be off in the 3rd digit; compute in float64 (e.g. avoid torch.tensor(...) "
             "without dtype, and .float())"
         )
-    y0 = _as_output(raw)
+    y0 = _as_output(raw, device)
     if v is None:
         if y0.numel() != 1:
             raise ValueError(
@@ -113,6 +117,24 @@ def central_differences(
             )
         w = w.reshape(-1).to(y0.device)
     return tuple(_fd_one(f, xs, i, w, float(eps)) for i in range(len(xs)))
+
+
+def inputs_device(inputs: Sequence[Any]) -> torch.device:
+    """The one device of the tensors among ``inputs`` (the CPU when there are only
+    numbers); a clear error when they are on two, or on the meta device, which holds
+    no values to nudge."""
+    where = [(i, x.device) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+    for i, device in where:
+        if device != where[0][1]:
+            raise ValueError(
+                f"inputs: expected tensors on one device, got inputs[{where[0][0]}] on "
+                f"{where[0][1]} and inputs[{i}] on {device}; move them to one with .to(device)")
+    if not where:
+        return torch.device("cpu")
+    if where[0][1].type == "meta":
+        raise TypeError(f"inputs[{where[0][0]}]: expected a tensor holding values, got a "
+                        "tensor on the meta device")
+    return where[0][1]
 
 
 def _first_call(f: Callable[..., Any], xs: list[torch.Tensor], inputs: Sequence[Any]) -> Any:
@@ -205,8 +227,8 @@ def jacobian_rows(
             xm = x.clone()
             xm.view(-1)[k] = old - eps
             args[i] = xp
-            plus = _as_output(f(*args)).reshape(-1)
+            plus = _as_output(f(*args), x.device).reshape(-1)
             args[i] = xm
-            minus = _as_output(f(*args)).reshape(-1)
+            minus = _as_output(f(*args), x.device).reshape(-1)
             rows.append((plus - minus) / (2 * eps))
     return torch.stack(rows)

@@ -1,7 +1,8 @@
 """Two values side by side: what every checker needs before it can judge an answer.
 
 `as_value` turns an answer (a tensor, a number, an array, nested lists) into
-a float64 tensor, refusing what a gradient cannot be; `resolve_tolerance`
+a float64 tensor on the answer's own device, refusing what a gradient cannot
+be; `aligned` puts two of them on one device; `resolve_tolerance`
 gives the tolerance the less precise dtype allows; `all_close` is the
 closeness test every verdict uses. The rest writes numbers, shapes and
 positions the way a report shows them. :mod:`backproplab.check` and
@@ -31,6 +32,7 @@ __all__ = [
     "fmt",
     "index_text",
     "index_words",
+    "on_one_device",
     "position",
     "relative",
     "resolve_tolerance",
@@ -59,7 +61,8 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 
 @dataclass(frozen=True)
 class Value:
-    tensor: torch.Tensor  # float64 (or complex128) copy for comparison
+    tensor: torch.Tensor  # float64 (or complex128) copy for comparison, on the value's
+    # own device (the CPU for Python numbers, lists and numpy arrays)
     dtype: torch.dtype  # the original dtype
     is_number: bool  # a Python/NumPy scalar: no shape or dtype of its own
 
@@ -69,7 +72,11 @@ def type_name(obj: object) -> str:
 
 
 def as_value(obj: object, arg: str) -> Value:
-    """Convert an accepted value to a float64 tensor, or raise naming ``arg``."""
+    """Convert an accepted value to a float64 tensor, or raise naming ``arg``.
+
+    A tensor stays on its device (a CUDA gradient is compared on the GPU, see `aligned`);
+    Python and numpy values are read onto the CPU, whatever torch's default device.
+    """
     expected = f"{arg}: expected a tensor, number or numpy array, got"
     if isinstance(obj, bool):
         raise TypeError(f"{expected} bool (a gradient is never True/False)")
@@ -85,12 +92,12 @@ def as_value(obj: object, arg: str) -> Value:
         # as torch's default float32 (which would make 1e40 inf and 0.1 + 0.2 == 0.3).
         # Integers beyond int64 are compared as float64 too.
         if isinstance(obj, int) and -(2**63) <= obj < 2**63:
-            t = torch.tensor(obj, dtype=torch.int64)
+            t = torch.tensor(obj, dtype=torch.int64, device="cpu")
         else:
-            t = torch.tensor(float(obj), dtype=torch.float64)
+            t = torch.tensor(float(obj), dtype=torch.float64, device="cpu")
         is_number = True
     elif isinstance(obj, complex):  # a Python complex has float64 parts: complex128
-        t = torch.tensor(obj, dtype=torch.complex128)
+        t = torch.tensor(obj, dtype=torch.complex128, device="cpu")
         is_number = True
     elif type(obj).__module__ == "numpy":
         import numpy as np  # numpy is a torch dependency, imported only when used
@@ -103,7 +110,7 @@ def as_value(obj: object, arg: str) -> Value:
         is_number = isinstance(obj, np.generic)
     elif isinstance(obj, (list, tuple)):
         try:
-            t = torch.tensor(obj)
+            t = torch.tensor(obj, device="cpu")
         except (TypeError, ValueError, RuntimeError):
             raise TypeError(
                 f"{expected} a {type_name(obj)} that is not a rectangular list of numbers"
@@ -117,8 +124,8 @@ def as_value(obj: object, arg: str) -> Value:
     if t.dtype == torch.bool:
         raise TypeError(f"{expected} a boolean tensor (a gradient is never True/False)")
     if t.is_complex():
-        return Value(t.to(torch.complex128).cpu(), t.dtype, is_number)
-    return Value(t.to(torch.float64).cpu(), t.dtype, is_number)
+        return Value(t.to(torch.complex128), t.dtype, is_number)
+    return Value(t.to(torch.float64), t.dtype, is_number)
 
 
 def default_tolerance(*dtypes: torch.dtype) -> tuple[float, float]:
@@ -221,6 +228,7 @@ def relative(got: object, want: object, *, ord: float = math.inf) -> float:
         return math.inf
     if g.shape != w.shape:
         return math.inf
+    g, w = on_one_device(g, w)
     scale = float(torch.linalg.vector_norm(finite_abs(w), ord)) if w.numel() else 0.0
     gap = float(torch.linalg.vector_norm((g - w).abs(), ord)) if w.numel() else 0.0
     return gap / max(scale, 1e-300)
@@ -259,9 +267,21 @@ def resolve_tolerance(
     )
 
 
+def on_one_device(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``a`` and ``b`` on one device, to be compared there: an answer written on the CPU
+    (a list, a number) against a CUDA reference is compared on the GPU, where the
+    reference already is; between two accelerators, on ``b``'s."""
+    if a.device == b.device:
+        return a, b
+    if b.device.type == "cpu":
+        return a, b.to(a.device)
+    return a.to(b.device), b
+
+
 def aligned(m: Value, r: Value) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two tensors to compare; a bare number stands for any one-element tensor."""
-    a, b = m.tensor, r.tensor
+    """The two tensors to compare, on one device; a bare number stands for any
+    one-element tensor."""
+    a, b = on_one_device(m.tensor, r.tensor)
     if m.is_number and b.numel() == 1:
         a = a.reshape(b.shape)
     if r.is_number and a.numel() == 1:

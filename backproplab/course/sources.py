@@ -540,6 +540,12 @@ class _Live:
             self.cls(type(value))
             for attr, held in vars(value).items() if hasattr(value, "__dict__") else ():
                 self.held(attr, held, scope)
+        elif type(value) in (dict, list, tuple, set, frozenset):
+            # A table of the learner's (a dict of rules, a list of steps): what it holds is
+            # read, each function's source included, as if each were named on its own.
+            self._seen.add(id(value))
+            for part in (*value, *value.values()) if type(value) is dict else value:
+                self.held(name, part, scope)
         else:
             owner = getattr(value, "__module__", None) or type(value).__module__
             own = getattr(value, "__qualname__", None) or type(value).__qualname__

@@ -78,50 +78,29 @@ CHEATS = {
          "complex"),
         (_lookup("l02-shared", "shared_grads(x, y, z)", "(x, y, z)"), "raised KeyError"),
     ],
-    "l02-backward": [
-        # Each node called like a function: backward's own formulas.
-        (
-            "def backward_by_walking(out, leaves):\n"
-            "    grad_at, todo, found = {out.grad_fn: torch.ones_like(out)}, [out.grad_fn], {}\n"
-            "    while todo:\n"
-            "        node = todo.pop()\n"
-            "        g = grad_at.pop(node)\n"
-            "        if hasattr(node, 'variable'):\n"
-            "            found[id(node.variable)] = found.get(id(node.variable), 0) + g\n"
-            "            continue\n"
-            "        for (fn, _), sent in zip(node.next_functions, node(g)):\n"
-            "            if fn is not None:\n"
-            "                grad_at[fn] = sent\n"
-            "                todo.append(fn)\n"
-            "    return [found[id(leaf)] for leaf in leaves]\n",
-            "called a node itself",
-        ),
-        # backward() itself, then the .grads.
-        (
-            "def backward_by_walking(out, leaves):\n"
-            "    out.sum().backward()\n"
-            "    return [leaf.grad for leaf in leaves]\n",
-            "Tensor.backward()",
-        ),
-        (
-            "def backward_by_walking(out, leaves):\n"
-            "    return list(torch.autograd.grad(out.sum(), leaves))\n",
-            "torch.autograd.grad",
-        ),
+    "l02-rule": [
+        # The node called like a function: backward's own formula.
+        ("def node_rule(node, grad):\n    return list(node(grad))\n", "called a node itself"),
+        # A node that saved its output holds a tensor whose grad_fn is the node: backward
+        # through it runs the node.
+        ("def node_rule(node, grad):\n"
+         "    leaves = [fn.variable for fn, _ in node.next_functions]\n"
+         "    node._saved_result.backward(grad)\n"
+         "    return [leaf.grad for leaf in leaves]\n", "Tensor.backward()"),
+        ("def node_rule(node, grad):\n"
+         "    leaves = [fn.variable for fn, _ in node.next_functions]\n"
+         "    return list(torch.autograd.grad(node._saved_result, leaves, grad))\n",
+         "torch.autograd.grad"),
         # bl.trace_backward runs a real backward pass.
-        (
-            "def backward_by_walking(out, leaves):\n"
-            "    bl.trace_backward(out, gradient=torch.ones_like(out))\n"
-            "    return [leaf.grad for leaf in leaves]\n",
-            "bl.trace_backward",
-        ),
-        # Grad mode switched back on, to build something to differentiate.
-        (
-            "def backward_by_walking(out, leaves):\n"
-            "    with torch.enable_grad():\n"
-            "        return list(torch.autograd.grad(out.sum(), leaves))\n",
-            "enable_grad",
-        ),
+        ("def node_rule(node, grad):\n"
+         "    leaves = [fn.variable for fn, _ in node.next_functions]\n"
+         "    bl.trace_backward(node._saved_result, gradient=grad)\n"
+         "    return [leaf.grad for leaf in leaves]\n", "bl.trace_backward"),
+        # Grad mode switched back on, to build the forward again and differentiate it.
+        ("def node_rule(node, grad):\n"
+         "    x = node.next_functions[0][0].variable\n"
+         "    with torch.enable_grad():\n"
+         "        return list(torch.autograd.grad(torch.exp(x), [x], grad))\n", "enable_grad"),
     ],
 }
 

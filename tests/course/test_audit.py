@@ -88,7 +88,7 @@ def test_audit_reads_an_answer_against_its_exercises_vocabulary():
 
 
 def test_a_walk_of_the_graph_is_not_listed_where_the_exercise_asks_for_one():
-    """Lesson 02's backward by walking next_functions is what l02-backward asks for."""
+    """Lesson 02's rule read from a node's saved tensors is what l02-rule asks for."""
     lesson = LESSONS / "02-chain-rule.ipynb"
     nb = course.read_notebook(lesson)
     handed_out = [nb, course.student_version(nb)[0]]

@@ -107,3 +107,27 @@ def test_the_kernel_reads_a_module_an_answer_holds_as_a_value():
     trees, bound, _ = sources.from_objects(functools.partial(space["load"], torch))
     found = rules.read(trees, rules.METHOD, bound)
     assert [(f.used, f.why) for f in found] == [("answer, which is torch", "module-value")]
+
+
+def test_the_kernel_reads_a_table_of_the_learners_functions():
+    """A dict of rules the answer looks up by name is the learner's code, read function by
+    function (it was refused whole as a builtins.dict); a table that holds a refused tool
+    still names that tool."""
+    import linecache
+
+    import torch
+
+    source = ("RULES = {'sin': lambda x, g: g * torch.cos(x), 'exp': lambda x, g: g * x.exp()}\n"
+              "TOOLS = [torch.autograd.grad]\n\n\n"
+              "def rule(name, x, g):\n    return RULES[name](x, g)\n\n\n"
+              "def cheat(y, x):\n    return TOOLS[0](y, x)\n")
+    name = "<test cell sources-table>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    space = {"torch": torch}
+    exec(compile(source, name, "exec"), space)
+    trees, bound, unread = sources.from_objects(space["rule"])
+    assert unread == [] and {type(t).__name__ for t in trees} == {"FunctionDef", "Lambda"}
+    assert rules.read(trees, rules.METHOD, bound) == []
+    trees, bound, _ = sources.from_objects(space["cheat"])
+    assert [f.used for f in rules.read(trees, rules.BY_HAND, bound)] \
+        == ["TOOLS, which is torch.autograd.grad"]

@@ -2,10 +2,10 @@
 
 The text about the traced graph matches its figure (saved tensors are listed as
 the pass found them, and shown freed only by a description made afterwards),
-no cell before a prediction answers it, the backward exercise names the very
+no cell before a prediction answers it, the rule exercise names the very
 nodes its check builds graphs from and points to this lesson's sections for
-the order of the walk and for paths adding up, and a learner's copy still
-refuses the `backward()` shortcut in that exercise.
+the rules it shows, and a learner's copy still refuses calling the node and
+the `backward()` shortcut in that exercise.
 """
 
 from __future__ import annotations
@@ -84,53 +84,60 @@ def _task_of(solution_grade_id: str) -> str:
     return next(_text(c) for c in reversed(CELLS[:at]) if c["cell_type"] == "markdown")
 
 
-def test_the_backward_exercise_is_the_last_and_names_the_nodes_its_check_uses():
+def test_the_rule_exercise_is_the_last_and_names_the_nodes_its_check_uses():
     graded = [c["metadata"]["nbgrader"]["grade_id"] for c in CELLS
               if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
-    assert graded[-1] == "l02-backward"
-    task = _task_of("l02-backward")
+    assert graded[-1] == "l02-rule"
+    task = _task_of("l02-rule")
     for name in lesson02.graphs.OPS:
         assert f"`{name}`" in task, name
-    # it builds on this lesson: the order of the walk and paths adding up are pointers here
-    assert "(section 4)" in task and "(section 6)" in task and "Lesson 01 showed" in task
+    # it builds on this lesson and lesson 01: pointers, not a second derivation
+    assert "Lesson 01 showed" in task and "Section 4" in task
+    assert "(section 7)" in task and "section 8's rule" in task
+    # one node's part only: the order of the pass and the counting are not asked for here
+    assert "count" not in task.lower() and "topological" not in task
     example = next(c for c in CELLS if "out_ex = " in _text(c))
     shown = _printed(example["id"])  # the example graph has every kind of node, with what it saved
     for name in lesson02.graphs.OPS:
         assert name in shown, name
-    assert "ExpBackward0  saved: result" in shown and "SinBackward0  saved: self" in shown
+    for name in ("ExpBackward0", "SqrtBackward0", "TanhBackward0"):
+        assert f"{name}  saved: result" in shown, name
+    assert "SinBackward0  saved: self" in shown and "DivBackward0  saved: other" in shown
 
 
 SHORTCUTS = {
-    # backward() inside the function: refused while the check runs it.
-    "inside": ("def backward_by_walking(out, leaves):\n    out.sum().backward()\n"
-               "    return [leaf.grad for leaf in leaves]\n", "Tensor.backward()"),
-    # backward() in the cell on the example, its .grads returned for any graph.
-    "outside": ("out_ex.sum().backward()\n\n\ndef backward_by_walking(out, leaves):\n"
-                "    return [m1.grad, m2.grad][:len(leaves)]\n", "not from the graph"),
+    # The node called like a function: torch's own formula, noticed by the profiler.
+    "call": ("def node_rule(node, grad):\n    return list(node(grad))\n",
+             "called a node itself"),
+    # A node that kept its output: backward through that output runs the node.
+    "backward": ("def node_rule(node, grad):\n"
+                 "    leaves = [fn.variable for fn, _ in node.next_functions]\n"
+                 "    node._saved_result.backward(grad)\n"
+                 "    return [leaf.grad for leaf in leaves]\n", "Tensor.backward()"),
 }
 
 
 @pytest.fixture(scope="module")
 def learner_run(tmp_path_factory) -> tuple[nbformat.NotebookNode, rounds.LessonRun]:
     """A learner's copy of the lesson, executed once with each shortcut put through the
-    backward exercise's check in turn, in the kernel the cells above it left
+    rule exercise's check in turn, in the kernel the cells above it left
     (tests/rounds.py); the copy, and what the run found."""
     learner, _ = course.learner_version(nbformat.read(LESSON, as_version=4), name=LESSON.name)
     path = tmp_path_factory.mktemp("learner") / LESSON.name
     nbformat.write(learner, path)
     variants = [rounds.Variant("cheat", n, source, fragment)
                 for n, (source, fragment) in enumerate(SHORTCUTS.values(), 1)]
-    return learner, rounds.play(path, {"l02-backward": variants})
+    return learner, rounds.play(path, {"l02-rule": variants})
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("where", sorted(SHORTCUTS))
-def test_a_learner_copy_refuses_the_backward_shortcut(where: str, learner_run):
+def test_a_learner_copy_refuses_the_rule_shortcut(where: str, learner_run):
     source, fragment = SHORTCUTS[where]
     learner, played = learner_run
-    at = next(i for i, c in enumerate(learner.cells) if grade_id(c) == "l02-backward")
+    at = next(i for i, c in enumerate(learner.cells) if grade_id(c) == "l02-rule")
     check = next(c for c in learner.cells[at + 1:] if c.cell_type == "code")
-    assert grade_id(check) == "l02-backward-check"
+    assert grade_id(check) == "l02-rule-check"
     assert course.HIDDEN_KEPT in check.source  # the hidden re-check stays, visible
     (outcome,) = [o for o in played.outcomes if o.variant.source == source]
     error = outcome.check_error

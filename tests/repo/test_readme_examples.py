@@ -47,7 +47,7 @@ def test_the_exercise_example_is_lesson_2s_cells():
 
 def test_the_hidden_test_example_is_a_lessons_check_cell():
     hidden = next(b for b in _blocks(_section("Hidden tests"), "python") if "HIDDEN TESTS" in b)
-    assert hidden == _cell("02-chain-rule.ipynb", "l02-backward-check").source
+    assert hidden == _cell("02-chain-rule.ipynb", "l02-rule-check").source
 
 
 def test_the_release_output_is_what_release_prints(tmp_path: Path):

@@ -3,22 +3,16 @@
 SHARED = "def shared_grads(x, y, z):\n    u = x * y\n    du = {}\n    return {}\n"
 TANH = "def tanh_grads(x, w, b):\n    outer = {}\n    return {}\n"
 
-BACKWARD = 'def backward_by_walking(out, leaves):\n    """The gradients of out.sum() for each of leaves, by walking out\'s graph by hand."""\n    # First pass: how many edges come into each node.\n    edges_in, todo, seen = {}, [out.grad_fn], set()\n    while todo:\n        node = todo.pop()\n        if node in seen:\n            continue\n        seen.add(node)\n        for fn, _ in node.next_functions:\n            if fn is not None:\n                edges_in[fn] = edges_in.get(fn, 0) + 1\n                todo.append(fn)\n\n    def local(node, g):\n        """What node sends to each of its inputs, for the gradient g at its output."""\n        name = node.name()\n        if name == "AddBackward0":\n            return [g, g]\n        if name == "SubBackward0":\n            return [g, -g]\n        if name == "MulBackward0":\n            a, b = node._saved_self, node._saved_other\n            return [None if b is None else g * b, None if a is None else g * a]\n        if name == "SinBackward0":\n            return [g * torch.cos(node._saved_self)]\n        if name == "ExpBackward0":\n            return [g * node._saved_result]  # exp saved its output: exp(x) itself\n        if name == "PowBackward0":\n            n = node._saved_exponent\n            return [g * n * node._saved_self ** (n - 1)]\n        raise ValueError(f"no rule for {name}")\n\n    # Second pass: a node runs once every edge into it has delivered its part.\n    grad_at = {out.grad_fn: torch.ones_like(out)}\n    ready, leaf_grads = [out.grad_fn], {}\n    while ready:\n        node = ready.pop()\n        g = grad_at.pop(node)\n        if hasattr(node, "variable"):\n            leaf_grads[id(node.variable)] = g\n            continue\n        for (fn, _), sent in zip(node.next_functions, local(node, g), strict=True):\n            if fn is None:\n                continue\n            grad_at[fn] = grad_at[fn] + sent if fn in grad_at else sent\n            edges_in[fn] -= 1\n            if edges_in[fn] == 0:\n                ready.append(fn)\n    return [leaf_grads[id(leaf)] for leaf in leaves]\n'
+RULE = 'def node_rule(node, grad):\n    """What node sends along each edge of node.next_functions, for grad at its output."""\n    name = node.name()\n    if name == "AddBackward0":\n        sent = [grad, grad]\n    elif name == "SubBackward0":\n        sent = [grad, -grad]\n    elif name == "MulBackward0":\n        a, b = node._saved_self, node._saved_other  # a factor is None if only the other needs it\n        sent = [None if b is None else grad * b, None if a is None else grad * a]\n    elif name == "DivBackward0":\n        a, b = node._saved_self, node._saved_other  # a / b; a is None when only a needs a grad\n        sent = [grad / b, None if a is None else -grad * a / b**2]\n    elif name == "SinBackward0":\n        sent = [grad * torch.cos(node._saved_self)]\n    elif name == "ExpBackward0":\n        sent = [grad * node._saved_result]  # exp saved its output, which is its own derivative\n    elif name == "PowBackward0":\n        n = node._saved_exponent\n        sent = [grad * n * node._saved_self ** (n - 1)]\n    elif name == "SqrtBackward0":\n        sent = [grad / (2 * node._saved_result)]  # the saved output is sqrt(x) itself\n    elif name == "TanhBackward0":\n        sent = [grad * (1 - node._saved_result**2)]  # section 8\'s rule, from the saved output\n    else:\n        raise ValueError(f"no rule for {name}")\n    # An edge whose node is None leads to a constant: send nothing there.\n    return [None if fn is None else s for (fn, _), s in zip(node.next_functions, sent, strict=True)]\n'
 
 
-def _backward(*edits: tuple[str, str]) -> str:
-    """The lesson's walk with some lines changed: each (old, new) must occur once."""
-    source = BACKWARD
+def _rule(*edits: tuple[str, str]) -> str:
+    """The lesson's rule with some lines changed: each (old, new) must occur once."""
+    source = RULE
     for old, new in edits:
         assert source.count(old) == 1, old
         source = source.replace(old, new)
     return source
-
-
-ADD_AT_NODE = "            grad_at[fn] = grad_at[fn] + sent if fn in grad_at else sent\n"
-COUNTED = ("            edges_in[fn] -= 1\n"
-           "            if edges_in[fn] == 0:\n"
-           "                ready.append(fn)\n")
 
 
 WRONG = {
@@ -105,42 +99,53 @@ WRONG = {
             "torch.autograd.grad",
         ),
     ],
-    "l02-backward": [
-        # A leaf's gradient stored with = as it arrives: a leaf used twice keeps one part.
-        (_backward((ADD_AT_NODE, "            if hasattr(fn, 'variable'):\n"
-                                 "                leaf_grads[id(fn.variable)] = sent\n"
-                                 "                continue\n" + ADD_AT_NODE)),
-         "only one edge's part"),
-        # = instead of + at every node.
-        (_backward((ADD_AT_NODE, "            grad_at[fn] = sent\n")), "kept only the last part"),
-        # Each node run the first time the walk meets it, with what has arrived so far.
-        (_backward(("    ready, leaf_grads = [out.grad_fn], {}\n",
-                    "    ready, leaf_grads, met = [out.grad_fn], {}, set()\n"),
-                   ("        g = grad_at.pop(node)\n", "        g = grad_at[node]\n"),
-                   (COUNTED, "            if fn not in met:\n"
-                             "                met.add(fn)\n"
-                             "                ready.append(fn)\n")),
-         "before all of it had arrived"),
+    "l02-rule": [
         # exp applied to ExpBackward0's saved output, taken for its input.
-        (_backward(("return [g * node._saved_result]", "return [g * torch.exp(node._saved_result)]")),
+        (_rule(("[grad * node._saved_result]", "[grad * torch.exp(node._saved_result)]")),
          "applies exp twice"),
         # The derivative of sin taken as -cos.
-        (_backward(("return [g * torch.cos(node._saved_self)]",
-                    "return [-g * torch.cos(node._saved_self)]")), "sign is off"),
+        (_rule(("[grad * torch.cos(node._saved_self)]", "[-grad * torch.cos(node._saved_self)]")),
+         "sign is off"),
         # The local derivative sent on without the incoming gradient.
-        (_backward(("return [g * torch.cos(node._saved_self)]",
-                    "return [torch.cos(node._saved_self)]")), "incoming gradient is missing"),
+        (_rule(("[grad * torch.cos(node._saved_self)]", "[torch.cos(node._saved_self)]")),
+         "incoming gradient is missing"),
         # The power rule without lowering the exponent.
-        (_backward(("return [g * n * node._saved_self ** (n - 1)]",
-                    "return [g * n * node._saved_self ** n]")), "lowers the exponent"),
-        # The subtraction's second input given +g.
-        (_backward(("return [g, -g]", "return [g, g]")), "minus the incoming gradient"),
+        (_rule(("grad * n * node._saved_self ** (n - 1)", "grad * n * node._saved_self ** n")),
+         "lowers the exponent"),
+        # The subtraction's second input given +grad.
+        (_rule(("sent = [grad, -grad]", "sent = [grad, grad]")), "minus the incoming gradient"),
         # Each factor of a product given its own value instead of the other's.
-        (_backward(("return [None if b is None else g * b, None if a is None else g * a]",
-                    "return [None if a is None else g * a, None if b is None else g * b]")),
+        (_rule(("[None if b is None else grad * b, None if a is None else grad * a]",
+                "[None if a is None else grad * a, None if b is None else grad * b]")),
          "the *other* factor"),
-        # A constant's (None, 0) entry not skipped: the unsaved factor is None.
-        (_backward(("return [None if b is None else g * b, None if a is None else g * a]",
-                    "return [g * b, g * a]")), "skip the inputs whose node is None"),
+        # A constant's unsaved factor used anyway: it is None.
+        (_rule(("[None if b is None else grad * b, None if a is None else grad * a]",
+                "[grad * b, grad * a]")), "send None along an edge whose node is None"),
+        # The quotient rule's sign lost.
+        (_rule(("-grad * a / b**2", "grad * a / b**2")), "wrong sign: y sits in the denominator"),
+        # The numerator left out of the divisor's gradient.
+        (_rule(("-grad * a / b**2", "-grad / b**2")), "lost the numerator"),
+        # The numerator's gradient multiplied by the divisor.
+        (_rule(("sent = [grad / b,", "sent = [grad * b,")), "multiplies by the divisor"),
+        # sqrt without its 1/2.
+        (_rule(("[grad / (2 * node._saved_result)]", "[grad / node._saved_result]")),
+         "the factor 1/2 is missing"),
+        # The root of the saved root.
+        (_rule(("[grad / (2 * node._saved_result)]",
+                "[grad / (2 * torch.sqrt(node._saved_result))]")), "takes the root twice"),
+        # tanh of the saved output, taken for the input.
+        (_rule(("[grad * (1 - node._saved_result**2)]",
+                "[grad * (1 - torch.tanh(node._saved_result) ** 2)]")), "applies tanh twice"),
+        # 1 - tanh instead of 1 - tanh**2.
+        (_rule(("[grad * (1 - node._saved_result**2)]", "[grad * (1 - node._saved_result)]")),
+         "the square is missing"),
+        # One value for every node: the list is not one per edge.
+        (_rule(("    return [None if fn is None else s for (fn, _), s in "
+                "zip(node.next_functions, sent, strict=True)]\n", "    return sent[0]\n")),
+         "expected a list with one gradient per edge"),
+        # Tanh not handled: the rule raises for a node it does not know.
+        (_rule(('    elif name == "TanhBackward0":\n'
+                "        sent = [grad * (1 - node._saved_result**2)]  # section 8's rule, from the "
+                "saved output\n", "")), "no rule for TanhBackward0"),
     ],
 }

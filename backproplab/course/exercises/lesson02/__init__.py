@@ -8,12 +8,11 @@ of added); each is named only when the answer matches it on every input. The
 third is an intermediate result used twice, whose two paths run through
 different gates and meet at a product.
 
-The last one is checked by method (module ``backward``): the learner runs the
-whole backward pass over a real torch graph, made new from a seed. The function walks the graph
-from the output, applies each node's local rule to the tensors the node saved,
-adds up what meets at a node, runs a node only once all of its gradient has
-arrived, and collects the leaves' gradients. Backward passes, calls of a node
-and ``bl.describe`` are refused while it runs.
+The last one is checked by method (module ``rule``): the learner writes one node's
+local rule, what a backward node sends along each edge of ``next_functions`` for the
+gradient at its output, read from the tensors the node saved. The check tries it on a
+one-node graph of each kind, made new from a seed, with calling the node, backward passes
+and ``bl.describe`` refused while it runs.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from .._spec import ByHand, Prediction
-from .backward import BACKWARD
+from .rule import RULE
 
 # --------------------------------------------------------------------------
 # l02-cubic: d/dx (x**3 - 4x**2 + 5)
@@ -148,7 +147,7 @@ EXERCISES = {
                                                -torch.sin(x * y)),
         },
     ),
-    "l02-backward": BACKWARD,
+    "l02-rule": RULE,
 }
 
 
