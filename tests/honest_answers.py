@@ -24,6 +24,22 @@ class Honest(NamedTuple):
 # A scratch cell between an answer and its check: the latest ``import torch`` is below
 # the answer, so what the answer reads while its cell runs must come from above it.
 SCRATCH = "import torch\n\nprint(torch.__version__)\n"
+# Lesson 03's topo_order (section 3), as the notebook defines it above its exercises: the
+# kernel test runs an answer without the lesson's cells, so one that uses it brings it along.
+LESSON_03_SORT = (
+    "def topo_order(root):\n"
+    "    order, seen = [], set()\n"
+    "    stack = [(root, False)]\n"
+    "    while stack:\n"
+    "        node, parents_done = stack.pop()\n"
+    "        if parents_done:\n"
+    "            order.append(node)\n"
+    "        elif id(node) not in seen:\n"
+    "            seen.add(id(node))\n"
+    "            stack.append((node, True))\n"
+    "            stack.extend((p, False) for p in node.parents if id(p) not in seen)\n"
+    "    return order\n"
+)
 
 
 HONEST = [
@@ -139,6 +155,34 @@ HONEST = [
         "        if fn is None:\n"
         "            out[k] = None\n"
         "    return out\n")),
+    # ---------------------------------------------------------------- lesson 03
+    Honest("l03-paths", "from the leaf up", (
+        'def count_paths(root, leaf):\n'
+        '    to_leaf = {}\n'
+        '    for node in topo_order(root):  # parents first: their counts are ready\n'
+        '        to_leaf[id(node)] = 1 if node is leaf else sum(to_leaf[id(p)] for p in node.parents)\n'
+        '    return to_leaf[id(root)]\n'
+    ), earlier=LESSON_03_SORT),
+    Honest("l03-paths", "users counted first", (
+        'def count_paths(root, leaf):\n'
+        '    users, todo, seen = {}, [root], {id(root)}\n'
+        '    while todo:\n'
+        '        node = todo.pop()\n'
+        '        for p in node.parents:\n'
+        '            users[id(p)] = users.get(id(p), 0) + 1\n'
+        '            if id(p) not in seen:\n'
+        '                seen.add(id(p))\n'
+        '                todo.append(p)\n'
+        '    paths, ready = {id(root): 1}, [root]\n'
+        '    while ready:\n'
+        '        node = ready.pop()\n'
+        '        for p in node.parents:\n'
+        '            paths[id(p)] = paths.get(id(p), 0) + paths[id(node)]\n'
+        '            users[id(p)] -= 1\n'
+        '            if users[id(p)] == 0:\n'
+        '                ready.append(p)\n'
+        '    return paths.get(id(leaf), 0)\n'
+    )),
     # ---------------------------------------------------------------- lesson 04
     Honest("l04-grads", "a default and a class attribute that read torch, torch imported "
            "again below", (

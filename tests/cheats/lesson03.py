@@ -160,22 +160,34 @@ CHEATS = {
             "backward kernels",
         ),
     ],
-    "l03-topo": [
-        # The lesson's own sort.
-        ("def my_topo_order(root):\n    return topo_order(root)\n", "lesson's own sort"),
-        # The lesson's recursive sort, with the recursion limit raised out of the way.
+    "l03-paths": [
+        # The count is the leaf's gradient when every local derivative is 1: torch's
+        # backward over a copy of the graph made of additions (grad mode switched back on,
+        # since the check runs the answer with it off).
         (
-            "sys.setrecursionlimit(100_000)\n\n\n"
-            "def my_topo_order(root):\n"
-            "    return topo_recursive(root)\n",
-            "lesson's own sort",
+            "def count_paths(root, leaf):\n"
+            "    made = {}\n"
+            "    with torch.enable_grad():\n"
+            "        for node in topo_order(root):\n"
+            "            made[id(node)] = (sum(made[id(p)] for p in node.parents) if node.parents\n"
+            "                              else torch.zeros((), dtype=torch.float64,\n"
+            "                                               requires_grad=True))\n"
+            "        made[id(root)].backward()\n"
+            "    return int(made[id(leaf)].grad)\n",
+            "enable_grad",
         ),
-        # The engine's backward, then its order read back: the lesson's sort again.
+        # The same as a function of the leaf's value, differentiated by torch.func.grad.
         (
-            "def my_topo_order(root):\n"
-            "    order = topo_order(root)\n"
-            "    return [node for node in order]\n",
-            "lesson's own sort",
+            "def count_paths(root, leaf):\n"
+            "    order = topo_order(root)\n\n"
+            "    def total(x):\n"
+            "        made = {}\n"
+            "        for node in order:\n"
+            "            made[id(node)] = (sum(made[id(p)] for p in node.parents) if node.parents\n"
+            "                              else x if node is leaf else torch.zeros(()))\n"
+            "        return made[id(root)]\n\n"
+            "    return int(torch.func.grad(total)(torch.zeros(())))\n",
+            "torch.func.grad",
         ),
     ],
 }

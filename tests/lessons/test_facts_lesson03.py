@@ -219,13 +219,24 @@ def test_the_worst_entry_says_which_gradient_it_is():
         assert "xwb"[int(index)] == name, message
 
 
-def test_topo_check_passes_the_solution_and_refuses_recursion_at_any_limit():
+def test_paths_check_passes_the_solution_and_refuses_recursion_at_any_limit():
     space = _engine()
-    run_cell(WRONG.TOPO.format(WRONG.KAHN.format("return order")), space)
-    bl.check_exercise("l03-topo", space["my_topo_order"], seed=4096)
-    run_cell(WRONG.TOPO.format("    sys.setrecursionlimit(50_000)\n" + WRONG.RECURSIVE), space)
+    run_cell(WRONG.PATHS, space)
+    bl.check_exercise("l03-paths", space["count_paths"], seed=4096)
+    run_cell(WRONG.RECURSIVE.replace("    memo = {}\n",
+                                     "    sys.setrecursionlimit(50_000)\n    memo = {}\n"), space)
     with pytest.raises(AssertionError, match="recursive"):
-        bl.check_exercise("l03-topo", space["my_topo_order"])
+        bl.check_exercise("l03-paths", space["count_paths"])
+
+
+def test_the_paths_exercise_asks_for_what_no_cell_shows(cells):
+    """The count of paths is the gradient of a graph of additions: the task says so and
+    points back to lesson 02 and section 3, and no other cell counts them."""
+    task = cells["l03-37"].source
+    assert "Lesson 02" in task and "(section 3)" in task and "2^{120}" in task
+    others = [c for c in cells.values() if c.cell_type == "code"
+              and c.id not in ("l03-paths", "l03-paths-check")]
+    assert not any("count_paths" in c.source for c in others)
 
 
 def test_cpu_nodes_run_on_the_thread_that_called_backward(cells):

@@ -48,43 +48,36 @@ LOG_NO_RULE = OP.format(name="log_slip", args="a", value="math.log(a.data)",
 POWER_NOT_LOWERED = OP.format(name="power_slip", args="a, k", value="a.data**k",
                               rule="a.grad += k * a.data**k * out.grad")
 
-TOPO = "def my_topo_order(root):\n{}"
-
-# Kahn's algorithm, as the solution writes it, with one line to fill in at the end.
-KAHN = (
-    "    nodes, todo = {{id(root): root}}, [root]\n"
-    "    while todo:\n"
-    "        for parent in todo.pop().parents:\n"
-    "            if id(parent) not in nodes:\n"
-    "                nodes[id(parent)] = parent\n"
-    "                todo.append(parent)\n"
-    "    users = {{key: [] for key in nodes}}\n"
-    "    waiting = {{key: len(node.parents) for key, node in nodes.items()}}\n"
-    "    for node in nodes.values():\n"
-    "        for parent in node.parents:\n"
-    "            users[id(parent)].append(node)\n"
-    "    ready = [node for key, node in nodes.items() if waiting[key] == 0]\n"
-    "    order = []\n"
-    "    while ready:\n"
-    "        node = ready.pop()\n"
-    "        order.append(node)\n"
-    "        for user in users[id(node)]:\n"
-    "            waiting[id(user)] -= 1\n"
-    "            if waiting[id(user)] == 0:\n"
-    "                ready.append(user)\n"
-    "    {}\n"
+# Exercise 3's solution, as the lesson writes it.
+PATHS = (
+    'def count_paths(root, leaf):\n'
+    '    paths = {id(root): 1}  # paths from root to each node, complete once its users have run\n'
+    '    for node in reversed(topo_order(root)):\n'
+    '        here = paths.get(id(node), 0)\n'
+    '        for parent in node.parents:  # one share per edge: x * x hands x two\n'
+    '            paths[id(parent)] = paths.get(id(parent), 0) + here\n'
+    '    return paths.get(id(leaf), 0)\n'
 )
 
+
+def _paths(old: str, new: str) -> str:
+    """The solution with one piece changed, which must occur once."""
+    assert PATHS.count(old) == 1, old
+    return PATHS.replace(old, new)
+
+
+# The count by recursion, remembering each node's count: right, but a chain deeper than
+# the recursion limit stops it.
 RECURSIVE = (
-    "    order, seen = [], set()\n"
-    "    def visit(node):\n"
-    "        if id(node) not in seen:\n"
-    "            seen.add(id(node))\n"
-    "            for p in node.parents:\n"
-    "                visit(p)\n"
-    "            order.append(node)\n"
-    "    visit(root)\n"
-    "    return order\n"
+    "def count_paths(root, leaf):\n"
+    "    memo = {}\n\n"
+    "    def count(node):\n"
+    "        if node is leaf:\n"
+    "            return 1\n"
+    "        if id(node) not in memo:\n"
+    "            memo[id(node)] = sum(count(p) for p in node.parents)\n"
+    "        return memo[id(node)]\n\n"
+    "    return count(root)\n"
 )
 
 WRONG = {
@@ -157,67 +150,50 @@ WRONG = {
             "built from your operations",
         ),
     ],
-    "l03-topo": [
+    "l03-paths": [
         # recursive
-        (TOPO.format(RECURSIVE), "recursive"),
+        (RECURSIVE, "recursive"),
         # recursive, with the limit raised so that the deep chain would fit
-        (TOPO.format("    sys.setrecursionlimit(50_000)\n" + RECURSIVE), "however high"),
-        # no memory of visited nodes: shared nodes appear several times
+        (RECURSIVE.replace("    memo = {}\n", "    sys.setrecursionlimit(50_000)\n    memo = {}\n"),
+         "however high"),
+        # a set of visited nodes: every node walked once
         (
-            TOPO.format(
-                "    order, stack = [], [(root, False)]\n"
-                "    while stack:\n"
-                "        node, ready = stack.pop()\n"
-                "        if ready:\n"
-                "            order.append(node)\n"
-                "        else:\n"
-                "            stack.append((node, True))\n"
-                "            stack.extend((p, False) for p in node.parents)\n"
-                "    return order\n"
-            ),
-            "appears twice",
-        ),
-        # Kahn's order, returned backwards (the order backward walks)
-        (TOPO.format(KAHN.format("return order[::-1]")), "order is reversed"),
-        # the output itself left out of the order
-        (TOPO.format(KAHN.format("return order[:-1]")), "1 missing"),
-        # the lesson's own depth-first sort, called
-        ("def my_topo_order(root):\n    return topo_order(root)\n", "lesson's own sort"),
-        # ... and reversed: still the lesson's sort
-        ("def my_topo_order(root):\n    return list(reversed(topo_order(root)))\n",
-         "lesson's own sort"),
-        # the lesson's sort copied under a new name (variables renamed)
-        (
-            TOPO.format(
-                "    out, done = [], set()\n"
-                "    todo = [(root, False)]\n"
-                "    while todo:\n"
-                "        v, ok = todo.pop()\n"
-                "        if ok:\n"
-                "            out.append(v)\n"
-                "        elif id(v) not in done:\n"
-                "            done.add(id(v))\n"
-                "            todo.append((v, True))\n"
-                "            todo.extend((p, False) for p in v.parents if id(p) not in done)\n"
-                "    return out\n"
-            ),
-            "copied",
-        ),
-        # the lesson's sort, by another name
-        ("my_topo_order = topo_order\n", "lesson's own sort"),
-        # the standard library's sorter
-        (
-            "import graphlib\n\n\n"
-            "def my_topo_order(root):\n"
-            "    graph, todo = {}, [root]\n"
+            "def count_paths(root, leaf):\n"
+            "    count, seen, todo = 0, set(), [root]\n"
             "    while todo:\n"
             "        node = todo.pop()\n"
-            "        if node not in graph:\n"
-            "            graph[node] = node.parents\n"
-            "            todo.extend(node.parents)\n"
-            "    return list(graphlib.TopologicalSorter(graph).static_order())\n",
-            "graphlib",
+            "        if node is leaf:\n"
+            "            count += 1\n"
+            "        for p in node.parents:\n"
+            "            if id(p) not in seen:\n"
+            "                seen.add(id(p))\n"
+            "                todo.append(p)\n"
+            "    return count\n",
+            "set, not added to",
         ),
+        # = for +=: each share overwrites the one before
+        (_paths("paths[id(parent)] = paths.get(id(parent), 0) + here",
+                "paths[id(parent)] = here"), "set, not added to"),
+        # a parent taken twice counted once
+        (_paths("for parent in node.parents:", "for parent in set(node.parents):"),
+         "taken twice by one user counts once"),
+        # the order not reversed: shares handed on before they are complete
+        (_paths("reversed(topo_order(root))", "topo_order(root)"), "parents first"),
+        # every path walked, one by one
+        (
+            "def count_paths(root, leaf):\n"
+            "    count, todo = 0, [root]\n"
+            "    while todo:\n"
+            "        node = todo.pop()\n"
+            "        if node is leaf:\n"
+            "            count += 1\n"
+            "        todo.extend(node.parents)\n"
+            "    return count\n",
+            "one by one",
+        ),
+        # a float, not a count
+        (_paths("return paths.get(id(leaf), 0)", "return float(paths.get(id(leaf), 0))"),
+         "expected a whole number"),
     ],
 }
 

@@ -20,14 +20,14 @@ over the engine's pieces along with the answer:
   the engine's backward (autograd refused), with torch's, on new logits and
   targets; the graph behind the loss must hold the learner's exp and log nodes,
   so a rule written for the whole loss is not the engine's backward.
-- Exercise 3 (``l03-topo``) passes the learner's ``my_topo_order``. The check
-  watches every Python call it makes (``sys.setprofile``): a function running
-  inside itself is recursion, whatever the recursion limit, and a call of the
-  lesson's own ``topo_order`` (or a copy of its code) is not another way of
-  sorting. Then it checks the order on new random graphs and on a chain
-  10,000 operations deep.
+- Exercise 3 (``l03-paths``) passes the learner's ``count_paths``: the number of
+  paths from the output down to a leaf, which is the leaf's gradient when every local
+  derivative is 1, counted as backward computes a gradient (module ``paths``). The check
+  watches the calls it makes (recursion is refused) and the reads of ``.parents`` (a walk
+  of the paths one by one is stopped), on new random graphs, a chain of squares, a ladder
+  of 2**120 paths and a chain 10,000 operations deep.
 
-Exercises 1 and 2 live in module ``engine``, Exercise 3 in ``topo``: each observes
+Exercises 1 and 2 live in module ``engine``, Exercise 3 in ``paths``: each observes
 what the learner's code did as plain data, and the grader judges it.
 """
 
@@ -37,14 +37,15 @@ import torch
 
 from .._spec import Prediction
 from .engine import CROSS_ENTROPY, OPS_AND_TANH
-from .topo import LESSON_SORT, LESSON_SORT_CODE, TOPO, CallWatch
+from .paths import PATHS
+from .topo import LESSON_SORT, LESSON_SORT_CODE, CallWatch
 
 __all__ = ["EXERCISES", "LESSON_SORT", "LESSON_SORT_CODE", "PREDICTIONS", "CallWatch"]
 
 EXERCISES = {
     "l03-ops": OPS_AND_TANH,
     "l03-softmax-ce": CROSS_ENTROPY,
-    "l03-topo": TOPO,
+    "l03-paths": PATHS,
 }
 
 # --------------------------------------------------------------------------- predictions
