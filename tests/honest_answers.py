@@ -633,6 +633,59 @@ HONEST = [
         "    dy = g * slope / x\n"
         "    dx = g * slope * (-y / (x * x))\n"
         "    return dy, dx.sum(0)\n")),
+    # ---------------------------------------------------------------- lesson 19
+    Honest("l19-gate-jvp", "sigmoid through exp, x and g saved", (
+        'class Gate(torch.autograd.Function):\n'
+        '    generate_vmap_rule = True\n'
+        '\n'
+        '    @staticmethod\n'
+        '    def forward(x, g):\n'
+        '        return x / (1 + torch.exp(-g))\n'
+        '\n'
+        '    @staticmethod\n'
+        '    def setup_context(ctx, inputs, output):\n'
+        '        x, g = inputs\n'
+        '        ctx.save_for_backward(x, g)\n'
+        '        ctx.save_for_forward(x, g)\n'
+        '\n'
+        '    @staticmethod\n'
+        '    def backward(ctx, grad_output):\n'
+        '        x, g = ctx.saved_tensors\n'
+        '        e = torch.exp(-g)\n'
+        '        return grad_output / (1 + e), grad_output * x * e / (1 + e) ** 2\n'
+        '\n'
+        '    @staticmethod\n'
+        '    def jvp(ctx, x_t, g_t):\n'
+        '        x, g = ctx.saved_tensors\n'
+        '        e = torch.exp(-g)\n'
+        '        return x_t / (1 + e) + g_t * x * e / (1 + e) ** 2\n'
+    )),
+    Honest("l19-gate-jvp", "the output saved, jvp from it", (
+        'class Gate(torch.autograd.Function):\n'
+        '    generate_vmap_rule = True\n'
+        '\n'
+        '    @staticmethod\n'
+        '    def forward(x, g):\n'
+        '        return x * torch.sigmoid(g)\n'
+        '\n'
+        '    @staticmethod\n'
+        '    def setup_context(ctx, inputs, output):\n'
+        '        x, g = inputs\n'
+        '        ctx.save_for_forward(g, output)\n'
+        '        ctx.save_for_backward(g, output)\n'
+        '\n'
+        '    @staticmethod\n'
+        '    def backward(ctx, grad_output):\n'
+        '        g, y = ctx.saved_tensors\n'
+        '        s = torch.sigmoid(g)\n'
+        '        return grad_output * s, grad_output * y * (1 - s)\n'
+        '\n'
+        '    @staticmethod\n'
+        '    def jvp(ctx, x_t, g_t):\n'
+        '        g, y = ctx.saved_tensors\n'
+        '        s = torch.sigmoid(g)\n'
+        '        return x_t * s + g_t * y * (1 - s)\n'
+    )),
     # ---------------------------------------------------------------- lesson 22
     Honest("l22-safe-softplus", "F.softplus under the where (its own threshold keeps exp tame)", (
         "def safe_soft_relu(x, beta):\n    bx = beta * x\n"

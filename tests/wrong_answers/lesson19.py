@@ -99,6 +99,64 @@ NAIVE_FORWARD = '''class LogSumExp(torch.autograd.Function):
         return grad_output.unsqueeze(-1) * torch.exp(x - out.unsqueeze(-1))
 '''
 
+# Exercise 5's Gate, right, as plain text: each wrong answer changes one piece.
+GATE = (
+    'class Gate(torch.autograd.Function):\n'
+    '    generate_vmap_rule = True  # jacfwd runs jvp under vmap\n'
+    '\n'
+    '    @staticmethod\n'
+    '    def forward(x, g):\n'
+    '        return x * torch.sigmoid(g)\n'
+    '\n'
+    '    @staticmethod\n'
+    '    def setup_context(ctx, inputs, output):\n'
+    '        x, g = inputs\n'
+    '        s = torch.sigmoid(g)\n'
+    '        ctx.save_for_backward(x, s)\n'
+    '        ctx.save_for_forward(x, s)  # what jvp will find in ctx.saved_tensors\n'
+    '\n'
+    '    @staticmethod\n'
+    '    def backward(ctx, grad_output):\n'
+    '        x, s = ctx.saved_tensors\n'
+    '        return grad_output * s, grad_output * x * s * (1 - s)\n'
+    '\n'
+    '    @staticmethod\n'
+    '    def jvp(ctx, x_t, g_t):\n'
+    '        x, s = ctx.saved_tensors\n'
+    '        return x_t * s + x * s * (1 - s) * g_t\n'
+    '\n'
+)
+
+
+def _gate(old: str, new: str) -> str:
+    assert GATE.count(old) == 1, old
+    return GATE.replace(old, new)
+
+
+JVP = "return x_t * s + x * s * (1 - s) * g_t"
+
+
+# The form with ctx in forward, which torch.func's transforms refuse.
+VARIANTS_CTX = (
+    'class Gate(torch.autograd.Function):\n'
+    '    @staticmethod\n'
+    '    def forward(ctx, x, g):\n'
+    '        s = torch.sigmoid(g)\n'
+    '        ctx.save_for_backward(x, s)\n'
+    '        ctx.save_for_forward(x, s)\n'
+    '        return x * s\n'
+    '\n'
+    '    @staticmethod\n'
+    '    def backward(ctx, grad_output):\n'
+    '        x, s = ctx.saved_tensors\n'
+    '        return grad_output * s, grad_output * x * s * (1 - s)\n'
+    '\n'
+    '    @staticmethod\n'
+    '    def jvp(ctx, x_t, g_t):\n'
+    '        x, s = ctx.saved_tensors\n'
+    '        return x_t * s + x * s * (1 - s) * g_t\n'
+)
+
 WRONG = {
     "l19-predict-raises": [
         ("bad_backward_raises = True\n", "not quite"),
@@ -211,5 +269,30 @@ WRONG = {
         # exp(x) without out.
         (LSE.format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1) * torch.exp(x)"),
          "not exp(x - out)"),
+    ],
+    "l19-gate-jvp": [
+        # The tangents left out: the partial derivatives summed.
+        (_gate(JVP, "return s + x * s * (1 - s)"), "ignores the tangents"),
+        # Only x's tangent, only g's.
+        (_gate(JVP, "return x_t * s"), "only x's tangent counts"),
+        (_gate(JVP, "return x * s * (1 - s) * g_t"), "only g's tangent counts"),
+        # sigmoid' taken as sigmoid.
+        (_gate(JVP, "return x_t * s + x * s * g_t"), "not sigmoid(g)"),
+        # x dropped from g's term.
+        (_gate(JVP, "return x_t * s + s * (1 - s) * g_t"), "factor x is missing"),
+        # The tangents swapped.
+        (_gate(JVP, "return g_t * s + x * s * (1 - s) * x_t"), "tangents are swapped"),
+        # Nothing saved for forward: jvp finds ctx.saved_tensors empty.
+        (_gate("        ctx.save_for_forward(x, s)  # what jvp will find in ctx.saved_tensors\n",
+               ""), "save_for_forward"),
+        # No vmap rule: jacfwd cannot batch jvp.
+        (_gate("    generate_vmap_rule = True  # jacfwd runs jvp under vmap\n\n", ""),
+         "generate_vmap_rule"),
+        # backward's two gradients swapped.
+        (_gate("return grad_output * s, grad_output * x * s * (1 - s)",
+               "return grad_output * x * s * (1 - s), grad_output * s"),
+         "two gradients are swapped"),
+        # The old form, ctx in forward: torch.func refuses it.
+        (VARIANTS_CTX, "takes ctx in forward"),
     ],
 }

@@ -20,7 +20,9 @@ uses, x's grad_fn (mark_dirty), what is saved (the output alone: x's values are
 gone, so the derivative is derived in terms of y), and x far from 0. Exercise 3
 (`broadcast`) calls backward itself on inputs that broadcast, to see the shapes it
 returns. Exercise 4 (`logsumexp`), a fused log-sum-exp, adds rows far from 0, what is
-saved, and a double backward that must work.
+saved, and a double backward that must work. Exercise 5 (`forward`) adds ``jvp``: forward
+mode through a Function, called alone as backward is, then through torch.func's jvp and
+jacfwd.
 """
 
 from __future__ import annotations
@@ -50,11 +52,13 @@ from .calling import (
     words,
 )
 from .calling import second_order as _second_order
+from .forward import GATE
 from .logsumexp import LOGSUMEXP
 
 # What the grade's sandbox loads before an answer runs: what gradcheck imports when a
-# check fails (its report steps out of torch's dispatch modes).
-PRELOAD = ("torch._subclasses.schema_check_mode",)
+# check fails (its report steps out of torch's dispatch modes), and what torch.func.jvp
+# imports on its first call (exercise 5).
+PRELOAD = ("torch._subclasses.schema_check_mode", "torch._decomp.decompositions_for_jvp")
 
 # --------------------------------------------------------------------------
 # Exercise 1: PowerMix, f(x, y, p) = x**p * y
@@ -347,6 +351,7 @@ EXERCISES = {
     "l19-softplus-in-place": SOFTPLUS,
     "l19-broadcast-function": BROADCAST,
     "l19-logsumexp": LOGSUMEXP,
+    "l19-gate-jvp": GATE,
 }
 
 

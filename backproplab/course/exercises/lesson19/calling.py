@@ -33,9 +33,13 @@ class StandInContext:
         self.needs_input_grad = tuple(
             isinstance(t, torch.Tensor) and t.is_floating_point() for t in inputs)
         self.saved_tensors: tuple[torch.Tensor, ...] = ()
+        self.for_forward: tuple[torch.Tensor, ...] = ()  # what jvp will see as saved_tensors
 
     def save_for_backward(self, *tensors: torch.Tensor) -> None:
         self.saved_tensors = tensors
+
+    def save_for_forward(self, *tensors: torch.Tensor) -> None:
+        self.for_forward = tensors
 
     def mark_dirty(self, *tensors: torch.Tensor) -> None:
         pass
