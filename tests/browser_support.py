@@ -1178,8 +1178,17 @@ def save_artifacts(
         cells = page.locator(".jp-Notebook .jp-Cell")
         if report.ok:  # saved on request, to look at the lesson as a learner: every cell
             wanted |= set(range(cells.count()))
+        missed = []
         for index in sorted(wanted):
             if index < cells.count():
-                cells.nth(index).screenshot(path=str(folder / f"cell-{index + 1:02d}.png"))
+                try:  # one cell that cannot be pictured must not cost the ones after it
+                    cells.nth(index).screenshot(path=str(folder / f"cell-{index + 1:02d}.png"),
+                                                timeout=5_000)
+                except Exception as exc:  # noqa: BLE001 - named in the file below
+                    missed.append(f"cell {index + 1}: {type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0]}")
+        if missed:
+            (folder / "screenshot-error.txt").write_text("\n".join(missed) + "\n",
+                                                         encoding="utf-8")
     except Exception as exc:  # noqa: BLE001 - keep whatever was saved so far
         (folder / "screenshot-error.txt").write_text(repr(exc), encoding="utf-8")

@@ -183,6 +183,34 @@ HONEST = [
         '                ready.append(p)\n'
         '    return paths.get(id(leaf), 0)\n'
     )),
+    Honest("l03-paths", "a class whose ready list is self.open", (
+        'class PathCounter:\n'
+        '    """Counts paths with a list of open nodes: those whose users have all handed theirs."""\n'
+        '\n'
+        '    def __init__(self, root):\n'
+        '        self.users, self.paths, self.open = {}, {id(root): 1}, [root]\n'
+        '        todo, seen = [root], {id(root)}\n'
+        '        while todo:\n'
+        '            for p in todo.pop().parents:\n'
+        '                self.users[id(p)] = self.users.get(id(p), 0) + 1\n'
+        '                if id(p) not in seen:\n'
+        '                    seen.add(id(p))\n'
+        '                    todo.append(p)\n'
+        '\n'
+        '    def run(self):\n'
+        '        while self.open:\n'
+        '            node = self.open.pop()\n'
+        '            for p in node.parents:\n'
+        '                self.paths[id(p)] = self.paths.get(id(p), 0) + self.paths[id(node)]\n'
+        '                self.users[id(p)] -= 1\n'
+        '                if self.users[id(p)] == 0:\n'
+        '                    self.open.append(p)\n'
+        '        return self\n'
+        '\n'
+        '\n'
+        'def count_paths(root, leaf):\n'
+        '    return PathCounter(root).run().paths.get(id(leaf), 0)\n'
+    )),
     # ---------------------------------------------------------------- lesson 04
     Honest("l04-grads", "a default and a class attribute that read torch, torch imported "
            "again below", (

@@ -244,9 +244,13 @@ _REFUSED_ATTRIBUTES = {
     "delattr": "by-name", "globals": "introspection", "locals": "introspection",
     "vars": "introspection", "open": "system", "breakpoint": "introspection",
 }
+# Refused on any value, yet everyday words for a learner's own state (``self.open``, a
+# gate's flag; ``self.system``, a system of equations): theirs once their own class sets
+# them. Whatever the name, the grade's sandbox refuses opening files and starting processes.
+_EVERYDAY = frozenset({"open", "system"})
 # Names a learner's own attribute may not carry: a class attribute named ``sys`` would
 # otherwise open ``value.sys`` on any value.
-NEVER_OWN = frozenset(_REFUSED_ATTRIBUTES) | _INTROSPECTION | {"modules", "numpy"}
+NEVER_OWN = (frozenset(_REFUSED_ATTRIBUTES) - _EVERYDAY) | _INTROSPECTION | {"modules", "numpy"}
 # Classes: the operators a home-made engine overloads, and the hooks that change objects.
 ARITHMETIC_METHODS = {
     f"__{op}__" for base in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
@@ -427,9 +431,9 @@ def attribute_reason(attr: str, vocabulary: Vocabulary, own: frozenset[str] = fr
         return "engine" if attr in ARITHMETIC_METHODS else "dunder"
     if attr in _INTROSPECTION:
         return "introspection"
-    if attr in _REFUSED_ATTRIBUTES:
-        return _REFUSED_ATTRIBUTES[attr]
     opened = attr in own and attr not in NEVER_OWN
+    if attr in _REFUSED_ATTRIBUTES and not opened:
+        return _REFUSED_ATTRIBUTES[attr]
     if attr in _ESTIMATES and not opened:  # a tensor has no such method: a class's own
         return "estimate"
     if not vocabulary.by_hand or not table:

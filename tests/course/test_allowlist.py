@@ -416,3 +416,19 @@ def test_each_escape_is_refused_by_the_kernels_feedback_before_it_runs(kind, sou
     report = find_exercise("l04-grads").check(namespace["nll_grads"], 0)
     assert not report.ok and rules.REASONS[why] in " ".join(str(report).split()), str(report)
     assert namespace["SPACE"] == {}  # the payload never ran
+
+
+def test_an_everyday_word_is_the_learners_own_attribute_once_their_class_sets_it():
+    """``self.open`` (a gate's flag) was refused as an operating-system name: an everyday
+    word refused on any value is the learner's once their own class sets it; on other
+    values it is still refused, and a module's name stays refused as one's own."""
+    gate = ("class Gate:\n    def __init__(self):\n        self.open = True\n"
+            "        self.system = 'linear'\n\n\n"
+            "def f(x):\n    g = Gate()\n    return x * 2 if g.open and g.system else x\n")
+    assert rules.read([ast.parse(gate)], rules.METHOD) == []
+    reads = "def f(x):\n    return x.open('/etc/passwd'), x.system('ls')\n"
+    assert [(f.used, f.why) for f in rules.read([ast.parse(reads)], rules.METHOD)] \
+        == [(".open", "system"), (".system", "system")]
+    module_name = "class Names:\n    sys = 0\n\n\ndef f(x):\n    return x.sys\n"
+    assert ("Names.sys", "own-name") in [
+        (f.used, f.why) for f in rules.read([ast.parse(module_name)], rules.METHOD)]
