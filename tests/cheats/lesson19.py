@@ -207,93 +207,39 @@ LSE_FD = _LSE.format('''        h, flat = 1e-6, x.reshape(-1)
 LSE_FUNC = _LSE.format(
     "        return torch.func.grad(lambda t: (torch.logsumexp(t, -1) * grad_output).sum())(x)")
 
-# Exercise 5's jvp borrowed: forward mode run by torch, a finite difference along the
-# tangent, dual numbers.
-GATE_FUNC = (
-    'class Gate(torch.autograd.Function):\n'
-    '    generate_vmap_rule = True  # jacfwd runs jvp under vmap\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def forward(x, g):\n'
-    '        return x * torch.sigmoid(g)\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def setup_context(ctx, inputs, output):\n'
-    '        x, g = inputs\n'
-    '        s = torch.sigmoid(g)\n'
-    '        ctx.save_for_backward(x, s)\n'
-    '        ctx.save_for_forward(x, s)  # what jvp will find in ctx.saved_tensors\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def backward(ctx, grad_output):\n'
-    '        x, s = ctx.saved_tensors\n'
-    '        return grad_output * s, grad_output * x * s * (1 - s)\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def jvp(ctx, x_t, g_t):\n'
-    '        x, s = ctx.saved_tensors\n'
-    '        return torch.func.jvp(lambda a, b: a * torch.sigmoid(b), (x, torch.logit(s)),\n'
-    '                              (x_t, g_t))[1]\n'
-    '\n'
+# Exercise 5's Gate, right but for jvp's body ({}): forward mode run by torch, a finite
+# difference along the tangent, dual numbers.
+_GATE = (
+    "class Gate(torch.autograd.Function):\n"
+    "    generate_vmap_rule = True\n\n"
+    "    @staticmethod\n"
+    "    def forward(x, g):\n"
+    "        return x * torch.sigmoid(g)\n\n"
+    "    @staticmethod\n"
+    "    def setup_context(ctx, inputs, output):\n"
+    "        x, g = inputs\n"
+    "        ctx.save_for_backward(x, torch.sigmoid(g))\n"
+    "        ctx.save_for_forward(x, torch.sigmoid(g))\n\n"
+    "    @staticmethod\n"
+    "    def backward(ctx, grad_output):\n"
+    "        x, s = ctx.saved_tensors\n"
+    "        return grad_output * s, grad_output * x * s * (1 - s)\n\n"
+    "    @staticmethod\n"
+    "    def jvp(ctx, x_t, g_t):\n"
+    "        x, s = ctx.saved_tensors\n"
+    "        gate = lambda a, b: a * torch.sigmoid(b)\n"
+    "{}"
 )
-GATE_FD = (
-    'class Gate(torch.autograd.Function):\n'
-    '    generate_vmap_rule = True  # jacfwd runs jvp under vmap\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def forward(x, g):\n'
-    '        return x * torch.sigmoid(g)\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def setup_context(ctx, inputs, output):\n'
-    '        x, g = inputs\n'
-    '        s = torch.sigmoid(g)\n'
-    '        ctx.save_for_backward(x, s)\n'
-    '        ctx.save_for_forward(x, s)  # what jvp will find in ctx.saved_tensors\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def backward(ctx, grad_output):\n'
-    '        x, s = ctx.saved_tensors\n'
-    '        return grad_output * s, grad_output * x * s * (1 - s)\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def jvp(ctx, x_t, g_t):\n'
-    '        x, s = ctx.saved_tensors\n'
-    '        g, h = torch.logit(s), 1e-6\n'
-    '        f = lambda a, b: a * torch.sigmoid(b)\n'
-    '        return (f(x + h * x_t, g + h * g_t) - f(x - h * x_t, g - h * g_t)) / (2 * h)\n'
-    '\n'
-)
-GATE_DUAL = (
-    'class Gate(torch.autograd.Function):\n'
-    '    generate_vmap_rule = True  # jacfwd runs jvp under vmap\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def forward(x, g):\n'
-    '        return x * torch.sigmoid(g)\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def setup_context(ctx, inputs, output):\n'
-    '        x, g = inputs\n'
-    '        s = torch.sigmoid(g)\n'
-    '        ctx.save_for_backward(x, s)\n'
-    '        ctx.save_for_forward(x, s)  # what jvp will find in ctx.saved_tensors\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def backward(ctx, grad_output):\n'
-    '        x, s = ctx.saved_tensors\n'
-    '        return grad_output * s, grad_output * x * s * (1 - s)\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def jvp(ctx, x_t, g_t):\n'
-    '        x, s = ctx.saved_tensors\n'
-    '        import torch.autograd.forward_ad as fwAD\n'
-    '        with fwAD.dual_level():\n'
-    '            out = fwAD.make_dual(x, x_t) * torch.sigmoid(fwAD.make_dual(torch.logit(s), g_t))\n'
-    '            return fwAD.unpack_dual(out).tangent\n'
-    '\n'
-)
-
+GATE_FUNC = _GATE.format(
+    "        return torch.func.jvp(gate, (x, torch.logit(s)), (x_t, g_t))[1]\n")
+GATE_FD = _GATE.format(
+    "        g, h = torch.logit(s), 1e-6\n"
+    "        return (gate(x + h * x_t, g + h * g_t) - gate(x - h * x_t, g - h * g_t)) / (2 * h)\n")
+GATE_DUAL = _GATE.format(
+    "        import torch.autograd.forward_ad as fwAD\n"
+    "        with fwAD.dual_level():\n"
+    "            out = gate(fwAD.make_dual(x, x_t), fwAD.make_dual(torch.logit(s), g_t))\n"
+    "            return fwAD.unpack_dual(out).tangent\n")
 
 CHEATS = {
     "l19-power-mix": [

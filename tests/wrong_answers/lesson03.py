@@ -155,7 +155,7 @@ WRONG = {
         (RECURSIVE, "recursive"),
         # recursive, with the limit raised so that the deep chain would fit
         (RECURSIVE.replace("    memo = {}\n", "    sys.setrecursionlimit(50_000)\n    memo = {}\n"),
-         "however high"),
+         "only moves that wall"),
         # a set of visited nodes: every node walked once
         (
             "def count_paths(root, leaf):\n"

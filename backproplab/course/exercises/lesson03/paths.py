@@ -114,10 +114,10 @@ def _make_inputs(gen: torch.Generator) -> dict[str, Any]:
 # ----------------------------------------------------------------- what the count did
 
 
-_RECURSIVE = ("your count is recursive ({name} calls itself): a chain 10,000 deep needs "
-              "10,000 nested calls, past Python's recursion limit however high it is set "
-              "(section 3). Walk the nodes in an order of your own instead, such as "
-              "reversed(topo_order(root)).")
+_RECURSIVE = ("your count is recursive ({name} calls itself): it needs one nested call per "
+              "level, and a chain 10,000 deep is far past Python's recursion limit of about "
+              "1,000 (section 3); raising the limit only moves that wall. Walk the nodes in "
+              "an order of your own instead, such as reversed(topo_order(root)).")
 
 
 def _observe(answer: Any, inputs: dict[str, Any]) -> list[Any] | dict:
