@@ -661,6 +661,143 @@ HONEST = [
         "    dy = g * slope / x\n"
         "    dx = g * slope * (-y / (x * x))\n"
         "    return dy, dx.sum(0)\n")),
+    # ---------------------------------------------------------------- by hand, other styles
+    Honest("l13-dropout", 'a conditional expression, the scale as a reciprocal', (
+        'def dropout_backward(dout, mask, p, training):\n'
+        '    scale = 1.0 / (1.0 - p)\n'
+        '    return dout * mask * scale if training else dout * 1.0\n'
+    )),
+    Honest("l13-conv-dx", 'the transposed convolution, its output padding worked out', (
+        'def conv2d_dx(x, w, dout, stride, padding):\n'
+        '    k = w.shape[-1]\n'
+        '    H, W = x.shape[-2:]\n'
+        '    h_out, w_out = dout.shape[-2:]\n'
+        '    extra = (H - ((h_out - 1) * stride - 2 * padding + k),\n'
+        '             W - ((w_out - 1) * stride - 2 * padding + k))\n'
+        '    return F.conv_transpose2d(dout, w, stride=stride, padding=padding, output_padding=extra)\n'
+    )),
+    Honest("l13-conv-dw", "a loop over the kernel's positions, einsum for each", (
+        'def conv2d_dw_db(x, w, dout, stride, padding):\n'
+        '    xp = F.pad(x, (padding, padding, padding, padding))\n'
+        '    k = w.shape[-1]\n'
+        '    h_out, w_out = dout.shape[-2:]\n'
+        '    dw = torch.zeros_like(w)\n'
+        '    for i in range(k):\n'
+        '        for j in range(k):\n'
+        '            seen = xp[:, :, i:i + stride * (h_out - 1) + 1:stride,\n'
+        '                      j:j + stride * (w_out - 1) + 1:stride]\n'
+        "            dw[:, :, i, j] = torch.einsum('nohw,nchw->oc', dout, seen)\n"
+        '    return dw, dout.sum(dim=(0, 2, 3))\n'
+    )),
+    Honest("l16-bytes-formula", 'a loop over the layers', (
+        'def bytes_formula(batch, widths, activation):\n'
+        '    kept = widths[0]  # the input, kept by the first Linear\n'
+        '    for width in widths[1:-1]:\n'
+        "        kept += width  # the activation's output, the next Linear's input\n"
+        "        if activation == 'gelu':\n"
+        '            kept += width  # GELU keeps its input too\n'
+        '    return batch * kept * 4  # float32\n'
+    )),
+    Honest("l17-newton-step", 'torch.func.grad twice', (
+        'def newton_step(f, x):\n'
+        '    slope = torch.func.grad(lambda t: f(t).sum())\n'
+        '    curvature = torch.func.grad(lambda t: slope(t).sum())\n'
+        '    return -slope(x) / curvature(x)\n'
+    )),
+    Honest("l17-weight-penalty", 'torch.func.grad of a torch.func.grad', (
+        'def penalty_grad(f, x, w):\n'
+        '    def penalty(w):\n'
+        '        grad_x = torch.func.grad(f, argnums=0)(x, w)\n'
+        '        return (grad_x * grad_x).sum()\n'
+        '    return torch.func.grad(penalty)(w)\n'
+    )),
+    Honest("l22-complex-linear", 'conj().T and a sum over rows written out', (
+        'def complex_linear_backward(x, W, b, G):\n'
+        '    dx = G @ W.conj().transpose(0, 1)\n'
+        '    dW = x.conj().transpose(0, 1) @ G\n'
+        '    db = torch.sum(G, 0)\n'
+        '    return dx, dW, db\n'
+    )),
+    Honest("l25-min-cut-backward", 'the double angle, sin 2y', (
+        'def min_cut_backward(y, x_t, w_t, g):\n'
+        '    dy = -g * torch.sin(2 * y) / y.numel()  # 2 cos(y) sin(y) = sin(2y)\n'
+        '    return torch.matmul(dy, w_t), torch.matmul(x_t, dy)\n'
+    )),
+    Honest("l24-compensated-step", "Kahan's names, the error in float32", (
+        'def compensated_step(w, comp, update):\n'
+        '    y = comp.float() + update\n'
+        '    t = w.float() + y\n'
+        '    rounded = t.to(w.dtype)\n'
+        '    return rounded, (t - rounded.float()).to(comp.dtype)\n'
+    )),
+    Honest("l19-broadcast-function", 'the broadcast summed away by a helper of its own', (
+        'def summed_to(grad, shape):\n'
+        '    while grad.dim() > len(shape):  # dimensions broadcasting put in front\n'
+        '        grad = grad.sum(0)\n'
+        '    for d, size in enumerate(shape):  # dimensions stretched from size 1\n'
+        '        if size == 1 and grad.shape[d] != 1:\n'
+        '            grad = grad.sum(d, keepdim=True)\n'
+        '    return grad\n'
+        '\n'
+        '\n'
+        'class SquaredGap(torch.autograd.Function):\n'
+        '    @staticmethod\n'
+        '    def forward(ctx, a, b):\n'
+        '        diff = a - b\n'
+        '        ctx.save_for_backward(a, b)\n'
+        '        ctx.shapes = a.shape, b.shape\n'
+        '        return diff * diff\n'
+        '\n'
+        '    @staticmethod\n'
+        '    def backward(ctx, grad_output):\n'
+        '        a, b = ctx.saved_tensors\n'
+        '        twice = 2 * grad_output * (a - b)\n'
+        '        return summed_to(twice, ctx.shapes[0]), summed_to(-twice, ctx.shapes[1])\n'
+    )),
+    Honest("l19-logsumexp", 'torch.softmax for the weights, recomputed in backward', (
+        'class LogSumExp(torch.autograd.Function):\n'
+        '    @staticmethod\n'
+        '    def forward(ctx, x):\n'
+        '        top = x.max(dim=-1, keepdim=True).values\n'
+        '        ctx.save_for_backward(x)\n'
+        '        return (top + (x - top).exp().sum(-1, keepdim=True).log()).squeeze(-1)\n'
+        '\n'
+        '    @staticmethod\n'
+        '    def backward(ctx, grad_output):\n'
+        '        (x,) = ctx.saved_tensors\n'
+        '        return torch.softmax(x, dim=-1) * grad_output[..., None]\n'
+    )),
+    Honest("l22-complex-vjps", 'conj written as torch.conj, |z|² through its real and imaginary parts', (
+        'def complex_vjps(z, w, g, r):\n'
+        '    dz = g * torch.conj(w)\n'
+        '    dw = g * torch.conj(z)\n'
+        '    d_abs2 = 2 * r * torch.complex(z.real, z.imag)\n'
+        '    d_exp = g * torch.conj(torch.exp(z))\n'
+        '    return dz, dw, d_abs2, d_exp\n'
+    )),
+    Honest("l26-dscores", 'the future masked by triu and masked_fill', (
+        'def dscores(S, lse, dP):\n'
+        '    future = torch.ones(len(S), len(S), dtype=torch.bool).triu(1)\n'
+        "    masked = S.masked_fill(future, float('-inf'))\n"
+        '    P = torch.exp(masked - lse)  # exp(-inf) is 0 where the future is\n'
+        '    return P * dP - P * (P * dP).sum(-1, keepdim=True)\n'
+    )),
+    Honest("l13-pool", 'a loop over the windows', (
+        'def maxpool_backward(x, dout, kernel, stride):\n'
+        '    dx = torch.zeros_like(x)\n'
+        '    N, C, H_out, W_out = dout.shape\n'
+        '    for i in range(H_out):\n'
+        '        for j in range(W_out):\n'
+        '            window = x[:, :, i * stride:i * stride + kernel, j * stride:j * stride + kernel]\n'
+        '            flat = window.reshape(N, C, -1)\n'
+        '            first = flat.argmax(dim=-1)  # the first maximum, as torch picks it\n'
+        '            rows, cols = first // kernel, first % kernel\n'
+        '            for n in range(N):\n'
+        '                for c in range(C):\n'
+        '                    r, q = i * stride + rows[n, c], j * stride + cols[n, c]\n'
+        '                    dx[n, c, r, q] += dout[n, c, i, j]\n'
+        '    return dx\n'
+    )),
     # ---------------------------------------------------------------- lesson 19
     Honest("l19-gate-jvp", "sigmoid through exp, x and g saved", (
         'class Gate(torch.autograd.Function):\n'

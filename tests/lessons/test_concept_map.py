@@ -182,6 +182,10 @@ REPEATED = {
         r"thread that called|calling thread|very thread",
     "FLOPs of backward against forward":
         r"twice the forward(?! one)|two products of (?:its|the same) size",
+    "A backward pass that counts each node's arriving gradients (one per edge) instead of "
+    "sorting":
+        r"count(?:s|ed|ing)?,? (?:for every node, )?(?:how many gradients|"
+        r"the (?:edges|arrows|gradients) (?:into|each node)|the gradients each node)",
     "Selective checkpointing: a policy per operation, and min-cut's activation memory budget":
         r"create_selective_checkpoint_contexts|activation_memory_budget|CheckpointPolicy",
 }
