@@ -798,6 +798,55 @@ HONEST = [
         '                    dx[n, c, r, q] += dout[n, c, i, j]\n'
         '    return dx\n'
     )),
+    Honest("l01-find-leaves", 'a queue, and a list of nodes seen compared by identity', (
+        'def find_leaves(out):\n'
+        '    found, done, queue = [], [], [out.grad_fn]\n'
+        '    while queue:\n'
+        '        node = queue.pop(0)\n'
+        '        if node is None or any(node is d for d in done):\n'
+        '            continue\n'
+        '        done.append(node)\n'
+        "        if node.name() == 'torch::autograd::AccumulateGrad':\n"
+        '            found.append(node.variable)\n'
+        '        for fn, _ in node.next_functions:\n'
+        '            queue.append(fn)\n'
+        '    return found\n'
+    )),
+    Honest("l15-vanishing", 'a dict of handles, the norms kept in a list by layer order', (
+        'def first_vanishing_layer(model, x, threshold):\n'
+        '    names = [name for name, _ in model.named_children()]\n'
+        '    seen = {}\n'
+        '\n'
+        '    def noting(name):\n'
+        '        def hook(module, grad_input, grad_output):\n'
+        '            seen[name] = float(grad_input[0].norm())\n'
+        '        return hook\n'
+        '\n'
+        '    handles = {name: layer.register_full_backward_hook(noting(name))\n'
+        '               for name, layer in model.named_children()}\n'
+        '    try:\n'
+        '        model(x).sum().backward()\n'
+        '    finally:\n'
+        '        for handle in handles.values():\n'
+        '            handle.remove()\n'
+        '    for name in names[::-1]:\n'
+        '        if seen[name] < threshold:\n'
+        '            return name\n'
+        '    return None\n'
+    )),
+    Honest("l22-hinge-kinks", 'masks from comparisons, the zero pair by an explicit test', (
+        'def hinge_grad(X, y, w, lam):\n'
+        '    s = X @ w\n'
+        '    clipped = s.clamp(-2.0, 2.0)\n'
+        '    inside = (s > -2.0) & (s < 2.0)  # hardtanh passes the gradient strictly inside\n'
+        "    hinge_on = y * clipped < 1  # relu's slope is 0 at its kink, margin exactly 0\n"
+        '    d_s = torch.where(inside & hinge_on, -y, torch.zeros_like(y))\n'
+        '    pairs = w.reshape(-1, 2)\n'
+        '    norms = torch.sqrt((pairs ** 2).sum(1, keepdim=True))\n'
+        '    safe = torch.where(norms == 0, torch.ones_like(norms), norms)\n'
+        '    unit = torch.where(norms == 0, torch.zeros_like(pairs), pairs / safe)\n'
+        '    return X.T @ d_s + lam * unit.reshape(-1)\n'
+    )),
     # ---------------------------------------------------------------- lesson 19
     Honest("l19-gate-jvp", "sigmoid through exp, x and g saved", (
         'class Gate(torch.autograd.Function):\n'
