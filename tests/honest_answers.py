@@ -847,6 +847,14 @@ HONEST = [
         '    unit = torch.where(norms == 0, torch.zeros_like(pairs), pairs / safe)\n'
         '    return X.T @ d_s + lam * unit.reshape(-1)\n'
     )),
+    Honest("l07-two-players", 'all gradients in one call, the steps in a loop after', (
+        'def two_player_step(loss_a, loss_b, A, B, lr):\n'
+        '    grads = torch.autograd.grad(loss_a, A, retain_graph=True) + \\\n'
+        '        torch.autograd.grad(loss_b, B)\n'
+        '    with torch.no_grad():\n'
+        '        for p, g in zip([*A, *B], grads):\n'
+        '            p.sub_(lr * g)\n'
+    )),
     # ---------------------------------------------------------------- lesson 19
     Honest("l19-gate-jvp", "sigmoid through exp, x and g saved", (
         'class Gate(torch.autograd.Function):\n'
