@@ -137,25 +137,17 @@ JVP = "return x_t * s + x * s * (1 - s) * g_t"
 
 
 # The form with ctx in forward, which torch.func's transforms refuse.
-VARIANTS_CTX = (
-    'class Gate(torch.autograd.Function):\n'
-    '    @staticmethod\n'
-    '    def forward(ctx, x, g):\n'
-    '        s = torch.sigmoid(g)\n'
-    '        ctx.save_for_backward(x, s)\n'
-    '        ctx.save_for_forward(x, s)\n'
-    '        return x * s\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def backward(ctx, grad_output):\n'
-    '        x, s = ctx.saved_tensors\n'
-    '        return grad_output * s, grad_output * x * s * (1 - s)\n'
-    '\n'
-    '    @staticmethod\n'
-    '    def jvp(ctx, x_t, g_t):\n'
-    '        x, s = ctx.saved_tensors\n'
-    '        return x_t * s + x * s * (1 - s) * g_t\n'
-)
+CTX_FORWARD = _gate(
+    "    def forward(x, g):\n"
+    "        return x * torch.sigmoid(g)\n"
+    "\n"
+    "    @staticmethod\n"
+    "    def setup_context(ctx, inputs, output):\n"
+    "        x, g = inputs\n",
+    "    def forward(ctx, x, g):\n")
+CTX_FORWARD = CTX_FORWARD.replace(
+    "        ctx.save_for_forward(x, s)  # what jvp will find in ctx.saved_tensors\n",
+    "        ctx.save_for_forward(x, s)\n        return x * s\n")
 
 WRONG = {
     "l19-predict-raises": [
@@ -293,6 +285,6 @@ WRONG = {
                "return grad_output * x * s * (1 - s), grad_output * s"),
          "two gradients are swapped"),
         # The old form, ctx in forward: torch.func refuses it.
-        (VARIANTS_CTX, "takes ctx in forward"),
+        (CTX_FORWARD, "takes ctx in forward"),
     ],
 }

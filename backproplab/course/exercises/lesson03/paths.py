@@ -130,19 +130,20 @@ def _observe(answer: Any, inputs: dict[str, Any]) -> list[Any] | dict:
     namespace = getattr(answer, "__globals__", {})
     said: list[Any] = []
     for spec in inputs["graphs"]:
-        nodes, watch = _build(spec["parents"]), CallWatch(namespace)
+        nodes = _build(spec["parents"])
+        # The small graphs are enough to see recursion; the ladder and the chain run
+        # unwatched (a profiler on every call would cost 20x there).
+        watch = CallWatch(namespace) if len(nodes) < 1000 else None
+        run = watch.run if watch is not None else (lambda f, *a: f(*a))
         try:
             with torch.no_grad(), forbid_autograd("this exercise asks you to count the "
                                                   "paths yourself"):
-                # The small graphs are enough to see recursion; the ladder and the chain
-                # run unwatched (a profiler on every call would cost 20x there).
-                run = watch.run if len(nodes) < 1000 else (lambda f, *a: f(*a))
                 got, failed = call_answer(run, answer, nodes[-1], nodes[spec["leaf"]],
                                           what="count_paths")
         except _TooManyReads:
             said.append({"walked": nodes[0]._reads[0]})
             continue
-        if watch.recursive is not None:
+        if watch is not None and watch.recursive is not None:
             return failure("fail", _RECURSIVE.format(name=watch.recursive.co_name))
         if failed is not None:
             return failed
