@@ -333,14 +333,24 @@ HONEST = [
     Honest("l09-softmax-vjp", "einsum", (
         "def softmax_vjp(p, g):\n    inner = torch.einsum('...i,...i->...', g, p)[..., None]\n"
         "    return p * g - p * inner\n")),
-    Honest("l09-broadcast-affine", "sum over a tuple of dims via reshape", (
-        "def affine_grads(x, w, b, g):\n    flat_g = g.reshape(-1, g.shape[-1])\n"
-        "    flat_x = x.reshape(-1, x.shape[-1])\n"
-        "    return g * w, (flat_g * flat_x).sum(0), flat_g.sum(0)\n")),
-    Honest("l09-batched-matmul", "transpose and loops", (
-        "def batched_matmul_grads(X, W, G):\n    dW = torch.zeros_like(W)\n"
-        "    for k in range(X.shape[0]):\n        dW += X[k].T @ G[k]\n"
-        "    return G @ W.transpose(-1, -2), dW\n")),
+    Honest("l09-normalize", "x and r, the quotient rule written out", (
+        "def normalize_vjp(x, g):\n    r = torch.sqrt((x * x).sum(-1, keepdim=True))\n"
+        "    return g / r - x * (g * x).sum(-1, keepdim=True) / r ** 3\n")),
+    Honest("l09-normalize", "torch.nn.functional.normalize for y, einsum for the sum", (
+        "def normalize_vjp(x, g):\n    y = torch.nn.functional.normalize(x, dim=-1)\n"
+        "    along = torch.einsum('...i,...i->...', g, y).unsqueeze(-1)\n"
+        "    return (g - along * y) / x.norm(dim=-1, keepdim=True)\n")),
+    Honest("l09-bilinear", "einsum", (
+        "def bilinear_grads(x, W, y, g):\n"
+        "    return (torch.einsum('n,nd,cd->nc', g, y, W), torch.einsum('n,nc,nd->cd', g, x, y),\n"
+        "            torch.einsum('n,nc,cd->nd', g, x, W))\n")),
+    Honest("l09-bilinear", "a loop over the examples", (
+        "def bilinear_grads(x, W, y, g):\n    dx, dW, dy = torch.zeros_like(x), torch.zeros_like(W), torch.zeros_like(y)\n"
+        "    for n in range(x.shape[0]):\n"
+        "        dx[n] = g[n] * (W @ y[n])\n"
+        "        dy[n] = g[n] * (x[n] @ W)\n"
+        "        dW += g[n] * torch.outer(x[n], y[n])\n"
+        "    return dx, dW, dy\n")),
     Honest("l09-gather", "index_put with accumulate", (
         "def gather_grad(x, dim, index, g):\n    out = torch.zeros_like(x)\n"
         "    return out.scatter_add(dim, index, g)\n")),
@@ -971,4 +981,86 @@ HONEST += [
         "def add_(a, b):\n    return _write(a, b, False)\n\n\n"
         "def copy_(a, b):\n    return _write(a, b, True)\n"),
         "\n\n".join(ENGINE_CELLS)),
+]
+
+# ---------------------------------------------------------------- lesson 11
+# The engine's cells (Tensor, the rules, the operators, backward), read from the lesson,
+# for an answer checked outside the notebook (the kernel's test).
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+_LESSON_11 = json.loads((Path(__file__).parents[1] / "notebooks"
+                         / "11-a-tensor-engine-of-your-own.ipynb").read_text())
+LESSON_11_ENGINE = "\n\n".join(
+    "".join(cell["source"]) for cell in _LESSON_11["cells"]
+    if cell["id"] in ("l11-03", "l11-05", "l11-07", "l11-09", "l11-11", "l11-13"))
+
+HONEST += [
+    Honest("l11-matmul", "loops that sum the broadcast dimensions away", (
+        "def broadcast_matmul(a, b):\n"
+        "    A, B = a.data, b.data\n"
+        "\n"
+        "    def rule(g):\n"
+        "        A2 = A.unsqueeze(0) if A.dim() == 1 else A\n"
+        "        B2 = B.unsqueeze(-1) if B.dim() == 1 else B\n"
+        "        if B.dim() == 1:\n"
+        "            g = g.unsqueeze(-1)\n"
+        "        if A.dim() == 1:\n"
+        "            g = g.unsqueeze(-2)\n"
+        "        ga, gb = g @ B2.transpose(-1, -2), A2.transpose(-1, -2) @ g\n"
+        "        while ga.dim() > A2.dim():\n"
+        "            ga = ga.sum(0)\n"
+        "        while gb.dim() > B2.dim():\n"
+        "            gb = gb.sum(0)\n"
+        "        for i, n in enumerate(A2.shape):\n"
+        "            if n == 1 and ga.shape[i] != 1:\n"
+        "                ga = ga.sum(i, keepdim=True)\n"
+        "        for i, n in enumerate(B2.shape):\n"
+        "            if n == 1 and gb.shape[i] != 1:\n"
+        "                gb = gb.sum(i, keepdim=True)\n"
+        "        return ga.reshape(A.shape), gb.reshape(B.shape)\n"
+        "\n"
+        "    return Tensor(A @ B, (a, b), 'matmul', rule)\n"), LESSON_11_ENGINE),
+    Honest("l11-cumsum", "the total minus what came before", (
+        "def cumsum(a, dim):\n"
+        "    def rule(g):\n"
+        "        return (g.sum(dim, keepdim=True) - g.cumsum(dim) + g,)\n"
+        "\n"
+        "    return Tensor(torch.cumsum(a.data, dim=dim), (a,), 'cumsum', rule)\n"),
+        LESSON_11_ENGINE),
+    Honest("l11-cumsum", "a loop over the positions, from the end", (
+        "def cumsum(a, dim):\n"
+        "    out = a.data.cumsum(dim)\n"
+        "\n"
+        "    def rule(g):\n"
+        "        grad = torch.zeros_like(g)\n"
+        "        running = torch.zeros_like(g.select(dim, 0))\n"
+        "        for j in reversed(range(g.shape[dim])):\n"
+        "            running = running + g.select(dim, j)\n"
+        "            grad.select(dim, j).copy_(running)\n"
+        "        return (grad,)\n"
+        "\n"
+        "    return Tensor(out, (a,), 'cumsum', rule)\n"), LESSON_11_ENGINE),
+    Honest("l11-cumsum", "a triangular matrix", (
+        "def cumsum(a, dim):\n"
+        "    n = a.shape[dim]\n"
+        "    later = torch.triu(torch.ones(n, n, dtype=a.data.dtype))  # [j, k]: k >= j\n"
+        "\n"
+        "    def rule(g):\n"
+        "        moved = g.movedim(dim, -1)\n"
+        "        return ((moved @ later.T).movedim(-1, dim),)\n"
+        "\n"
+        "    return Tensor(a.data.cumsum(dim), (a,), 'cumsum', rule)\n"), LESSON_11_ENGINE),
+    Honest("l11-amax", "a mask and where", (
+        "def amax(a, dim, keepdim=False):\n"
+        "    out = a.data.amax(dim, keepdim=keepdim)\n"
+        "\n"
+        "    def rule(g):\n"
+        "        top = out if keepdim else out.unsqueeze(dim)\n"
+        "        g = g if keepdim else g.unsqueeze(dim)\n"
+        "        mask = a.data == top\n"
+        "        shares = g / mask.sum(dim, keepdim=True)\n"
+        "        return (torch.where(mask, shares, torch.zeros_like(a.data)),)\n"
+        "\n"
+        "    return Tensor(out, (a,), 'amax', rule)\n"), LESSON_11_ENGINE),
 ]

@@ -306,11 +306,11 @@ PLANS: dict[str, Plan] = {
     "l08-shares-vjp": Plan("shares_vjp(x, v)", gradients([("(t / t.sum() * v).sum()", "x")])),
     "l09-softmax-vjp": Plan("softmax_vjp(p, g)", gradients([
         ("(torch.softmax(t, dim=-1) * g).sum()", "p.log()")])),
-    "l09-broadcast-affine": Plan("affine_grads(x, w, b, g)", gradients([
-        ("((t * w + b) * g).sum()", "x"), ("((x * t + b) * g).sum()", "w"),
-        ("((x * w + t) * g).sum()", "b")])),
-    "l09-batched-matmul": Plan("batched_matmul_grads(X, W, G)", gradients([
-        ("((t @ W) * G).sum()", "X"), ("((X @ t) * G).sum()", "W")])),
+    "l09-normalize": Plan("normalize_vjp(x, g)", gradients([
+        ("(t / t.norm(dim=-1, keepdim=True) * g).sum()", "x")])),
+    "l09-bilinear": Plan("bilinear_grads(x, W, y, g)", gradients([
+        ("(((t @ W) * y).sum(-1) * g).sum()", "x"), ("(((x @ t) * y).sum(-1) * g).sum()", "W"),
+        ("(((x @ W) * t).sum(-1) * g).sum()", "y")])),
     "l09-gather": Plan("gather_grad(x, dim, index, g)", gradients([
         ("(torch.gather(t, dim, index) * g).sum()", "x")])),
     "l10-bce": Plan("dlogits_bce(z, y)", gradients([

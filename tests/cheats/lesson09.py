@@ -32,65 +32,59 @@ SOFTMAX_TABLE = _table("l09-softmax-vjp", "softmax_vjp(p, g)",
                        "known[0].shape == p.shape and torch.equal(known[0], p)",
                        "torch.zeros_like(p)")
 
-AFFINE_FD = '''def affine_grads(x, w, b, g):
-    def loss(x, w, b):
-        return ((x * w + b) * g).sum()
+NORMALIZE_FD = '''def normalize_vjp(x, g):
+    h = 1e-6
+    dx = torch.zeros_like(x)
+    flat, out = x.reshape(-1), dx.reshape(-1)
+    for k in range(flat.numel()):
+        e = torch.zeros_like(flat)
+        e[k] = h
+        up, down = (flat + e).reshape(x.shape), (flat - e).reshape(x.shape)
+        out[k] = ((up / up.norm(dim=-1, keepdim=True) * g).sum()
+                  - (down / down.norm(dim=-1, keepdim=True) * g).sum()) / (2 * h)
+    return dx
+'''
+NORMALIZE_NUMERICAL = '''def normalize_vjp(x, g):
+    return bl.numerical_grad(lambda x: (x / x.norm(dim=-1, keepdim=True) * g).sum(), x)
+'''
+NORMALIZE_NODE = '''def normalize_vjp(x, g):
+    with torch.enable_grad():
+        x = x.clone().requires_grad_()
+        return torch.autograd.grad(torch.nn.functional.normalize(x, dim=-1), x, g)[0]
+'''
+NORMALIZE_TABLE = _table("l09-normalize", "normalize_vjp(x, g)",
+                         "known[0].shape == x.shape and torch.equal(known[0], x)",
+                         "torch.zeros_like(x)")
+
+BILINEAR_FD = '''def bilinear_grads(x, W, y, g):
+    def loss(x, W, y):
+        return (((x @ W) * y).sum(-1) * g).sum()
     h = 1e-6
     grads = []
-    for k, t in enumerate((x, w, b)):
+    for k, t in enumerate((x, W, y)):
         d = torch.zeros_like(t)
-        flat = d.reshape(-1)
-        for i in range(t.numel()):
-            e = torch.zeros_like(t).reshape(-1)
-            e[i] = h
-            up = [x, w, b]
-            down = [x, w, b]
-            up[k] = t + e.reshape(t.shape)
-            down[k] = t - e.reshape(t.shape)
-            flat[i] = (loss(*up) - loss(*down)) / (2 * h)
-        grads.append(d)
-    return tuple(grads)
-'''
-AFFINE_NUMERICAL = '''def affine_grads(x, w, b, g):
-    return bl.numerical_grad(lambda x, w, b: ((x * w + b) * g).sum(), x, w, b)
-'''
-AFFINE_NODE = '''def affine_grads(x, w, b, g):
-    with torch.enable_grad():
-        x, w, b = (t.clone().requires_grad_() for t in (x, w, b))
-        return torch.autograd.grad(x * w + b, (x, w, b), g)
-'''
-AFFINE_TABLE = _table("l09-broadcast-affine", "affine_grads(x, w, b, g)",
-                      "known[0].shape == x.shape and torch.equal(known[0], x)",
-                      "(torch.zeros_like(x), torch.zeros_like(w), torch.zeros_like(b))")
-
-BMM_FD = '''def batched_matmul_grads(X, W, G):
-    def loss(X, W):
-        return ((X @ W) * G).sum()
-    h = 1e-6
-    dX, dW = torch.zeros_like(X), torch.zeros_like(W)
-    for t, d, k in ((X, dX, 0), (W, dW, 1)):
         flat = d.reshape(-1)
         for i in range(t.numel()):
             e = torch.zeros(t.numel(), dtype=t.dtype)
             e[i] = h
-            e = e.reshape(t.shape)
-            args_up, args_down = [X, W], [X, W]
-            args_up[k], args_down[k] = t + e, t - e
-            flat[i] = (loss(*args_up) - loss(*args_down)) / (2 * h)
-    return dX, dW
+            up, down = [x, W, y], [x, W, y]
+            up[k], down[k] = t + e.reshape(t.shape), t - e.reshape(t.shape)
+            flat[i] = (loss(*up) - loss(*down)) / (2 * h)
+        grads.append(d)
+    return tuple(grads)
 '''
-BMM_NUMERICAL = '''def batched_matmul_grads(X, W, G):
-    return bl.numerical_grad(lambda X, W: ((X @ W) * G).sum(), X, W)
+BILINEAR_NUMERICAL = '''def bilinear_grads(x, W, y, g):
+    return bl.numerical_grad(lambda x, W, y: (((x @ W) * y).sum(-1) * g).sum(), x, W, y)
 '''
-BMM_NODE = '''def batched_matmul_grads(X, W, G):
+BILINEAR_NODE = '''def bilinear_grads(x, W, y, g):
     with torch.enable_grad():
-        X, W = X.clone().requires_grad_(), W.clone().requires_grad_()
-        Y = X @ W
-        return Y.grad_fn(G)
+        x, W, y = (t.clone().requires_grad_() for t in (x, W, y))
+        s = torch.nn.functional.bilinear(x, y, W[None]).squeeze(-1)
+        return torch.autograd.grad(s, (x, W, y), g)
 '''
-BMM_TABLE = _table("l09-batched-matmul", "batched_matmul_grads(X, W, G)",
-                   "known[0].shape == X.shape and torch.equal(known[0], X)",
-                   "(torch.zeros_like(X), torch.zeros_like(W))")
+BILINEAR_TABLE = _table("l09-bilinear", "bilinear_grads(x, W, y, g)",
+                        "known[0].shape == x.shape and torch.equal(known[0], x)",
+                        "(torch.zeros_like(x), torch.zeros_like(W), torch.zeros_like(y))")
 
 GATHER_FD = '''def gather_grad(x, dim, index, g):
     h = 1e-6
@@ -124,17 +118,17 @@ CHEATS = {
         (SOFTMAX_NODE, "enable_grad"),
         (SOFTMAX_TABLE, "hard-coded"),
     ],
-    "l09-broadcast-affine": [
-        (AFFINE_FD, "numerical estimate"),
-        (AFFINE_NUMERICAL, "numerical_grad"),
-        (AFFINE_NODE, "enable_grad"),
-        (AFFINE_TABLE, "hard-coded"),
+    "l09-normalize": [
+        (NORMALIZE_FD, "numerical estimate"),
+        (NORMALIZE_NUMERICAL, "numerical_grad"),
+        (NORMALIZE_NODE, "enable_grad"),
+        (NORMALIZE_TABLE, "hard-coded"),
     ],
-    "l09-batched-matmul": [
-        (BMM_FD, "numerical estimate"),
-        (BMM_NUMERICAL, "numerical_grad"),
-        (BMM_NODE, "enable_grad"),
-        (BMM_TABLE, "hard-coded"),
+    "l09-bilinear": [
+        (BILINEAR_FD, "numerical estimate"),
+        (BILINEAR_NUMERICAL, "numerical_grad"),
+        (BILINEAR_NODE, "enable_grad"),
+        (BILINEAR_TABLE, "hard-coded"),
     ],
     "l09-gather": [
         (GATHER_FD, "numerical estimate"),

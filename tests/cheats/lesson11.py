@@ -1,11 +1,10 @@
 """Shortcuts for the exercises of 11-a-tensor-engine-of-your-own.ipynb
 (see tests/lessons/test_exercises.py).
 
-Exercises 1 and 3 ask for a rule worked out by the learner, so the shortcuts are the
+Every exercise asks for a rule worked out by the learner, so the shortcuts are the
 ways of getting the gradient without working it out: torch's autograd inside the
 rule, finite differences, the package's estimate, a backward kernel of torch's, a
-table of the visible check's inputs. Exercise 2's are the ways of not writing the
-counting pass: the lesson's own pass, or its sort, called or copied.
+table of the visible check's inputs, torch.func's vjp.
 """
 
 MATMUL = '''def broadcast_matmul(a, b):
@@ -13,6 +12,13 @@ MATMUL = '''def broadcast_matmul(a, b):
 {}
 
     return Tensor(a.data @ b.data, (a, b), "@", rule)
+'''
+
+CUMSUM = '''def cumsum(a, dim):
+    def rule(g):
+{}
+
+    return Tensor(a.data.cumsum(dim), (a,), "cumsum", rule)
 '''
 
 AMAX = '''def amax(a, dim, keepdim=False):
@@ -76,54 +82,38 @@ CHEATS = {
             "raised KeyError",
         ),
     ],
-    "l11-backward": [
-        # the lesson's pass, under the new name
-        ("backward_by_counting = backward\n", "lesson's own backward"),
-        # the lesson's sort, then the rules in its order
+    "l11-cumsum": [
+        # torch's autograd inside the rule
         (
-            "def backward_by_counting(root):\n"
-            "    arrived = {id(root): torch.ones_like(root.data)}\n"
-            "    for node in reversed(topo_order(root)):\n"
-            "        g = arrived.pop(id(node))\n"
-            "        if node.rule is None:\n"
-            "            node.grad = g if node.grad is None else node.grad + g\n"
-            "            continue\n"
-            "        for parent, share in zip(node.parents, node.rule(g)):\n"
-            "            key = id(parent)\n"
-            "            arrived[key] = arrived[key] + share if key in arrived else share\n",
-            "lesson's own topo_order",
+            CUMSUM.format(
+                "        with torch.enable_grad():\n"
+                "            x = a.data.clone().requires_grad_()\n"
+                "            return torch.autograd.grad(x.cumsum(dim), x, g)"
+            ),
+            "enable_grad",
         ),
-        # the lesson's pass copied under other names
+        # finite differences
         (
-            "def order_of(out):\n"
-            "    found, done = [], set()\n"
-            "    todo = [(out, False)]\n"
-            "    while todo:\n"
-            "        v, ok = todo.pop()\n"
-            "        if ok:\n"
-            "            found.append(v)\n"
-            "        elif id(v) not in done:\n"
-            "            done.add(id(v))\n"
-            "            todo.append((v, True))\n"
-            "            todo.extend((p, False) for p in v.parents if id(p) not in done)\n"
-            "    return found\n\n\n"
-            "def backward_by_counting(root):\n"
-            "    if root.data.numel() != 1:\n"
-            "        raise ValueError(f\"backward: expected a Tensor holding one number (a loss), "
-            "got \"\n"
-            "                         f\"shape {root.shape}\")\n"
-            "    buffers = {id(root): torch.ones_like(root.data)}\n"
-            "    for v in reversed(order_of(root)):\n"
-            "        g = buffers.pop(id(v))\n"
-            "        if v.rule is None:\n"
-            "            v.grad = g if v.grad is None else v.grad + g\n"
-            "            continue\n"
-            "        for p, s in zip(v.parents, v.rule(g), strict=True):\n"
-            "            if id(p) in buffers:\n"
-            "                buffers[id(p)] = buffers[id(p)] + s\n"
-            "            else:\n"
-            "                buffers[id(p)] = s\n",
-            "lesson's own",
+            ESTIMATE + CUMSUM.format(
+                "        return (estimate(lambda t: (t.cumsum(dim) * g).sum(), a.data),)"
+            ),
+            "numerical estimate",
+        ),
+        # the package's finite differences
+        (
+            CUMSUM.format(
+                "        return bl.numerical_grad(lambda t: (t.cumsum(dim) * g).sum(), "
+                "a.data)"
+            ),
+            "numerical_grad",
+        ),
+        # torch.func's vjp of torch's own cumsum
+        (
+            CUMSUM.format(
+                "        _, pullback = torch.func.vjp(lambda t: t.cumsum(dim), a.data)\n"
+                "        return pullback(g)"
+            ),
+            "torch.func",
         ),
     ],
     "l11-amax": [

@@ -3,9 +3,8 @@ engine (its cells run in a namespace of their own): every rule against torch on 
 shapes, lesson 10's network trained to torch's loss at every step, the graph's gradient
 shapes (the bias's (5,) out of a (256, 5), the squared error's two gradients on one
 arrow, the -1 and 1/256), the chain's depth, the three gradients that reach y, the
-example shapes of Exercise 1, and the checks: the solutions pass on several seeds,
-every kept wrong answer fails on four seeds with the same named slip, and the
-lesson's own pass and sort are recognised as the notebook writes them.
+examples of Exercises 1 and 2, and the checks: the solutions pass on several
+seeds, and every kept wrong answer fails on four seeds with the same named slip.
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ from cells import run_cell
 from stored import flat_text as _text
 
 import backproplab as bl
-from backproplab.course.exercises import lesson03, lesson11
-from backproplab.course.exercises.lesson11 import counting
+from backproplab.course.exercises import lesson11
 
 ROOT = Path(__file__).parents[2]
 NOTEBOOK = ROOT / "notebooks" / "11-a-tensor-engine-of-your-own.ipynb"
@@ -198,30 +196,50 @@ def test_exercise_1s_example_shapes(cells):
     assert torch.matmul(torch.ones(2, 1, 3, 4), torch.ones(5, 4, 6)).shape == (2, 5, 3, 6)
 
 
-def test_the_deep_chain_of_the_counting_check(cells):
-    space = _engine()
-    root, _ = counting._chain(space["Tensor"], torch.Generator().manual_seed(0))
-    ops = [n for n in space["topo_order"](root) if n.rule is not None]
-    assert len(ops) == 5001  # 5,000 operations and the sum
-    assert "a chain 5,000 operations deep" in " ".join(cells["l11-39"].source.split())
+def test_exercise_2s_example(cells):
+    prose = " ".join(cells["l11-39"].source.split())
+    assert "the cumulative sum of [1, 2, 3] is [1, 3, 6]" in prose
+    assert torch.tensor([1, 2, 3]).cumsum(0).tolist() == [1, 3, 6]
 
 
-def test_the_check_knows_the_lessons_pass_and_sort(cells):
-    source = cells["l11-13"].source
-    assert counting.LESSON_BACKWARD.strip() in source
-    assert lesson03.LESSON_SORT.strip().replace("def topo_order(root):",
-                                                "def topo_order(root):  # lesson 03's: every "
-                                                "node after its parents") in source
+def test_no_lesson_before_the_exercise_shows_cumsums_rule():
+    """Exercise 2 says no lesson has shown a cumulative sum's backward: no notebook up to
+    this one mentions cumsum outside this exercise."""
+    earlier = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))[:11]
+    assert earlier[-1] == NOTEBOOK
+    for path in earlier:
+        for cell in nbformat.read(path, as_version=4).cells:
+            grade = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+            if path != NOTEBOOK or not (grade.startswith("l11-cumsum")
+                                        or cell.id in ("l11-00", "l11-39")):  # aim, prompt
+                assert "cumsum" not in cell.source and "cumulative" not in cell.source, (
+                    f"{path.name} {cell.id}")
+
+
+def test_every_slip_of_the_cumsum_check_changes_the_gradient():
+    """Each named slip differs from the right gradient on every case of every trial (every
+    sum runs over at least 3 entries), so a kept slip fails on every seed."""
+    from backproplab.course.exercises.lesson11.cumsum import (
+        CUMSUM_SLIPS,
+        _cumsum_inputs,
+        _cumsum_reference,
+    )
+    for seed in range(100):
+        X, dim, G = _cumsum_inputs(torch.Generator().manual_seed(seed))
+        assert X.shape[dim] >= 3
+        right = _cumsum_reference(X.clone(), dim, G)
+        for slip in CUMSUM_SLIPS.values():
+            assert not torch.allclose(slip(X, dim, G), right)
 
 
 def _answers(space, key):
     names = {"l11-matmul": ("broadcast_matmul", "Tensor", "backward"),
-             "l11-backward": ("backward_by_counting", "Tensor"),
+             "l11-cumsum": ("cumsum", "Tensor", "backward"),
              "l11-amax": ("amax", "Tensor", "backward")}[key]
     return tuple(space[n] for n in names)
 
 
-SOLUTIONS = {"l11-matmul": "l11-37", "l11-backward": "l11-40", "l11-amax": "l11-43"}
+SOLUTIONS = {"l11-matmul": "l11-37", "l11-cumsum": "l11-40", "l11-amax": "l11-43"}
 
 
 @pytest.mark.parametrize("key", sorted(SOLUTIONS))
@@ -256,6 +274,5 @@ def test_the_prediction_takes_no_answer_from_the_question(cells):
 def test_the_readme_row_states_what_the_lesson_computes():
     readme = (ROOT / "README.md").read_text()
     row = next(line for line in readme.splitlines() if line.startswith("| 11 |"))
-    for claim in ("within 1e-12 in float64", "a chain 4,000 operations deep",
-                  "one 5,000 operations deep"):
+    for claim in ("within 1e-12 in float64", "a chain 4,000 operations deep"):
         assert claim in row

@@ -1,8 +1,8 @@
 """Plausible wrong answers for lesson 09 (see tests/lessons/test_exercises.py): each must fail
 its check with a message naming the mistake."""
 
-AFFINE = "def affine_grads(x, w, b, g):\n    return {}\n"
-BMM = "def batched_matmul_grads(X, W, G):\n    return {}\n"
+NORMALIZE = "def normalize_vjp(x, g):\n    r = x.norm(dim=-1, keepdim=True)\n    y = x / r\n    return {}\n"
+BILINEAR = "def bilinear_grads(x, W, y, g):\n    gy, gx = g[:, None] * y, g[:, None] * x\n    return {}\n"
 GATHER = "def gather_grad(x, dim, index, g):\n    {}\n"
 
 WRONG = {
@@ -32,32 +32,39 @@ WRONG = {
         ("def softmax_vjp(p, g):\n    return p * (g - (g * p).sum(dim=-1))\n",
          "raised RuntimeError"),
     ],
-    "l09-broadcast-affine": [
-        # No sums at all.
-        (AFFINE.format("g * w, g * x, g"), "keeps the shape (B, T, C)"),
-        # Summed over the batch only.
-        (AFFINE.format("g * w, (g * x).sum(0), g.sum(0)"), "batch dimension only"),
-        # keepdim=True leaves (1, 1, C).
-        (AFFINE.format("g * w, (g * x).sum((0, 1), keepdim=True), g.sum((0, 1), keepdim=True)"),
-         "keepdim=True leaves shape (1, 1, C)"),
-        # The factor w forgotten in dx.
-        (AFFINE.format("g, (g * x).sum((0, 1)), g.sum((0, 1))"), "g times w"),
-        # Summed over the channel dimension instead.
-        (AFFINE.format("g * w, (g * x).sum(-1), g.sum(-1)"), "summed over the wrong dimension"),
-        # A mean for the sums: off by exactly 1/(B*T).
-        ("def affine_grads(x, w, b, g):\n    dx = g * w\n    dw = (g * x).mean(dim=(0, 1))\n"
-         "    db = g.mean(dim=(0, 1))\n    return dx, dw, db\n",
-         "(the number of entries along dimensions 0 and 1 of x): a mean where the gradient"),
+    "l09-normalize": [
+        # the length taken for a constant
+        (NORMALIZE.format("g / r"), "treats the length"),
+        # a sign slip in the second term
+        (NORMALIZE.format("(g + y * (g * y).sum(dim=-1, keepdim=True)) / r"),
+         "sign of the second term"),
+        # x where y belongs in the second term
+        (NORMALIZE.format("(g - x * (g * x).sum(dim=-1, keepdim=True)) / r"),
+         "two factors of 1 / r"),
+        # the overall 1 / r left out
+        (NORMALIZE.format("g - y * (g * y).sum(dim=-1, keepdim=True)"), "its factor 1 / r"),
+        # the sum along the first dimension
+        (NORMALIZE.format("(g - y * (g * y).sum(dim=0, keepdim=True)) / r"),
+         "summed over the wrong dimension"),
+        # keepdim forgotten: the sums broadcast along the wrong axis (and the sizes clash)
+        (NORMALIZE.format("(g - y * (g * y).sum(dim=-1)) / r"), "raised RuntimeError"),
+        # the derivative of the norm alone, x / r, taken for the whole gradient
+        (NORMALIZE.format("g * y"), "mismatch"),
     ],
-    "l09-batched-matmul": [
-        # dW kept per batch entry.
-        (BMM.format("G @ W.mT, X.mT @ G"), "not summed over the batch"),
-        # dW transposed.
-        (BMM.format("G @ W.mT, (G.mT @ X).sum(0)"), "transposed"),
-        # Summed over the wrong dimension.
-        (BMM.format("G @ W.mT, (X.mT @ G).sum(1)"), "summed over the wrong dimension"),
-        # .T on a 3-D tensor reverses all its dimensions.
-        (BMM.format("G @ W.T, (X.T @ G).sum(0)"), "raised RuntimeError"),
+    "l09-bilinear": [
+        # g left out everywhere
+        (BILINEAR.format("y @ W.T, x.T @ y, x @ W"), "g is missing"),
+        # one matrix per example
+        (BILINEAR.format("gy @ W.T, x[:, :, None] * gy[:, None, :], gx @ W"),
+         "one matrix per example"),
+        # dW transposed
+        (BILINEAR.format("gy @ W.T, gy.T @ x, gx @ W"), "dw is transposed"),
+        # g left out of dW only
+        (BILINEAR.format("gy @ W.T, x.T @ y, gx @ W"), "dw lacks g"),
+        # g multiplied without its new dimension: (N,) against (N, D) does not broadcast
+        (BILINEAR.format("(g * y) @ W.T, x.T @ (g * y), (g * x) @ W"), "raised RuntimeError"),
+        # dx sent back through W instead of W.T: the sizes clash
+        (BILINEAR.format("gy @ W, x.T @ gy, gx @ W"), "raised RuntimeError"),
     ],
     "l09-gather": [
         # = instead of +=, with scatter_.

@@ -40,103 +40,19 @@ NO_KEEPDIM = '''def sum_back(full, shape):
 '''
 
 # Exercise 2's solution, with lines to change.
-COUNTING = '''def backward_by_counting(root):
-    waiting, nodes, todo = {{}}, {{id(root): root}}, [root]
-    while todo:
-        for parent in todo.pop().parents:
-            {count}
-            if id(parent) not in nodes:
-                nodes[id(parent)] = parent
-                todo.append(parent)
-    arrived = {{id(root): torch.ones_like(root.data)}}
-    ready = [root]
-    while ready:
-        node = ready.pop()
-        g = arrived.pop(id(node))
-        if node.rule is None:
-            {leaf}
-            continue
-        for parent, share in zip(node.parents, node.rule(g), strict=True):
-            key = id(parent)
-            {add}
-            waiting[key] -= 1
-            if waiting[key] == 0:
-                ready.append(parent)
+CUMSUM = '''def cumsum(a, dim):
+    def rule(g):
+        return ({grad},)
+
+    return {out}
 '''
-COUNT = "waiting[id(parent)] = waiting.get(id(parent), 0) + 1"
-LEAF = "node.grad = g if node.grad is None else node.grad + g"
-ADD = "arrived[key] = arrived[key] + share if key in arrived else share"
+CUMSUM_GRAD = "g.flip(dim).cumsum(dim).flip(dim)"
+CUMSUM_OUT = 'Tensor(a.data.cumsum(dim), (a,), "cumsum", rule)'
 
 
-def counting(count=COUNT, leaf=LEAF, add=ADD):
-    return COUNTING.format(count=count, leaf=leaf, add=add)
+def cumsum(grad=CUMSUM_GRAD, out=CUMSUM_OUT):
+    return CUMSUM.format(grad=grad, out=out)
 
-
-# Each node counted once per user, however many of its inputs it is.
-USERS = '''def backward_by_counting(root):
-    users, nodes, todo = {}, {id(root): root}, [root]
-    while todo:
-        node = todo.pop()
-        for parent in node.parents:
-            users.setdefault(id(parent), set()).add(id(node))
-            if id(parent) not in nodes:
-                nodes[id(parent)] = parent
-                todo.append(parent)
-    waiting = {key: len(found) for key, found in users.items()}
-    arrived = {id(root): torch.ones_like(root.data)}
-    ready = [root]
-    while ready:
-        node = ready.pop()
-        g = arrived.pop(id(node))
-        if node.rule is None:
-            node.grad = g if node.grad is None else node.grad + g
-            continue
-        for parent, share in zip(node.parents, node.rule(g), strict=True):
-            key = id(parent)
-            arrived[key] = arrived[key] + share if key in arrived else share
-            waiting[key] -= 1
-            if waiting[key] == 0:
-                ready.append(parent)
-'''
-
-# Gradients sent down every path, a node run once per arriving gradient.
-PER_PATH = '''def backward_by_counting(root):
-    todo = [(root, torch.ones_like(root.data))]
-    while todo:
-        node, g = todo.pop()
-        if node.rule is None:
-            node.grad = g if node.grad is None else node.grad + g
-            continue
-        for parent, share in zip(node.parents, node.rule(g), strict=True):
-            todo.append((parent, share))
-'''
-
-RECURSIVE = '''def backward_by_counting(root):
-    waiting = {}
-
-    def count(node):
-        for parent in node.parents:
-            waiting[id(parent)] = waiting.get(id(parent), 0) + 1
-            if waiting[id(parent)] == 1:
-                count(parent)
-
-    count(root)
-    arrived = {id(root): torch.ones_like(root.data)}
-
-    def run(node):
-        g = arrived.pop(id(node))
-        if node.rule is None:
-            node.grad = g if node.grad is None else node.grad + g
-            return
-        for parent, share in zip(node.parents, node.rule(g), strict=True):
-            key = id(parent)
-            arrived[key] = arrived[key] + share if key in arrived else share
-            waiting[key] -= 1
-            if waiting[key] == 0:
-                run(parent)
-
-    run(root)
-'''
 
 # Exercise 3's solution, with lines to change.
 AMAX = '''def amax(a, dim, keepdim=False):
@@ -207,43 +123,26 @@ WRONG = {
         # a node without parents
         (matmul(out='Tensor(a.data @ b.data, (), "@", rule)'), "without a rule or parents"),
     ],
-    "l11-backward": [
-        # = where the gradients must add up
-        (counting(add="arrived[key] = share"), "only one of the"),
-        # distinct users counted, not arrows: y * y counts once
-        (USERS, "before every gradient for it had arrived"),
-        # a node run as soon as its first gradient arrives
-        (counting().replace("            if waiting[key] == 0:\n                ready.append(parent)",
-                            "            if key not in queued:\n"
-                            "                queued.add(key)\n"
-                            "                ready.append(parent)")
-         .replace("    ready = [root]\n", "    ready, queued = [root], set()\n"),
-         "before every gradient for it had arrived"),
-        # one run per arriving gradient (every path walked)
-        (PER_PATH, "ran 2 times"),
-        # leaves set straight from the rule, one share at a time
-        (counting(add="if parent.rule is None:\n"
-                      "                parent.grad = share\n"
-                      "                continue\n"
-                      "            arrived[key] = arrived[key] + share if key in arrived "
-                      "else share"),
-         "only one of the"),
-        # recursive
-        (RECURSIVE, "recursive"),
-        # recursive, with the limit raised out of the way
-        ("import sys\n\nsys.setrecursionlimit(100_000)\n\n\n" + RECURSIVE, "however high"),
-        # the leaves forgotten
-        (counting(leaf="pass"), "has no .grad"),
-        # in place: a rule's broadcast view written into
-        (counting(add="if key in arrived:\n"
-                      "                arrived[key] += share\n"
-                      "            else:\n"
-                      "                arrived[key] = share"), "adds in place"),
-        # the pass started from zeros
-        (counting().replace("torch.ones_like(root.data)}", "torch.zeros_like(root.data)}"),
-         "did not start from ones"),
-        # the lesson's pass
-        ("def backward_by_counting(root):\n    backward(root)\n", "lesson's own backward"),
+    "l11-cumsum": [
+        # the forward's own direction: the sums from the first entry on
+        (cumsum(grad="g.cumsum(dim)"), "summed from the first entry onwards"),
+        # the flip before, not after
+        (cumsum(grad="g.flip(dim).cumsum(dim)"), "flip the result back"),
+        # the total minus the sums so far: g_j itself left out
+        (cumsum(grad="g.sum(dim, keepdim=True) - g.cumsum(dim)"), "own term is missing"),
+        # every output taken to use every entry
+        (cumsum(grad="g.sum(dim, keepdim=True).expand(a.shape)"), "whole sum of g"),
+        # g passed through, as for an addition
+        (cumsum(grad="g"), "x.grad"),
+        # flipped along the first dimension whatever dim is
+        (cumsum(grad="g.flip(0).cumsum(dim).flip(0)"), "x.grad"),
+        # the forward along the last dimension whatever dim is
+        (cumsum(out='Tensor(a.data.cumsum(-1), (a,), "cumsum", rule)'), "the forward"),
+        # a torch tensor returned: nothing for backward to follow
+        (cumsum(out="a.data.cumsum(dim)"), "returned a torch tensor"),
+        # a node without parents
+        (cumsum(out='Tensor(a.data.cumsum(dim), (), "cumsum", rule)'),
+         "without a rule or parents"),
     ],
     "l11-amax": [
         # every tied entry gets all of g

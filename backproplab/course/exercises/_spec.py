@@ -304,7 +304,8 @@ def plain(value: Any, depth: int = 0) -> Any:
     return f"<a {type(value).__name__} object>"
 
 
-def run_by_hand(fn: Callable, cases: list, *, name: str = "your function") -> list | dict:
+def run_by_hand(fn: Callable, cases: list, *, name: str = "your function",
+                params: tuple[str, ...] | None = None) -> list | dict:
     """``fn`` run on each case as `check_by_hand` runs an answer (`run_answer`: autograd
     off and refused, inputs watched for nudges), recorded as plain data for `judge_runs`;
     it stops at the first run that failed, as the judge does. A run that called autograd,
@@ -315,9 +316,10 @@ def run_by_hand(fn: Callable, cases: list, *, name: str = "your function") -> li
     >>> run_by_hand(lambda x: 2 * x, [(torch.ones(1),)])[0][0]
     (tensor([2.]),)
     """
-    parameters = inspect.signature(fn).parameters.values()
-    params = tuple(p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY,
-                                                             p.POSITIONAL_OR_KEYWORD))
+    if params is None:  # the inputs' names, for the words of a refusal
+        parameters = inspect.signature(fn).parameters.values()
+        params = tuple(p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY,
+                                                                 p.POSITIONAL_OR_KEYWORD))
     records = []
     for case in cases:
         ran = run_answer(fn, fresh(case))

@@ -2,11 +2,12 @@
 
 The method (index notation, one entry differentiated, read back as tensor code, shapes
 first) and the rules it gives for matmul, broadcasting, reductions, indexing, reshapes and
-softmax. Every by-hand exercise draws new shapes on every trial, each size different from
-the others, so that a transposed answer or a sum over the wrong dimension cannot pass by
-having the right shape by accident. The slips listed under ``mistakes`` are the ones the
-lesson warns about; the check names one only when the learner's answer equals it on every
-trial.
+softmax. Exercises 2 and 3 are operations no cell shows (a vector scaled to length 1, a
+bilinear score), derived with the method. Every by-hand exercise draws new shapes on every
+trial, each size different from the others, so that a transposed answer or a sum over the
+wrong dimension cannot pass by having the right shape by accident. The slips listed under
+``mistakes`` are the ones the lesson warns about; the check names one only when the
+learner's answer equals it on every trial.
 """
 
 from __future__ import annotations
@@ -36,33 +37,65 @@ def _softmax_vjp_reference(p, g):
 
 
 # --------------------------------------------------------------------------
-# out = x * w + b with x (B, T, C), w (C,), b (C,)
+# y = x / |x| along the last dimension
 # --------------------------------------------------------------------------
 
 
-def _new_affine(gen):
-    B, T, C = _sizes(gen, 3)
-    return _randn(gen, B, T, C), _randn(gen, C), _randn(gen, C), _randn(gen, B, T, C)
+def _new_normalize(gen):
+    """x of 2 or 3 dimensions, every size different, and a gradient g for y."""
+    dims = int(torch.randint(2, 4, (1,), generator=gen))
+    shape = _sizes(gen, dims, 2, 7)
+    return _randn(gen, *shape), _randn(gen, *shape)
 
 
-def _affine_reference(x, w, b, g):
-    x, w, b = (t.requires_grad_() for t in (x, w, b))
-    return torch.autograd.grad(x * w + b, (x, w, b), g)
+def _normalize_reference(x, g):
+    x = x.requires_grad_()
+    (dx,) = torch.autograd.grad(x / x.norm(dim=-1, keepdim=True), x, g)
+    return dx
+
+
+def _normalize_slip(vjp):
+    """dL/dx from ``vjp(g, y, r)``, with y = x / r and r = |x| along the last dimension."""
+    def wrong(x, g):
+        r = x.norm(dim=-1, keepdim=True)
+        return vjp(g, x / r, r)
+    return wrong
 
 
 # --------------------------------------------------------------------------
-# Y = X @ W with X (B, T, C) and a shared W (C, D)
+# s = ((x @ W) * y).sum(-1): one bilinear score per example
 # --------------------------------------------------------------------------
 
 
-def _new_batched_matmul(gen):
-    B, T, C, D = _sizes(gen, 4)
-    return _randn(gen, B, T, C), _randn(gen, C, D), _randn(gen, B, T, D)
+def _new_bilinear(gen):
+    N, C, D = _sizes(gen, 3)
+    return _randn(gen, N, C), _randn(gen, C, D), _randn(gen, N, D), _randn(gen, N)
 
 
-def _batched_matmul_reference(X, W, G):
-    X, W = X.requires_grad_(), W.requires_grad_()
-    return torch.autograd.grad(X @ W, (X, W), G)
+def _bilinear_reference(x, W, y, g):
+    x, W, y = (t.requires_grad_() for t in (x, W, y))
+    return torch.autograd.grad(((x @ W) * y).sum(-1), (x, W, y), g)
+
+
+def _bilinear_slip(dx, dW, dy):
+    """The three gradients, with gy = g[:, None] * y and gx = g[:, None] * x given to
+    each formula."""
+    def wrong(x, W, y, g):
+        gx, gy = g[:, None] * x, g[:, None] * y
+        return dx(x, W, y, g, gx, gy), dW(x, W, y, g, gx, gy), dy(x, W, y, g, gx, gy)
+    return wrong
+
+
+def _right_dx(x, W, y, g, gx, gy):
+    return gy @ W.T
+
+
+def _right_dW(x, W, y, g, gx, gy):
+    return x.T @ gy
+
+
+def _right_dy(x, W, y, g, gx, gy):
+    return gx @ W
 
 
 # --------------------------------------------------------------------------
@@ -135,50 +168,55 @@ EXERCISES = {
                "d p_i / d z_j, then sum g_i times it over i, and read that sum back as "
                "tensor code along the last dimension.",
     ),
-    "l09-broadcast-affine": ByHand(
-        name="x * w + b",
-        outputs=["dL/dx", "dL/dw", "dL/db"],
-        reference=_affine_reference,
-        make_inputs=_new_affine,
+    "l09-normalize": ByHand(
+        name="normalize VJP",
+        reference=_normalize_reference,
+        make_inputs=_new_normalize,
         mistakes={
-            "w was broadcast over the batch and time dimensions, so its gradient is a sum "
-            "over them (dims 0 and 1); this one keeps the shape (B, T, C)":
-                lambda x, w, b, g: (g * w, g * x, g),
-            "b was broadcast over the batch and time dimensions, so its gradient is a sum "
-            "over them (dims 0 and 1); this one keeps the shape (B, T, C)":
-                lambda x, w, b, g: (g * w, (g * x).sum((0, 1)), g),
-            f"{_SUMMED}: w and b have shape (C,), so sum over dims 0 and 1 and keep the last":
-                lambda x, w, b, g: (g * w, (g * x).sum(-1), g.sum(-1)),
-            "summed over the batch dimension only: the time dimension T was broadcast too":
-                lambda x, w, b, g: (g * w, (g * x).sum(0), g.sum(0)),
-            "keepdim=True leaves shape (1, 1, C); w and b have shape (C,)":
-                lambda x, w, b, g: (g * w, (g * x).sum((0, 1), keepdim=True),
-                                    g.sum((0, 1), keepdim=True)),
-            "dL/dx is g times w: out changes by w for each unit of x":
-                lambda x, w, b, g: (g, (g * x).sum((0, 1)), g.sum((0, 1))),
-            "dL/dw is the sum of g * x, not of g alone: out changes by x for each unit of w":
-                lambda x, w, b, g: (g * w, g.sum((0, 1)), g.sum((0, 1))),
+            "g / r treats the length r = |x| as a constant: every x_j also changes r, which "
+            "takes y * (g * y).sum(...) / r away along the last dimension":
+                _normalize_slip(lambda g, y, r: g / r),
+            "the sign of the second term is flipped: making x_j larger makes r larger, "
+            "which makes every y_i smaller":
+                _normalize_slip(lambda g, y, r: (g + y * (g * y).sum(-1, keepdim=True)) / r),
+            "the second term lacks two factors of 1 / r: with x in place of y it is "
+            "x * (g * x).sum(...) / r**3":
+                _normalize_slip(lambda g, y, r: (g - (r * y) * (g * r * y).sum(
+                    -1, keepdim=True)) / r),
+            "the whole gradient lacks its factor 1 / r: y = x / r, so every entry of the "
+            "Jacobian carries one":
+                _normalize_slip(lambda g, y, r: g - y * (g * y).sum(-1, keepdim=True)),
+            f"{_SUMMED}: the sum (g * y).sum(...) runs along the dimension the length is "
+            "taken over, the last one (dim=-1, keepdim=True)":
+                _normalize_slip(lambda g, y, r: (g - y * (g * y).sum(0, keepdim=True)) / r),
         },
-        advice="Write one entry, out[n, t, c] = x[n, t, c] * w[c] + b[c], and ask which "
-               "entries of out each w[c] reaches: its gradient adds up over all of them.",
+        advice="Write y_i = x_i / r with r = sqrt(sum_k x_k ** 2), differentiate one entry "
+               "(d y_i / d x_j: x_j appears in x_i when i = j, and in r always), then sum "
+               "g_i times it over i, and read that sum back as tensor code along the last "
+               "dimension.",
     ),
-    "l09-batched-matmul": ByHand(
-        name="X @ W, batched",
-        outputs=["dL/dX", "dL/dW"],
-        reference=_batched_matmul_reference,
-        make_inputs=_new_batched_matmul,
+    "l09-bilinear": ByHand(
+        name="bilinear score backward",
+        outputs=["dL/dx", "dL/dW", "dL/dy"],
+        reference=_bilinear_reference,
+        make_inputs=_new_bilinear,
         mistakes={
-            "dW is not summed over the batch: every X[n] is multiplied by the same W, so "
-            "W's gradient adds the B per-example products (sum over dim 0)":
-                lambda X, W, G: (G @ W.mT, X.mT @ G),
-            "dW is transposed: it has W's shape (C, D), X.mT @ G in this order":
-                lambda X, W, G: (G @ W.mT, (G.mT @ X).sum(0)),
-            f"{_SUMMED}: the batch dimension of X.mT @ G is dim 0":
-                lambda X, W, G: (G @ W.mT, (X.mT @ G).sum(1)),
+            "g is missing: each example's score s[n] has its own gradient g[n], which "
+            "scales everything that example sends back (g[:, None] * ...)":
+                lambda x, W, y, g: (y @ W.T, x.T @ y, x @ W),
+            "dW keeps one matrix per example: every example uses the same W, so W's "
+            "gradient adds up the N examples' x[n] outer (g[n] y[n])":
+                _bilinear_slip(_right_dx, lambda x, W, y, g, gx, gy: x[:, :, None]
+                               * gy[:, None, :], _right_dy),
+            "dW is transposed: it has W's shape (C, D), x's dimension first":
+                _bilinear_slip(_right_dx, lambda x, W, y, g, gx, gy: gy.T @ x, _right_dy),
+            "dW lacks g: W's gradient adds up each example's x[n] outer y[n] scaled by its "
+            "own g[n] (x.T @ (g[:, None] * y))":
+                _bilinear_slip(_right_dx, lambda x, W, y, g, gx, gy: x.T @ y, _right_dy),
         },
-        advice="Write one entry, Y[n, t, d] = sum_c X[n, t, c] W[c, d], differentiate it "
-               "with respect to X[n, t, c] and to W[c, d], and check each answer's shape "
-               "first: dX like X, dW like W.",
+        advice="Write one score, s[n] = sum_c sum_d x[n, c] W[c, d] y[n, d], "
+               "differentiate it with respect to one entry of each input, and check each "
+               "answer's shape first: dx like x, dW like W, dy like y.",
     ),
     "l09-gather": ByHand(
         name="torch.gather backward",

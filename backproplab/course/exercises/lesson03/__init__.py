@@ -38,9 +38,8 @@ import torch
 from .._spec import Prediction
 from .engine import CROSS_ENTROPY, OPS_AND_TANH
 from .paths import PATHS
-from .topo import LESSON_SORT, LESSON_SORT_CODE, CallWatch
 
-__all__ = ["EXERCISES", "LESSON_SORT", "LESSON_SORT_CODE", "PREDICTIONS", "CallWatch"]
+__all__ = ["EXERCISES", "PREDICTIONS"]
 
 EXERCISES = {
     "l03-ops": OPS_AND_TANH,

@@ -24,7 +24,7 @@ import torch
 
 from ....watch import forbid_autograd
 from .._spec import METHOD, Method, call_answer, failure
-from .topo import CallWatch
+from .calls import CallWatch
 
 __all__ = ["PATHS"]
 

@@ -12,22 +12,18 @@ engine's pieces with the answer, as lesson 03's do:
   refused, as `check_by_hand` runs an answer, and the two leaves' gradients must be
   torch's, in the by-hand judge's view. Each slip is named only when it holds on every
   trial.
-- Exercise 2 (``l11-backward``) passes ``(backward_by_counting, Tensor)``. The check
-  builds graphs with the lesson's operations (a tensor used several times, a random
-  graph of many paths, a chain 5,000 operations deep), replaces every node's rule
-  by one that records when it runs and what it is given, runs the learner's
-  backward and compares every leaf's gradient with torch's. The records name the
-  slips: a rule run twice, a rule run before every gradient for its node arrived,
-  a gradient replaced where it should be added, a leaf that keeps one of its
-  gradients. Python's calls are watched as in lesson 03's sort exercise: recursion
-  and the lesson's own ``backward`` or ``topo_order`` are refused.
+- Exercise 2 (``l11-cumsum``) passes ``(cumsum, Tensor, backward)``: a cumulative sum
+  along a dimension, as one node, its rule derived (no lesson shows it). Each trial has
+  four cases: 1-D, 2-D along the last dimension, 3-D along the middle one (as -2) and
+  along the first, each sum over at least 3 entries.
 - Exercise 3 (``l11-amax``) passes ``(amax, Tensor, backward)``: the largest entry
   along a dimension, as one node. Inputs are small integers, so ties are common;
   torch's ``amax`` splits the gradient evenly between the tied entries.
 
-Each exercise is a module here (``matmul``, ``counting``, ``amax``), a `Method` whose
+Each exercise is a module here (``matmul``, ``cumsum``, ``amax``), a `Method` whose
 observation (what the answer made and did, recorded where it runs) is judged in the
-grader; ``shared`` holds what they share. This module holds the lesson's exercises and
+grader; ``shared`` holds what they share (amax and cumsum are both checked by
+``shared.one_node``). This module holds the lesson's exercises and
 its prediction.
 """
 
@@ -37,7 +33,7 @@ import torch
 
 from .._spec import Prediction
 from .amax import AMAX
-from .counting import COUNTING
+from .cumsum import CUMSUM
 from .matmul import MATMUL
 from .shared import F64
 
@@ -45,7 +41,7 @@ from .shared import F64
 # so each exercise reads the answer with the ENGINE vocabulary.
 EXERCISES = {
     "l11-matmul": MATMUL,
-    "l11-backward": COUNTING,
+    "l11-cumsum": CUMSUM,
     "l11-amax": AMAX,
 }
 

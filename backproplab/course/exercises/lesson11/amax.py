@@ -5,28 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ...slips import fresh
-from .._spec import (
-    ENGINE,
-    Method,
-    call_answer,
-    failed_words,
-    failure,
-    is_failure,
-    judge_runs,
-    run_by_hand,
-)
-from .shared import (
-    F64,
-    cases_from,
-    draw_size,
-    followable,
-    forward_problem,
-    forward_records,
-    shape_text,
-    trial_kind,
-    unpack,
-)
+from .shared import F64, draw_size, one_node, shape_text, trial_kind
 
 
 def _amax_inputs(gen):
@@ -83,92 +62,12 @@ AMAX_ADVICE = ("Lesson 09: a reduction becomes a broadcast (put the reduced dime
                "gradient, tied ones an equal share.")
 
 
-NAMES = ("amax", "Tensor", "backward")
-NAME = "amax"
-
-
-def amax_inputs(gen):
-    """Four cases, one of each kind (seeds seed to seed + 3)."""
-    return {"cases": cases_from(gen, _amax_inputs, 4)}
-
-
 def _shown(X, dim, keepdim):
     return f"amax(x {shape_text(X.shape)}, dim={dim}, keepdim={keepdim})"
 
 
-def _observe_amax(answer, inputs):
-    """What the learner's amax made on every case, how many parents its node has (and
-    whether x is the first), then (when backward can follow each) x's gradient from
-    ``(amax(x) * G).sum()``, autograd refused."""
-    pieces, unpacked = unpack(answer, NAMES)
-    if unpacked:
-        return unpacked
-    amax, value_class, backward = pieces
-    if not callable(amax):
-        return failure("fail", f"amax is {type(amax).__name__}, not a function of a Tensor, a "
-                               "dimension and keepdim")
-    cases = inputs["cases"]
-    forward = forward_records(NAME, value_class, [
-        (_shown(X, dim, keepdim), lambda X=X, d=dim, kd=keepdim: amax(value_class(X), d, kd))
-        for X, dim, keepdim, _ in cases])
-    if is_failure(forward) or not followable(forward):
-        return forward if is_failure(forward) else {"forward": forward}
-    x = value_class(cases[0][0])
-    parents, failed = call_answer(lambda: tuple(amax(x, 0, False).parents), what=NAME)
-    if failed is not None:
-        return failed
-    node = {"parents": len(parents), "x first": bool(parents) and parents[0] is x}
-
-    def engine_grad(X, dim, keepdim, G):
-        x = value_class(X)
-        backward((amax(x, dim, keepdim) * value_class(G)).sum())
-        return x.grad
-
-    grads = run_by_hand(engine_grad, cases, name="amax's x.grad")
-    return grads if is_failure(grads) else {"forward": forward, "node": node, "grads": grads}
-
-
-def _reference(inputs):
-    cases = inputs["cases"]
-    return {"forward": [torch.amax(X, dim, keepdim) for X, dim, keepdim, _ in cases],
-            "grads": [_amax_reference(*fresh(case)) for case in cases]}
-
-
-def _node_problem(node):
-    if node["parents"] != 1 or not node["x first"]:
-        return (f"amax(x, ...) made a node with {node['parents']} parent(s); it must be one "
-                "node whose only parent is x, with a rule you derive (a chain of the engine's "
-                "operations would be their rules, not yours)")
-    return None
-
-
-def _judged(got, reference, cases=None):
-    return judge_runs(got["grads"], reference, cases, name="amax's x.grad", mistakes=AMAX_SLIPS,
-                      advice=AMAX_ADVICE, params=("X", "dim", "keepdim", "G"))
-
-
-def _agrees(got, want):
-    shown = [NAME] * len(want["forward"])
-    return (forward_problem(got["forward"], want["forward"], shown) is None and "grads" in got
-            and _node_problem(got["node"]) is None
-            and _judged(got, want["grads"]).ok)
-
-
-def _explain(inputs, got, want):
-    shown = [_shown(*case[:3]) for case in inputs["cases"]]
-    problem = forward_problem(got["forward"], want["forward"], shown) or _node_problem(
-        got["node"])
-    return problem or failed_words(_judged(got, _amax_reference, inputs["cases"]), NAME)
-
-
-AMAX = Method(
-    name=NAME,
-    make_inputs=amax_inputs,
-    observe=_observe_amax,
-    reference=_reference,
-    explain=_explain,
-    trials=1,  # one trial of four cases: the by-hand judge names a slip only if all show it
-    agree=_agrees,
-    passed="x.grad matches autograd on 4 new random inputs",
-    vocabulary=ENGINE,
-)
+AMAX = one_node(
+    name="amax", make_case=_amax_inputs, count=4,  # one of each kind, on seeds seed to seed + 3
+    forward=torch.amax, gradient=_amax_reference, shown=_shown, slips=AMAX_SLIPS,
+    advice=AMAX_ADVICE, params=("X", "dim", "keepdim", "G"),
+    expects="a function of a Tensor, a dimension and keepdim")

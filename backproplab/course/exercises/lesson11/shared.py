@@ -1,15 +1,26 @@
 """What lesson 11's three checks share: the pieces a check cell hands over, which trial
-this is, shapes in words, and a new operation's forward: what it made, recorded where the
-answer runs, and held against torch's in the grader."""
+this is, shapes in words, a new operation's forward (what it made, recorded where the
+answer runs, and held against torch's in the grader), and the whole check of an
+operation that is one node with x as its only parent (`one_node`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 
-from .._spec import call_answer, failure, plain
+from ...slips import fresh
+from .._spec import (
+    ENGINE,
+    Method,
+    call_answer,
+    failed_words,
+    failure,
+    is_failure,
+    judge_runs,
+    plain,
+    run_by_hand,
+)
 
 F64 = torch.float64
 
@@ -96,43 +107,80 @@ def forward_problem(records: list[dict], wants: list[torch.Tensor], shown: list[
     return None
 
 
-def ragged(lists: list[list[int]]) -> dict:
-    """Lists of whole numbers as two tensors, their lengths and their items one after
-    another: the grade's wire sends a few tensors quickly and thousands of small items
-    slowly (a graph 5,000 operations deep has that many)."""
-    return {"lengths": torch.tensor([len(v) for v in lists], dtype=torch.int64),
-            "items": torch.tensor([x for v in lists for x in v], dtype=torch.int64)}
+def _node_problem(node: dict) -> str | None:
+    if node["parents"] != 1 or not node["x first"]:
+        return (f"it made a node with {node['parents']} parent(s); it must be one node whose "
+                "only parent is x, with a rule you derive (a chain of the engine's operations "
+                "would be their rules, not yours)")
+    return None
 
 
-def unragged(packed: dict) -> list[list[int]]:
-    items, lists, at = packed["items"].tolist(), [], 0
-    for n in packed["lengths"].tolist():
-        lists.append(items[at:at + n])
-        at += n
-    return lists
+def one_node(*, name: str, make_case: Callable, count: int, forward: Callable,
+             gradient: Callable, shown: Callable[..., str], slips: dict, advice: str,
+             params: tuple[str, ...], expects: str) -> Method:
+    """The check of an operation the learner writes as one node of the engine whose only
+    parent is x (``amax``, ``cumsum``). A trial is ``count`` cases ``(X, *options, G)``
+    made by ``make_case`` on seeds seed, seed + 1, ...; on each, what ``name(Tensor(X),
+    *options)`` made is held against ``forward(X, *options)``, and x's gradient from
+    ``(out * G).sum()``, run by the answer's own ``backward`` with autograd refused,
+    against ``gradient(X, *options, G)`` by the by-hand judge, which names one of
+    ``slips`` only when it holds on every case. ``shown(X, *options)`` is a call in words.
+    """
+    names, grad_name = (name, "Tensor", "backward"), f"{name}'s x.grad"
 
+    def make_inputs(gen):
+        return {"cases": cases_from(gen, make_case, count)}
 
-def stacked(tensors: list) -> dict:
-    """Many small tensors as a few, for the same reason: their entries in float64 one
-    after another and their shapes; what is not a real tensor is kept apart, by position,
-    as plain data."""
-    real = [t for t in tensors if isinstance(t, torch.Tensor) and not t.is_complex()]
-    return {"entries": torch.cat([t.detach().reshape(-1).to(F64) for t in real]) if real
-            else torch.zeros(0, dtype=F64),
-            "shapes": ragged([list(t.shape) for t in real]), "count": len(tensors),
-            "others": {str(k): plain(t) for k, t in enumerate(tensors)
-                       if not (isinstance(t, torch.Tensor) and not t.is_complex())}}
+    def observe(answer, inputs):
+        """What the answer made on every case, how many parents its node has (and whether
+        x is the first), then (when backward can follow each) x's gradient."""
+        pieces, unpacked = unpack(answer, names)
+        if unpacked:
+            return unpacked
+        op, value_class, backward = pieces
+        if not callable(op):
+            return failure("fail", f"{name} is {type(op).__name__}, not {expects}")
+        cases = inputs["cases"]
+        made = forward_records(name, value_class, [
+            (shown(*case[:-1]), lambda case=case: op(value_class(case[0]), *case[1:-1]))
+            for case in cases])
+        if is_failure(made) or not followable(made):
+            return made if is_failure(made) else {"forward": made}
+        x = value_class(cases[0][0])
+        parents, failed = call_answer(lambda: tuple(op(x, *cases[0][1:-1]).parents), what=name)
+        if failed is not None:
+            return failed
+        node = {"parents": len(parents), "x first": bool(parents) and parents[0] is x}
 
+        def engine_grad(X, *rest):  # rest: the options, then G
+            x = value_class(X)
+            backward((op(x, *rest[:-1]) * value_class(rest[-1])).sum())
+            return x.grad
 
-def unstacked(packed: dict) -> list:
-    shapes, entries, at = iter(unragged(packed["shapes"])), packed["entries"], 0
-    found = []
-    for k in range(packed["count"]):
-        if str(k) in packed["others"]:
-            found.append(packed["others"][str(k)])
-            continue
-        shape = next(shapes)
-        n = math.prod(shape)
-        found.append(entries[at:at + n].reshape(shape))
-        at += n
-    return found
+        grads = run_by_hand(engine_grad, cases, name=grad_name, params=params)
+        return grads if is_failure(grads) else {"forward": made, "node": node, "grads": grads}
+
+    def reference(inputs):
+        cases = inputs["cases"]
+        return {"forward": [forward(*case[:-1]) for case in cases],
+                "grads": [gradient(*fresh(case)) for case in cases]}
+
+    def judged(got, want, cases=None):
+        return judge_runs(got["grads"], want, cases, name=grad_name, mistakes=slips,
+                          advice=advice, params=params)
+
+    def agree(got, want):
+        return (forward_problem(got["forward"], want["forward"], [name] * count) is None
+                and "grads" in got and _node_problem(got["node"]) is None
+                and judged(got, want["grads"]).ok)
+
+    def explain(inputs, got, want):
+        calls = [shown(*case[:-1]) for case in inputs["cases"]]
+        problem = forward_problem(got["forward"], want["forward"], calls)
+        if problem is None and _node_problem(got["node"]) is not None:
+            problem = f"{calls[0]}: {_node_problem(got['node'])}"
+        return problem or failed_words(judged(got, gradient, inputs["cases"]), name)
+
+    return Method(name=name, make_inputs=make_inputs, observe=observe, reference=reference,
+                  explain=explain, trials=1, agree=agree, vocabulary=ENGINE,
+                  passed=f"x.grad matches torch's on {count} new random inputs")
