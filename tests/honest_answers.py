@@ -1064,3 +1064,45 @@ HONEST += [
         "\n"
         "    return Tensor(out, (a,), 'amax', rule)\n"), LESSON_11_ENGINE),
 ]
+
+# ---------------------------------------------------------------- lesson 25
+HONEST += [
+    Honest("l25-sac-policy", "which argument is the left factor, per op", (
+        "def policy_for(ratio):\n"
+        "    aten = torch.ops.aten\n"
+        "    left = {aten.mm.default: 0, aten.bmm.default: 0, aten.addmm.default: 1}\n"
+        "\n"
+        "    def policy(ctx, op, *args, **kwargs):\n"
+        "        if op not in left:\n"
+        "            return CheckpointPolicy.PREFER_RECOMPUTE\n"
+        "        out = ctx.op_output\n"
+        "        flops = 2 * out.numel() * args[left[op]].shape[-1]\n"
+        "        per_byte = flops / (out.numel() * out.element_size())\n"
+        "        if per_byte > ratio:\n"
+        "            return CheckpointPolicy.MUST_SAVE\n"
+        "        return CheckpointPolicy.PREFER_RECOMPUTE\n"
+        "\n"
+        "    return policy\n"),
+        "from torch.utils.checkpoint import CheckpointPolicy\n"),
+    Honest("l25-sac-policy", "a class, ops by name, PREFER_SAVE", (
+        "import math\n"
+        "\n"
+        "\n"
+        "class WorthKeeping:\n"
+        "    \"\"\"Keeps a product when computing it again costs more than ratio FLOPs a byte.\"\"\"\n"
+        "\n"
+        "    def __init__(self, ratio):\n"
+        "        self.ratio = ratio\n"
+        "\n"
+        "    def __call__(self, ctx, op, *args, **kwargs):\n"
+        "        if str(op) in ('aten.mm.default', 'aten.bmm.default', 'aten.addmm.default'):\n"
+        "            a, out = args[-2], ctx.op_output\n"
+        "            if 2 * math.prod(out.shape) * a.shape[-1] > self.ratio * out.nbytes:\n"
+        "                return CheckpointPolicy.PREFER_SAVE\n"
+        "        return CheckpointPolicy.PREFER_RECOMPUTE\n"
+        "\n"
+        "\n"
+        "def policy_for(ratio):\n"
+        "    return WorthKeeping(ratio)\n"),
+        "from torch.utils.checkpoint import CheckpointPolicy\n"),
+]

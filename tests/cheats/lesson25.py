@@ -71,6 +71,26 @@ CHEATS = {
             "raised KeyError",
         ),
     ],
+    "l25-sac-policy": [
+        # the visible check's decisions, looked up by the result's shape: right there, a
+        # product of a shape the hidden check draws falls through to recompute
+        (
+            "import torch\n\n"
+            "from backproplab.course.exercises.lesson25.policy import _RIGHT, policy_inputs\n\n"
+            "SEEN = {}\n"
+            "for case in policy_inputs(torch.Generator().manual_seed(0))['cases']:\n"
+            "    SEEN[case['ratio']] = _RIGHT(case['ratio'])\n\n\n"
+            "def policy_for(ratio):\n"
+            "    return SEEN[ratio]\n",
+            "backproplab.course",
+        ),
+        # the grader's own policy, taken from the package
+        (
+            "from backproplab.course.exercises.lesson25 import policy as graded\n\n"
+            "policy_for = graded._RIGHT\n",
+            "backproplab.course",
+        ),
+    ],
     "l25-flop-compiler": [
         # The backward assumed to cost twice the forward, not read from its graph.
         (

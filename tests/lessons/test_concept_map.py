@@ -186,6 +186,10 @@ REPEATED = {
     "sorting":
         r"count(?:s|ed|ing)?,? (?:for every node, )?(?:how many gradients|"
         r"the (?:edges|arrows|gradients) (?:into|each node)|the gradients each node)",
+    "An engine held against torch: both trained from one start, the losses equal at every step "
+    "to round-off":
+        r"(?:loss curves?|runs|losses) (?:agree|within \S+ of torch's) at every step|"
+        r"loss curve at every step",
     "Selective checkpointing: a policy per operation, and min-cut's activation memory budget":
         r"create_selective_checkpoint_contexts|activation_memory_budget|CheckpointPolicy",
 }

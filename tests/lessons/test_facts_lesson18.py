@@ -109,3 +109,31 @@ def test_predictions_reveal_the_counted_answers(cells):
 def test_the_bar_chart_is_wide_enough_for_its_labels(cells):
     assert "figsize=(8.5, 3.4)" in cells["l18-20"].source
     assert "<Figure size 850x340 with 1 Axes>" in _text(cells["l18-20"])
+
+
+def test_linearize_runs_f_twice_for_every_column(cells):
+    """linearize: 64 columns of J for two runs of f (the value, and the traced JVP) and one
+    tangent, equal to jacfwd's; the prose says the counts the cell printed. Measured again."""
+    import warnings
+
+    import torch
+    from torch.func import jacfwd, linearize
+
+    out = _text(cells["l18-19b"])
+    assert "64 columns: f ran 2 times, 1 tangent attached" in out
+    assert "equal to jacfwd's: True" in out
+    assert "Two runs of `f` instead of 64" in " ".join(cells["l18-19c"].source.split())
+    runs = []
+    A = torch.randn(8, 16, dtype=torch.float64)
+
+    def f(x):
+        runs.append(1)
+        return torch.tanh(A @ x)
+
+    x = torch.randn(16, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, jvp_at_x = linearize(f, x)
+        columns = torch.stack([jvp_at_x(e) for e in torch.eye(16, dtype=x.dtype)], dim=1)
+    assert len(runs) == 2
+    torch.testing.assert_close(columns, jacfwd(lambda x: torch.tanh(A @ x))(x))

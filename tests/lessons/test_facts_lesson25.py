@@ -223,3 +223,24 @@ def test_a_lower_memory_budget_keeps_less_and_recomputes_more(cells):
     assert all(r[4] == "True" for r in rows)
     prose = cells["l25-66"].source
     assert f"{rows[3][1]:,}" in prose and f"{rows[3][3]:,}" in prose and "4,718,592" in prose
+
+
+def test_the_ratio_policy_on_the_mixed_model_is_what_the_prose_says(cells):
+    """After Exercise 4: at ratio 16 the policy keeps what section 5's keeps, at 64 only the
+    wide blocks' second products (256 FLOPs a byte), which saves no FLOPs over whole blocks,
+    at 256 what whole blocks keep; and the min-cut numbers the prose quotes are section 5's."""
+    printed = _cell(cells, "def run_with(policy)").outputs[0]["text"].splitlines()[1:]
+    table = {ratio: [n.replace(",", "") for n in rest] for ratio, *rest in map(str.split, printed)}
+    whole = _rows(_cell(cells, "def keep_products(").outputs[0]["text"])
+    assert table["16"] == [whole["keep the products"][0], "0", "True"]
+    assert table["256"] == whole["whole blocks"]
+    kept, flops, same = table["64"]
+    # One (32, 64) float32 result more than whole blocks: the first wide block's product is
+    # the next block's input, which the checkpoint keeps anyway; the last one's is new.
+    assert int(kept) == 32_768 + 32 * 64 * 4 and flops == whole["whole blocks"][1]
+    assert same == "True"
+    assert 2 * 512 / 4 == 256 and 2 * 64 / 4 < 64  # FLOPs a byte: inner sizes 512 and 64
+    prose = " ".join(next(c for c in cells.values() if c.cell_type == "markdown"
+                          and "At 16 every product" in c.source).source.split())
+    budgets = _rows(_cell(cells, "activation_memory_budget=budget").outputs[0]["text"])
+    assert f"kept {int(budgets['0.3'][0]):,} bytes for {int(budgets['0.3'][2]):,} FLOPs" in prose

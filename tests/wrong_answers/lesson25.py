@@ -10,6 +10,28 @@ COMPILER = (
     "{}\n"
     "    return compiler, counts\n"
 )
+# Exercise 4's solution, with lines to change.
+POLICY = (
+    "def policy_for(ratio):\n"
+    "    products = {{{products}}}\n\n"
+    "    def policy(ctx, op, *args, **kwargs):\n"
+    "        if op in products:\n"
+    "            out = ctx.op_output\n"
+    "            flops = {flops}\n"
+    "            if {worth}:\n"
+    "                return CheckpointPolicy.MUST_SAVE\n"
+    "        return CheckpointPolicy.{others}\n\n"
+    "    return policy\n"
+)
+ALL_PRODUCTS = ("torch.ops.aten.mm.default, torch.ops.aten.addmm.default, "
+                "torch.ops.aten.bmm.default")
+
+
+def policy(products=ALL_PRODUCTS, flops="2 * out.numel() * args[-2].shape[-1]",
+           worth="flops > ratio * out.nbytes", others="PREFER_RECOMPUTE"):
+    return POLICY.format(products=products, flops=flops, worth=worth, others=others)
+
+
 FROM_GRAPH = (
     "        total = 0\n"
     "        for node in gm.graph.nodes:\n"
@@ -63,6 +85,31 @@ WRONG = {
         # Section 2's function, copied: its backward, not this one's.
         (BACKWARD.format("    dy = -g * torch.sin(torch.sin(y)) * torch.cos(y)\n"
                          "    return dy @ w_t, x_t @ dy\n"), "mismatch"),
+    ],
+    "l25-sac-policy": [
+        # addmm's inner size read from the bias
+        (policy(flops="2 * out.numel() * args[0].shape[-1]"), "first argument, the bias"),
+        # bmm forgotten
+        (policy(products="torch.ops.aten.mm.default, torch.ops.aten.addmm.default"),
+         "bmm was left out"),
+        # numbers, not bytes
+        (policy(worth="flops > ratio * out.numel()"), "bytes were counted as numbers"),
+        # multiply-adds, not FLOPs
+        (policy(flops="out.numel() * args[-2].shape[-1]"), "counted as multiply-adds"),
+        # section 5's policy: every product kept
+        (policy(worth="True"), "every product was kept"),
+        # the comparison turned round
+        (policy(worth="flops < ratio * out.nbytes"), "wrong way round"),
+        # everything else kept too
+        (policy(others="MUST_SAVE"), "the element-wise ones too"),
+        # the inner size taken from the result (its last size, n) instead of the factor's
+        (policy(flops="2 * out.numel() * out.shape[-1]"), "should keep"),
+        # the policy itself returned, not a function that makes it
+        ("def policy_for(ctx, op, *args, **kwargs):\n"
+         "    return CheckpointPolicy.PREFER_RECOMPUTE\n", "raised TypeError"),
+        # the ratio forgotten: a function that returns a decision
+        ("def policy_for(ratio):\n    return CheckpointPolicy.MUST_SAVE\n",
+         "it must return a policy"),
     ],
     "l25-flop-compiler": [
         # Multiply-adds, not FLOPs.
