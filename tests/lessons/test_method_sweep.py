@@ -17,6 +17,8 @@ answers) is swept on ``COSTLY_SEEDS`` seeds instead, which the suite's time allo
 
 from __future__ import annotations
 
+import copy
+
 import nbformat
 import pytest
 import torch
@@ -57,11 +59,25 @@ def _answer(nb: nbformat.NotebookNode, graded: grade.Graded, exercise: Method,
         return None
 
 
+_REFERENCES: dict[tuple[int, int], object] = {}
+
+
+def _reference(exercise: Method, trial: int):
+    """The reference's result on trial seed ``trial``, computed once for every answer of the
+    sweep (as the grade computes it once for a class, from inputs no answer has touched) and
+    copied for each comparison, so that no comparison can change what the next one sees."""
+    key = (id(exercise), trial)
+    if key not in _REFERENCES:
+        inputs = exercise.make_inputs(torch.Generator().manual_seed(trial))
+        _REFERENCES[key] = exercise.reference(inputs)
+    return copy.deepcopy(_REFERENCES[key])
+
+
 def _agrees_on(exercise: Method, answer, trial: int) -> bool:
     """Whether the answer's observation on trial seed ``trial`` agrees with the reference."""
     inputs = exercise.make_inputs(torch.Generator().manual_seed(trial))
     got = exercise.observe(answer, inputs)
-    return not is_failure(got) and (exercise.agree or same)(got, exercise.reference(inputs))
+    return not is_failure(got) and (exercise.agree or same)(got, _reference(exercise, trial))
 
 
 def _agrees(exercise: Method, answer, seeds: int) -> list[bool]:
