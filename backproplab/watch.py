@@ -145,13 +145,15 @@ class AutogradForbidden(AssertionError):
 
 
 @contextlib.contextmanager
-def forbid_autograd(reason: str = "this exercise asks for the gradient by hand") -> Iterator[None]:
+def forbid_autograd(reason: str = "this exercise asks for the gradient by hand",
+                    how: str = "Work the chain rule out and compute the gradient with plain "
+                               "tensor operations.") -> Iterator[None]:
     """Make every autograd pass inside the block raise `AutogradForbidden`.
 
     Reverse mode (``Tensor.backward``, ``torch.autograd.grad``, ``torch.func.grad``,
     ``vjp``, ``jacrev``, ``torch.autograd.functional``) and forward mode
     (``torch.func.jvp``, ``jacfwd``, dual numbers) are all refused. The
-    message names the call and ``reason``.
+    message names the call and ``reason``, then says ``how`` to do without it.
 
     >>> import torch
     >>> x = torch.tensor(2.0, requires_grad=True)
@@ -164,10 +166,7 @@ def forbid_autograd(reason: str = "this exercise asks for the gradient by hand")
 
     def refuse(api: str) -> None:
         did = api if api.startswith("used ") else f"called {api}"
-        raise AutogradForbidden(
-            f"{reason}, but your code {did}. Work the chain rule out and compute "
-            "the gradient with plain tensor operations.", did
-        )
+        raise AutogradForbidden(f"{reason}, but your code {did}. {how}", did)
 
     with watch(refuse, refuse), _grad_mode_refused(refuse):
         yield

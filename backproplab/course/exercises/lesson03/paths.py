@@ -136,8 +136,10 @@ def _observe(answer: Any, inputs: dict[str, Any]) -> list[Any] | dict:
         watch = CallWatch(namespace) if len(nodes) < 1000 else None
         run = watch.run if watch is not None else (lambda f, *a: f(*a))
         try:
-            with torch.no_grad(), forbid_autograd("this exercise asks you to count the "
-                                                  "paths yourself"):
+            with torch.no_grad(), forbid_autograd(
+                    "this exercise asks you to count the paths yourself",
+                    how="Count them from each node's parents, as a backward pass would add "
+                        "up gradients of 1."):
                 got, failed = call_answer(run, answer, nodes[-1], nodes[spec["leaf"]],
                                           what="count_paths")
         except _TooManyReads:
