@@ -1106,3 +1106,34 @@ HONEST += [
         "    return WorthKeeping(ratio)\n"),
         "from torch.utils.checkpoint import CheckpointPolicy\n"),
 ]
+
+# ---------------------------------------------------------------- lesson 27
+# The lesson's numpy forward, for an answer checked outside the notebook (the kernel's test).
+LESSON_27_FORWARD = (
+    "import numpy as np\n\n\n"
+    "def rms_norm_forward(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:\n"
+    "    a, b = x.detach().numpy(), w.detach().numpy()\n"
+    "    r = 1.0 / np.sqrt((a * a).mean(axis=-1, keepdims=True) + eps)\n"
+    "    return torch.from_numpy(a * r * b)\n")
+
+HONEST += [
+    Honest("l27-rms-norm-vmap", "every input brought to the batch size at the front", (
+        "def rms_norm_vmap(info, in_dims, x, w, eps):\n"
+        "    def front(t, dim):\n"
+        "        if dim is None:\n"
+        "            return t.expand(info.batch_size, *t.shape)\n"
+        "        return t.movedim(dim, 0)\n"
+        "\n"
+        "    xs, ws = front(x, in_dims[0]), front(w, in_dims[1])\n"
+        "    return rms_norm_forward(xs, ws[:, None, :], eps), 0\n"), LESSON_27_FORWARD),
+    Honest("l27-rms-norm-vmap", "permute, and the batch left where x had it", (
+        "def rms_norm_vmap(info, in_dims, x, w, eps):\n"
+        "    x_dim, w_dim = in_dims[0], in_dims[1]\n"
+        "    if w_dim is None:  # one w for all: the batch can stay where it is\n"
+        "        return rms_norm_forward(x, w, eps), x_dim\n"
+        "    w = w.movedim(w_dim, 0).reshape(info.batch_size, 1, -1)\n"
+        "    if x_dim is not None:\n"
+        "        order = [x_dim] + [k for k in range(x.dim()) if k != x_dim]\n"
+        "        x = x.permute(order)\n"
+        "    return rms_norm_forward(x, w, eps), 0\n"), LESSON_27_FORWARD),
+]

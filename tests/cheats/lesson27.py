@@ -101,6 +101,23 @@ CHEATS = {
          "    return (y(x + h * x_t, w + h * w_t) - y(x - h * x_t, w - h * w_t)) / (2 * h)\n",
          "numerical estimate"),
     ],
+    "l27-rms-norm-vmap": [
+        # the norm written again in torch operations: the op's kernel never runs
+        ("def rms_norm_vmap(info, in_dims, x, w, eps):\n"
+         "    x_dim, w_dim, _ = in_dims\n"
+         "    if x_dim is not None:\n"
+         "        x = x.movedim(x_dim, 0)\n"
+         "    if w_dim is not None:\n"
+         "        w = w.movedim(w_dim, 0).unsqueeze(1)\n"
+         "    r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n"
+         "    return x * r * w, 0\n",
+         "never called rms_norm_forward"),
+        # vmap's own loop, asked for by name
+        ("def rms_norm_vmap(info, in_dims, x, w, eps):\n"
+         "    one = lambda a, b: rms_norm_forward(a, b, eps)\n"
+         "    return torch.vmap(one, in_dims=in_dims[:2])(x, w), 0\n",
+         "raised"),
+    ],
 }
 
 # Finite differences in disguise (tests/cheats/estimates.py) for the by-hand exercise.

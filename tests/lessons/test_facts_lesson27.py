@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 import torch
 from stored import flat_text as _text
@@ -289,3 +290,42 @@ def test_the_function_shown_in_exercise_2_carries_the_solution_into_forward_mode
     want = torch.func.jvp(lambda a, b: torch.nn.functional.rms_norm(a, (5,), b, 0.5),
                           (x, w), (x_t, w_t))[1]
     assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def _vmap_answer(source: str):
+    """An answer to Exercise 3, defined beside the lesson's numpy forward, as the notebook
+    defines both."""
+    space = {"torch": torch, "np": np}
+    exec(compile(_FORWARD + "\n\n" + source, "<exercise 3>", "exec"), space)
+    return space["rms_norm_vmap"]
+
+
+_FORWARD = '''
+def rms_norm_forward(x, w, eps):
+    a, b = x.detach().numpy(), w.detach().numpy()
+    r = 1.0 / np.sqrt((a * a).mean(axis=-1, keepdims=True) + eps)
+    return torch.from_numpy(a * r * b)
+'''
+
+
+def test_the_vmap_rule_check_on_many_seeds(cells):
+    """Exercise 3's check runs a few seeds in the sweep (it registers ops, which the grade's
+    sandbox treats as costly): here the solution passes on 12 seeds and every kept wrong
+    answer fails on each of them, with its words."""
+    import importlib.util
+
+    from backproplab.course.exercises import find_exercise
+
+    solution = "\n".join(line for line in _cell(cells, "def rms_norm_vmap(").source.splitlines()
+                         if "### " not in line)
+    spec = importlib.util.spec_from_file_location(
+        "wrong27", Path(__file__).parents[1] / "wrong_answers" / "lesson27.py")
+    wrong = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wrong)
+    exercise = find_exercise("l27-rms-norm-vmap")
+    for seed in range(12):
+        assert exercise.check(_vmap_answer(solution), seed=seed).ok
+        for source, fragment in wrong.WRONG["l27-rms-norm-vmap"]:
+            report = exercise.check(_vmap_answer(source), seed=seed)
+            assert not report.ok, (seed, fragment)
+            assert fragment.lower() in " ".join(str(report).split()).lower(), (seed, str(report))

@@ -41,6 +41,22 @@ def with_body(body):
     return cell(backward=BACKWARD.format(body))
 
 
+# Exercise 3's solution, with parts to change.
+VMAP = (
+    "def rms_norm_vmap(info, in_dims, x, w, eps):\n"
+    "    x_dim, w_dim, _ = in_dims\n"
+    "    if x_dim is not None:\n"
+    "        x = {x}\n"
+    "    if w_dim is not None:\n"
+    "        w = {w}\n"
+    "    return rms_norm_forward(x, w, eps), {out}\n"
+)
+
+
+def _vmap(x="x.movedim(x_dim, 0)", w="w.movedim(w_dim, 0).unsqueeze(1)", out="0"):
+    return VMAP.format(x=x, w=w, out=out)
+
+
 WRONG = {
     "l27-predict-fake-dtype": [
         ('failing_test = "test_aot_dispatch_dynamic"\n', "not quite"),  # the compile test
@@ -136,5 +152,25 @@ WRONG = {
         # The tangent of x alone, shaped like w: summed over the rows as dL/dw is.
         (JVP.format(RIGHT_RT + "    return ((x_t * r + x * r_t) * w + x * r * w_t).sum(dim=0)\n"),
          "shape"),
+    ],
+    "l27-rms-norm-vmap": [
+        # swish's rule copied: a batched w does not line up with x
+        ("def rms_norm_vmap(info, in_dims, x, w, eps):\n"
+         "    return rms_norm_forward(x, w, eps), in_dims[0]\n", "raised"),
+        # the batch moved to the front, but the output said to be where x's was
+        (_vmap(out="in_dims[0]"), "move each batched input's batch dimension"),
+        # w's batch dimension moved, but not given a row dimension to broadcast over
+        (_vmap(w="w.movedim(w_dim, 0)"), "raised"),
+        # the batch assumed at dim 0 for x
+        (_vmap(x="x"), "shape"),
+        # one call of the forward per example
+        ("def rms_norm_vmap(info, in_dims, x, w, eps):\n"
+         "    x_dim, w_dim, _ = in_dims\n"
+         "    xs = x.movedim(x_dim, 0) if x_dim is not None else [x] * info.batch_size\n"
+         "    ws = w.movedim(w_dim, 0) if w_dim is not None else [w] * info.batch_size\n"
+         "    return torch.stack([rms_norm_forward(a, b, eps) for a, b in zip(xs, ws)]), 0\n",
+         "called rms_norm_forward"),
+        # no batch dimension said for the output
+        (_vmap(out="None"), "gave a result of shape"),
     ],
 }

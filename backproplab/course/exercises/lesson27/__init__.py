@@ -13,6 +13,12 @@
   of y for tangents of x and w, as a Function's ``jvp`` would return it; checked against
   ``torch.func.jvp`` of the norm in torch operations, the backward's formula named as a slip.
 
+- ``l27-rms-norm-vmap`` (method, `batched`): a vmap rule for the op,
+  ``rms_norm_vmap(info, in_dims, x, w, eps)``, registered on a fresh op and run under
+  ``torch.vmap`` on four batches (x batched at dim 0 and at dim 1, x and w batched, w
+  alone batched); each result held against the norm example by example, and the rule's
+  calls of the forward counted (one, not one per example).
+
 The predictions: the graph breaks of the lesson's swish written as an
 ``autograd.Function`` with a numpy body (``torch._dynamo.explain``), and which of
 opcheck's tests fails when the fake returns float32 for float64 inputs.
@@ -26,6 +32,7 @@ import numpy as np
 import torch
 
 from .._spec import Prediction
+from .batched import VMAP_RULE
 from .op import NAMESPACE, fresh_name, quiet
 from .rms import OPCHECK_TESTS, RMS_OP
 from .tangent import RMS_JVP
@@ -33,6 +40,7 @@ from .tangent import RMS_JVP
 EXERCISES = {
     "l27-rms-norm-op": RMS_OP,
     "l27-rms-norm-jvp": RMS_JVP,
+    "l27-rms-norm-vmap": VMAP_RULE,
 }
 
 
