@@ -41,12 +41,12 @@ def _backward(ctx, grad):
     return r * gw - x * r**3 * (gw * x).mean(-1, keepdim=True), (grad * x * r).sum(0), None
 
 
-def _batched(gen, batch, n, d, where):
-    """A batch of ``batch`` tensors of shape (n, d) or (d,) (``n`` None), its batch
-    dimension at ``where``: (the batched tensor, the examples one by one)."""
-    shape = (n, d) if n else (d,)
-    examples = torch.randn(batch, *shape, generator=gen, dtype=torch.float64)
-    return examples.movedim(0, where), examples
+def _batched(gen, batch, shape, where):
+    """A batch of ``batch`` tensors of ``shape``, its batch dimension at ``where`` (None:
+    one tensor of ``shape``, shared by the batch)."""
+    if where is None:
+        return torch.randn(shape, generator=gen, dtype=torch.float64)
+    return torch.randn(batch, *shape, generator=gen, dtype=torch.float64).movedim(0, where)
 
 
 def vmap_inputs(gen: torch.Generator) -> dict[str, Any]:
@@ -57,10 +57,7 @@ def vmap_inputs(gen: torch.Generator) -> dict[str, Any]:
     for bx, bw in KINDS:
         n, d = (int(s) for s in torch.randint(2, 6, (2,), generator=gen))
         batch = n + d + int(torch.randint(1, 3, (), generator=gen))
-        x = (_batched(gen, batch, n, d, bx)[0] if bx is not None
-             else torch.randn(n, d, generator=gen, dtype=torch.float64))
-        w = (_batched(gen, batch, None, d, bw)[0] if bw is not None
-             else torch.randn(d, generator=gen, dtype=torch.float64))
+        x, w = _batched(gen, batch, (n, d), bx), _batched(gen, batch, (d,), bw)
         cases.append({"x": x, "w": w, "eps": [0.1, 0.5, 1.0][len(cases) % 3],
                       "in_dims": [bx, bw, None], "batch": batch})
     return {"cases": cases}
