@@ -229,7 +229,7 @@ def test_the_ratio_policy_on_the_mixed_model_is_what_the_prose_says(cells):
     """After Exercise 4: at ratio 16 the policy keeps what section 5's keeps, at 64 only the
     wide blocks' second products (256 FLOPs a byte), which saves no FLOPs over whole blocks,
     at 256 what whole blocks keep; and the min-cut numbers the prose quotes are section 5's."""
-    printed = _cell(cells, "def run_with(policy)").outputs[0]["text"].splitlines()[1:]
+    printed = _cell(cells, "for ratio in (16, 64, 256)").outputs[0]["text"].splitlines()[1:]
     table = {ratio: [n.replace(",", "") for n in rest] for ratio, *rest in map(str.split, printed)}
     whole = _rows(_cell(cells, "def keep_products(").outputs[0]["text"])
     assert table["16"] == [whole["keep the products"][0], "0", "True"]

@@ -77,8 +77,9 @@ def policy_inputs(gen):
 
 
 def _run(policy, case) -> dict | Any:
-    """One block under checkpoint with ``policy``: each forward operation with the
-    decision and its result's bytes, the backward's product FLOPs and the gradients."""
+    """One block under checkpoint with ``policy`` (None: no checkpoint): each forward
+    operation with the decision and its result's bytes, the backward's FLOPs and the
+    gradients."""
     noted = []
 
     def noting(ctx, op, *args, **kwargs):
@@ -90,8 +91,9 @@ def _run(policy, case) -> dict | Any:
         return decision
 
     tensors = [t.detach().clone().requires_grad_() for t in case["tensors"]]
-    out = checkpoint(block, *tensors, use_reentrant=False,
-                     context_fn=partial(create_selective_checkpoint_contexts, noting))
+    out = block(*tensors) if policy is None else checkpoint(
+        block, *tensors, use_reentrant=False,
+        context_fn=partial(create_selective_checkpoint_contexts, noting))
     with FlopCounterMode(display=False) as counter:
         out.backward()
     return {"ops": noted, "flops": counter.get_total_flops(),
@@ -165,18 +167,10 @@ SLIPS = {
 }
 
 
-def _plain_flops(case) -> int:
-    """The FLOPs of the block's backward without checkpointing: nothing computed again."""
-    tensors = [t.detach().clone().requires_grad_() for t in case["tensors"]]
-    out = block(*tensors)
-    with FlopCounterMode(display=False) as counter:
-        out.backward()
-    return counter.get_total_flops()
-
-
 def _reference(inputs):
+    """The right policy's runs, and the plain backward's FLOPs (nothing computed again)."""
     return {"runs": [_run(_RIGHT(case["ratio"]), case) for case in inputs["cases"]],
-            "plain": [_plain_flops(case) for case in inputs["cases"]]}
+            "plain": [_run(None, case)["flops"] for case in inputs["cases"]]}
 
 
 def _kept(run) -> tuple[list[str], int]:
