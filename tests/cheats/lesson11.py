@@ -107,6 +107,18 @@ CHEATS = {
             ),
             "numerical_grad",
         ),
+        # a table of the visible check's gradients (its 4 cases): right there, a KeyError
+        # on the hidden check's new inputs
+        (
+            "from backproplab.course.exercises.lesson11.cumsum import _cumsum_inputs, "
+            "_cumsum_reference\n\n"
+            "TABLE = {}\n"
+            "for k in range(4):\n"
+            "    X, d, G = _cumsum_inputs(torch.Generator().manual_seed(k))\n"
+            "    TABLE[round(X.sum().item(), 9)] = _cumsum_reference(X, d, G)\n\n\n"
+            + CUMSUM.format("        return (TABLE[round(a.data.sum().item(), 9)],)"),
+            "raised KeyError",
+        ),
         # torch.func's vjp of torch's own cumsum
         (
             CUMSUM.format(

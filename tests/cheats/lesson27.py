@@ -112,6 +112,14 @@ CHEATS = {
          "    r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n"
          "    return x * r * w, 0\n",
          "never called rms_norm_forward"),
+        # a table of the visible check's results (its 4 batches): the op's kernel never runs
+        ("from backproplab.course.exercises.lesson27.batched import _one_by_one, vmap_inputs\n\n"
+         "TABLE = {}\n"
+         "for case in vmap_inputs(torch.Generator().manual_seed(0))['cases']:\n"
+         "    TABLE[round(case['x'].sum().item(), 9)] = _one_by_one(case)\n\n\n"
+         "def rms_norm_vmap(info, in_dims, x, w, eps):\n"
+         "    return TABLE[round(x.sum().item(), 9)], 0\n",
+         "never called rms_norm_forward"),
         # vmap's own loop, asked for by name
         ("def rms_norm_vmap(info, in_dims, x, w, eps):\n"
          "    one = lambda a, b: rms_norm_forward(a, b, eps)\n"

@@ -74,7 +74,7 @@ def _op_with(rule):
 
 
 def _raised(err: Exception, in_dims: tuple) -> str:
-    said = str(err).splitlines()[0] if str(err) else ""
+    said = str(err).splitlines()[0].rstrip(" .") if str(err) else ""
     hint = (". A batched w has one weight per example: move its batch dimension to the front "
             "and give it a row dimension, (batch, 1, d), so that it lines up with x"
             if in_dims[1] is not None else "")
