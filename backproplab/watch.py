@@ -163,6 +163,10 @@ def forbid_autograd(reason: str = "this exercise asks for the gradient by hand",
     ...
     backproplab.watch.AutogradForbidden: ... but your code called Tensor.backward()...
     """
+    for name, words in (("reason", reason), ("how", how)):
+        if not isinstance(words, str):
+            raise TypeError(f"forbid_autograd: {name} must be a str (words for the refusal), "
+                            f"got {type(words).__name__}")
 
     def refuse(api: str) -> None:
         did = api if api.startswith("used ") else f"called {api}"

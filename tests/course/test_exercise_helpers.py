@@ -175,6 +175,17 @@ def test_forbid_refuses_dual_numbers_and_says_so():
             fwAD.make_dual(torch.ones(2), torch.ones(2))
 
 
+def test_forbid_says_how_in_the_exercises_words_and_refuses_words_that_are_not():
+    x = torch.tensor(2.0, requires_grad=True)
+    with pytest.raises(AutogradForbidden, match=r"called Tensor\.backward\(\)\. Count them\.$"):
+        with bl.forbid_autograd("count the paths yourself", how="Count them."):
+            (x * x).backward()
+    for bad in ({"how": None}, {"reason": 3}):
+        with pytest.raises(TypeError, match=f"forbid_autograd: {next(iter(bad))} must be a str"):
+            with bl.forbid_autograd(**bad):
+                pass
+
+
 def test_forbid_leaves_plain_tensor_code_alone():
     with bl.forbid_autograd():
         y = torch.tanh(torch.linspace(-1, 1, 5))
