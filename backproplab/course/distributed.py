@@ -9,12 +9,12 @@ starts the processes and is re-exported here, so the lesson needs only
 [{'rank': 0, 'before': 1.0, 'after': 3.0}, {'rank': 1, 'before': 2.0, 'after': 3.0}]
 
 A child process can only call a function it can import, so they live in the
-package: `ddp_gradients`, `bucket_timeline`, `micro_batches`,
+package: `ddp_gradients`, `bucket_timeline`, `first_buckets`, `micro_batches`,
 `unused_parameter`, `uneven_batches`, `replica_drift`, and `sharded_step`,
 the same model under FSDP2's ``fully_shard``. They build their model
 and data with `tiny_mlp` and `make_batch`, which the notebook calls too, so
 both sides work on the same numbers. `format_timeline` and `plot_timeline`
-show what `bucket_timeline` recorded.
+show what `bucket_timeline` recorded; `show` prints a worker's code.
 
 Each worker uses one thread and seeds its own random numbers, and each returns
 plain data (numbers, names, tensors), never a model or a process group.
@@ -22,7 +22,9 @@ plain data (numbers, names, tensors), never a model or a process group.
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import inspect
 import textwrap
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -50,11 +52,13 @@ __all__ = [
     "all_reduce_ranks",
     "ddp_gradients",
     "bucket_timeline",
+    "first_buckets",
     "micro_batches",
     "unused_parameter",
     "uneven_batches",
     "replica_drift",
     "sharded_step",
+    "show",
     "watch_collectives",
     "format_timeline",
     "plot_timeline",
@@ -115,6 +119,24 @@ def grads_by_name(model: nn.Module) -> dict[str, torch.Tensor | None]:
     """Each parameter's .grad (a copy), by name; the DDP wrapper's "module." prefix dropped."""
     return {name.removeprefix("module."): None if p.grad is None else p.grad.detach().clone()
             for name, p in model.named_parameters()}
+
+
+def show(worker: Callable[..., Any]) -> None:
+    """Print a worker's code without its docstring: the lesson reads what it does.
+
+    >>> show(all_reduce_ranks)  # doctest: +ELLIPSIS
+    def all_reduce_ranks() -> dict[str, Any]:
+        rank = dist.get_rank()
+    ...
+    """
+    if not inspect.isfunction(worker):
+        raise TypeError(f"worker: expected a function, got {type(worker).__name__}")
+    lines = textwrap.dedent(inspect.getsource(worker)).splitlines()
+    first = ast.parse("\n".join(lines)).body[0].body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
+        del lines[first.lineno - 1:first.end_lineno]
+    print("\n".join(lines))
 
 
 # --------------------------------------------------------------------------
@@ -184,6 +206,19 @@ def bucket_timeline(bucket_bytes: int = 300, steps: int = 2) -> list[list[tuple]
         timeline.append(log.copy())
         log.clear()
     return timeline
+
+
+def first_buckets(bucket_bytes: int = 300) -> dict[str, Any]:
+    """DDP's plan for the first step's buckets, read before any backward, without and
+    with ``find_unused_parameters``; and the default caps, in bytes."""
+    plans = {}
+    for find in (False, True):
+        ddp = DDP(tiny_mlp(seed=0), bucket_cap_mb=bucket_bytes / 2**20,
+                  find_unused_parameters=find)
+        plans[find] = ddp._get_ddp_logging_data()["bucket_sizes"]  # a string of sizes
+    default = DDP(tiny_mlp(seed=0))
+    return {"buckets": plans, "default cap": default.bucket_bytes_cap,
+            "first bucket": dist._DEFAULT_FIRST_BUCKET_BYTES}
 
 
 def counting_average(counter: list[int]) -> Callable[..., Any]:
@@ -370,12 +405,10 @@ def sharded_step(reshard_after_forward: bool = True, steps: int = 2,
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
     x, y = make_batch(n, seed=1)
     x_mine, y_mine = x.chunk(world)[rank], y.chunk(world)[rank]
-    layer_of = {_gathered_size(layer, world): name
-                for name, layer in model.named_children() if name.startswith("fc")}
 
     log: list[tuple] = []
     per_step = []
-    with watch_collectives(log, layer_of):
+    with watch_collectives(log, _layer_sizes(model, world)):
         for _ in range(steps):
             model.zero_grad()
             log.append(("forward",))
@@ -386,21 +419,29 @@ def sharded_step(reshard_after_forward: bool = True, steps: int = 2,
             log.append(("returned",))
             per_step.append(log.copy())
             log.clear()
+    return {"rank": rank, "fc1.weight after forward": after_forward, "steps": per_step,
+            **_holdings(model)}
 
+
+def _holdings(model: nn.Module) -> dict[str, Any]:
+    """What this rank holds of a ``fully_shard`` model after backward: each parameter's
+    whole shape with its shard's and its gradient's (``to_local()``), their placement,
+    the bytes kept, and the whole gradients (``full_tensor()``, which gathers them)."""
     params = dict(model.named_parameters())
-    # each parameter's whole shape, this rank's shard of it, and its gradient's shard
-    shards = {name: (tuple(p.shape), tuple(p.to_local().shape),
-                     tuple(p.grad.to_local().shape)) for name, p in params.items()}
     return {
-        "rank": rank,
-        "shards": shards,
+        "shards": {name: (tuple(p.shape), tuple(p.to_local().shape),
+                          tuple(p.grad.to_local().shape)) for name, p in params.items()},
         "placements": str(params["fc1.weight"].placements),
-        "fc1.weight after forward": after_forward,
-        "steps": per_step,
         "bytes": {"parameters": sum(_local_bytes(p) for p in params.values()),
                   "gradients": sum(_local_bytes(p.grad) for p in params.values())},
         "grads": {name: p.grad.full_tensor() for name, p in params.items()},
     }
+
+
+def _layer_sizes(model: nn.Module, world: int) -> dict[int, str]:
+    """Each fc layer's name, by how many values an all-gather of it brings."""
+    return {_gathered_size(layer, world): name
+            for name, layer in model.named_children() if name.startswith("fc")}
 
 
 def _gathered_size(layer: nn.Module, world: int) -> int:

@@ -384,6 +384,25 @@ def test_buckets_go_out_during_backward_last_layer_first():
     assert [e[0] for e in first].count("all-reduce") == 1  # before the buckets are rebuilt
 
 
+def test_the_first_step_plan_is_one_bucket_unless_unused_parameters_are_looked_for():
+    plan = bd.run(bd.first_buckets, 1)[0]
+    whole = sum(p.numel() * 4 for p in bd.tiny_mlp().parameters())
+    assert plan["buckets"][False] == str(whole)  # one bucket: every gradient
+    sizes = [int(s) for s in plan["buckets"][True].split(", ")]
+    assert len(sizes) > 1 and sum(sizes) == whole
+    assert plan["first bucket"] == 2**20 and plan["default cap"] == 25 * 2**20
+
+
+def test_show_prints_a_workers_code_without_its_docstring(capsys):
+    bd.show(bd.bucket_timeline)
+    shown = capsys.readouterr().out
+    assert shown.startswith("def bucket_timeline(") and "register_comm_hook" in shown
+    assert bd.bucket_timeline.__doc__.splitlines()[0] not in shown
+    assert shown.rstrip().endswith("return timeline")
+    with pytest.raises(TypeError, match="worker: expected a function, got str"):
+        bd.show("bucket_timeline")
+
+
 def test_no_sync_makes_one_all_reduce_instead_of_k():
     synced = bd.run(bd.micro_batches, 2, 4, False)
     quiet = bd.run(bd.micro_batches, 2, 4, True)

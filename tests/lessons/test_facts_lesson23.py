@@ -79,9 +79,8 @@ def test_each_rank_holds_a_row_shard_of_every_parameter_and_gradient(cells):
 
 def test_six_all_gathers_and_three_reduce_scatters_per_step(cells):
     out = _text(cells["l23-46"])
-    for rank in (0, 1):
-        for step in (1, 2):
-            assert f"rank {rank}, step {step}: 6 all-gathers, 3 reduce-scatters" in out
+    # every rank and step counted; one kind of step only
+    assert "on each rank, in each step: 6 all-gathers, 3 reduce-scatters\n" in out
     backward = out[out.index("backward:"):out.index("backward() returned")]
     order = [line.split()[:2] for line in backward.splitlines()[1:]]
     assert order == [["all-gather", "fc3"], ["all-gather", "fc2"], ["reduce-scatter", "fc3"],
@@ -98,7 +97,7 @@ def test_fsdp_keeps_half_the_bytes_of_ddp_and_the_same_gradients(cells):
     for rank in (0, 1):
         assert f"rank {rank}: FSDP 968 + 968 = 1,936 bytes; DDP 3,872 bytes" in out
     grads = _text(cells["l23-52"])
-    assert grads.count("✓") == 6 and "✗" not in grads
+    assert "FSDP, 2 processes, vs the whole batch: all 6 close: True" in grads
     assert "equal to DDP's, bit for bit: True" in grads
 
 
