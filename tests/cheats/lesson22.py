@@ -72,11 +72,11 @@ CHEATS = {
     ],
     "l22-safe-softplus": [
         # The check's own reference, imported from the package.
-        ("from backproplab.course.exercises.lesson22 import soft_relu_reference\n\n\n"
+        ("from backproplab.course.exercises.lesson22.softplus import soft_relu_reference\n\n\n"
          "def safe_soft_relu(x, beta):\n"
          "    return soft_relu_reference(x, beta)\n", "soft_relu_reference, which is"),
         # The visible check's values, made differentiable: no gradient comes through.
-        ("from backproplab.course.exercises import lesson22 as _l23\n\n"
+        ("from backproplab.course.exercises.lesson22 import softplus as _l23\n\n"
          "_table = {}\n"
          "for _k in range(3):\n"
          "    _x, _beta = _l23.soft_inputs(torch.Generator().manual_seed(_k))\n"

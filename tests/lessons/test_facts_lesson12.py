@@ -21,6 +21,7 @@ from stored import output_text as _text
 
 import backproplab as bl
 from backproplab.course.exercises import lesson12
+from backproplab.course.exercises.lesson12 import model
 
 ROOT = Path(__file__).parents[2]
 LESSON = ROOT / "notebooks" / "12-backprop-through-a-classifier.ipynb"
@@ -140,11 +141,11 @@ def test_the_learners_functions_train_the_model_as_autograd_does(nb):
 
 def test_the_lessons_forward_is_the_packages(nb):
     cell = next(c for c in nb.cells if c.cell_type == "code" and "def forward(" in c.source)
-    package = inspect.getsource(lesson12.forward).replace('"""', "'''")
+    package = inspect.getsource(model.forward).replace('"""', "'''")
     assert cell.source.strip() == package.strip()
     x, y = bl.data.spiral_data()
     x = x.double()
-    loss = lesson12.forward(lesson12.spiral_model(), x, lesson12.spiral_tokens(x), y)["loss"]
+    loss = model.forward(model.spiral_model(), x, model.spiral_tokens(x), y)["loss"]
     run = next(c for c in nb.cells if c.cell_type == "code" and "autograd.grad(" in c.source)
     assert "retain_grad" not in run.source  # lesson 15's tool, not needed here
     assert f"loss = {loss.item():.4f}" in _text(run)

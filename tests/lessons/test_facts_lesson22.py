@@ -19,6 +19,7 @@ from stored import flat_text, printed
 from torch.autograd.gradcheck import GradcheckError
 
 from backproplab.course.exercises import lesson22
+from backproplab.course.exercises.lesson22 import hinge, softplus
 
 LESSON = Path(__file__).parents[2] / "notebooks" / "22-where-calculus-runs-out.ipynb"
 
@@ -298,13 +299,13 @@ def test_the_worked_examples_of_the_exercises(cells):
     X = torch.tensor([[1.0, 0.0, -1.0, 1.0], [0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0]])
     y = torch.tensor([1.0, -1.0, 1.0])
     w = torch.tensor([0.5, -1.0, 0.25, 0.75], requires_grad=True)
-    lesson22.hinge_loss(X, y, w, 0.5).backward()
+    hinge.hinge_loss(X, y, w, 0.5).backward()
     out = printed(cells["l22-45"])
     assert "scores: tensor([ 1.0000, -0.7500,  0.2500])" in out
     assert f"w.grad: {w.grad}" in out
     x = torch.tensor([-3.0, 0.5, 30.0, 1000.0], dtype=torch.float64, requires_grad=True)
     beta = torch.tensor([1.0, 2.0, 1.0, 1.0], dtype=torch.float64, requires_grad=True)
-    lesson22.soft_relu(x, beta).sum().backward()
+    softplus.soft_relu(x, beta).sum().backward()
     assert x.grad[:3].isfinite().all() and x.grad[3].isnan() and beta.grad[3].isnan()
     assert "x.grad:    tensor([0.0474, 0.7311, 1.0000,    nan]" in printed(cells["l22-48"])
 
@@ -313,7 +314,7 @@ def test_the_hinge_check_meets_every_kink_on_every_trial():
     """The inputs the check makes hit relu's kink, a clip bound with the margin positive,
     a score beyond the bound and a zero pair of weights, on every seed."""
     for seed in range(40):
-        X, y, w, lam = lesson22.hinge_inputs(torch.Generator().manual_seed(seed))
+        X, y, w, lam = hinge.hinge_inputs(torch.Generator().manual_seed(seed))
         s = X @ w
         assert ((y * s) == 1).any() and ((y * s) == -2).any() and ((y * s) == -3).any()
         assert (w.view(-1, 2).abs().sum(dim=1) == 0).any() and lam > 0
@@ -321,8 +322,8 @@ def test_the_hinge_check_meets_every_kink_on_every_trial():
 
 def test_the_where_check_meets_every_region_on_every_trial():
     for seed in range(40):
-        x, beta = lesson22.soft_inputs(torch.Generator().manual_seed(seed))
+        x, beta = softplus.soft_inputs(torch.Generator().manual_seed(seed))
         bx = beta * x
         assert (bx > 709.8).any() and ((bx > 20) & (bx < 22)).any()
         assert (bx <= 20).any() and (bx < -745).any()
-        assert lesson22.soft_relu(x.requires_grad_(), beta).isfinite().all()
+        assert softplus.soft_relu(x.requires_grad_(), beta).isfinite().all()

@@ -19,6 +19,9 @@ PACKAGE = Path(__file__).parents[2] / "backproplab"
 EXERCISES = PACKAGE / "course" / "exercises"
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 450
+# A lesson's exercise module holds its checks: past this, the lesson is a package with a
+# module per exercise or per group of exercises (lesson11/, lesson12/, ...).
+MAX_EXERCISE_MODULE_LINES = 300
 
 # PENDING: the modules allowed over the limit for now, while a rewrite is under way. The
 # lead empties it as each rewrite lands (the pending test below says when an entry is no
@@ -78,6 +81,17 @@ def test_every_module_reads_in_one_sitting():
     assert not offenders, (
         f"modules over {MAX_MODULE_LINES} code lines (blank lines, comments and docstrings "
         "not counted); split each along its seams, a part per job:\n" + "\n".join(offenders))
+
+
+def test_every_lesson_module_of_checks_is_a_short_read():
+    sizes = {_name(path): len(code_lines(path.read_text(encoding="utf-8")))
+             for path in _files() if _lesson_checks(path)}
+    assert len(sizes) > 40  # every lesson's modules were found
+    offenders = [f"{name}: {n} code lines" for name, n in sizes.items()
+                 if n > MAX_EXERCISE_MODULE_LINES]
+    assert not offenders, (
+        f"exercise modules over {MAX_EXERCISE_MODULE_LINES} code lines; make the lesson a "
+        "package, a module per exercise or group of exercises:\n" + "\n".join(offenders))
 
 
 def test_the_pending_allowance_names_only_modules_still_over_the_limit():

@@ -48,6 +48,7 @@ __all__ = [
     "ENGINE",
     "METHOD",
     "vjp",
+    "randint",
     "AutogradForbidden",
     "ByHand",
     "Check",
@@ -220,6 +221,16 @@ def every_case(agree: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
     """Agreement of two lists of cases (one trial's), ``agree`` judging each pair."""
     return lambda got, want: (isinstance(got, list) and len(got) == len(want)
                               and all(agree(g, w) for g, w in zip(got, want, strict=True)))
+
+
+def randint(low: int, high: int, gen: torch.Generator) -> int:
+    """One integer from ``low`` up to ``high`` (excluded), drawn from ``gen``: a size of a
+    check's fresh inputs.
+
+    >>> randint(3, 4, torch.Generator().manual_seed(0))
+    3
+    """
+    return int(torch.randint(low, high, (1,), generator=gen))
 
 
 def vjp(step: Callable, wrt, *upstream):

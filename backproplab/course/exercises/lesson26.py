@@ -29,7 +29,7 @@ import math
 import torch
 
 from ...graph import describe
-from ._spec import ByHand, Prediction
+from ._spec import ByHand, Prediction, randint
 from ._spec import vjp as _vjp
 
 # --------------------------------------------------------------------------
@@ -61,9 +61,6 @@ def head_forward(X, Wq, Wk, Wv, Wo):
 # --------------------------------------------------------------------------
 
 
-def _randint(low: int, high: int, gen: torch.Generator) -> int:
-    return int(torch.randint(low, high, (1,), generator=gen))
-
 
 def _head_width(gen: torch.Generator) -> int:
     """d takes 2, 3 and 4 in turn with the seed, so the three trials of a check (seeds s,
@@ -76,7 +73,7 @@ def fresh_head(gen: torch.Generator) -> dict:
     width d), run forward in float64: the forward values by name, ``lse`` (each row's
     log-sum-exp of the masked scores) and ``dP``, random numbers standing for the
     gradient arriving at P."""
-    T, width, d = _randint(3, 10, gen), _randint(5, 10, gen), _head_width(gen)
+    T, width, d = randint(3, 10, gen), randint(5, 10, gen), _head_width(gen)
 
     def randn(*shape, scale=1.0):
         return torch.randn(*shape, generator=gen, dtype=torch.float64) * scale
@@ -109,10 +106,10 @@ def fresh_heads(gen: torch.Generator) -> dict:
     """
     d = _head_width(gen)
     heads = 3 if d != 3 else 2
-    batch = _randint(1, 3, gen)
-    block = 2 if d == 2 else _randint(2, 4, gen)
-    whole = batch * heads * d // block + _randint(1, 3, gen)  # whole blocks: past B * H * d
-    T = block * whole + _randint(1, block, gen)
+    batch = randint(1, 3, gen)
+    block = 2 if d == 2 else randint(2, 4, gen)
+    whole = batch * heads * d // block + randint(1, 3, gen)  # whole blocks: past B * H * d
+    T = block * whole + randint(1, block, gen)
 
     def randn(*shape):
         return torch.randn(*shape, generator=gen, dtype=torch.float64)

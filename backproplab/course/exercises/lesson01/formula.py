@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .._spec import Method
+from .._spec import Method, close
 from .._walk import run_walk
 from .reading import value
 
@@ -202,17 +202,13 @@ def _slip(**style: Any):
     return observation
 
 
-def _close(got: float, want: float) -> bool:
-    return abs(got - want) <= 1e-9 * max(1.0, abs(want))
-
-
 def _same_values(said: Any, want: dict[str, Any]) -> bool:
     if not isinstance(said, str):
         return False
     gives = _gives(said, want["at"])
     if gives is None or want["gives"] is None:
         return gives is None and want["gives"] is None
-    return all(_close(g, w) for g, w in zip(gives, want["gives"], strict=True))
+    return all(close(g, w, "float32") for g, w in zip(gives, want["gives"], strict=True))
 
 
 def _agree(got: Any, want: list[dict[str, Any]]) -> bool:
@@ -238,7 +234,7 @@ def _explain(inputs: dict[str, Any], got: list[Any], want: list[dict[str, Any]])
             return (f"on the graph of {shown}, your formula {quoted} could not be evaluated "
                     f"({type(err).__name__}: {err}). Use the leaves' names, numbers, + - * ** "
                     f"and torch.sin, torch.exp.{hint}")
-        if not _close(mine, right):
+        if not close(mine, right, "float32"):
             where = ", ".join(f"{n} = {v:.3g}" for n, v in values.items())
             return (f"on the graph of {shown}, your formula {quoted} gives {mine:.6g} at new "
                     f"values of the leaves ({where}), where {shown} gives {right:.6g}.")

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ...byhand import Ran, run_answer
-from .._spec import ENGINE, Method, call_answer, failure, judge_runs
+from .._spec import ENGINE, Method, call_answer, close, failure, judge_runs
 from .slips import CE_ADVICE, CE_SLIPS, OP_ADVICE, OPS, ce_reference, forward, op_reference, slips
 
 __all__ = ["CROSS_ENTROPY", "OPS_AND_TANH", "ce_inputs", "op_inputs", "tanh_problem"]
@@ -207,10 +207,6 @@ def _ops_expected(inputs: dict[str, Any]) -> dict[str, Any]:
             "tanh": [_tanh_reference(*xwb) for xwb in inputs["tanh"]], "at": inputs["tanh"]}
 
 
-def _close(got: float, want: float) -> bool:
-    return abs(got - want) <= 1e-12 * max(1.0, abs(want))
-
-
 def _ops_problem(got: dict[str, Any], want: dict[str, Any]) -> str | None:
     """The first thing wrong, in the order the check always looked (None: nothing is):
     each operation's forward values and gradients, then tanh from the pieces."""
@@ -220,7 +216,7 @@ def _ops_problem(got: dict[str, Any], want: dict[str, Any]) -> str | None:
             if "returned" in said:
                 return (f"{_shown(op, a, k)} returned {said['returned']}; it must return a new "
                         "Value, so that backward can reach a through it")
-            if not _close(said["data"], right):
+            if not close(said["data"], right):
                 return (f"{_shown(op, a, k)}.data is {said['data']:.6g}, but it should be "
                         f"{right:.6g}: the forward value is wrong")
         judged = _judged(f"{op} in f(u)*u + f(u)", got[op]["passes"], want[op]["by_hand"],
@@ -237,7 +233,7 @@ def tanh_problem(got: dict[str, Any], want: dict[str, Any]) -> str | None:
     for (x, w, b), said, right in zip(want["at"], got["tanh"], want["tanh"], strict=True):
         if "raised" in said:
             return f"tanh from your exp and power: {said['raised']}"
-        if not all(_close(p, q) for p, q in zip(said["pieces"], right, strict=True)):
+        if not all(close(p, q) for p, q in zip(said["pieces"], right, strict=True)):
             (t_p, *g_p), (t_n, *g_n) = said["pieces"], said["node"]
             return (f"tanh from your exp and power: at u = {x * w + b:.4f}, (e - 1) * "
                     f"power(e + 1, -1) with e = exp(2u) gives tanh {t_p:.6g} and gradients "
@@ -342,7 +338,7 @@ def _ce_problem(got: dict[str, Any], want: dict[str, Any]) -> str | None:
         if "returned" in said:
             return (f"{shown} returned {said['returned']}; it must return the loss as a Value, "
                     "so that backward can start from it")
-        if _close(said["data"], right):
+        if close(said["data"], right):
             exps, logs = said["nodes"]
             if not (exps and logs):
                 return ("the loss must be built from your operations: its graph holds "
@@ -356,7 +352,7 @@ def _ce_problem(got: dict[str, Any], want: dict[str, Any]) -> str | None:
                 "log(e^z_t) is just z_t; divide by the sum of e^z over the 3 logits first",
                 math.exp(-right): "the log is missing: that is the target's probability",
                 -math.exp(-right): "the log is missing: that is minus the target's probability"}
-        why = next((text for v, text in told.items() if _close(said["data"], v)), "")
+        why = next((text for v, text in told.items() if close(said["data"], v)), "")
         return (f"{shown}.data is {said['data']:.6g}, but torch's F.cross_entropy gives "
                 f"{right:.6g}: the loss value is wrong" + (f"; {why}" if why else ""))
     judged = _judged(CE_NAME, got["passes"], want["by_hand"], ce_reference, CE_SLIPS,

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from .._spec import Method, as_plain, call_answer, count_autograd, every_case, kind_of
+from .._spec import Method, as_plain, call_answer, count_autograd, every_case, kind_of, randint
 
 VANISH = "first_vanishing_layer"
 
@@ -40,17 +40,14 @@ class Gate(nn.Module):
         return f"factor={self.factor}"
 
 
-def _randint(low: int, high: int, gen: torch.Generator) -> int:
-    return int(torch.randint(low, high, (1,), generator=gen))
-
 
 def _draft(gen: torch.Generator, kind: str) -> tuple[nn.Sequential, torch.Tensor, float]:
     """One random network of Linear -> tanh or sigmoid blocks with an open gate somewhere;
     ``kind`` breaks it: "gate" shuts a gate, "sigmoid" or "tanh" saturates a block's
     activation (a huge bias in front of it), "healthy" leaves it whole."""
-    blocks, width, d_in = _randint(3, 6, gen), _randint(3, 7, gen), _randint(2, 5, gen)
-    broken = _randint(2, blocks + 1, gen)  # never the first block: something lies below
-    gate_after = _randint(1, blocks + 1, gen)
+    blocks, width, d_in = randint(3, 6, gen), randint(3, 7, gen), randint(2, 5, gen)
+    broken = randint(2, blocks + 1, gen)  # never the first block: something lies below
+    gate_after = randint(1, blocks + 1, gen)
     layers, prev = [], d_in
     for k in range(1, blocks + 1):
         fc = nn.Linear(prev, width).double()
@@ -74,7 +71,7 @@ def _draft(gen: torch.Generator, kind: str) -> tuple[nn.Sequential, torch.Tensor
     with torch.no_grad():
         out.weight.copy_(torch.randn(1, prev, generator=gen, dtype=torch.float64))
     layers.append(("out", out))
-    x = torch.randn(_randint(4, 9, gen), d_in, generator=gen, dtype=torch.float64)
+    x = torch.randn(randint(4, 9, gen), d_in, generator=gen, dtype=torch.float64)
     threshold = 10 ** -(6 + 2 * float(torch.rand((), generator=gen)))
     return nn.Sequential(OrderedDict(layers)), x, threshold
 

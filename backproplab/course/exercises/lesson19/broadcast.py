@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from .._spec import Method, call_answer, compare, failure, forbid_autograd, is_failure
+from .._spec import Method, call_answer, compare, failure, forbid_autograd, is_failure, relative
 from .calling import plain, randn, shape_of, torch_check, words
 
 _FUNCTION = "(a - b)**2 as a Function"
@@ -68,13 +68,9 @@ def _shape_message(label, got, want, out_shape):
             f"output {tuple(out_shape)}; sum over exactly those.")
 
 
-def _relative(got, want):
-    return float((got - want).abs().max()) / max(float(want.abs().max()), 1e-300)
-
-
 def _estimate_like(got, want):
     """Close to the answer the way a numerical estimate is, not to round-off."""
-    return got.is_floating_point() and _relative(got.double(), want) < 1e-5
+    return got.is_floating_point() and relative(got.double(), want) < 1e-5
 
 
 def _backward_itself(function, out, g):
@@ -168,7 +164,7 @@ def _gradient_slip(label: str, got: Any, kind: str, want: torch.Tensor, shapes: 
     report = compare(f"grad_{label} ({shapes})", got, want, rtol=1e-12,
                      atol=1e-12 * float(want.abs().max()))
     if not report.ok and _estimate_like(got, want):
-        return (f"grad_{label} agrees with autograd only to about {_relative(got, want):.0e} "
+        return (f"grad_{label} agrees with autograd only to about {relative(got, want):.0e} "
                 "of its size. A formula derived by hand agrees to round-off (about 1e-16); a "
                 "numerical estimate such as finite differences only to about 1e-9, which is "
                 "what this looks like.")

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import torch
 
-from .._spec import ByHand
+from .._spec import ByHand, randint
 from .._spec import vjp as _vjp
 
 __all__ = ["ATAN2", "CUMPROD"]
 
 F64 = torch.float64
 
-
-def _randint(low: int, high: int, gen: torch.Generator) -> int:
-    return int(torch.randint(low, high, (1,), generator=gen))
 
 
 # --------------------------------------------------------------------------- cumprod
@@ -32,8 +29,8 @@ def _randint(low: int, high: int, gen: torch.Generator) -> int:
 def _cumprod_inputs(gen: torch.Generator) -> tuple:
     """x (1 to 3 dimensions, float64) with exact zeros: one slice along ``dim`` with two of
     them and one that starts with one, more at random; ``dim`` (either sign); g."""
-    shape = [_randint(3, 7, gen) for _ in range(_randint(1, 4, gen))]
-    dim = _randint(-len(shape), len(shape), gen)
+    shape = [randint(3, 7, gen) for _ in range(randint(1, 4, gen))]
+    dim = randint(-len(shape), len(shape), gen)
     x = torch.randn(*shape, generator=gen, dtype=F64)
     x = x.masked_fill(torch.rand(*shape, generator=gen) < 0.15, 0.0)
     rows = x.movedim(dim, -1).reshape(-1, shape[dim])  # a copy: the slices along dim
