@@ -61,7 +61,6 @@ def head_forward(X, Wq, Wk, Wv, Wo):
 # --------------------------------------------------------------------------
 
 
-
 def _head_width(gen: torch.Generator) -> int:
     """d takes 2, 3 and 4 in turn with the seed, so the three trials of a check (seeds s,
     s + 1, s + 2) see all three: an answer with a width written in fails on two of them."""

@@ -104,8 +104,6 @@ def _weighted(logits, y, weight, per_row=True, divide="picked"):
     return scale * (torch.softmax(logits, 1) - F.one_hot(y, logits.shape[1])) / total
 
 
-
-
 PICK_LOG = ByHand(
     name="the pick and the log",
     reference=_pick_log_ref,

@@ -42,8 +42,6 @@ def _lookup(dxin, tokens, num_rows, columns="last", order="tokens", write="add",
     return demb, dC
 
 
-
-
 EMBEDDING = ByHand(
     name="back to the table",
     reference=_lookup_ref,

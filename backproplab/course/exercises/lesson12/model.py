@@ -87,7 +87,6 @@ def spiral_grads():
 # --------------------------------------------------------------------------
 
 
-
 def fresh_batch(gen):
     """A random model and batch, new sizes each time, run forward.
 
@@ -143,7 +142,6 @@ def grads_at(names, build, *leaves):
 
 def row_numbers(t):
     return torch.arange(len(t))
-
 
 
 def slips(chain, table):

@@ -67,7 +67,6 @@ def _centre(diff, var, eps, dxhat, dinvstd, power=-1.5, var_sign=-1, with_eps=Tr
     return dvar, ddiff2, ddiff, dmean, dhpre
 
 
-
 # --------------------------------------------------------------------------
 # Transfer: layer norm
 # --------------------------------------------------------------------------
@@ -97,8 +96,6 @@ def _norm_backward(dout, x, gain, eps, dim, correction=0, mean_term=True, var_te
     g = dout * gain if use_gain else dout
     out = d * g - mean_term * g.sum(dim, keepdim=True)
     return invstd / d * (out - var_term * xhat * (g * xhat).sum(dim, keepdim=True))
-
-
 
 
 SCALE_NORMALISE = ByHand(

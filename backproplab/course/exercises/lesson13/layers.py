@@ -50,6 +50,5 @@ def lstm_forward(xs, h0, c0, W, b):
 # --------------------------------------------------------------------------
 
 
-
 def randn(gen, *shape, scale=1.0):
     return torch.randn(*shape, generator=gen, dtype=torch.float64) * scale

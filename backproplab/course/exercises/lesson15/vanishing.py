@@ -40,7 +40,6 @@ class Gate(nn.Module):
         return f"factor={self.factor}"
 
 
-
 def _draft(gen: torch.Generator, kind: str) -> tuple[nn.Sequential, torch.Tensor, float]:
     """One random network of Linear -> tanh or sigmoid blocks with an open gate somewhere;
     ``kind`` breaks it: "gate" shuts a gate, "sigmoid" or "tanh" saturates a block's
