@@ -1137,3 +1137,1324 @@ HONEST += [
         "        x = x.permute(order)\n"
         "    return rms_norm_forward(x, w, eps), 0\n"), LESSON_27_FORWARD),
 ]
+
+
+# ---------------------------------------------------------------- lessons 03, 07, 08
+# Lesson 03's engine, as the notebook defines it above its exercises (sections 1 to 3:
+# Value, add, mul, tanh, the operators, the sort and backward): the kernel test runs an
+# answer without the lesson's cells, so an answer that uses them brings them along.
+LESSON_03_ENGINE = (
+    "class Value:\n"
+    '    """A number that remembers how it was made."""\n'
+    "\n"
+    '    def __init__(self, data, parents=(), op="", name=""):\n'
+    "        self.data = float(data)\n"
+    "        self.grad = 0.0\n"
+    "        self.parents = parents\n"
+    "        self.op = op\n"
+    "        self.name = name\n"
+    "        self.backward_rule = lambda: None\n"
+    "\n"
+    "    def __repr__(self):\n"
+    '        return f"Value({self.data:.4g}, grad={self.grad:.4g})"\n'
+    "\n\n"
+    "def as_value(x):\n"
+    "    return x if isinstance(x, Value) else Value(x)\n"
+    "\n\n"
+    "def add(a, b):\n"
+    "    a, b = as_value(a), as_value(b)\n"
+    '    out = Value(a.data + b.data, (a, b), "+")\n'
+    "\n"
+    "    def rule():\n"
+    "        a.grad += out.grad\n"
+    "        b.grad += out.grad\n"
+    "\n"
+    "    out.backward_rule = rule\n"
+    "    return out\n"
+    "\n\n"
+    "def mul(a, b):\n"
+    "    a, b = as_value(a), as_value(b)\n"
+    '    out = Value(a.data * b.data, (a, b), "*")\n'
+    "\n"
+    "    def rule():\n"
+    "        a.grad += b.data * out.grad\n"
+    "        b.grad += a.data * out.grad\n"
+    "\n"
+    "    out.backward_rule = rule\n"
+    "    return out\n"
+    "\n\n"
+    "def tanh(a):\n"
+    '    out = Value(math.tanh(a.data), (a,), "tanh")\n'
+    "\n"
+    "    def rule():\n"
+    "        a.grad += (1 - out.data**2) * out.grad\n"
+    "\n"
+    "    out.backward_rule = rule\n"
+    "    return out\n"
+    "\n\n"
+    "Value.__add__ = Value.__radd__ = add\n"
+    "Value.__mul__ = Value.__rmul__ = mul\n"
+    "Value.__neg__ = lambda a: a * -1\n"
+    "Value.__sub__ = lambda a, b: a + (-as_value(b))\n"
+    "Value.__rsub__ = lambda a, b: as_value(b) + (-a)\n"
+    "Value.__truediv__ = lambda a, b: a * (1 / b)\n"
+    "\n\n"
+    + LESSON_03_SORT + "\n\n"
+    "def backward(root):\n"
+    "    order = topo_order(root)\n"
+    "    for node in order:\n"
+    "        if node.parents:\n"
+    "            node.grad = 0.0\n"
+    "    root.grad += 1.0\n"
+    "    for node in reversed(order):\n"
+    "        node.backward_rule()\n"
+)
+
+# Exercise 1 of lesson 03 as its solution cell writes it: Exercise 2's answers use it.
+LESSON_03_OPS = (
+    "def exp(a):\n"
+    '    out = Value(math.exp(a.data), (a,), "exp")\n'
+    "\n"
+    "    def rule():\n"
+    "        a.grad += out.data * out.grad\n"
+    "\n"
+    "    out.backward_rule = rule\n"
+    "    return out\n"
+    "\n\n"
+    "def log(a):\n"
+    '    out = Value(math.log(a.data), (a,), "log")\n'
+    "\n"
+    "    def rule():\n"
+    "        a.grad += (1 / a.data) * out.grad\n"
+    "\n"
+    "    out.backward_rule = rule\n"
+    "    return out\n"
+    "\n\n"
+    "def power(a, k):\n"
+    '    out = Value(a.data**k, (a,), f"**{k:g}")\n'
+    "\n"
+    "    def rule():\n"
+    "        a.grad += k * a.data ** (k - 1) * out.grad\n"
+    "\n"
+    "    out.backward_rule = rule\n"
+    "    return out\n"
+)
+LESSON_03_BOTH = LESSON_03_ENGINE + "\n\n" + LESSON_03_OPS
+
+
+HONEST += [
+    # ---------------------------------------------------------------- l03-ops
+    Honest("l03-ops", "micrograd-style _backward, the slope kept from the forward", (
+        "def exp(a):\n"
+        "    e = math.exp(a.data)\n"
+        "    out = Value(e, (a,), 'exp')\n"
+        "\n"
+        "    def _backward():\n"
+        "        a.grad += e * out.grad  # (e^a)' = e^a\n"
+        "\n"
+        "    out.backward_rule = _backward\n"
+        "    return out\n"
+        "\n\n"
+        "def log(a):\n"
+        "    out = Value(math.log(a.data), (a,), 'log')\n"
+        "\n"
+        "    def _backward():\n"
+        "        a.grad += out.grad / a.data  # (ln a)' = 1/a\n"
+        "\n"
+        "    out.backward_rule = _backward\n"
+        "    return out\n"
+        "\n\n"
+        "def power(a, k):\n"
+        "    out = Value(a.data ** k, (a,), f'^{k}')\n"
+        "\n"
+        "    def _backward():\n"
+        "        a.grad += out.grad * k * a.data ** (k - 1)\n"
+        "\n"
+        "    out.backward_rule = _backward\n"
+        "    return out\n"
+    ), earlier=LESSON_03_ENGINE),
+    Honest("l03-ops", "a class with __call__: one object per operation", (
+        "class Unary:\n"
+        "    def __init__(self, name, f, slope):\n"
+        "        self.name, self.f, self.slope = name, f, slope\n"
+        "\n"
+        "    def __call__(self, a, *extra):\n"
+        "        out = Value(self.f(a.data, *extra), (a,), self.name)\n"
+        "\n"
+        "        def rule():\n"
+        "            a.grad += self.slope(a.data, *extra) * out.grad\n"
+        "\n"
+        "        out.backward_rule = rule\n"
+        "        return out\n"
+        "\n\n"
+        "exp = Unary('exp', math.exp, math.exp)\n"
+        "log = Unary('log', math.log, lambda x: 1 / x)\n"
+        "power = Unary('pow', lambda x, k: x**k, lambda x, k: k * x ** (k - 1))\n"
+    ), earlier=LESSON_03_ENGINE),
+    Honest("l03-ops", "a helper for one-input nodes in an earlier cell", (
+        "def exp(a):\n"
+        "    y = math.exp(a.data)\n"
+        "    return one_input_node(a, y, lambda: y, 'exp')\n"
+        "\n\n"
+        "def log(a):\n"
+        "    return one_input_node(a, math.log(a.data), lambda: 1.0 / a.data, 'log')\n"
+        "\n\n"
+        "def power(a, k):  # k is a plain number\n"
+        "    return one_input_node(a, pow(a.data, k), lambda: k * pow(a.data, k - 1), 'pow')\n"
+    ), earlier=LESSON_03_ENGINE + "\n\n" + (
+        "def one_input_node(a, value, local_slope, op):\n"
+        "    out = Value(value, (a,), op)\n"
+        "\n"
+        "    def rule():\n"
+        "        a.grad = a.grad + local_slope() * out.grad\n"
+        "\n"
+        "    out.backward_rule = rule\n"
+        "    return out\n"
+    )),
+    # ---------------------------------------------------------------- l03-softmax-ce
+    Honest("l03-softmax-ce", "log-sum-exp minus the target's logit", (
+        "def cross_entropy(logits, target):\n"
+        "    # -ln(e^z_t / S) = ln S - z_t\n"
+        "    s = exp(logits[0]) + exp(logits[1]) + exp(logits[2])\n"
+        "    return log(s) - logits[target]\n"
+    ), earlier=LESSON_03_BOTH),
+    Honest("l03-softmax-ce", "a loop for the sum, the probabilities listed", (
+        "def cross_entropy(logits, target):\n"
+        "    exps = []\n"
+        "    for z in logits:\n"
+        "        exps.append(exp(z))\n"
+        "    denom = sum(exps)\n"
+        "    inv = power(denom, -1)\n"
+        "    probs = [e * inv for e in exps]\n"
+        "    return -1 * log(probs[target])\n"
+    ), earlier=LESSON_03_BOTH),
+    Honest("l03-softmax-ce", "the largest logit subtracted first, for stability", (
+        "def cross_entropy(logits, target):\n"
+        "    m = max(z.data for z in logits)  # a plain number: the loss does not change\n"
+        "    shifted = [z - m for z in logits]\n"
+        "    counts = [exp(s) for s in shifted]\n"
+        "    p_t = counts[target] * power(counts[0] + counts[1] + counts[2], -1)\n"
+        "    return -log(p_t)\n"
+    ), earlier=LESSON_03_BOTH),
+    # ---------------------------------------------------------------- l07-engine-frees
+    Honest("l07-engine-frees", "a freed flag, other names, slicing for the reverse order", (
+        "class Saved:\n"
+        "    def __init__(self, tensor):\n"
+        "        self._t = tensor\n"
+        "        self._saved_at = tensor._version\n"
+        "        self.freed = False\n"
+        "\n"
+        "    def unpack(self):\n"
+        "        if self.freed:\n"
+        "            raise RuntimeError('Trying to backward through the graph a second time: '\n"
+        "                               'the saved tensors were already freed')\n"
+        "        if self._t._version > self._saved_at:\n"
+        "            raise RuntimeError('one of the tensors needed for the gradient was modified '\n"
+        "                               f'by an inplace operation (version {self._t._version}, '\n"
+        "                               f'expected {self._saved_at})')\n"
+        "        return self._t\n"
+        "\n"
+        "    def free(self):\n"
+        "        self._t = None\n"
+        "        self.freed = True\n"
+        "\n\n"
+        "def backward(root, retain_graph=False):\n"
+        "    nodes = topo_order(root)\n"
+        "    for n in nodes:\n"
+        "        if len(n.parents) > 0:\n"
+        "            n.grad = torch.zeros_like(n.data)\n"
+        "    root.grad = root.grad + torch.ones_like(root.data)\n"
+        "    for n in nodes[::-1]:\n"
+        "        n.rule()\n"
+        "        if retain_graph:\n"
+        "            continue\n"
+        "        for box in n.saved:\n"
+        "            box.free()\n"
+    ), earlier=LESSON_03_SORT),
+    Honest("l07-engine-frees", "a dict in the box, its own sort by counting users", (
+        "class Saved:\n"
+        "    def __init__(self, tensor):\n"
+        "        self.slot = {'tensor': tensor, 'version': tensor._version}\n"
+        "\n"
+        "    def unpack(self):\n"
+        "        if 'tensor' not in self.slot:\n"
+        "            raise RuntimeError('saved tensor already freed: pass retain_graph=True to '\n"
+        "                               'backward through this graph twice')\n"
+        "        t, v = self.slot['tensor'], self.slot['version']\n"
+        "        if t._version != v:\n"
+        "            raise RuntimeError(f'saved tensor modified in place (saved at version {v}, '\n"
+        "                               f'now {t._version})')\n"
+        "        return t\n"
+        "\n"
+        "    def free(self):\n"
+        "        self.slot.pop('tensor', None)\n"
+        "\n\n"
+        "def backward(root, retain_graph=False):\n"
+        "    # count each node's users, then run a node once all its users have run\n"
+        "    users, todo, seen = {}, [root], {id(root)}\n"
+        "    while todo:\n"
+        "        node = todo.pop()\n"
+        "        if node.parents:\n"
+        "            node.grad = torch.zeros_like(node.data)\n"
+        "        for p in node.parents:\n"
+        "            users[id(p)] = users.get(id(p), 0) + 1\n"
+        "            if id(p) not in seen:\n"
+        "                seen.add(id(p))\n"
+        "                todo.append(p)\n"
+        "    root.grad += 1\n"
+        "    ready = [root]\n"
+        "    while ready:\n"
+        "        node = ready.pop()\n"
+        "        node.rule()\n"
+        "        if not retain_graph:\n"
+        "            for box in node.saved:\n"
+        "                box.free()\n"
+        "        for p in node.parents:\n"
+        "            users[id(p)] -= 1\n"
+        "            if users[id(p)] == 0:\n"
+        "                ready.append(p)\n"
+    )),
+    Honest("l07-engine-frees", "__slots__, and the frees gathered in a helper", (
+        "class Saved:\n"
+        "    __slots__ = ('data', 'version')\n"
+        "\n"
+        "    def __init__(self, tensor):\n"
+        "        self.data, self.version = tensor, tensor._version\n"
+        "\n"
+        "    def unpack(self):\n"
+        "        if self.data is None:\n"
+        "            raise RuntimeError('freed: this box was emptied by a backward without '\n"
+        "                               'retain_graph')\n"
+        "        now = self.data._version\n"
+        "        if now != self.version:\n"
+        "            raise RuntimeError(f'changed in place: version {now}, saved at {self.version}')\n"
+        "        return self.data\n"
+        "\n"
+        "    def free(self):\n"
+        "        self.data = None\n"
+        "\n\n"
+        "def release(node):\n"
+        "    for box in node.saved:\n"
+        "        box.free()\n"
+        "\n\n"
+        "def backward(root, retain_graph=False):\n"
+        "    order = topo_order(root)\n"
+        "    for node in filter(lambda n: n.parents, order):\n"
+        "        node.grad = torch.zeros_like(node.data)\n"
+        "    root.grad = 1 + root.grad\n"
+        "    while order:\n"
+        "        node = order.pop()\n"
+        "        node.rule()\n"
+        "        if not retain_graph:\n"
+        "            release(node)\n"
+    ), earlier=LESSON_03_SORT),
+    # ---------------------------------------------------------------- l08-band-jacobian
+    Honest("l08-band-jacobian", "loops: a fresh leaf per pass, the band filled entry by entry", (
+        "def band_jacobian(g, x):\n"
+        "    n = len(x)\n"
+        "    J = torch.zeros(n, n, dtype=x.dtype)\n"
+        "    for start in range(3):\n"
+        "        v = torch.zeros(n, dtype=x.dtype)\n"
+        "        v[start::3] = 1.0  # rows start, start + 3, ...: no two read the same x[j]\n"
+        "        leaf = x.detach().clone().requires_grad_(True)\n"
+        "        g(leaf).backward(v)\n"
+        "        for i in range(start, n, 3):\n"
+        "            for j in range(max(0, i - 1), min(n, i + 2)):\n"
+        "                J[i, j] = leaf.grad[j]\n"
+        "    return J\n"
+    )),
+    Honest("l08-band-jacobian", "one leaf, .grad set to None, read column by column", (
+        "def band_jacobian(g, x):\n"
+        "    x = x.detach().requires_grad_()\n"
+        "    n = x.shape[0]\n"
+        "    J = x.new_zeros(n, n)\n"
+        "    for c in range(3):\n"
+        "        x.grad = None\n"
+        "        seed = torch.tensor([1.0 if i % 3 == c else 0.0 for i in range(n)], dtype=x.dtype)\n"
+        "        g(x).backward(gradient=seed)\n"
+        "        for j in range(n):\n"
+        "            # of the rows j - 1, j, j + 1 that read x[j], exactly one is in pass c\n"
+        "            i = j - 1 + (c - (j - 1)) % 3\n"
+        "            if 0 <= i < n:\n"
+        "                J[i, j] = x.grad[j]\n"
+        "    return J\n"
+    )),
+    Honest("l08-band-jacobian", "torch.autograd.backward, the passes stacked, diagonals by torch.diag", (
+        "def band_jacobian(g, x):\n"
+        "    n = x.numel()\n"
+        "    passes = []\n"
+        "    for c in range(3):\n"
+        "        xc = x.detach().clone().requires_grad_()\n"
+        "        weights = torch.zeros_like(xc)\n"
+        "        weights[c::3] = 1\n"
+        "        torch.autograd.backward(g(xc), weights)\n"
+        "        passes.append(xc.grad)\n"
+        "    P = torch.stack(passes)  # P[c, j]: column j of the row of pass c that reads x[j]\n"
+        "    J = torch.zeros(n, n, dtype=x.dtype)\n"
+        "    for d in (-1, 0, 1):  # J[i, i + d] = P[i % 3, i + d]\n"
+        "        rows = torch.arange(max(0, -d), min(n, n - d))\n"
+        "        J = J + torch.diag(P[rows % 3, rows + d], d)\n"
+        "    return J\n"
+    )),
+]
+
+
+# Exercise 2 over an Exercise 1 written with a class or with a shared helper: the lesson's
+# own cross-entropy must pass whatever wrote the exp and log nodes (the check tells them
+# by their values, not by the name of the function that made their rule).
+_CE_STORED = ("def cross_entropy(logits, target):\n"
+              "    counts = [exp(z) for z in logits]\n"
+              "    total = counts[0] + counts[1] + counts[2]\n"
+              "    prob = counts[target] * power(total, -1)\n"
+              "    return -log(prob)\n")
+HONEST += [
+    Honest("l03-softmax-ce", f"the lesson's loss over ops written as: {ops.style}", _CE_STORED,
+           (ops.earlier or "") + "\n\n" + ops.source)
+    for ops in HONEST if ops.key == "l03-ops" and ops.style.startswith(("a class", "a helper"))
+]
+
+# ---------------------------------------------------------------- lessons 13, 16, 18
+# ---------------------------------------------------------------- lesson 13
+# The lesson's lstm_step (section 5, as the notebook defines it above its exercises) and a
+# learner's own lstm_step_backward (Exercise 5): the kernel's test runs an answer without the
+# lesson's cells, so an answer to Exercise 6, which uses both, brings them along.
+LESSON_13_STEP = '''\
+def lstm_step(x, h, c, W, b):
+    """One LSTM step, one named intermediate per line; returns them all."""
+    z = torch.cat([x, h], dim=1) @ W + b
+    zi, zf, zg, zo = z.chunk(4, dim=1)
+    i = torch.sigmoid(zi)
+    f = torch.sigmoid(zf)
+    g = torch.tanh(zg)
+    o = torch.sigmoid(zo)
+    c_new = f * c + i * g
+    h_new = o * torch.tanh(c_new)
+    return {"z": z, "i": i, "f": f, "g": g, "o": o, "c_new": c_new, "h_new": h_new}
+
+
+def lstm_step_backward(i, f, g, o, c, c_new, dh_new, dc_new):
+    t = torch.tanh(c_new)
+    dc_total = dc_new + dh_new * o * (1 - t * t)
+    dz = torch.cat([dc_total * g * i * (1 - i), dc_total * c * f * (1 - f),
+                    dc_total * i * (1 - g * g), dh_new * t * o * (1 - o)], dim=1)
+    return dz, dc_total * f
+'''
+
+STEP_SLOPES = '''\
+def sigmoid_slope(s):
+    """d sigmoid / d z, written with the sigmoid's output s."""
+    return s * (1 - s)
+
+
+def tanh_slope(t):
+    """d tanh / d z, written with the tanh's output t."""
+    return 1 - t * t
+'''
+
+# ---------------------------------------------------------------- lesson 16
+# Section 3's helpers, as the notebook defines them above Exercise 4.
+LESSON_16_HELPERS = '''\
+from torch.autograd.graph import saved_tensors_hooks
+
+
+def multiply_adds(block):
+    "Multiply-adds per example that recomputing a block runs: its Linear layers but the last."
+    linears = [m for m in block.modules() if isinstance(m, nn.Linear)]
+    return sum(m.in_features * m.out_features for m in linears[:-1])
+
+
+def kept_inside(block, h):
+    "The block's output, and the bytes it keeps for backward besides its input and weights."
+    skip = {p.untyped_storage().data_ptr() for p in block.parameters()}
+    skip.add(h.untyped_storage().data_ptr())
+    seen = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in skip:
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with saved_tensors_hooks(pack, lambda t: t):
+        out = block(h)
+    return out, sum(seen.values())
+'''
+
+# ---------------------------------------------------------------- lesson 18
+LESSON_18_IMPORTS = "from torch.func import functional_call, grad, vmap\n"
+
+
+HONEST += [
+    # ------------------------------------------------------------ l13-lstm-step
+    Honest("l13-lstm-step", "slope helpers in an earlier cell, dz filled block by block", '''\
+def lstm_step_backward(i, f, g, o, c, c_new, dh_new, dc_new):
+    H = i.shape[1]
+    tc = torch.tanh(c_new)
+    # h_new = o * tanh(c_new): its gradient reaches o and c_new
+    d_o = dh_new * tc
+    dc = dc_new + dh_new * o * tanh_slope(tc)
+    # c_new = f * c + i * g
+    d_f, d_c, d_i, d_g = dc * c, dc * f, dc * g, dc * i
+    dz = torch.zeros(i.shape[0], 4 * H, dtype=i.dtype)
+    dz[:, 0:H] = d_i * sigmoid_slope(i)
+    dz[:, H:2 * H] = d_f * sigmoid_slope(f)
+    dz[:, 2 * H:3 * H] = d_g * tanh_slope(g)
+    dz[:, 3 * H:] = d_o * sigmoid_slope(o)
+    return dz, d_c
+''', earlier=STEP_SLOPES),
+    Honest("l13-lstm-step", "a dict of gates, lambdas for the slopes, the cell's gradient last", '''\
+def lstm_step_backward(i, f, g, o, c, c_new, dh_new, dc_new):
+    sig = lambda s: s - s ** 2
+    th = lambda t: 1.0 - t ** 2
+    tanh_c = c_new.tanh()
+    grad_c_new = dh_new * o * th(tanh_c) + dc_new
+    grads = {
+        "i": grad_c_new * g * sig(i),
+        "f": grad_c_new * c * sig(f),
+        "g": grad_c_new * i * th(g),
+        "o": dh_new * tanh_c * sig(o),
+    }
+    dz = torch.hstack([grads[gate] for gate in "ifgo"])
+    dc = f * grad_c_new
+    return dz, dc
+'''),
+    Honest("l13-lstm-step", "a class with __call__, the sigmoid's gradient through the gate's pre-activation", '''\
+class StepBack:
+    """One LSTM step's backward: the gradient at each gate, then at its pre-activation."""
+
+    def gates(self, i, f, g, o, c, tc, dh, dc):
+        return [dc * g, dc * c, dc * i, dh * tc]
+
+    def __call__(self, i, f, g, o, c, c_new, dh_new, dc_new):
+        tc = torch.tanh(c_new)
+        dc = dc_new + dh_new * o * (1 - tc) * (1 + tc)
+        di, df, dg, do = self.gates(i, f, g, o, c, tc, dh_new, dc)
+        pre = [di * i * (1 - i), df * f * (1 - f), dg * (1 - g) * (1 + g), do * o * (1 - o)]
+        return torch.cat(pre, dim=-1), dc * f
+
+
+lstm_step_backward = StepBack()
+'''),
+    # ------------------------------------------------------------ l13-lstm-bptt
+    Honest("l13-lstm-bptt", "W split into its x rows and h rows, += into the gradients", '''\
+def lstm_bptt(xs, h0, c0, W, b, dhs):
+    n_in = xs.shape[-1]
+    W_x, W_h = W[:n_in], W[n_in:]
+    steps = []
+    h, c = h0, c0
+    for t in range(xs.shape[0]):
+        out = lstm_step(xs[t], h, c, W, b)
+        steps.append({"x": xs[t], "h": h, "c": c, **out})
+        h, c = out["h_new"], out["c_new"]
+    dW_x, dW_h = torch.zeros_like(W_x), torch.zeros_like(W_h)
+    db = torch.zeros_like(b)
+    dh_next = torch.zeros_like(h0)
+    dc_next = torch.zeros_like(c0)
+    for t in range(xs.shape[0] - 1, -1, -1):
+        s = steps[t]
+        dz, dc_next = lstm_step_backward(s["i"], s["f"], s["g"], s["o"], s["c"], s["c_new"],
+                                         dhs[t] + dh_next, dc_next)
+        dW_x += s["x"].T @ dz
+        dW_h += s["h"].T @ dz
+        db += dz.sum(dim=0)
+        dh_next = dz @ W_h.T
+    return torch.cat([dW_x, dW_h], dim=0), db, dh_next, dc_next
+''', earlier=LESSON_13_STEP),
+    Honest("l13-lstm-bptt", "a stack of caches popped from the end, einsum for the outer products", '''\
+def lstm_bptt(xs, h0, c0, W, b, dhs):
+    cache = []
+    h, c = h0, c0
+    for x in xs:
+        step = lstm_step(x, h, c, W, b)
+        cache.append((torch.cat([x, h], dim=1), c, step))
+        h, c = step["h_new"], step["c_new"]
+    dW = W.new_zeros(W.shape)
+    db = b.new_zeros(b.shape)
+    dh = h0.new_zeros(h0.shape)
+    dc = c0.new_zeros(c0.shape)
+    t = len(cache)
+    while cache:
+        t -= 1
+        xh, c_prev, step = cache.pop()
+        dz, dc = lstm_step_backward(step["i"], step["f"], step["g"], step["o"], c_prev,
+                                    step["c_new"], dh + dhs[t], dc)
+        dW = dW + torch.einsum("ni,nj->ij", xh, dz)
+        db = db + torch.einsum("nj->j", dz)
+        dxh = torch.einsum("nj,ij->ni", dz, W)
+        dh = dxh[:, xs.shape[2]:]
+    return dW, db, dh, dc
+''', earlier=LESSON_13_STEP),
+    Honest("l13-lstm-bptt", "a class that records the tape forward and walks it back", '''\
+class Tape:
+    def __init__(self, W, b):
+        self.W, self.b, self.records = W, b, []
+
+    def forward(self, xs, h, c):
+        for x in xs:
+            out = lstm_step(x, h, c, self.W, self.b)
+            self.records.append((x, h, c, out))
+            h, c = out["h_new"], out["c_new"]
+
+    def backward(self, dhs, dh, dc):
+        dW, db = 0 * self.W, 0 * self.b
+        for t in reversed(range(len(self.records))):
+            x, h, c, out = self.records[t]
+            dz, dc = lstm_step_backward(out["i"], out["f"], out["g"], out["o"], c,
+                                        out["c_new"], dhs[t] + dh, dc)
+            inputs = torch.cat((x, h), 1)
+            dW = dW + inputs.t() @ dz
+            db = db + dz.sum(0)
+            dh = (dz @ self.W.t())[:, x.shape[1]:]
+        return dW, db, dh, dc
+
+
+def lstm_bptt(xs, h0, c0, W, b, dhs):
+    tape = Tape(W, b)
+    tape.forward(xs, h0, c0)
+    return tape.backward(dhs, torch.zeros_like(h0), torch.zeros_like(c0))
+''', earlier=LESSON_13_STEP),
+    # ------------------------------------------------------------ l16-checkpoint
+    Honest("l16-checkpoint", "itertools.combinations, the best so far kept, integer budget", '''\
+import itertools
+
+
+def choose_checkpoints(blocks, x):
+    saves, costs = [], []
+    h = x
+    for block in blocks:
+        h, inside = kept_inside(block, h)
+        saves.append(inside)
+        costs.append(multiply_adds(block))
+    n = len(blocks)
+    # Plainly the stack keeps every block's input (each shaped like x) and what it keeps inside.
+    plain = n * x.numel() * x.element_size() + sum(saves)
+    best, best_cost = None, None
+    for r in range(n + 1):
+        for combo in itertools.combinations(range(n), r):
+            kept = plain - sum(saves[i] for i in combo)
+            cost = sum(costs[i] for i in combo)
+            if 100 * kept <= 60 * plain and (best_cost is None or cost < best_cost):
+                best, best_cost = list(combo), cost
+    return best
+''', earlier=LESSON_16_HELPERS),
+    Honest("l16-checkpoint", "the plain stack measured with its own hook, a recursive search", '''\
+def choose_checkpoints(blocks, x):
+    # What the plain stack keeps: every saved storage that is not a weight, counted once.
+    weights = {p.untyped_storage().data_ptr() for p in blocks.parameters()}
+    storages = {}
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in weights:
+            storages[ptr] = t.untyped_storage().nbytes()
+        return t
+
+    with saved_tensors_hooks(pack, lambda t: t):
+        h = x
+        for block in blocks:
+            h = block(h)
+    plain = sum(storages.values())
+    budget = 0.6 * plain
+
+    saved, cost = [], []
+    h = x
+    for block in blocks:
+        h, nbytes = kept_inside(block, h)
+        saved.append(nbytes)
+        cost.append(multiply_adds(block))
+
+    def search(k, kept, chosen):
+        """The cheapest choice among blocks k.. once ``chosen`` is decided: (cost, list)."""
+        if k == len(blocks):
+            return (sum(cost[i] for i in chosen), chosen) if kept <= budget else None
+        options = [search(k + 1, kept, chosen), search(k + 1, kept - saved[k], chosen + [k])]
+        options = [o for o in options if o is not None]
+        return min(options, key=lambda o: o[0]) if options else None
+
+    return search(0, plain, [])[1]
+''', earlier=LESSON_16_HELPERS),
+    Honest("l16-checkpoint", "itertools.product over keep/checkpoint flags, sorted by cost", '''\
+from itertools import product
+
+
+def choose_checkpoints(blocks, x):
+    per_block = []
+    out = x
+    for b in blocks:
+        out, inside = kept_inside(b, out)
+        per_block.append((inside, multiply_adds(b)))
+    input_bytes = x.untyped_storage().nbytes()
+    plain = sum(input_bytes + inside for inside, _ in per_block)
+    candidates = []
+    for flags in product([False, True], repeat=len(blocks)):
+        picked = [i for i, on in enumerate(flags) if on]
+        kept = plain - sum(per_block[i][0] for i in picked)
+        if kept / plain <= 0.6:
+            candidates.append((sum(per_block[i][1] for i in picked), picked))
+    candidates.sort(key=lambda pair: pair[0])
+    return candidates[0][1]
+''', earlier=LESSON_16_HELPERS),
+    # ------------------------------------------------------------ l16-tbptt
+    Honest("l16-tbptt", "torch.autograd.grad, the losses stacked, a tensor returned", '''\
+def loop_grad(W, xs, k=None):
+    W = W.detach().requires_grad_(True)
+    h = W.new_zeros(W.shape[0])
+    losses = []
+    for t in range(len(xs)):
+        if k is not None and t % k == 0:
+            h = h.detach()
+        h = torch.tanh(W @ h + xs[t])
+        losses.append((h ** 2).sum())
+    (g,) = torch.autograd.grad(torch.stack(losses).sum(), W)
+    return g
+
+
+def truncation_error(W, xs, k):
+    g = loop_grad(W, xs)
+    g_k = loop_grad(W, xs, k)
+    return torch.linalg.norm(g_k - g) / torch.linalg.norm(g)
+'''),
+    Honest("l16-tbptt", "a class with __call__, a flag for truncating, sqrt of sums", '''\
+class LoopGradient:
+    def __init__(self, W, xs):
+        self.W, self.xs = W, xs
+
+    def __call__(self, k=0):
+        W = self.W.clone().requires_grad_()
+        h = torch.zeros(W.shape[0], dtype=W.dtype)
+        loss = torch.zeros((), dtype=W.dtype)
+        for t, x in enumerate(self.xs):
+            truncate = k > 0 and t % k == 0
+            if truncate:
+                h = h.detach()
+            h = (W @ h + x).tanh()
+            loss = loss + h.pow(2).sum()
+        loss.backward()
+        return W.grad
+
+
+def truncation_error(W, xs, k):
+    gradient = LoopGradient(W, xs)
+    full = gradient()
+    cut = gradient(k)
+    diff = ((cut - full) ** 2).sum().sqrt()
+    return float(diff / (full ** 2).sum().sqrt())
+'''),
+    Honest("l16-tbptt", "backpropagation through time written out, detach as a cut in the recurrence", '''\
+def bptt_grad(W, xs, k=None):
+    # forward: keep every state, and whether the step started from a detached h
+    hs = [torch.zeros(W.shape[0], dtype=W.dtype)]
+    cut = []
+    for t, x in enumerate(xs):
+        cut.append(k is not None and t % k == 0)
+        hs.append(torch.tanh(W @ hs[-1] + x))
+    # backward: dL/dh_t = 2 h_t from its own loss, plus what step t + 1 sends back
+    dW = torch.zeros_like(W)
+    dh = torch.zeros(W.shape[0], dtype=W.dtype)
+    for t in range(len(xs) - 1, -1, -1):
+        h_t, h_prev = hs[t + 1], hs[t]
+        da = (2 * h_t + dh) * (1 - h_t ** 2)   # at the pre-activation W h_prev + x_t
+        dW += torch.outer(da, h_prev)
+        dh = torch.zeros_like(dh) if cut[t] else W.T @ da   # a detached h passes nothing back
+    return dW
+
+
+def truncation_error(W, xs, k):
+    g = bptt_grad(W, xs)
+    g_k = bptt_grad(W, xs, k)
+    return ((g_k - g).norm() / g.norm()).item()
+'''),
+    # ------------------------------------------------------------ l18-clip-per-example
+    Honest("l18-clip-per-example", "torch.where for the scale, einsum for the weighted mean", '''\
+def clipped_mean_gradient(model, X, Y, max_norm):
+    params = {name: p.detach() for name, p in model.named_parameters()}
+
+    def loss_of_one(params, x, y):
+        pred = functional_call(model, params, (x[None],))
+        return ((pred - y[None]) ** 2).mean()
+
+    per_example = vmap(grad(loss_of_one), in_dims=(None, 0, 0))(params, X, Y)
+    squares = torch.stack([g.reshape(g.shape[0], -1).pow(2).sum(dim=1)
+                           for g in per_example.values()])
+    norm = squares.sum(dim=0).sqrt()
+    factor = torch.where(norm > max_norm, max_norm / norm, torch.ones_like(norm))
+    n = X.shape[0]
+    return {name: torch.einsum("n,n...->...", factor, g) / n
+            for name, g in per_example.items()}
+''', earlier=LESSON_18_IMPORTS),
+    Honest("l18-clip-per-example", "one long vector per example, split back by the shapes", '''\
+import torch.nn.functional as F
+
+
+def clipped_mean_gradient(model, X, Y, max_norm):
+    names = [name for name, _ in model.named_parameters()]
+    values = tuple(p.detach() for _, p in model.named_parameters())
+
+    def example_loss(values, xi, yi):
+        out = functional_call(model, dict(zip(names, values)), (xi.unsqueeze(0),))
+        return F.mse_loss(out, yi.unsqueeze(0))
+
+    grads = vmap(grad(example_loss), in_dims=(None, 0, 0))(values, X, Y)
+    flat = torch.cat([g.reshape(len(X), -1) for g in grads], dim=1)   # (N, all parameters)
+    norms = flat.norm(dim=1, keepdim=True)
+    flat = flat * torch.clamp(max_norm / norms, max=1.0)
+    mean = flat.mean(dim=0)
+    result, start = {}, 0
+    for name, p in zip(names, values):
+        result[name] = mean[start:start + p.numel()].view_as(p)
+        start += p.numel()
+    return result
+''', earlier=LESSON_18_IMPORTS),
+    Honest("l18-clip-per-example", "torch.func spelt out, a loop over the examples' scales", '''\
+import math
+
+
+def clipped_mean_gradient(model, X, Y, max_norm):
+    params = dict(model.named_parameters())
+
+    def loss(params, x, y):
+        return ((torch.func.functional_call(model, params, x.unsqueeze(0))
+                 - y.unsqueeze(0)) ** 2).mean()
+
+    grads = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))(params, X, Y)
+    grads = {name: g.detach() for name, g in grads.items()}  # params require grad: so do these
+    total = {name: torch.zeros_like(p) for name, p in params.items()}
+    for i in range(len(X)):
+        norm = math.sqrt(sum(float((g[i] ** 2).sum()) for g in grads.values()))
+        scale = min(1.0, max_norm / norm)
+        for name, g in grads.items():
+            total[name] += scale * g[i]
+    return {name: t / len(X) for name, t in total.items()}
+'''),
+]
+
+
+# ---------------------------------------------------------------- lesson 23
+HONEST += [
+    # ------------------------------------------------------- l23-fp16-hook
+    Honest("l23-fp16-hook", "a named callback, .half() and .float()", (
+        "def fp16_average(state, bucket):\n"
+        "    world_size = dist.get_world_size()\n"
+        "    compressed = bucket.buffer().div(world_size).half()\n"
+        "    work = dist.all_reduce(compressed, async_op=True)\n"
+        "\n"
+        "    def decompress(fut):\n"
+        "        return fut.value()[0].float()\n"
+        "\n"
+        "    return work.get_future().then(decompress)\n")),
+    Honest("l23-fp16-hook", "in place in the bucket's buffer, the average copied back into it", (
+        "def fp16_average(state, bucket):\n"
+        "    buf = bucket.buffer()\n"
+        "    buf.div_(dist.get_world_size())  # first, so the float16 sum cannot overflow\n"
+        "    small = buf.to(dtype=torch.float16)\n"
+        "    fut = dist.all_reduce(small, async_op=True).get_future()\n"
+        "\n"
+        "    def back_to_float32(f):\n"
+        "        buf.copy_(f.value()[0])\n"
+        "        return buf\n"
+        "\n"
+        "    return fut.then(back_to_float32)\n")),
+    Honest("l23-fp16-hook", "a blocking all-reduce, then a Future filled by hand", (
+        "def fp16_average(state, bucket):\n"
+        "    n = dist.get_world_size()\n"
+        "    as_half = (bucket.buffer() * (1.0 / n)).to(torch.float16)\n"
+        "    dist.all_reduce(as_half)\n"
+        "    done = torch.futures.Future()\n"
+        "    done.set_result(as_half.to(torch.float32))\n"
+        "    return done\n")),
+    # --------------------------------------------------------- l23-buckets
+    Honest("l23-buckets", "a class with __call__ as the hook, torch.cat and split", (
+        "def bucketed_averaging(model, cap):\n"
+        "    class Bucketer:\n"
+        "        def __init__(self, params, cap):\n"
+        "            self.total = len(params)\n"
+        "            self.cap = cap\n"
+        "            self.pending = []\n"
+        "            self.nbytes = 0\n"
+        "            self.arrived = 0\n"
+        "\n"
+        "        def __call__(self, p):\n"
+        "            self.pending.append(p)\n"
+        "            self.nbytes += p.grad.numel() * p.grad.element_size()\n"
+        "            self.arrived += 1\n"
+        "            last = self.arrived == self.total\n"
+        "            if self.nbytes >= self.cap or last:\n"
+        "                self.flush()\n"
+        "            if last:\n"
+        "                self.arrived = 0\n"
+        "\n"
+        "        def flush(self):\n"
+        "            grads = [p.grad for p in self.pending]\n"
+        "            flat = torch.cat([g.reshape(-1) for g in grads])\n"
+        "            dist.all_reduce(flat)\n"
+        "            flat.div_(dist.get_world_size())\n"
+        "            for g, piece in zip(grads, flat.split([g.numel() for g in grads])):\n"
+        "                g.copy_(piece.view_as(g))\n"
+        "            self.pending = []\n"
+        "            self.nbytes = 0\n"
+        "\n"
+        "    params = list(model.parameters())\n"
+        "    hook = Bucketer(params, cap)\n"
+        "    for p in params:\n"
+        "        p.register_post_accumulate_grad_hook(hook)\n")),
+    Honest("l23-buckets", "closures with nonlocal, parameters_to_vector and vector_to_parameters", (
+        "def bucketed_averaging(model, cap):\n"
+        "    from torch.nn.utils import parameters_to_vector, vector_to_parameters\n"
+        "\n"
+        "    n_params = sum(1 for _ in model.parameters())\n"
+        "    waiting = []\n"
+        "    filled = 0\n"
+        "    seen = 0\n"
+        "\n"
+        "    def all_reduce_bucket():\n"
+        "        nonlocal filled\n"
+        "        grads = [q.grad for q in waiting]\n"
+        "        vec = parameters_to_vector(grads)\n"
+        "        dist.all_reduce(vec, op=dist.ReduceOp.SUM)\n"
+        "        vector_to_parameters(vec / dist.get_world_size(), grads)\n"
+        "        waiting.clear()\n"
+        "        filled = 0\n"
+        "\n"
+        "    def on_grad(param):\n"
+        "        nonlocal filled, seen\n"
+        "        waiting.append(param)\n"
+        "        filled += 4 * param.numel()  # float32: 4 bytes a value\n"
+        "        seen += 1\n"
+        "        if filled >= cap:\n"
+        "            all_reduce_bucket()\n"
+        "        if seen == n_params:  # the last gradient of this backward\n"
+        "            if waiting:\n"
+        "                all_reduce_bucket()\n"
+        "            seen = 0\n"
+        "\n"
+        "    for param in model.parameters():\n"
+        "        param.register_post_accumulate_grad_hook(on_grad)\n")),
+    # ------------------------------------------------------ l23-shard-mean
+    Honest("l23-shard-mean", "blocking send/recv pair by pair, the lower rank sending first", (
+        "def shard_mean(grad):\n"
+        "    me = dist.get_rank()\n"
+        "    world = dist.get_world_size()\n"
+        "    size = math.ceil(grad.shape[0] / world)\n"
+        "    mine = grad[me * size:(me + 1) * size]\n"
+        "    total = mine.clone()\n"
+        "    for peer in range(world):\n"
+        "        if peer == me:\n"
+        "            continue\n"
+        "        theirs = grad[peer * size:(peer + 1) * size].contiguous()\n"
+        "        incoming = torch.zeros_like(mine)\n"
+        "        if me < peer:\n"
+        "            dist.send(theirs, dst=peer)\n"
+        "            dist.recv(incoming, src=peer)\n"
+        "        else:\n"
+        "            dist.recv(incoming, src=peer)\n"
+        "            dist.send(theirs, dst=peer)\n"
+        "        total += incoming\n"
+        "    return total / world\n")),
+    Honest("l23-shard-mean", "a ring: partial sums passed to the next rank in world - 1 rounds", (
+        "def shard_mean(grad):\n"
+        "    rank, world = dist.get_rank(), dist.get_world_size()\n"
+        "    size = math.ceil(grad.shape[0] / world)\n"
+        "\n"
+        "    def chunk(i):\n"
+        "        return grad[i * size:(i + 1) * size]\n"
+        "\n"
+        "    right, left = (rank + 1) % world, (rank - 1) % world\n"
+        "    outgoing = chunk((rank - 1) % world).clone()\n"
+        "    for step in range(world - 1):\n"
+        "        k = (rank - step - 2) % world  # the chunk arriving from the left\n"
+        "        incoming = torch.empty_like(chunk(k))\n"
+        "        send = dist.isend(outgoing.contiguous(), right)\n"
+        "        dist.recv(incoming, left)\n"
+        "        send.wait()\n"
+        "        outgoing = incoming + chunk(k)\n"
+        "    return outgoing / world\n")),
+    Honest("l23-shard-mean", "grad.split(size) padded with empty shards, P2POp and batch_isend_irecv", (
+        "def shard_mean(grad):\n"
+        "    rank = dist.get_rank()\n"
+        "    world = dist.get_world_size()\n"
+        "    rows_each = -(-grad.shape[0] // world)\n"
+        "    shards = list(grad.split(rows_each))\n"
+        "    while len(shards) < world:\n"
+        "        shards.append(grad[:0])\n"
+        "    buffers = {r: torch.empty_like(shards[rank]) for r in range(world) if r != rank}\n"
+        "    ops = []\n"
+        "    for r in buffers:\n"
+        "        ops.append(dist.P2POp(dist.isend, shards[r].contiguous(), r))\n"
+        "        ops.append(dist.P2POp(dist.irecv, buffers[r], r))\n"
+        "    for req in dist.batch_isend_irecv(ops) if ops else []:\n"
+        "        req.wait()\n"
+        "    return (shards[rank] + sum(buffers.values())) / world\n")),
+]
+
+
+# ---------------------------------------------------------------- lessons 21, 25, 27
+HONEST += [
+    Honest('l21-executor', "the lesson's Waiting class from an earlier cell, memoised pruning, one delivery loop", (
+        'def run_backward(roots, grads, inputs):\n'
+        '    """torch.autograd.backward(roots, grads, inputs=inputs), node by node; returns the\n'
+        '    nodes in the order they ran."""\n'
+        "    # dependencies: one per edge into a node, the invisible root's edges included\n"
+        '    deps = {}\n'
+        '    for r in roots:\n'
+        '        deps[r.grad_fn] = deps.get(r.grad_fn, 0) + 1\n'
+        '    visited, stack = [], [r.grad_fn for r in roots]\n'
+        '    while stack:\n'
+        '        node = stack.pop()\n'
+        '        if node in visited:\n'
+        '            continue\n'
+        '        visited.append(node)\n'
+        '        for fn, _ in node.next_functions:\n'
+        '            if fn is not None:\n'
+        '                deps[fn] = deps.get(fn, 0) + 1\n'
+        '                stack.append(fn)\n'
+        '\n'
+        "    # a node is kept when some path from it ends at an input's AccumulateGrad node\n"
+        '    targets = [get_gradient_edge(t).node for t in inputs]\n'
+        '    leads = {}\n'
+        '\n'
+        '    def leads_to_input(node):\n'
+        '        if node not in leads:\n'
+        '            leads[node] = node in targets or any(\n'
+        '                leads_to_input(fn) for fn, _ in node.next_functions if fn is not None)\n'
+        '        return leads[node]\n'
+        '\n'
+        '    buffers = {n: [None] * len(n._input_metadata) for n in visited if leads_to_input(n)}\n'
+        '    queue, ran = [], []\n'
+        '    delivered = [(r.grad_fn, r.output_nr, g) for r, g in zip(roots, grads)]\n'
+        '    while True:\n'
+        '        for fn, slot, g in delivered:\n'
+        '            if fn in buffers and g is not None:\n'
+        '                g = g.sum_to_size(fn._input_metadata[slot].shape)\n'
+        '                old = buffers[fn][slot]\n'
+        '                buffers[fn][slot] = g if old is None else old + g\n'
+        '            deps[fn] -= 1\n'
+        '            if deps[fn] == 0 and fn in buffers:\n'
+        '                heapq.heappush(queue, Waiting(fn._sequence_nr(), fn))\n'
+        '        if not queue:\n'
+        '            return ran\n'
+        '        node = heapq.heappop(queue).label\n'
+        '        ran.append(node)\n'
+        '        out = node(*buffers[node])\n'
+        '        if isinstance(out, torch.Tensor):\n'
+        '            out = (out,)\n'
+        '        delivered = [(fn, slot, g) for (fn, slot), g in zip(node.next_functions, out)\n'
+        '                     if fn is not None]\n'
+    ), earlier=(
+        'import heapq\n'
+        '\n'
+        'from torch.autograd.graph import get_gradient_edge\n'
+        '\n'
+        '\n'
+        'class Waiting:\n'
+        '    """An item on a heap, compared by its key alone, as the engine compares its tasks."""\n'
+        '\n'
+        '    def __init__(self, key, label):\n'
+        '        self.key, self.label = key, label\n'
+        '\n'
+        '    def __lt__(self, other):\n'
+        '        return self.key > other.key  # heapq gives the smallest first: the largest key here\n'
+    )),
+    Honest('l21-executor', 'an Engine class with __call__, defaultdicts and a breadth-first count', (
+        'import heapq\n'
+        'from collections import defaultdict, deque\n'
+        '\n'
+        'from torch.autograd.graph import get_gradient_edge\n'
+        '\n'
+        '\n'
+        'class Task:\n'
+        '    """A ready node; the heap pops the smallest key, so the key is minus its number."""\n'
+        '\n'
+        '    def __init__(self, node):\n'
+        '        self.key = -node._sequence_nr()\n'
+        '        self.node = node\n'
+        '\n'
+        '    def __lt__(self, other):\n'
+        '        return self.key < other.key\n'
+        '\n'
+        '\n'
+        'class Engine:\n'
+        '    def __init__(self, roots, grads, inputs):\n'
+        '        self.roots, self.grads = roots, grads\n'
+        '        self.dependencies = defaultdict(int)\n'
+        '        self.consumers = defaultdict(list)\n'
+        '        self.count_dependencies()\n'
+        '        self.live = self.mark_live([get_gradient_edge(t).node for t in inputs])\n'
+        '        self.inbox = {}\n'
+        '        self.ready = []\n'
+        '\n'
+        '    def count_dependencies(self):\n'
+        '        frontier, visited = deque(), set()\n'
+        '        for root in self.roots:\n'
+        '            self.dependencies[root.grad_fn] += 1  # the edge from the graph root\n'
+        '            frontier.append(root.grad_fn)\n'
+        '        while frontier:\n'
+        '            node = frontier.popleft()\n'
+        '            if node in visited:\n'
+        '                continue\n'
+        '            visited.add(node)\n'
+        '            for fn, _ in node.next_functions:\n'
+        '                if fn is None:\n'
+        '                    continue\n'
+        '                self.dependencies[fn] += 1\n'
+        '                self.consumers[fn].append(node)\n'
+        '                frontier.append(fn)\n'
+        '\n'
+        '    def mark_live(self, targets):\n'
+        '        live, frontier = set(targets), deque(targets)\n'
+        '        while frontier:\n'
+        '            for user in self.consumers[frontier.popleft()]:\n'
+        '                if user not in live:\n'
+        '                    live.add(user)\n'
+        '                    frontier.append(user)\n'
+        '        return live\n'
+        '\n'
+        '    def deliver(self, fn, input_nr, g):\n'
+        '        if fn in self.live:\n'
+        '            if g is not None:\n'
+        '                shape = fn._input_metadata[input_nr].shape\n'
+        '                if g.shape != shape:\n'
+        '                    g = g.sum_to_size(shape)\n'
+        '                slots = self.inbox.setdefault(fn, [None] * len(fn._input_metadata))\n'
+        '                slots[input_nr] = g if slots[input_nr] is None else torch.add(slots[input_nr], g)\n'
+        '        self.dependencies[fn] -= 1\n'
+        '        if self.dependencies[fn] == 0 and fn in self.live:\n'
+        '            heapq.heappush(self.ready, Task(fn))\n'
+        '\n'
+        '    def __call__(self):\n'
+        '        for root, g in zip(self.roots, self.grads):\n'
+        '            self.deliver(root.grad_fn, root.output_nr, g)\n'
+        '        order = []\n'
+        '        while self.ready:\n'
+        '            node = heapq.heappop(self.ready).node\n'
+        '            order.append(node)\n'
+        '            slots = self.inbox.pop(node, [None] * len(node._input_metadata))\n'
+        '            results = node(*slots)\n'
+        '            if not isinstance(results, (tuple, list)):\n'
+        '                results = [results]\n'
+        '            for (fn, input_nr), g in zip(node.next_functions, results):\n'
+        '                if fn is not None:\n'
+        '                    self.deliver(fn, input_nr, g)\n'
+        '        return order\n'
+        '\n'
+        '\n'
+        'def run_backward(roots, grads, inputs):\n'
+        '    return Engine(roots, grads, inputs)()\n'
+    )),
+    Honest('l21-layers', "a callback factory instead of default arguments, mode='all' written out", (
+        'from torch.autograd.graph import register_multi_grad_hook\n'
+        '\n'
+        '\n'
+        'def make_callback(report, name, keys):\n'
+        '    def callback(grads):\n'
+        '        report(name, {key: g for key, g in zip(keys, grads)})\n'
+        '    return callback\n'
+        '\n'
+        '\n'
+        'def watch_layers(model, report):\n'
+        '    handles = []\n'
+        '    for name, module in model.named_modules():\n'
+        '        own = list(module.named_parameters(recurse=False))\n'
+        '        if len(own) == 0:\n'
+        '            continue\n'
+        '        keys = [key for key, _ in own]\n'
+        '        tensors = [p for _, p in own]\n'
+        '        handles.append(register_multi_grad_hook(tensors, make_callback(report, name, keys),\n'
+        '                                                mode="all"))\n'
+        '    return handles\n'
+    )),
+    Honest('l21-layers', 'a class with __call__, the modules walked recursively by named_children', (
+        'class LayerReport:\n'
+        '    """Called once per pass with the grads of one module\'s own parameters."""\n'
+        '\n'
+        '    def __init__(self, name, keys, report):\n'
+        '        self.name, self.keys, self.report = name, keys, report\n'
+        '\n'
+        '    def __call__(self, grads):\n'
+        '        out = {}\n'
+        '        for i, key in enumerate(self.keys):\n'
+        '            out[key] = grads[i]\n'
+        '        self.report(self.name, out)\n'
+        '\n'
+        '\n'
+        'def watch_layers(model, report):\n'
+        '    handles = []\n'
+        '\n'
+        '    def visit(module, prefix):\n'
+        '        params = dict(module.named_parameters(recurse=False))\n'
+        '        if params:\n'
+        '            hook = LayerReport(prefix, list(params.keys()), report)\n'
+        '            handles.append(torch.autograd.graph.register_multi_grad_hook(\n'
+        '                list(params.values()), hook))\n'
+        '        for child_name, child in module.named_children():\n'
+        '            visit(child, child_name if prefix == "" else prefix + "." + child_name)\n'
+        '\n'
+        '    visit(model, "")\n'
+        '    return handles\n'
+    )),
+    Honest('l25-flop-compiler', 'a class with __call__, graph.find_nodes, m k n from the factors', (
+        'from functorch.compile import make_boxed_func\n'
+        '\n'
+        '\n'
+        'class FlopCompiler:\n'
+        '    """Counts the FLOPs of mm, addmm and bmm in each graph it is handed."""\n'
+        '\n'
+        '    def __init__(self):\n'
+        '        self.counts = []\n'
+        '\n'
+        '    def product_flops(self, left, right):\n'
+        '        # left (..., m, k) @ right (..., k, n): 2 m k n per pair, times the batch\n'
+        '        *batch, m, k = left.shape\n'
+        '        n = right.shape[-1]\n'
+        '        pairs = 1\n'
+        '        for b in batch:\n'
+        '            pairs *= b\n'
+        '        return 2 * pairs * m * k * n\n'
+        '\n'
+        '    def __call__(self, gm, example_inputs):\n'
+        '        flops = 0\n'
+        '        for target in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default):\n'
+        '            for node in gm.graph.find_nodes(op="call_function", target=target):\n'
+        '                a, b = node.args[0], node.args[1]\n'
+        '                flops += self.product_flops(a.meta["val"], b.meta["val"])\n'
+        '        for node in gm.graph.find_nodes(op="call_function", target=torch.ops.aten.addmm.default):\n'
+        '            bias, a, b = node.args[:3]  # the bias is added, not multiplied: no FLOPs counted\n'
+        '            flops += self.product_flops(a.meta["val"], b.meta["val"])\n'
+        '        self.counts.append(flops)\n'
+        '        return make_boxed_func(gm.forward)\n'
+        '\n'
+        '\n'
+        'def make_flop_compiler():\n'
+        '    compiler = FlopCompiler()\n'
+        '    return compiler, compiler.counts\n'
+    )),
+    Honest('l25-flop-compiler', "a table of lambdas over the arguments' shapes, make_boxed_compiler", (
+        'from functorch.compile import make_boxed_compiler\n'
+        '\n'
+        "# FLOPs of each product from its arguments' shapes, by the name the graph prints for it:\n"
+        '# 2 * m * k * n per (m, k) @ (k, n)\n'
+        'RULES = {\n'
+        '    "aten.mm.default": lambda a, b: 2 * a[0] * a[1] * b[1],\n'
+        '    "aten.addmm.default": lambda bias, a, b: 2 * a[0] * a[1] * b[1],\n'
+        '    "aten.bmm.default": lambda a, b: 2 * a[0] * a[1] * a[2] * b[2],\n'
+        '}\n'
+        '\n'
+        '\n'
+        'def make_flop_compiler():\n'
+        '    flops_per_graph = []\n'
+        '\n'
+        '    @make_boxed_compiler\n'
+        '    def count_flops(gm, example_inputs):\n'
+        '        total = 0\n'
+        '        for node in gm.graph.nodes:\n'
+        '            rule = RULES.get(str(node.target)) if node.op == "call_function" else None\n'
+        '            if rule is not None:\n'
+        '                shapes = [arg.meta["val"].shape for arg in node.args]\n'
+        '                total += rule(*shapes)\n'
+        '        flops_per_graph.append(total)\n'
+        '        return gm  # run as it is\n'
+        '\n'
+        '    return count_flops, flops_per_graph\n'
+    )),
+    Honest('l27-rms-norm-op', 'r computed in setup_context and saved, new_empty', (
+        'def rms_norm_fake(x, w, eps):\n'
+        '    return x.new_empty(x.shape)\n'
+        '\n'
+        '\n'
+        'def rms_norm_setup_context(ctx, inputs, output):\n'
+        '    x, w, eps = inputs\n'
+        '    r = 1.0 / torch.sqrt((x * x).mean(dim=1, keepdim=True) + eps)  # kept: backward needs it\n'
+        '    ctx.save_for_backward(x, w, r)\n'
+        '\n'
+        '\n'
+        'def rms_norm_backward(ctx, grad):\n'
+        '    x, w, r = ctx.saved_tensors\n'
+        '    # y = (x * r) * w; r = (m + eps)^(-1/2), m = mean(x^2): dr/dx_j = -r^3 x_j / d\n'
+        '    upstream = grad * w\n'
+        '    along_row = (upstream * x).mean(dim=1, keepdim=True)\n'
+        '    grad_x = r * (upstream - x * r * r * along_row)\n'
+        '    grad_w = torch.sum(grad * x * r, dim=0)\n'
+        '    return grad_x, grad_w, None\n'
+    ), earlier=LESSON_27_FORWARD, later=(
+        'pieces = {"fake": rms_norm_fake, "setup_context": rms_norm_setup_context,\n'
+        '          "backward": rms_norm_backward}\n'
+    )),
+    Honest('l27-rms-norm-op', 'the chain through the mean square step by step, einsum for dw', (
+        'def rms_norm_fake(x, w, eps):\n'
+        '    return torch.empty(x.shape, dtype=x.dtype, device=x.device)\n'
+        '\n'
+        '\n'
+        'def rms_norm_setup_context(ctx, inputs, output):\n'
+        '    ctx.save_for_backward(inputs[0], inputs[1])\n'
+        '    ctx.eps = inputs[2]\n'
+        '\n'
+        '\n'
+        'def rms_norm_backward(ctx, grad):\n'
+        '    x, w = ctx.saved_tensors\n'
+        '    n, d = x.shape\n'
+        '    mean_square = (x ** 2).sum(-1, keepdim=True) / d\n'
+        '    inv = (mean_square + ctx.eps) ** -0.5\n'
+        '    # y_ij = x_ij * inv_i * w_j: the direct path, then the path through inv_i\n'
+        '    direct = grad * w * inv\n'
+        '    dinv = (grad * w * x).sum(-1, keepdim=True)  # dL/dinv_i\n'
+        '    dmean = dinv * (-0.5) * (mean_square + ctx.eps) ** -1.5  # dL/dmean_square_i\n'
+        '    dx = direct + dmean * 2 * x / d\n'
+        '    dw = torch.einsum("ij,ij->j", grad, x * inv)\n'
+        '    return dx, dw, None\n'
+    ), earlier=LESSON_27_FORWARD, later=(
+        'pieces = {"fake": rms_norm_fake, "setup_context": rms_norm_setup_context,\n'
+        '          "backward": rms_norm_backward}\n'
+    )),
+]
+
+# Operator objects held in a constant or a table (the kernel's reading names them as
+# code does, torch.ops.aten...; it once named them by torch's private module).
+HONEST += [
+    Honest('l25-flop-compiler', 'a table of lambdas keyed by the ops themselves', (
+        'from functorch.compile import make_boxed_compiler\n'
+        '\n'
+        'aten = torch.ops.aten\n'
+        "# FLOPs of each product from its arguments' shapes: 2 * m * k * n per (m, k) @ (k, n)\n"
+        'RULES = {\n'
+        '    aten.mm.default: lambda a, b: 2 * a[0] * a[1] * b[1],\n'
+        '    aten.addmm.default: lambda bias, a, b: 2 * a[0] * a[1] * b[1],\n'
+        '    aten.bmm.default: lambda a, b: 2 * a[0] * a[1] * a[2] * b[2],\n'
+        '}\n'
+        '\n'
+        '\n'
+        'def make_flop_compiler():\n'
+        '    flops_per_graph = []\n'
+        '\n'
+        '    @make_boxed_compiler\n'
+        '    def count_flops(gm, example_inputs):\n'
+        '        total = 0\n'
+        '        for node in gm.graph.nodes:\n'
+        '            rule = RULES.get(node.target) if node.op == "call_function" else None\n'
+        '            if rule is not None:\n'
+        '                shapes = [arg.meta["val"].shape for arg in node.args]\n'
+        '                total += rule(*shapes)\n'
+        '        flops_per_graph.append(total)\n'
+        '        return gm  # run as it is\n'
+        '\n'
+        '    return count_flops, flops_per_graph\n'
+    )),
+    Honest('l25-flop-compiler', 'the ops in a module-level tuple', (
+        'from functorch.compile import make_boxed_func\n'
+        '\n'
+        'PRODUCTS = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default,\n'
+        '            torch.ops.aten.bmm.default)\n'
+        '\n'
+        '\n'
+        'def make_flop_compiler():\n'
+        '    counts = []\n'
+        '\n'
+        '    def compiler(gm, example_inputs):\n'
+        '        total = 0\n'
+        '        for node in gm.graph.nodes:\n'
+        '            if node.target in PRODUCTS:\n'
+        '                inner = node.args[-2].meta["val"].shape[-1]  # k\n'
+        '                total += 2 * node.meta["val"].numel() * inner\n'
+        '        counts.append(total)\n'
+        '        return make_boxed_func(gm.forward)\n'
+        '\n'
+        '    return compiler, counts\n'
+    )),
+]

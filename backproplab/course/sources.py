@@ -492,6 +492,20 @@ def _public_name(value: Any) -> str | None:
     return f"{min(found, key=len)}.{own}" if found else None
 
 
+def _op_name(value: Any) -> str | None:
+    """``torch.ops.aten.mm.default`` for an operator object held in a table or a constant
+    (torch defines them in a private module, under names no code writes), as code names it;
+    None for anything else."""
+    kind = type(value)
+    if kind.__module__ != "torch._ops":
+        return None
+    if kind.__name__ == "OpOverload":
+        return f"torch.ops.{value.namespace}.{value.__name__}"
+    if kind.__name__ == "OpOverloadPacket":
+        return "torch.ops." + value._qualified_op_name.replace("::", ".")
+    return None
+
+
 def _wrapped(value: Any) -> types.FunctionType | None:
     """The learner's function a library's decorator wrapped (``functools.wraps`` keeps it
     as ``__wrapped__``) when its source can be read, or None."""
@@ -549,7 +563,8 @@ class _Live:
         else:
             owner = getattr(value, "__module__", None) or type(value).__module__
             own = getattr(value, "__qualname__", None) or type(value).__qualname__
-            self.bound.setdefault(name, _public_name(value) or f"{owner}.{own}")
+            self.bound.setdefault(name, _public_name(value) or _op_name(value)
+                                  or f"{owner}.{own}")
 
     def held(self, name: str, value: Any, scope: dict[str, Any]) -> None:
         """A value the answer holds (a partial's argument, an object's attribute): a module

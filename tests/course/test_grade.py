@@ -135,6 +135,17 @@ def test_every_honest_variant_scores_every_point(tmp_path):
     assert len(HONEST) >= 40
 
 
+def test_every_graded_exercise_has_honest_answers_of_its_own():
+    """Each exercise is held to an honest answer written otherwise than its solution."""
+    from registry import exercises_of
+
+    from backproplab.course.grading import ByHand, Method
+
+    graded = set(exercises_of(ByHand)) | set(exercises_of(Method))
+    assert len(graded) > 80
+    assert sorted(graded - {h.key for h in HONEST}) == []
+
+
 @pytest.mark.parametrize("honest", HONEST, ids=lambda h: f"{h.key}-{h.style}")
 def test_every_honest_variant_passes_the_kernels_feedback(honest):
     space = {"torch": torch, "F": F, "math": math, "nn": torch.nn, "bl": bl,

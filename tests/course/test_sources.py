@@ -131,3 +131,25 @@ def test_the_kernel_reads_a_table_of_the_learners_functions():
     trees, bound, _ = sources.from_objects(space["cheat"])
     assert [f.used for f in rules.read(trees, rules.BY_HAND, bound)] \
         == ["TOOLS, which is torch.autograd.grad"]
+
+
+def test_an_operator_held_in_a_table_is_named_as_code_names_it():
+    """torch defines its operator objects (``torch.ops.aten.mm.default``) in a private
+    module; held in a constant or a table they are read as ``torch.ops...``, which an
+    exercise that works with torch.ops.aten allows and a by-hand one refuses as torch's
+    kernels (not as a private part of a library, which the source's own words are not)."""
+    import linecache
+
+    import torch
+
+    source = ("PRODUCTS = (torch.ops.aten.mm.default, torch.ops.aten.bmm)\n\n\n"
+              "def is_product(target):\n    return target in PRODUCTS\n")
+    name = "<test cell sources-ops>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    space = {"torch": torch}
+    exec(compile(source, name, "exec"), space)
+    trees, bound, _ = sources.from_objects(space["is_product"])
+    assert bound["PRODUCTS"] in ("torch.ops.aten.mm.default", "torch.ops.aten.bmm")
+    compiler = rules.METHOD.allowing("torch.ops.aten.")
+    assert rules.read(trees, compiler, bound) == []
+    assert [f.why for f in rules.read(trees, rules.BY_HAND, bound)] == ["kernels"]
