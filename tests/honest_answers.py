@@ -2458,3 +2458,3915 @@ HONEST += [
         '    return compiler, counts\n'
     )),
 ]
+
+
+# ---------------------------------------------------------------- a second round of styles
+# Two more styles for every exercise that had one, and the honest answers that were once
+# refused (each refusal fixed at its cause: the kernel's reading of dataclasses, named
+# tuples, namespace classes, torch's functions held as values, functools and operator,
+# F.sigmoid and F.tanh, conjugate views sent to the grader, torch.autograd.backward).
+HONEST += [
+    Honest('l01-find-leaves',
+           'recursion, leaves kept in a dict by id',
+           '''\
+def find_leaves(out):
+    leaves = {}
+    visited = {}  # id -> node: holding the node keeps its id its own
+
+    def visit(node):
+        if node is None or id(node) in visited:
+            return
+        visited[id(node)] = node
+        if type(node).__name__ == 'AccumulateGrad':
+            leaves[id(node.variable)] = node.variable
+            return
+        for parent, _ in node.next_functions:
+            visit(parent)
+
+    visit(out.grad_fn)
+    return list(leaves.values())
+'''),
+    Honest('l01-find-leaves',
+           'a class with __call__ and a deque',
+           '''\
+from collections import deque
+
+
+class LeafFinder:
+    def __call__(self, out):
+        self.seen, self.found = [], []
+        todo = deque([out.grad_fn])
+        while todo:
+            node = todo.popleft()
+            if node is None or any(node is s for s in self.seen):
+                continue
+            self.seen.append(node)
+            if not node.next_functions and hasattr(node, 'variable'):
+                self.found.append(node.variable)
+            todo.extend(fn for fn, _ in node.next_functions)
+        return self.found
+
+
+find_leaves = LeafFinder()
+'''),
+    Honest('l01-formula',
+           'a match statement, powers written out as products',
+           '''\
+def formula(out, names):
+    leaf_name = {id(t): n for n, t in names.items()}
+
+    def write(node):
+        kids = [fn for fn, _ in node.next_functions]
+        match node.name():
+            case 'torch::autograd::AccumulateGrad':
+                return leaf_name[id(node.variable)]
+            case 'SinBackward0':
+                return 'torch.sin(' + write(kids[0]) + ')'
+            case 'ExpBackward0':
+                return 'torch.exp(' + write(kids[0]) + ')'
+            case 'PowBackward0':
+                base = write(kids[0])
+                return '(' + ' * '.join([base] * int(node._saved_exponent)) + ')'
+            case 'AddBackward0':
+                return '(' + write(kids[0]) + ' + ' + write(kids[1]) + ')'
+            case 'SubBackward0':
+                return '(' + write(kids[0]) + ' - ' + write(kids[1]) + ')'
+            case 'MulBackward0':
+                left = str(float(node._saved_self)) if kids[0] is None else write(kids[0])
+                right = str(float(node._saved_other)) if kids[1] is None else write(kids[1])
+                return '(' + left + ' * ' + right + ')'
+        raise ValueError(node.name())
+
+    return write(out.grad_fn)
+'''),
+    Honest('l01-formula',
+           'a class of static writers, torch.mul and torch.pow',
+           '''\
+class Writer:
+    @staticmethod
+    def leaf(node, names):
+        return next(k for k, v in names.items() if v is node.variable)
+
+    @staticmethod
+    def const(node, first):
+        saved = node._saved_self if first else node._saved_other
+        return f'{saved.item()!r}'
+
+    @classmethod
+    def write(cls, node, names):
+        if node.next_functions == ():
+            return cls.leaf(node, names)
+        kind = node.name().removesuffix('Backward0')
+        args = [cls.write(fn, names) if fn is not None else cls.const(node, i == 0)
+                for i, (fn, _) in enumerate(node.next_functions)]
+        if kind == 'Pow':
+            return f'torch.pow({args[0]}, {node._saved_exponent})'
+        return f'torch.{kind.lower()}({", ".join(args)})'
+
+
+def formula(out, names):
+    return Writer.write(out.grad_fn, names)
+'''),
+    Honest('l05-microbatch',
+           "the share as backward's gradient argument",
+           '''\
+def accumulate(w, X, t, sizes):
+    pieces = zip(X.split(sizes), t.split(sizes))
+    for X_part, t_part in pieces:
+        piece_mean = (X_part @ w - t_part).pow(2).mean()
+        piece_mean.backward(torch.tensor(len(X_part) / len(X), dtype=piece_mean.dtype))
+'''),
+    Honest('l05-microbatch',
+           "F.mse_loss with reduction='sum', a helper in an earlier cell",
+           '''\
+def accumulate(w, X, t, sizes):
+    for X_part, t_part in zip(torch.split(X, sizes), torch.split(t, sizes)):
+        piece_loss(w, X_part, t_part, total=len(t)).backward()
+''',
+           earlier='''\
+import torch.nn.functional as F
+
+
+def piece_loss(w, X_part, t_part, total):
+    """This piece's part of the full batch's mean squared error."""
+    return F.mse_loss(X_part @ w, t_part, reduction='sum') / total
+'''),
+    Honest('l06-momentum',
+           'the sums of x, y, xy, x² worked out once',
+           '''\
+def forgot_with_momentum(x, y, w, b, lr, beta, steps):
+    n = x.numel()
+    sx, sy, sxx, sxy = x.sum(), y.sum(), (x * x).sum(), (x * y).sum()
+    grad_w = grad_b = vel_w = vel_b = 0.0
+    for step in range(steps):
+        # dL/dw = 2/N * sum (w x + b - y) x, dL/db = 2/N * sum (w x + b - y)
+        grad_w = grad_w + 2 * (w * sxx + b * sx - sxy) / n
+        grad_b = grad_b + 2 * (w * sx + b * n - sy) / n
+        vel_w = beta * vel_w + grad_w
+        vel_b = beta * vel_b + grad_b
+        w = w - lr * vel_w
+        b = b - lr * vel_b
+    return w, b
+'''),
+    Honest('l06-momentum',
+           'w and b stacked in one vector, a design matrix',
+           '''\
+def forgot_with_momentum(x, y, w, b, lr, beta, steps):
+    A = torch.stack([x, torch.ones_like(x)], dim=1)
+    theta = torch.stack([w, b])
+    grad = torch.zeros_like(theta)
+    buf = torch.zeros_like(theta)
+    for _ in range(steps):
+        grad += 2 * A.T @ (A @ theta - y) / len(y)
+        buf = beta * buf + grad
+        theta = theta - lr * buf
+    return theta[0], theta[1]
+'''),
+    Honest('l06-momentum',
+           'pure Python lists',
+           '''\
+def forgot_with_momentum(x, y, w, b, lr, beta, steps):
+    xs, ys = x.tolist(), y.tolist()
+    n = len(xs)
+    w, b = float(w), float(b)
+    gw = gb = vw = vb = 0.0
+    for _ in range(steps):
+        rs = [w * xi + b - yi for xi, yi in zip(xs, ys)]
+        gw += sum(2 * r * xi for r, xi in zip(rs, xs)) / n
+        gb += sum(2 * r for r in rs) / n
+        vw, vb = beta * vw + gw, beta * vb + gb
+        w, b = w - lr * vw, b - lr * vb
+    return torch.tensor(w, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
+'''),
+    Honest('l06-where',
+           'torch.autograd.grad on the model itself, a table of labels',
+           '''\
+LABELS = {
+    (False, None, None): 'before step',
+    (True, 'cleared', None): 'end',
+    (True, 'part', None): 'each micro-batch',
+    (True, 'full', 'replaced'): 'start',
+    (True, 'full', 'summed'): 'never',
+}
+
+
+def where_zeroed(step, model, X, y, k):
+    params = list(model.parameters())
+
+    def full_grads():
+        # autograd.grad returns the gradients and leaves every .grad as it is
+        return torch.autograd.grad(F.mse_loss(model(X), y), params)
+
+    def close(a, b):
+        return all(torch.allclose(u, v) for u, v in zip(a, b))
+
+    start = [p.detach().clone() for p in params]
+    g_start = full_grads()
+    step()
+    moved = not close([p.detach() for p in params], start)
+    held = kind = again = None
+    if moved:
+        grads = [p.grad for p in params]
+        if all(g is None or torch.count_nonzero(g) == 0 for g in grads):
+            held = 'cleared'
+        elif close(grads, g_start):
+            held = 'full'
+        else:
+            held = 'part'
+    if held == 'full':
+        first = [p.grad.clone() for p in params]
+        g_next = full_grads()
+        step()
+        now = [p.grad for p in params]
+        again = 'summed' if close(now, [a + b for a, b in zip(first, g_next)]) else 'replaced'
+    return LABELS[(moved, held, again)]
+'''),
+    Honest('l06-where',
+           'snapshots with parameters_to_vector, a copy that keeps the old weights',
+           '''\
+import copy
+from torch.nn.utils import parameters_to_vector
+
+
+def grads_of(net):
+    return torch.cat([torch.zeros_like(p).flatten() if p.grad is None else p.grad.flatten()
+                      for p in net.parameters()])
+
+
+def where_zeroed(step, model, X, y, k):
+    snapshot = copy.deepcopy(model)
+    for p in snapshot.parameters():
+        p.grad = None
+    F.mse_loss(snapshot(X), y).backward()
+    expected = grads_of(snapshot)
+    step()
+    if torch.equal(parameters_to_vector(model.parameters()),
+                   parameters_to_vector(snapshot.parameters())):
+        return 'before step'
+    first = grads_of(model)
+    if not first.any():
+        return 'end'
+    if not torch.allclose(first, expected):
+        return 'each micro-batch'
+    snapshot = copy.deepcopy(model)
+    for p in snapshot.parameters():
+        p.grad = None
+    F.mse_loss(snapshot(X), y).backward()
+    second = grads_of(snapshot)
+    step()
+    return 'never' if torch.allclose(grads_of(model), first + second) else 'start'
+'''),
+    Honest('l07-one-backward',
+           'torch.autograd.backward with a gradient for each loss',
+           '''\
+def one_backward(main, aux):
+    # main's gradient arrives scaled by 1 / main, aux's as it is: one pass for both
+    torch.autograd.backward([main, aux],
+                            [main.new_tensor(1.0 / main.item()), torch.ones_like(aux)])
+'''),
+    Honest('l07-one-backward',
+           'the weight under torch.no_grad, a lambda',
+           '''\
+def one_backward(main, aux):
+    with torch.no_grad():
+        scale = 1.0 / main
+    combined = lambda: main * scale + aux
+    combined().backward()
+'''),
+    Honest('l07-two-players',
+           'backward with inputs=, then the steps from .grad',
+           '''\
+def two_player_step(loss_a, loss_b, A, B, lr):
+    loss_a.backward(inputs=A, retain_graph=True)
+    loss_b.backward(inputs=B)
+    with torch.no_grad():
+        for p in [*A, *B]:
+            p.add_(p.grad, alpha=-lr)
+            p.grad = None
+'''),
+    Honest('l07-two-players',
+           'gradients handed to torch.optim.SGD',
+           '''\
+def two_player_step(loss_a, loss_b, A, B, lr):
+    grads_a = torch.autograd.grad(loss_a, A, retain_graph=True)
+    grads_b = torch.autograd.grad(loss_b, B)
+    for p, g in zip(A + B, grads_a + grads_b):
+        p.grad = g
+    torch.optim.SGD(A + B, lr=lr).step()
+'''),
+    Honest('l08-mean-gradient',
+           'F.one_hot and an outer product',
+           '''\
+import torch.nn.functional as F
+
+
+def last_row_mean_vector(y):
+    rows, cols = y.shape
+    last = F.one_hot(torch.tensor(rows - 1), rows).to(y.dtype)
+    return torch.outer(last, torch.ones(cols, dtype=y.dtype)) / cols
+'''),
+    Honest('l08-mean-gradient',
+           'torch.where on a row mask',
+           '''\
+def last_row_mean_vector(y):
+    row = torch.arange(y.size(0)).unsqueeze(1).expand_as(y)
+    return torch.where(row == y.size(0) - 1, torch.full_like(y, 1 / y.size(1)),
+                       torch.zeros_like(y))
+'''),
+    Honest('l08-mean-gradient',
+           'index_fill_ on the last row',
+           '''\
+def last_row_mean_vector(y):
+    last = torch.tensor([y.shape[0] - 1])
+    return torch.zeros_like(y).index_fill_(0, last, 1.0 / y.shape[1])
+'''),
+    Honest('l08-shares-vjp',
+           'through the shares y = x / S',
+           '''\
+def shares_vjp(x, v):
+    S = x.sum()
+    shares = x / S
+    # column j of J: (e_j - shares) / S, so v^T J = (v - v . shares) / S
+    return (v - torch.dot(v, shares)) / S
+'''),
+    Honest('l08-shares-vjp',
+           'a loop over the entries',
+           '''\
+def shares_vjp(x, v):
+    S = float(x.sum())
+    vx = float((v * x).sum())
+    out = torch.empty_like(x)
+    for j in range(len(x)):
+        out[j] = v[j] / S - vx / S ** 2
+    return out
+'''),
+    Honest('l09-gather',
+           'a loop over the positions of index',
+           '''\
+def gather_grad(x, dim, index, g):
+    dx = torch.zeros_like(x)
+    rows, cols = index.shape
+    for i in range(rows):
+        for j in range(cols):
+            if dim == 0:
+                dx[index[i, j], j] += g[i, j]
+            else:
+                dx[i, index[i, j]] += g[i, j]
+    return dx
+'''),
+    Honest('l09-gather',
+           'F.one_hot and einsum',
+           '''\
+import torch.nn.functional as F
+
+
+def gather_grad(x, dim, index, g):
+    # hit[i, j, r] = 1 where out[i, j] read entry r along dim
+    hit = F.one_hot(index, x.shape[dim]).to(g.dtype)
+    dx = torch.zeros_like(x)
+    if dim == 0:
+        dx[:, :index.shape[1]] = torch.einsum('ijr,ij->rj', hit, g)
+    else:
+        dx[:index.shape[0], :] = torch.einsum('ijc,ij->ic', hit, g)
+    return dx
+'''),
+    Honest('l09-gather',
+           'index_put_ with accumulate and a grid of the other coordinate',
+           '''\
+def gather_grad(x, dim, index, g):
+    i, j = torch.meshgrid(torch.arange(index.shape[0]), torch.arange(index.shape[1]),
+                          indexing='ij')
+    where = (index, j) if dim == 0 else (i, index)
+    return torch.zeros_like(x).index_put_(where, g, accumulate=True)
+'''),
+    Honest('l10-bce',
+           'the chain rule left unsimplified, a class',
+           '''\
+class BCE:
+    @staticmethod
+    def dloss_dp(p, y):
+        return -(y / p) + (1 - y) / (1 - p)
+
+    @staticmethod
+    def dp_dz(p):
+        return p * (1 - p)
+
+    def __call__(self, z, y):
+        p = torch.sigmoid(z)
+        return self.dloss_dp(p, y) * self.dp_dz(p) / z.numel()
+
+
+dlogits_bce = BCE()
+'''),
+    Honest('l10-bce',
+           'y(1 - p) - (1 - y)p, from math import prod',
+           '''\
+from math import prod
+
+
+def dlogits_bce(z, y):
+    p = 1 / (1 + (-z).exp())
+    return -(y * (1 - p) - (1 - y) * p) / prod(z.shape)
+'''),
+    Honest('l10-bce',
+           'torch.where on the labels',
+           '''\
+def dlogits_bce(z, y):
+    p = torch.sigmoid(z)
+    # label 1: d/dz of -log p is p - 1; label 0: d/dz of -log(1 - p) is p
+    return torch.where(y == 1, p - 1, p) / z.numel()
+'''),
+    Honest('l10-bce',
+           'from math import exp, a loop over the entries',
+           '''\
+from math import exp
+
+
+def dlogits_bce(z, y):
+    n = z.numel()
+    out = []
+    for zi, yi in zip(z.flatten().tolist(), y.flatten().tolist()):
+        p = 1 / (1 + exp(-zi))
+        out.append((p - yi) / n)
+    return torch.tensor(out, dtype=z.dtype).reshape(z.shape)
+'''),
+    Honest('l10-dlogits',
+           'sigmoid(z) * sigmoid(-z) for the slope',
+           '''\
+def dlogits_sigmoid_mse(z, y):
+    p = torch.sigmoid(z)
+    slope = torch.sigmoid(z) * torch.sigmoid(-z)
+    return 2 * (p - y) * slope / z.numel()
+'''),
+    Honest('l10-dlogits',
+           'p through tanh, the steps as a lambda chain',
+           '''\
+sigmoid = lambda t: 0.5 * (1 + torch.tanh(t / 2))
+dmse_dp = lambda p, y: 2 * (p - y)
+
+
+def dlogits_sigmoid_mse(z, y):
+    p = sigmoid(z)
+    return dmse_dp(p, y) * p * (1 - p) / z.nelement()
+'''),
+    Honest('l10-dlogits',
+           'exp written out, in place on a fresh tensor',
+           '''\
+def dlogits_sigmoid_mse(z, y):
+    e = torch.exp(-z)
+    grad = (1 / (1 + e) - y)
+    grad.mul_(2 * e / (1 + e) ** 2)
+    grad.div_(z.numel())
+    return grad
+'''),
+    Honest('l10-mlp',
+           'a loop over the points, outer products',
+           '''\
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    entries = ys.numel()
+    dW1, db1 = torch.zeros_like(W1), torch.zeros_like(b1)
+    dW2, db2 = torch.zeros_like(W2), torch.zeros_like(b2)
+    for x, y in zip(xs, ys):  # one point at a time; the gradients add up
+        h = torch.tanh(x @ W1 + b1)
+        z = h @ W2 + b2
+        dz = (torch.sigmoid(z) - y) / entries
+        dW2 += torch.outer(h, dz)
+        db2 += dz
+        da = (W2 @ dz) * (1 - h * h)
+        dW1 += torch.outer(x, da)
+        db1 += da
+    return dW1, db1, dW2, db2
+'''),
+    Honest('l10-mlp',
+           'addmm, einsum and a lambda',
+           '''\
+tanh_slope = lambda h: 1 - h.pow(2)
+
+
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    h = torch.addmm(b1, xs, W1).tanh()
+    z = torch.addmm(b2, h, W2)
+    dz = (z.sigmoid() - ys).div(z.numel())
+    dW2 = torch.einsum("nh,nk->hk", h, dz)
+    da = torch.einsum("nk,hk->nh", dz, W2) * tanh_slope(h)
+    dW1 = torch.einsum("nd,nh->dh", xs, da)
+    return dW1, torch.einsum("nh->h", da), dW2, torch.einsum("nk->k", dz)
+'''),
+    Honest('l10-mlp',
+           "tanh's slope as (1 - h) * (1 + h), sigmoid written out",
+           '''\
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    h = torch.tanh(xs @ W1 + b1)
+    z = h @ W2 + b2
+    p = 1 / (1 + torch.exp(-z))
+    dz = (p - ys) / z.numel()
+    da = (dz @ W2.T) * (1 - h) * (1 + h)
+    return xs.T @ da, da.sum(0), h.T @ dz, dz.sum(0)
+'''),
+    Honest('l10-mlp',
+           'F.logsigmoid(z).exp() for the probabilities',
+           '''\
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    h = torch.tanh(xs @ W1 + b1)
+    z = h @ W2 + b2
+    dz = (F.logsigmoid(z).exp() - ys) / z.numel()
+    da = (dz @ W2.T) * (1 - h**2)
+    return xs.T @ da, da.sum(0), h.T @ dz, dz.sum(0)
+'''),
+    Honest('l11-amax',
+           'a loop over the slices with Python lists',
+           '''\
+def amax(a, dim, keepdim=False):
+    moved = a.data.movedim(dim, -1)  # the reduced dimension last
+    rows = moved.reshape(-1, moved.shape[-1])
+
+    def rule(g):
+        g = g if keepdim else g.unsqueeze(dim)
+        g_rows = g.movedim(dim, -1).reshape(-1)
+        grad_rows = torch.zeros_like(rows)
+        for i, row in enumerate(rows.tolist()):
+            top = max(row)
+            winners = [j for j, v in enumerate(row) if v == top]
+            for j in winners:  # ties share the gradient evenly
+                grad_rows[i, j] = g_rows[i] / len(winners)
+        return (grad_rows.reshape(moved.shape).movedim(-1, dim),)
+
+    return Tensor(a.data.amax(dim, keepdim=keepdim), (a,), "amax", rule)
+''',
+           earlier='''\
+class Tensor:
+    """An array that remembers how it was made: lesson 03's Value, a whole tensor at a time."""
+
+    def __init__(self, data, parents=(), op="", rule=None):
+        self.data = torch.as_tensor(data, dtype=torch.float64).detach().clone()  # storage only
+        self.grad = None  # a leaf's gradient, shaped like data, once backward has run
+        self.parents = parents  # the Tensors this one was computed from
+        self.op = op  # "+", "@", "sum"...: for printing and drawing
+        self.rule = rule  # g -> one gradient per parent, in order; None for a leaf
+
+    @property
+    def shape(self):
+        return tuple(self.data.shape)
+
+    def __repr__(self):
+        return f"Tensor({self.op or 'leaf'}, shape {self.shape})"
+
+
+def as_tensor(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+def add(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):
+        return g.sum_to_size(a.shape), g.sum_to_size(b.shape)
+
+    return Tensor(a.data + b.data, (a, b), "+", rule)
+
+
+def mul(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):  # each factor gets g times the other, summed back to its own shape
+        return (g * b.data).sum_to_size(a.shape), (g * a.data).sum_to_size(b.shape)
+
+    return Tensor(a.data * b.data, (a, b), "*", rule)
+
+def matmul(a, b):
+    if a.data.dim() != 2 or b.data.dim() != 2:
+        raise ValueError(f"matmul: expected two 2-D Tensors, got shapes {a.shape} and {b.shape}")
+
+    def rule(g):
+        return g @ b.data.T, a.data.T @ g
+
+    return Tensor(a.data @ b.data, (a, b), "@", rule)
+
+
+def relu(a):
+    return Tensor(a.data.clamp(min=0), (a,), "relu", lambda g: (g * (a.data > 0),))
+
+
+def tanh(a):
+    out = Tensor(a.data.tanh(), (a,), "tanh")
+    out.rule = lambda g: (g * (1 - out.data**2),)
+    return out
+
+
+def exp(a):
+    out = Tensor(a.data.exp(), (a,), "exp")
+    out.rule = lambda g: (g * out.data,)
+    return out
+
+
+def log(a):
+    return Tensor(a.data.log(), (a,), "log", lambda g: (g / a.data,))
+
+def reduce_sum(a, dim=None, keepdim=False):
+    dims = range(a.data.dim()) if dim is None else [dim] if isinstance(dim, int) else dim
+    summed = {d % a.data.dim() for d in dims}  # a negative dim counts from the end
+    kept = [1 if i in summed else n for i, n in enumerate(a.shape)]
+
+    def rule(g):
+        return (g.reshape(kept).expand(a.shape),)
+
+    return Tensor(a.data.sum(dim=dim, keepdim=keepdim), (a,), "sum", rule)
+
+
+def mean(a, dim=None, keepdim=False):
+    total = reduce_sum(a, dim, keepdim)
+    return total * (total.data.numel() / a.data.numel())
+
+
+def reshape(a, *shape):
+    return Tensor(a.data.reshape(*shape), (a,), "reshape", lambda g: (g.reshape(a.shape),))
+
+
+def getitem(a, index):
+    came_from = torch.arange(a.data.numel()).reshape(a.shape)[index]
+
+    def rule(g):
+        flat = torch.zeros(a.data.numel(), dtype=g.dtype)
+        flat.index_add_(0, came_from.reshape(-1), g.reshape(-1))
+        return (flat.reshape(a.shape),)
+
+    return Tensor(a.data[index], (a,), "index", rule)
+
+Tensor.__add__ = Tensor.__radd__ = add
+Tensor.__mul__ = Tensor.__rmul__ = mul
+Tensor.__matmul__ = matmul
+Tensor.__getitem__ = getitem
+Tensor.__neg__ = lambda a: a * -1.0
+Tensor.__sub__ = lambda a, b: a + (-as_tensor(b))
+Tensor.__rsub__ = lambda a, b: as_tensor(b) + (-a)
+Tensor.__truediv__ = lambda a, b: a * (1 / b)  # b a plain number
+Tensor.sum, Tensor.mean, Tensor.reshape = reduce_sum, mean, reshape
+Tensor.relu, Tensor.tanh, Tensor.exp, Tensor.log = relu, tanh, exp, log
+
+x = Tensor(torch.arange(6.0).reshape(2, 3))
+b = Tensor([10.0, 20.0, 30.0])
+y = (x * b + 1).sum(dim=1)
+print(y, "=", y.data)
+print("made by", y.op, "from", y.parents)
+print("torch recorded nothing:", y.data.grad_fn is None and not y.data.requires_grad)
+
+def topo_order(root):  # lesson 03's: every node after its parents
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)  # every parent is already in the order
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in node.parents if id(p) not in seen)
+    return order
+
+
+def backward(root):
+    if root.data.numel() != 1:
+        raise ValueError(f"backward: expected a Tensor holding one number (a loss), got "
+                         f"shape {root.shape}")
+    grads = {id(root): torch.ones_like(root.data)}  # d root / d root
+    for node in reversed(topo_order(root)):
+        g = grads.pop(id(node))  # complete: every node that used this one has run
+        if node.rule is None:  # a leaf: add to what it holds
+            node.grad = g if node.grad is None else node.grad + g
+            continue
+        for parent, share in zip(node.parents, node.rule(g), strict=True):
+            if id(parent) in grads:
+                grads[id(parent)] = grads[id(parent)] + share  # paths add up
+            else:
+                grads[id(parent)] = share'''),
+    Honest('l11-amax',
+           'a class with __call__, F.normalize(p=1)',
+           '''\
+import torch.nn.functional as F
+
+
+class Amax:
+    """amax as an object: it keeps the winners' shares for its rule."""
+
+    def __call__(self, a, dim, keepdim=False):
+        winners = (a.data == a.data.amax(dim, keepdim=True)).double()
+        share = F.normalize(winners, p=1, dim=dim)  # each winner 1 / (number of winners)
+
+        def rule(g):
+            return ((g if keepdim else g.unsqueeze(dim)) * share,)
+
+        return Tensor(a.data.amax(dim, keepdim=keepdim), (a,), "amax", rule)
+
+
+amax = Amax()
+''',
+           earlier='''\
+class Tensor:
+    """An array that remembers how it was made: lesson 03's Value, a whole tensor at a time."""
+
+    def __init__(self, data, parents=(), op="", rule=None):
+        self.data = torch.as_tensor(data, dtype=torch.float64).detach().clone()  # storage only
+        self.grad = None  # a leaf's gradient, shaped like data, once backward has run
+        self.parents = parents  # the Tensors this one was computed from
+        self.op = op  # "+", "@", "sum"...: for printing and drawing
+        self.rule = rule  # g -> one gradient per parent, in order; None for a leaf
+
+    @property
+    def shape(self):
+        return tuple(self.data.shape)
+
+    def __repr__(self):
+        return f"Tensor({self.op or 'leaf'}, shape {self.shape})"
+
+
+def as_tensor(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+def add(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):
+        return g.sum_to_size(a.shape), g.sum_to_size(b.shape)
+
+    return Tensor(a.data + b.data, (a, b), "+", rule)
+
+
+def mul(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):  # each factor gets g times the other, summed back to its own shape
+        return (g * b.data).sum_to_size(a.shape), (g * a.data).sum_to_size(b.shape)
+
+    return Tensor(a.data * b.data, (a, b), "*", rule)
+
+def matmul(a, b):
+    if a.data.dim() != 2 or b.data.dim() != 2:
+        raise ValueError(f"matmul: expected two 2-D Tensors, got shapes {a.shape} and {b.shape}")
+
+    def rule(g):
+        return g @ b.data.T, a.data.T @ g
+
+    return Tensor(a.data @ b.data, (a, b), "@", rule)
+
+
+def relu(a):
+    return Tensor(a.data.clamp(min=0), (a,), "relu", lambda g: (g * (a.data > 0),))
+
+
+def tanh(a):
+    out = Tensor(a.data.tanh(), (a,), "tanh")
+    out.rule = lambda g: (g * (1 - out.data**2),)
+    return out
+
+
+def exp(a):
+    out = Tensor(a.data.exp(), (a,), "exp")
+    out.rule = lambda g: (g * out.data,)
+    return out
+
+
+def log(a):
+    return Tensor(a.data.log(), (a,), "log", lambda g: (g / a.data,))
+
+def reduce_sum(a, dim=None, keepdim=False):
+    dims = range(a.data.dim()) if dim is None else [dim] if isinstance(dim, int) else dim
+    summed = {d % a.data.dim() for d in dims}  # a negative dim counts from the end
+    kept = [1 if i in summed else n for i, n in enumerate(a.shape)]
+
+    def rule(g):
+        return (g.reshape(kept).expand(a.shape),)
+
+    return Tensor(a.data.sum(dim=dim, keepdim=keepdim), (a,), "sum", rule)
+
+
+def mean(a, dim=None, keepdim=False):
+    total = reduce_sum(a, dim, keepdim)
+    return total * (total.data.numel() / a.data.numel())
+
+
+def reshape(a, *shape):
+    return Tensor(a.data.reshape(*shape), (a,), "reshape", lambda g: (g.reshape(a.shape),))
+
+
+def getitem(a, index):
+    came_from = torch.arange(a.data.numel()).reshape(a.shape)[index]
+
+    def rule(g):
+        flat = torch.zeros(a.data.numel(), dtype=g.dtype)
+        flat.index_add_(0, came_from.reshape(-1), g.reshape(-1))
+        return (flat.reshape(a.shape),)
+
+    return Tensor(a.data[index], (a,), "index", rule)
+
+Tensor.__add__ = Tensor.__radd__ = add
+Tensor.__mul__ = Tensor.__rmul__ = mul
+Tensor.__matmul__ = matmul
+Tensor.__getitem__ = getitem
+Tensor.__neg__ = lambda a: a * -1.0
+Tensor.__sub__ = lambda a, b: a + (-as_tensor(b))
+Tensor.__rsub__ = lambda a, b: as_tensor(b) + (-a)
+Tensor.__truediv__ = lambda a, b: a * (1 / b)  # b a plain number
+Tensor.sum, Tensor.mean, Tensor.reshape = reduce_sum, mean, reshape
+Tensor.relu, Tensor.tanh, Tensor.exp, Tensor.log = relu, tanh, exp, log
+
+x = Tensor(torch.arange(6.0).reshape(2, 3))
+b = Tensor([10.0, 20.0, 30.0])
+y = (x * b + 1).sum(dim=1)
+print(y, "=", y.data)
+print("made by", y.op, "from", y.parents)
+print("torch recorded nothing:", y.data.grad_fn is None and not y.data.requires_grad)
+
+def topo_order(root):  # lesson 03's: every node after its parents
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)  # every parent is already in the order
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in node.parents if id(p) not in seen)
+    return order
+
+
+def backward(root):
+    if root.data.numel() != 1:
+        raise ValueError(f"backward: expected a Tensor holding one number (a loss), got "
+                         f"shape {root.shape}")
+    grads = {id(root): torch.ones_like(root.data)}  # d root / d root
+    for node in reversed(topo_order(root)):
+        g = grads.pop(id(node))  # complete: every node that used this one has run
+        if node.rule is None:  # a leaf: add to what it holds
+            node.grad = g if node.grad is None else node.grad + g
+            continue
+        for parent, share in zip(node.parents, node.rule(g), strict=True):
+            if id(parent) in grads:
+                grads[id(parent)] = grads[id(parent)] + share  # paths add up
+            else:
+                grads[id(parent)] = share'''),
+    Honest('l11-amax',
+           'max(...).values, in-place /=, registered as Tensor.amax',
+           '''\
+def amax(a, dim, keepdim=False):
+    top = a.data.max(dim, keepdim=True).values
+    ties = (a.data == top).double()
+    ties /= ties.sum(dim, keepdim=True)
+
+    def rule(g):
+        return ((g if keepdim else g.unsqueeze(dim)) * ties,)
+
+    return Tensor(top if keepdim else top.squeeze(dim), (a,), "amax", rule)
+
+
+Tensor.amax = amax
+''',
+           earlier='''\
+class Tensor:
+    """An array that remembers how it was made: lesson 03's Value, a whole tensor at a time."""
+
+    def __init__(self, data, parents=(), op="", rule=None):
+        self.data = torch.as_tensor(data, dtype=torch.float64).detach().clone()  # storage only
+        self.grad = None  # a leaf's gradient, shaped like data, once backward has run
+        self.parents = parents  # the Tensors this one was computed from
+        self.op = op  # "+", "@", "sum"...: for printing and drawing
+        self.rule = rule  # g -> one gradient per parent, in order; None for a leaf
+
+    @property
+    def shape(self):
+        return tuple(self.data.shape)
+
+    def __repr__(self):
+        return f"Tensor({self.op or 'leaf'}, shape {self.shape})"
+
+
+def as_tensor(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+def add(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):
+        return g.sum_to_size(a.shape), g.sum_to_size(b.shape)
+
+    return Tensor(a.data + b.data, (a, b), "+", rule)
+
+
+def mul(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):  # each factor gets g times the other, summed back to its own shape
+        return (g * b.data).sum_to_size(a.shape), (g * a.data).sum_to_size(b.shape)
+
+    return Tensor(a.data * b.data, (a, b), "*", rule)
+
+def matmul(a, b):
+    if a.data.dim() != 2 or b.data.dim() != 2:
+        raise ValueError(f"matmul: expected two 2-D Tensors, got shapes {a.shape} and {b.shape}")
+
+    def rule(g):
+        return g @ b.data.T, a.data.T @ g
+
+    return Tensor(a.data @ b.data, (a, b), "@", rule)
+
+
+def relu(a):
+    return Tensor(a.data.clamp(min=0), (a,), "relu", lambda g: (g * (a.data > 0),))
+
+
+def tanh(a):
+    out = Tensor(a.data.tanh(), (a,), "tanh")
+    out.rule = lambda g: (g * (1 - out.data**2),)
+    return out
+
+
+def exp(a):
+    out = Tensor(a.data.exp(), (a,), "exp")
+    out.rule = lambda g: (g * out.data,)
+    return out
+
+
+def log(a):
+    return Tensor(a.data.log(), (a,), "log", lambda g: (g / a.data,))
+
+def reduce_sum(a, dim=None, keepdim=False):
+    dims = range(a.data.dim()) if dim is None else [dim] if isinstance(dim, int) else dim
+    summed = {d % a.data.dim() for d in dims}  # a negative dim counts from the end
+    kept = [1 if i in summed else n for i, n in enumerate(a.shape)]
+
+    def rule(g):
+        return (g.reshape(kept).expand(a.shape),)
+
+    return Tensor(a.data.sum(dim=dim, keepdim=keepdim), (a,), "sum", rule)
+
+
+def mean(a, dim=None, keepdim=False):
+    total = reduce_sum(a, dim, keepdim)
+    return total * (total.data.numel() / a.data.numel())
+
+
+def reshape(a, *shape):
+    return Tensor(a.data.reshape(*shape), (a,), "reshape", lambda g: (g.reshape(a.shape),))
+
+
+def getitem(a, index):
+    came_from = torch.arange(a.data.numel()).reshape(a.shape)[index]
+
+    def rule(g):
+        flat = torch.zeros(a.data.numel(), dtype=g.dtype)
+        flat.index_add_(0, came_from.reshape(-1), g.reshape(-1))
+        return (flat.reshape(a.shape),)
+
+    return Tensor(a.data[index], (a,), "index", rule)
+
+Tensor.__add__ = Tensor.__radd__ = add
+Tensor.__mul__ = Tensor.__rmul__ = mul
+Tensor.__matmul__ = matmul
+Tensor.__getitem__ = getitem
+Tensor.__neg__ = lambda a: a * -1.0
+Tensor.__sub__ = lambda a, b: a + (-as_tensor(b))
+Tensor.__rsub__ = lambda a, b: as_tensor(b) + (-a)
+Tensor.__truediv__ = lambda a, b: a * (1 / b)  # b a plain number
+Tensor.sum, Tensor.mean, Tensor.reshape = reduce_sum, mean, reshape
+Tensor.relu, Tensor.tanh, Tensor.exp, Tensor.log = relu, tanh, exp, log
+
+x = Tensor(torch.arange(6.0).reshape(2, 3))
+b = Tensor([10.0, 20.0, 30.0])
+y = (x * b + 1).sum(dim=1)
+print(y, "=", y.data)
+print("made by", y.op, "from", y.parents)
+print("torch recorded nothing:", y.data.grad_fn is None and not y.data.requires_grad)
+
+def topo_order(root):  # lesson 03's: every node after its parents
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)  # every parent is already in the order
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in node.parents if id(p) not in seen)
+    return order
+
+
+def backward(root):
+    if root.data.numel() != 1:
+        raise ValueError(f"backward: expected a Tensor holding one number (a loss), got "
+                         f"shape {root.shape}")
+    grads = {id(root): torch.ones_like(root.data)}  # d root / d root
+    for node in reversed(topo_order(root)):
+        g = grads.pop(id(node))  # complete: every node that used this one has run
+        if node.rule is None:  # a leaf: add to what it holds
+            node.grad = g if node.grad is None else node.grad + g
+            continue
+        for parent, share in zip(node.parents, node.rule(g), strict=True):
+            if id(parent) in grads:
+                grads[id(parent)] = grads[id(parent)] + share  # paths add up
+            else:
+                grads[id(parent)] = share'''),
+    Honest('l11-amax',
+           'torch.where(mask, g / count, g * 0) on an expanded g',
+           '''\
+def amax(a, dim, keepdim=False):
+    top = a.data.amax(dim, keepdim=True)
+    mask = a.data == top
+    count = mask.sum(dim, keepdim=True)
+
+    def rule(g):
+        g = (g if keepdim else g.unsqueeze(dim)).expand_as(a.data)
+        return (torch.where(mask, g / count, g * 0),)
+
+    return Tensor(a.data.amax(dim, keepdim=keepdim), (a,), "amax", rule)
+''',
+           earlier='''\
+class Tensor:
+    """An array that remembers how it was made: lesson 03's Value, a whole tensor at a time."""
+
+    def __init__(self, data, parents=(), op="", rule=None):
+        self.data = torch.as_tensor(data, dtype=torch.float64).detach().clone()  # storage only
+        self.grad = None  # a leaf's gradient, shaped like data, once backward has run
+        self.parents = parents  # the Tensors this one was computed from
+        self.op = op  # "+", "@", "sum"...: for printing and drawing
+        self.rule = rule  # g -> one gradient per parent, in order; None for a leaf
+
+    @property
+    def shape(self):
+        return tuple(self.data.shape)
+
+    def __repr__(self):
+        return f"Tensor({self.op or 'leaf'}, shape {self.shape})"
+
+
+def as_tensor(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+def add(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):
+        return g.sum_to_size(a.shape), g.sum_to_size(b.shape)
+
+    return Tensor(a.data + b.data, (a, b), "+", rule)
+
+
+def mul(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):  # each factor gets g times the other, summed back to its own shape
+        return (g * b.data).sum_to_size(a.shape), (g * a.data).sum_to_size(b.shape)
+
+    return Tensor(a.data * b.data, (a, b), "*", rule)
+
+def matmul(a, b):
+    if a.data.dim() != 2 or b.data.dim() != 2:
+        raise ValueError(f"matmul: expected two 2-D Tensors, got shapes {a.shape} and {b.shape}")
+
+    def rule(g):
+        return g @ b.data.T, a.data.T @ g
+
+    return Tensor(a.data @ b.data, (a, b), "@", rule)
+
+
+def relu(a):
+    return Tensor(a.data.clamp(min=0), (a,), "relu", lambda g: (g * (a.data > 0),))
+
+
+def tanh(a):
+    out = Tensor(a.data.tanh(), (a,), "tanh")
+    out.rule = lambda g: (g * (1 - out.data**2),)
+    return out
+
+
+def exp(a):
+    out = Tensor(a.data.exp(), (a,), "exp")
+    out.rule = lambda g: (g * out.data,)
+    return out
+
+
+def log(a):
+    return Tensor(a.data.log(), (a,), "log", lambda g: (g / a.data,))
+
+def reduce_sum(a, dim=None, keepdim=False):
+    dims = range(a.data.dim()) if dim is None else [dim] if isinstance(dim, int) else dim
+    summed = {d % a.data.dim() for d in dims}  # a negative dim counts from the end
+    kept = [1 if i in summed else n for i, n in enumerate(a.shape)]
+
+    def rule(g):
+        return (g.reshape(kept).expand(a.shape),)
+
+    return Tensor(a.data.sum(dim=dim, keepdim=keepdim), (a,), "sum", rule)
+
+
+def mean(a, dim=None, keepdim=False):
+    total = reduce_sum(a, dim, keepdim)
+    return total * (total.data.numel() / a.data.numel())
+
+
+def reshape(a, *shape):
+    return Tensor(a.data.reshape(*shape), (a,), "reshape", lambda g: (g.reshape(a.shape),))
+
+
+def getitem(a, index):
+    came_from = torch.arange(a.data.numel()).reshape(a.shape)[index]
+
+    def rule(g):
+        flat = torch.zeros(a.data.numel(), dtype=g.dtype)
+        flat.index_add_(0, came_from.reshape(-1), g.reshape(-1))
+        return (flat.reshape(a.shape),)
+
+    return Tensor(a.data[index], (a,), "index", rule)
+
+Tensor.__add__ = Tensor.__radd__ = add
+Tensor.__mul__ = Tensor.__rmul__ = mul
+Tensor.__matmul__ = matmul
+Tensor.__getitem__ = getitem
+Tensor.__neg__ = lambda a: a * -1.0
+Tensor.__sub__ = lambda a, b: a + (-as_tensor(b))
+Tensor.__rsub__ = lambda a, b: as_tensor(b) + (-a)
+Tensor.__truediv__ = lambda a, b: a * (1 / b)  # b a plain number
+Tensor.sum, Tensor.mean, Tensor.reshape = reduce_sum, mean, reshape
+Tensor.relu, Tensor.tanh, Tensor.exp, Tensor.log = relu, tanh, exp, log
+
+x = Tensor(torch.arange(6.0).reshape(2, 3))
+b = Tensor([10.0, 20.0, 30.0])
+y = (x * b + 1).sum(dim=1)
+print(y, "=", y.data)
+print("made by", y.op, "from", y.parents)
+print("torch recorded nothing:", y.data.grad_fn is None and not y.data.requires_grad)
+
+def topo_order(root):  # lesson 03's: every node after its parents
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)  # every parent is already in the order
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in node.parents if id(p) not in seen)
+    return order
+
+
+def backward(root):
+    if root.data.numel() != 1:
+        raise ValueError(f"backward: expected a Tensor holding one number (a loss), got "
+                         f"shape {root.shape}")
+    grads = {id(root): torch.ones_like(root.data)}  # d root / d root
+    for node in reversed(topo_order(root)):
+        g = grads.pop(id(node))  # complete: every node that used this one has run
+        if node.rule is None:  # a leaf: add to what it holds
+            node.grad = g if node.grad is None else node.grad + g
+            continue
+        for parent, share in zip(node.parents, node.rule(g), strict=True):
+            if id(parent) in grads:
+                grads[id(parent)] = grads[id(parent)] + share  # paths add up
+            else:
+                grads[id(parent)] = share'''),
+    Honest('l11-matmul',
+           'einsum with ellipsis and an unbroadcast helper',
+           '''\
+def broadcast_matmul(a, b):
+    A, B = a.data, b.data
+    A2 = A if A.dim() > 1 else A.unsqueeze(0)   # a row
+    B2 = B if B.dim() > 1 else B.unsqueeze(1)   # a column
+
+    def rule(g):
+        if B.dim() == 1:
+            g = g.unsqueeze(-1)
+        if A.dim() == 1:
+            g = g.unsqueeze(-2)
+        ga = torch.einsum("...ij,...kj->...ik", g, B2)
+        gb = torch.einsum("...ji,...jk->...ik", A2, g)
+        return unbroadcast(ga, A2.shape).reshape(A.shape), unbroadcast(gb, B2.shape).reshape(B.shape)
+
+    return Tensor(torch.matmul(A, B), (a, b), "matmul", rule)
+''',
+           earlier='''\
+class Tensor:
+    """An array that remembers how it was made: lesson 03's Value, a whole tensor at a time."""
+
+    def __init__(self, data, parents=(), op="", rule=None):
+        self.data = torch.as_tensor(data, dtype=torch.float64).detach().clone()  # storage only
+        self.grad = None  # a leaf's gradient, shaped like data, once backward has run
+        self.parents = parents  # the Tensors this one was computed from
+        self.op = op  # "+", "@", "sum"...: for printing and drawing
+        self.rule = rule  # g -> one gradient per parent, in order; None for a leaf
+
+    @property
+    def shape(self):
+        return tuple(self.data.shape)
+
+    def __repr__(self):
+        return f"Tensor({self.op or 'leaf'}, shape {self.shape})"
+
+
+def as_tensor(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+def add(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):
+        return g.sum_to_size(a.shape), g.sum_to_size(b.shape)
+
+    return Tensor(a.data + b.data, (a, b), "+", rule)
+
+
+def mul(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):  # each factor gets g times the other, summed back to its own shape
+        return (g * b.data).sum_to_size(a.shape), (g * a.data).sum_to_size(b.shape)
+
+    return Tensor(a.data * b.data, (a, b), "*", rule)
+
+def matmul(a, b):
+    if a.data.dim() != 2 or b.data.dim() != 2:
+        raise ValueError(f"matmul: expected two 2-D Tensors, got shapes {a.shape} and {b.shape}")
+
+    def rule(g):
+        return g @ b.data.T, a.data.T @ g
+
+    return Tensor(a.data @ b.data, (a, b), "@", rule)
+
+
+def relu(a):
+    return Tensor(a.data.clamp(min=0), (a,), "relu", lambda g: (g * (a.data > 0),))
+
+
+def tanh(a):
+    out = Tensor(a.data.tanh(), (a,), "tanh")
+    out.rule = lambda g: (g * (1 - out.data**2),)
+    return out
+
+
+def exp(a):
+    out = Tensor(a.data.exp(), (a,), "exp")
+    out.rule = lambda g: (g * out.data,)
+    return out
+
+
+def log(a):
+    return Tensor(a.data.log(), (a,), "log", lambda g: (g / a.data,))
+
+def reduce_sum(a, dim=None, keepdim=False):
+    dims = range(a.data.dim()) if dim is None else [dim] if isinstance(dim, int) else dim
+    summed = {d % a.data.dim() for d in dims}  # a negative dim counts from the end
+    kept = [1 if i in summed else n for i, n in enumerate(a.shape)]
+
+    def rule(g):
+        return (g.reshape(kept).expand(a.shape),)
+
+    return Tensor(a.data.sum(dim=dim, keepdim=keepdim), (a,), "sum", rule)
+
+
+def mean(a, dim=None, keepdim=False):
+    total = reduce_sum(a, dim, keepdim)
+    return total * (total.data.numel() / a.data.numel())
+
+
+def reshape(a, *shape):
+    return Tensor(a.data.reshape(*shape), (a,), "reshape", lambda g: (g.reshape(a.shape),))
+
+
+def getitem(a, index):
+    came_from = torch.arange(a.data.numel()).reshape(a.shape)[index]
+
+    def rule(g):
+        flat = torch.zeros(a.data.numel(), dtype=g.dtype)
+        flat.index_add_(0, came_from.reshape(-1), g.reshape(-1))
+        return (flat.reshape(a.shape),)
+
+    return Tensor(a.data[index], (a,), "index", rule)
+
+Tensor.__add__ = Tensor.__radd__ = add
+Tensor.__mul__ = Tensor.__rmul__ = mul
+Tensor.__matmul__ = matmul
+Tensor.__getitem__ = getitem
+Tensor.__neg__ = lambda a: a * -1.0
+Tensor.__sub__ = lambda a, b: a + (-as_tensor(b))
+Tensor.__rsub__ = lambda a, b: as_tensor(b) + (-a)
+Tensor.__truediv__ = lambda a, b: a * (1 / b)  # b a plain number
+Tensor.sum, Tensor.mean, Tensor.reshape = reduce_sum, mean, reshape
+Tensor.relu, Tensor.tanh, Tensor.exp, Tensor.log = relu, tanh, exp, log
+
+x = Tensor(torch.arange(6.0).reshape(2, 3))
+b = Tensor([10.0, 20.0, 30.0])
+y = (x * b + 1).sum(dim=1)
+print(y, "=", y.data)
+print("made by", y.op, "from", y.parents)
+print("torch recorded nothing:", y.data.grad_fn is None and not y.data.requires_grad)
+
+def topo_order(root):  # lesson 03's: every node after its parents
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)  # every parent is already in the order
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in node.parents if id(p) not in seen)
+    return order
+
+
+def backward(root):
+    if root.data.numel() != 1:
+        raise ValueError(f"backward: expected a Tensor holding one number (a loss), got "
+                         f"shape {root.shape}")
+    grads = {id(root): torch.ones_like(root.data)}  # d root / d root
+    for node in reversed(topo_order(root)):
+        g = grads.pop(id(node))  # complete: every node that used this one has run
+        if node.rule is None:  # a leaf: add to what it holds
+            node.grad = g if node.grad is None else node.grad + g
+            continue
+        for parent, share in zip(node.parents, node.rule(g), strict=True):
+            if id(parent) in grads:
+                grads[id(parent)] = grads[id(parent)] + share  # paths add up
+            else:
+                grads[id(parent)] = share
+
+def unbroadcast(t, shape):
+    """t summed back to shape: over the dimensions added in front, then where shape has 1."""
+    while t.dim() > len(shape):
+        t = t.sum(0)
+    stretched = [i for i, n in enumerate(shape) if n == 1 and t.shape[i] != 1]
+    return t.sum(stretched, keepdim=True) if stretched else t
+'''),
+    Honest('l11-matmul',
+           'a loop over the batch with itertools.product, rule set after',
+           '''\
+import itertools
+
+
+def broadcast_matmul(a, b):
+    A = a.data if a.data.dim() > 1 else a.data.reshape(1, -1)
+    B = b.data if b.data.dim() > 1 else b.data.reshape(-1, 1)
+    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    A_full = A.reshape((1,) * (len(batch) + 2 - A.dim()) + tuple(A.shape))  # ones in front
+    B_full = B.reshape((1,) * (len(batch) + 2 - B.dim()) + tuple(B.shape))
+    out = Tensor(a.data @ b.data, (a, b), "matmul")
+
+    def rule(g):
+        G = g.reshape(*batch, A.shape[-2], B.shape[-1])
+        ga, gb = torch.zeros_like(A_full), torch.zeros_like(B_full)
+        for idx in itertools.product(*(range(n) for n in batch)):  # every matrix product
+            ia = tuple(i if n > 1 else 0 for i, n in zip(idx, A_full.shape))
+            ib = tuple(i if n > 1 else 0 for i, n in zip(idx, B_full.shape))
+            ga[ia] += G[idx] @ B_full[ib].T
+            gb[ib] += A_full[ia].T @ G[idx]
+        return ga.reshape(a.shape), gb.reshape(b.shape)
+
+    out.rule = rule
+    return out
+''',
+           earlier='''\
+class Tensor:
+    """An array that remembers how it was made: lesson 03's Value, a whole tensor at a time."""
+
+    def __init__(self, data, parents=(), op="", rule=None):
+        self.data = torch.as_tensor(data, dtype=torch.float64).detach().clone()  # storage only
+        self.grad = None  # a leaf's gradient, shaped like data, once backward has run
+        self.parents = parents  # the Tensors this one was computed from
+        self.op = op  # "+", "@", "sum"...: for printing and drawing
+        self.rule = rule  # g -> one gradient per parent, in order; None for a leaf
+
+    @property
+    def shape(self):
+        return tuple(self.data.shape)
+
+    def __repr__(self):
+        return f"Tensor({self.op or 'leaf'}, shape {self.shape})"
+
+
+def as_tensor(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+def add(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):
+        return g.sum_to_size(a.shape), g.sum_to_size(b.shape)
+
+    return Tensor(a.data + b.data, (a, b), "+", rule)
+
+
+def mul(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):  # each factor gets g times the other, summed back to its own shape
+        return (g * b.data).sum_to_size(a.shape), (g * a.data).sum_to_size(b.shape)
+
+    return Tensor(a.data * b.data, (a, b), "*", rule)
+
+def matmul(a, b):
+    if a.data.dim() != 2 or b.data.dim() != 2:
+        raise ValueError(f"matmul: expected two 2-D Tensors, got shapes {a.shape} and {b.shape}")
+
+    def rule(g):
+        return g @ b.data.T, a.data.T @ g
+
+    return Tensor(a.data @ b.data, (a, b), "@", rule)
+
+
+def relu(a):
+    return Tensor(a.data.clamp(min=0), (a,), "relu", lambda g: (g * (a.data > 0),))
+
+
+def tanh(a):
+    out = Tensor(a.data.tanh(), (a,), "tanh")
+    out.rule = lambda g: (g * (1 - out.data**2),)
+    return out
+
+
+def exp(a):
+    out = Tensor(a.data.exp(), (a,), "exp")
+    out.rule = lambda g: (g * out.data,)
+    return out
+
+
+def log(a):
+    return Tensor(a.data.log(), (a,), "log", lambda g: (g / a.data,))
+
+def reduce_sum(a, dim=None, keepdim=False):
+    dims = range(a.data.dim()) if dim is None else [dim] if isinstance(dim, int) else dim
+    summed = {d % a.data.dim() for d in dims}  # a negative dim counts from the end
+    kept = [1 if i in summed else n for i, n in enumerate(a.shape)]
+
+    def rule(g):
+        return (g.reshape(kept).expand(a.shape),)
+
+    return Tensor(a.data.sum(dim=dim, keepdim=keepdim), (a,), "sum", rule)
+
+
+def mean(a, dim=None, keepdim=False):
+    total = reduce_sum(a, dim, keepdim)
+    return total * (total.data.numel() / a.data.numel())
+
+
+def reshape(a, *shape):
+    return Tensor(a.data.reshape(*shape), (a,), "reshape", lambda g: (g.reshape(a.shape),))
+
+
+def getitem(a, index):
+    came_from = torch.arange(a.data.numel()).reshape(a.shape)[index]
+
+    def rule(g):
+        flat = torch.zeros(a.data.numel(), dtype=g.dtype)
+        flat.index_add_(0, came_from.reshape(-1), g.reshape(-1))
+        return (flat.reshape(a.shape),)
+
+    return Tensor(a.data[index], (a,), "index", rule)
+
+Tensor.__add__ = Tensor.__radd__ = add
+Tensor.__mul__ = Tensor.__rmul__ = mul
+Tensor.__matmul__ = matmul
+Tensor.__getitem__ = getitem
+Tensor.__neg__ = lambda a: a * -1.0
+Tensor.__sub__ = lambda a, b: a + (-as_tensor(b))
+Tensor.__rsub__ = lambda a, b: as_tensor(b) + (-a)
+Tensor.__truediv__ = lambda a, b: a * (1 / b)  # b a plain number
+Tensor.sum, Tensor.mean, Tensor.reshape = reduce_sum, mean, reshape
+Tensor.relu, Tensor.tanh, Tensor.exp, Tensor.log = relu, tanh, exp, log
+
+x = Tensor(torch.arange(6.0).reshape(2, 3))
+b = Tensor([10.0, 20.0, 30.0])
+y = (x * b + 1).sum(dim=1)
+print(y, "=", y.data)
+print("made by", y.op, "from", y.parents)
+print("torch recorded nothing:", y.data.grad_fn is None and not y.data.requires_grad)
+
+def topo_order(root):  # lesson 03's: every node after its parents
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)  # every parent is already in the order
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in node.parents if id(p) not in seen)
+    return order
+
+
+def backward(root):
+    if root.data.numel() != 1:
+        raise ValueError(f"backward: expected a Tensor holding one number (a loss), got "
+                         f"shape {root.shape}")
+    grads = {id(root): torch.ones_like(root.data)}  # d root / d root
+    for node in reversed(topo_order(root)):
+        g = grads.pop(id(node))  # complete: every node that used this one has run
+        if node.rule is None:  # a leaf: add to what it holds
+            node.grad = g if node.grad is None else node.grad + g
+            continue
+        for parent, share in zip(node.parents, node.rule(g), strict=True):
+            if id(parent) in grads:
+                grads[id(parent)] = grads[id(parent)] + share  # paths add up
+            else:
+                grads[id(parent)] = share'''),
+    Honest('l11-matmul',
+           'g reshaped to the broadcast batch, sum_to_size, Tensor.__matmul__ replaced',
+           '''\
+def broadcast_matmul(a, b):
+    A = a.data.unsqueeze(0) if a.data.dim() == 1 else a.data
+    B = b.data.unsqueeze(-1) if b.data.dim() == 1 else b.data
+
+    def rule(g):
+        g = g.reshape(torch.broadcast_shapes(A.shape[:-2], B.shape[:-2]) + (A.shape[-2], B.shape[-1]))
+        return ((g @ B.mT).sum_to_size(A.shape).reshape(a.shape),
+                (A.mT @ g).sum_to_size(B.shape).reshape(b.shape))
+
+    return Tensor(a.data @ b.data, (a, b), "@", rule)
+
+
+Tensor.__matmul__ = broadcast_matmul
+''',
+           earlier='''\
+class Tensor:
+    """An array that remembers how it was made: lesson 03's Value, a whole tensor at a time."""
+
+    def __init__(self, data, parents=(), op="", rule=None):
+        self.data = torch.as_tensor(data, dtype=torch.float64).detach().clone()  # storage only
+        self.grad = None  # a leaf's gradient, shaped like data, once backward has run
+        self.parents = parents  # the Tensors this one was computed from
+        self.op = op  # "+", "@", "sum"...: for printing and drawing
+        self.rule = rule  # g -> one gradient per parent, in order; None for a leaf
+
+    @property
+    def shape(self):
+        return tuple(self.data.shape)
+
+    def __repr__(self):
+        return f"Tensor({self.op or 'leaf'}, shape {self.shape})"
+
+
+def as_tensor(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+def add(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):
+        return g.sum_to_size(a.shape), g.sum_to_size(b.shape)
+
+    return Tensor(a.data + b.data, (a, b), "+", rule)
+
+
+def mul(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):  # each factor gets g times the other, summed back to its own shape
+        return (g * b.data).sum_to_size(a.shape), (g * a.data).sum_to_size(b.shape)
+
+    return Tensor(a.data * b.data, (a, b), "*", rule)
+
+def matmul(a, b):
+    if a.data.dim() != 2 or b.data.dim() != 2:
+        raise ValueError(f"matmul: expected two 2-D Tensors, got shapes {a.shape} and {b.shape}")
+
+    def rule(g):
+        return g @ b.data.T, a.data.T @ g
+
+    return Tensor(a.data @ b.data, (a, b), "@", rule)
+
+
+def relu(a):
+    return Tensor(a.data.clamp(min=0), (a,), "relu", lambda g: (g * (a.data > 0),))
+
+
+def tanh(a):
+    out = Tensor(a.data.tanh(), (a,), "tanh")
+    out.rule = lambda g: (g * (1 - out.data**2),)
+    return out
+
+
+def exp(a):
+    out = Tensor(a.data.exp(), (a,), "exp")
+    out.rule = lambda g: (g * out.data,)
+    return out
+
+
+def log(a):
+    return Tensor(a.data.log(), (a,), "log", lambda g: (g / a.data,))
+
+def reduce_sum(a, dim=None, keepdim=False):
+    dims = range(a.data.dim()) if dim is None else [dim] if isinstance(dim, int) else dim
+    summed = {d % a.data.dim() for d in dims}  # a negative dim counts from the end
+    kept = [1 if i in summed else n for i, n in enumerate(a.shape)]
+
+    def rule(g):
+        return (g.reshape(kept).expand(a.shape),)
+
+    return Tensor(a.data.sum(dim=dim, keepdim=keepdim), (a,), "sum", rule)
+
+
+def mean(a, dim=None, keepdim=False):
+    total = reduce_sum(a, dim, keepdim)
+    return total * (total.data.numel() / a.data.numel())
+
+
+def reshape(a, *shape):
+    return Tensor(a.data.reshape(*shape), (a,), "reshape", lambda g: (g.reshape(a.shape),))
+
+
+def getitem(a, index):
+    came_from = torch.arange(a.data.numel()).reshape(a.shape)[index]
+
+    def rule(g):
+        flat = torch.zeros(a.data.numel(), dtype=g.dtype)
+        flat.index_add_(0, came_from.reshape(-1), g.reshape(-1))
+        return (flat.reshape(a.shape),)
+
+    return Tensor(a.data[index], (a,), "index", rule)
+
+Tensor.__add__ = Tensor.__radd__ = add
+Tensor.__mul__ = Tensor.__rmul__ = mul
+Tensor.__matmul__ = matmul
+Tensor.__getitem__ = getitem
+Tensor.__neg__ = lambda a: a * -1.0
+Tensor.__sub__ = lambda a, b: a + (-as_tensor(b))
+Tensor.__rsub__ = lambda a, b: as_tensor(b) + (-a)
+Tensor.__truediv__ = lambda a, b: a * (1 / b)  # b a plain number
+Tensor.sum, Tensor.mean, Tensor.reshape = reduce_sum, mean, reshape
+Tensor.relu, Tensor.tanh, Tensor.exp, Tensor.log = relu, tanh, exp, log
+
+x = Tensor(torch.arange(6.0).reshape(2, 3))
+b = Tensor([10.0, 20.0, 30.0])
+y = (x * b + 1).sum(dim=1)
+print(y, "=", y.data)
+print("made by", y.op, "from", y.parents)
+print("torch recorded nothing:", y.data.grad_fn is None and not y.data.requires_grad)
+
+def topo_order(root):  # lesson 03's: every node after its parents
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)  # every parent is already in the order
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in node.parents if id(p) not in seen)
+    return order
+
+
+def backward(root):
+    if root.data.numel() != 1:
+        raise ValueError(f"backward: expected a Tensor holding one number (a loss), got "
+                         f"shape {root.shape}")
+    grads = {id(root): torch.ones_like(root.data)}  # d root / d root
+    for node in reversed(topo_order(root)):
+        g = grads.pop(id(node))  # complete: every node that used this one has run
+        if node.rule is None:  # a leaf: add to what it holds
+            node.grad = g if node.grad is None else node.grad + g
+            continue
+        for parent, share in zip(node.parents, node.rule(g), strict=True):
+            if id(parent) in grads:
+                grads[id(parent)] = grads[id(parent)] + share  # paths add up
+            else:
+                grads[id(parent)] = share'''),
+    Honest('l12-centre',
+           'a class of @staticmethod steps',
+           '''\
+class BatchNormSteps:
+    """Batch norm's lines, bottom up, one static method per line."""
+
+    @staticmethod
+    def invstd(var, eps, dinvstd):
+        return -0.5 * (var + eps) ** -1.5 * dinvstd
+
+    @staticmethod
+    def mean_over_rows(dout, n):
+        return dout.repeat(n, 1) / n
+
+    @staticmethod
+    def subtracted(ddiff):
+        return -ddiff.sum(dim=0, keepdim=True)
+
+
+def centre_backward(diff, var, eps, dxhat, dinvstd):
+    n = diff.shape[0]
+    dvar = BatchNormSteps.invstd(var, eps, dinvstd)
+    ddiff2 = BatchNormSteps.mean_over_rows(dvar, n)
+    ddiff = dxhat * (var + eps) ** -0.5 + 2 * diff * ddiff2
+    dmean = BatchNormSteps.subtracted(ddiff)
+    return dvar, ddiff2, ddiff, dmean, ddiff + BatchNormSteps.mean_over_rows(dmean, n)
+'''),
+    Honest('l12-centre',
+           'rsqrt, a module-level axis, += on a fresh tensor',
+           '''\
+BATCH = 0  # the dimension batch norm averages over
+
+
+def centre_backward(diff, var, eps, dxhat, dinvstd):
+    n = diff.size(BATCH)
+    invstd = torch.rsqrt(var + eps)
+    dvar = dinvstd * -0.5 * invstd**3
+    ddiff2 = torch.ones_like(diff) * (dvar / n)
+    ddiff = dxhat * invstd
+    ddiff += 2 * diff * ddiff2  # the second use of diff
+    dmean = -torch.sum(ddiff, dim=BATCH, keepdim=True)
+    dhpre = ddiff + dmean / n
+    return dvar, ddiff2, ddiff, dmean, dhpre
+'''),
+    Honest('l12-centre',
+           'sqrt computed twice, expand(...).clone()',
+           '''\
+def centre_backward(diff, var, eps, dxhat, dinvstd):
+    n = len(diff)
+    std = torch.sqrt(var + eps)
+    dvar = -0.5 * dinvstd / std**3
+    ddiff2 = (dvar / n).expand(n, -1).clone()
+    ddiff = dxhat / torch.sqrt(var + eps) + 2 * diff * ddiff2
+    dmean = -ddiff.sum(0, keepdim=True)
+    return dvar, ddiff2, ddiff, dmean, ddiff + dmean / n
+'''),
+    Honest('l12-centre',
+           'tuple-unpacked module-level axes',
+           '''\
+BATCH, FEATURES = 0, 1
+
+
+def centre_backward(diff, var, eps, dxhat, dinvstd):
+    n = diff.shape[BATCH]
+    dvar = -0.5 * (var + eps) ** -1.5 * dinvstd
+    ddiff2 = dvar.expand_as(diff) / n
+    ddiff = dxhat * (var + eps) ** -0.5 + 2 * diff * ddiff2
+    dmean = -ddiff.sum(BATCH, keepdim=True)
+    return dvar, ddiff2, ddiff, dmean, ddiff + dmean / n
+'''),
+    Honest('l12-embedding',
+           'one_hot, view and einsum',
+           '''\
+def embedding_backward(dxin, tokens, num_rows):
+    n, T = tokens.shape
+    demb = dxin[:, 2:].view(n, T, -1)
+    picks = F.one_hot(tokens, num_rows).to(dxin.dtype)  # (n, T, rows): which row each read
+    dC = torch.einsum("ntr,nte->re", picks, demb)
+    return demb, dC
+'''),
+    Honest('l12-embedding',
+           'split and scatter_add_',
+           '''\
+def embedding_backward(dxin, tokens, num_rows):
+    n, T = tokens.shape
+    _, dembcat = torch.split(dxin, [2, dxin.shape[1] - 2], dim=1)
+    demb = dembcat.reshape(n, T, -1)
+    E = demb.shape[-1]
+    index = tokens.reshape(-1, 1).expand(-1, E)
+    dC = torch.zeros(num_rows, E, dtype=dxin.dtype).scatter_add_(0, index, demb.reshape(-1, E))
+    return demb, dC
+'''),
+    Honest('l12-embedding',
+           'a defaultdict of rows',
+           '''\
+from collections import defaultdict
+
+
+def embedding_backward(dxin, tokens, num_rows):
+    n, T = tokens.shape
+    demb = dxin[:, 2:].reshape(n, T, -1)
+    E = demb.shape[2]
+    rows = defaultdict(lambda: torch.zeros(E, dtype=dxin.dtype))
+    for token, g in zip(tokens.flatten().tolist(), demb.reshape(-1, E)):
+        rows[token] = rows[token] + g  # a row read twice gets both gradients
+    return demb, torch.stack([rows[r] for r in range(num_rows)])
+'''),
+    Honest('l12-embedding',
+           'bincount with weights, one column at a time',
+           '''\
+def embedding_backward(dxin, tokens, num_rows):
+    n, T = tokens.shape
+    demb = dxin[:, 2:].reshape(n, T, -1)
+    ids, flat = tokens.flatten(), demb.reshape(n * T, -1)
+    columns = [torch.bincount(ids, weights=flat[:, e], minlength=num_rows)
+               for e in range(flat.shape[1])]
+    return demb, torch.stack(columns, dim=1)
+'''),
+    Honest('l12-embedding',
+           'index_put_ with accumulate=True',
+           '''\
+def embedding_backward(dxin, tokens, num_rows):
+    n, T = tokens.shape
+    demb = dxin[:, 2:].reshape(n, T, -1)
+    dC = dxin.new_zeros(num_rows, demb.shape[-1])
+    dC.index_put_((tokens,), demb, accumulate=True)
+    return demb, dC
+'''),
+    Honest('l12-embedding',
+           'functools.reduce over the lookups',
+           '''\
+import functools
+
+
+def embedding_backward(dxin, tokens, num_rows):
+    n, T = tokens.shape
+    demb = dxin[:, 2:].reshape(n, T, -1)
+    E = demb.shape[-1]
+
+    def add_lookup(dC, lookup):
+        token, g = lookup
+        dC[token] += g
+        return dC
+
+    lookups = zip(tokens.flatten().tolist(), demb.reshape(-1, E))
+    return demb, functools.reduce(add_lookup, lookups, dxin.new_zeros(num_rows, E))
+'''),
+    Honest('l12-layernorm',
+           "batch norm's steps along dim 1",
+           '''\
+def layernorm_backward(dout, x, gain, eps):
+    D = x.shape[1]
+    mean = x.mean(1, keepdim=True)
+    diff = x - mean
+    var = (diff**2).mean(1, keepdim=True)
+    invstd = (var + eps) ** -0.5
+    dxhat = dout * gain
+    dinvstd = (dxhat * diff).sum(1, keepdim=True)
+    dvar = -0.5 * (var + eps) ** -1.5 * dinvstd
+    ddiff = dxhat * invstd + 2 * diff * dvar / D
+    dmean = -ddiff.sum(1, keepdim=True)
+    return ddiff + dmean / D
+'''),
+    Honest('l12-layernorm',
+           'a lambda over the transpose, a helper in an earlier cell',
+           '''\
+# layer norm is batch norm of the transpose: every row's features are a batch of one feature
+layernorm_backward = lambda dout, x, gain, eps: normalised_dx_over_rows(
+    (dout * gain).T, x.T, eps).T
+''',
+           earlier='''\
+def normalised_dx_over_rows(g, x, eps):
+    """Batch norm's compact backward (the statistics over dim 0), for the gradient g at xhat."""
+    n = x.shape[0]
+    invstd = 1 / torch.sqrt(x.var(0, correction=0) + eps)
+    xhat = (x - x.mean(0)) * invstd
+    return invstd / n * (n * g - g.sum(0) - xhat * (g * xhat).sum(0))
+'''),
+    Honest('l12-layernorm',
+           'F.layer_norm for xhat, torch.var_mean',
+           '''\
+def layernorm_backward(dout, x, gain, eps):
+    D = x.shape[-1]
+    var, _ = torch.var_mean(x, dim=-1, correction=0, keepdim=True)
+    xhat = F.layer_norm(x, (D,), eps=eps)
+    g = dout * gain
+    return (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True)) / torch.sqrt(var + eps)
+'''),
+    Honest('l12-layernorm',
+           'a helper defined in the cell below the answer',
+           '''\
+def layernorm_backward(dout, x, gain, eps):
+    xhat, invstd = row_stats(x, eps)
+    g = dout * gain
+    return invstd * (g - g.mean(1, keepdim=True) - xhat * (g * xhat).mean(1, keepdim=True))
+''',
+           earlier=None,
+           later='''\
+def row_stats(x, eps):
+    centred = x - x.mean(1, keepdim=True)
+    invstd = (centred.pow(2).mean(1, keepdim=True) + eps) ** -0.5
+    return centred * invstd, invstd
+'''),
+    Honest('l12-normalise',
+           'functools.partial of a power-rule lambda, einsum',
+           '''\
+import functools
+
+power_slope = lambda t, k: k * t ** (k - 1)
+inverse_slope = functools.partial(power_slope, k=-1)  # d(s**-1)/ds
+
+
+def normalise_backward(counts, counts_sum, dprobs):
+    counts_sum_inv = counts_sum**-1
+    dcounts_sum_inv = torch.einsum("nc,nc->n", dprobs, counts).unsqueeze(1)
+    dcounts_sum = inverse_slope(counts_sum) * dcounts_sum_inv
+    dcounts = dprobs * counts_sum_inv
+    dcounts += dcounts_sum  # the second use of counts, broadcast over the classes
+    return dcounts_sum_inv, dcounts_sum, dcounts
+'''),
+    Honest('l12-normalise',
+           'a loop over the rows',
+           '''\
+def normalise_backward(counts, counts_sum, dprobs):
+    dinv = torch.zeros_like(counts_sum)
+    dsum = torch.zeros_like(counts_sum)
+    dcounts = torch.zeros_like(counts)
+    for i in range(len(counts)):  # one row at a time
+        s = counts_sum[i, 0]
+        dinv[i, 0] = (dprobs[i] * counts[i]).sum()
+        dsum[i, 0] = -dinv[i, 0] / s**2
+        dcounts[i] = dprobs[i] / s + dsum[i, 0]
+    return dinv, dsum, dcounts
+'''),
+    Honest('l12-normalise',
+           'typing.Tuple and torch.Tensor annotations',
+           '''\
+from typing import Tuple
+
+from torch import Tensor
+
+
+def normalise_backward(counts: Tensor, counts_sum: Tensor,
+                       dprobs: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    dinv = (dprobs * counts).sum(1, keepdim=True)
+    dsum = -dinv / counts_sum**2
+    return dinv, dsum, dprobs / counts_sum + dsum
+'''),
+    Honest('l12-scale-normalise',
+           'einsum for every sum',
+           '''\
+def scale_normalise_backward(diff, invstd, gain, dhbn):
+    dxhat = torch.einsum("h,nh->nh", gain, dhbn)
+    dgain = torch.einsum("nh,nh,oh->h", dhbn, diff, invstd)  # xhat = diff * invstd
+    dbias = torch.einsum("nh->h", dhbn)
+    dinvstd = torch.einsum("nh,nh->h", dxhat, diff)[None, :]
+    return dxhat, dgain, dbias, dinvstd
+'''),
+    Honest('l12-scale-normalise',
+           'a dataclass with a backward method',
+           '''\
+from dataclasses import dataclass
+
+
+@dataclass
+class Affine:
+    gain: torch.Tensor
+
+    def backward(self, xhat, dhbn):
+        return dhbn * self.gain, (dhbn * xhat).sum(0), dhbn.sum(0)
+
+
+def scale_normalise_backward(diff, invstd, gain, dhbn):
+    dxhat, dgain, dbias = Affine(gain).backward(diff * invstd, dhbn)
+    return dxhat, dgain, dbias, (dxhat * diff).sum(0, keepdim=True)
+'''),
+    Honest('l12-scale-normalise',
+           'an annotated module-level constant',
+           '''\
+ROWS: int = 0
+
+
+def scale_normalise_backward(diff, invstd, gain, dhbn):
+    dxhat = gain * dhbn
+    return (dxhat, (dhbn * diff * invstd).sum(ROWS), dhbn.sum(ROWS),
+            (dxhat * diff).sum(ROWS, keepdim=True))
+'''),
+    Honest('l12-shift',
+           'torch.where on an argmax mask',
+           '''\
+def shift_backward(logits, counts, dcounts):
+    dshifted = counts * dcounts
+    dlogit_maxes = -torch.sum(dshifted, 1, keepdim=True)
+    columns = torch.arange(logits.shape[1]).unsqueeze(0)
+    is_max = columns == logits.argmax(1, keepdim=True)
+    dlogits = dshifted + torch.where(is_max, dlogit_maxes, torch.zeros_like(dshifted))
+    return dshifted, dlogit_maxes, dlogits
+'''),
+    Honest('l12-shift',
+           'a clone and += at the argmax',
+           '''\
+def shift_backward(logits, counts, dcounts):
+    dshifted = dcounts * counts
+    dlogit_maxes = -dshifted.sum(dim=1, keepdim=True)
+    dlogits = dshifted.clone()
+    rows = torch.arange(len(logits))
+    dlogits[rows, logits.argmax(dim=1)] += dlogit_maxes.squeeze(1)  # one max per row
+    return dshifted, dlogit_maxes, dlogits
+'''),
+    Honest('l12-shift',
+           'torch.where between two copies of dshifted',
+           '''\
+def shift_backward(logits, counts, dcounts):
+    dshifted = dcounts * counts
+    dlogit_maxes = -dshifted.sum(1, keepdim=True)
+    is_max = torch.arange(logits.shape[1]) == logits.argmax(1, keepdim=True)
+    return dshifted, dlogit_maxes, torch.where(is_max, dshifted + dlogit_maxes, dshifted)
+'''),
+    Honest('l12-weighted',
+           'log_softmax, gather, -= on a fresh tensor',
+           '''\
+def weighted_dlogits(logits, y, weight):
+    p = logits.log_softmax(dim=1).exp()
+    p[torch.arange(logits.shape[0]), y] -= 1  # p is a fresh tensor: minus the one-hot
+    w = weight.gather(0, y)
+    return p * w.unsqueeze(-1) / w.sum()
+'''),
+    Honest('l12-weighted',
+           'a loop over the rows',
+           '''\
+def weighted_dlogits(logits, y, weight):
+    total = sum(weight[c] for c in y.tolist())
+    rows = []
+    for z, c in zip(logits, y.tolist()):
+        p = torch.softmax(z, dim=0)
+        target = torch.zeros_like(p)
+        target[c] = 1
+        rows.append(weight[c] * (p - target) / total)
+    return torch.stack(rows)
+'''),
+    Honest('l12-weighted',
+           'from torch.nn.functional import softmax, one_hot',
+           '''\
+from torch.nn.functional import one_hot, softmax
+
+
+def weighted_dlogits(logits, y, weight):
+    w = weight[y].unsqueeze(1)
+    return w * (softmax(logits, dim=1) - one_hot(y, logits.shape[1])) / w.sum()
+'''),
+    Honest('l12-weighted',
+           'a typed dict of lambdas',
+           '''\
+from typing import Callable
+
+STEPS: dict[str, Callable] = {
+    "probs": lambda z: torch.softmax(z, dim=1),
+    "target": lambda y, classes: F.one_hot(y, classes),
+}
+
+
+def weighted_dlogits(logits, y, weight):
+    w = weight[y][:, None]
+    probs = STEPS["probs"](logits)
+    return w * (probs - STEPS["target"](y, logits.shape[1])) / w.sum()
+'''),
+    Honest('l12-weighted',
+           'torch.special.log_softmax and rows of torch.eye',
+           '''\
+def weighted_dlogits(logits, y, weight):
+    probs = torch.special.log_softmax(logits, 1).exp()
+    onehot = torch.eye(logits.shape[1], dtype=logits.dtype)[y]
+    w = weight[y].reshape(-1, 1)
+    return w * (probs - onehot) / w.sum()
+'''),
+    Honest('l13-conv-dx',
+           "a loop over the kernel's offsets, added into a padded buffer",
+           '''\
+def conv2d_dx(x, w, dout, stride, padding):
+    N, C_in, H, W = x.shape
+    k = w.shape[-1]
+    h_out, w_out = dout.shape[-2:]
+    # out[n, o, p, q] read padded pixel (i + stride*p, j + stride*q) through w[o, c, i, j]
+    dx_padded = x.new_zeros(N, C_in, H + 2 * padding, W + 2 * padding)
+    for i in range(k):
+        for j in range(k):
+            share = torch.einsum('nopq,oc->ncpq', dout, w[:, :, i, j])
+            dx_padded[:, :, i:i + stride * h_out:stride, j:j + stride * w_out:stride] += share
+    return dx_padded[:, :, padding:padding + H, padding:padding + W]
+'''),
+    Honest('l13-conv-dx',
+           'dout spread out by a helper of an earlier cell, a full correlation with the turned kernel',
+           '''\
+def conv2d_dx(x, w, dout, stride, padding):
+    H, W = x.shape[-2:]
+    k = w.shape[-1]
+    spread = spread_out(dout, stride)
+    # the full correlation: every kernel entry meets every dout entry; kernel turned 180
+    full = F.conv2d(F.pad(spread, (k - 1, k - 1, k - 1, k - 1)), w.flip(2, 3).transpose(0, 1))
+    # full covers the padded image up to the last window; the rest got nothing
+    dx_padded = full.new_zeros(x.shape[0], x.shape[1], H + 2 * padding, W + 2 * padding)
+    dx_padded[:, :, :full.shape[2], :full.shape[3]] = full
+    return dx_padded[:, :, padding:padding + H, padding:padding + W]
+''',
+           earlier='''\
+def spread_out(dout, stride):
+    """dout with stride - 1 zeros between its entries, as the forward pass's steps left them."""
+    N, C, h, w = dout.shape
+    spread = dout.new_zeros(N, C, (h - 1) * stride + 1, (w - 1) * stride + 1)
+    spread[:, :, ::stride, ::stride] = dout
+    return spread
+'''),
+    Honest('l13-conv-dw',
+           'F.unfold and one einsum, db by three sums',
+           '''\
+def conv2d_dw_db(x, w, dout, stride, padding):
+    cols = F.unfold(x, w.shape[-1], stride=stride, padding=padding)  # (N, C_in*k*k, L)
+    dw = torch.einsum('nol,nkl->ok', dout.flatten(2), cols).reshape(w.shape)
+    db = dout.sum(0).sum(-1).sum(-1)
+    return dw, db
+'''),
+    Honest('l13-conv-dw',
+           'a correlation of the image with dout, dilated by the stride',
+           '''\
+def conv2d_dw_db(x, w, dout, stride, padding):
+    k = w.shape[-1]
+    # dw[o, c, i, j] = sum over n, p, q of dout[n, o, p, q] * x_padded[n, c, i + stride*p, j + stride*q]:
+    # a correlation of the padded image (the batch as channels) with dout, dilated by the stride
+    x_padded = F.pad(x, [padding] * 4).transpose(0, 1)  # (C_in, N, Hp, Wp)
+    kernel = dout.transpose(0, 1)                      # (C_out, N, h_out, w_out)
+    dw = F.conv2d(x_padded, kernel, dilation=stride)    # (C_in, C_out, >= k, >= k)
+    dw = dw[:, :, :k, :k].transpose(0, 1).contiguous()  # past k: pixels no window reached
+    return dw, torch.sum(dout, dim=(0, 2, 3))
+'''),
+    Honest('l13-pool',
+           'Tensor.unfold, index arithmetic and scatter_add_',
+           '''\
+def maxpool_backward(x, dout, kernel, stride):
+    N, C, H, W = x.shape
+    patches = x.unfold(2, kernel, stride).unfold(3, kernel, stride)  # (N, C, Ho, Wo, k, k)
+    Ho, Wo = patches.shape[2], patches.shape[3]
+    first = patches.reshape(N, C, Ho, Wo, kernel * kernel).argmax(dim=-1)  # first maximum
+    rows = torch.arange(Ho).view(Ho, 1) * stride + first // kernel
+    cols = torch.arange(Wo).view(1, Wo) * stride + first % kernel
+    where = (rows * W + cols).reshape(N, C, Ho * Wo)
+    dx = torch.zeros(N, C, H * W, dtype=x.dtype, device=x.device)
+    dx.scatter_add_(2, where, dout.reshape(N, C, Ho * Wo))  # overlapping windows add up
+    return dx.view(N, C, H, W)
+'''),
+    Honest('l13-pool',
+           'the first maximum by a cumsum mask, torch.where, added offset by offset',
+           '''\
+def maxpool_backward(x, dout, kernel, stride):
+    Ho, Wo = dout.shape[-2:]
+    offsets = [(a, b) for a in range(kernel) for b in range(kernel)]  # a window, row by row
+
+    def at(t, a, b):  # entry (a, b) of every window
+        return t[:, :, a:a + stride * (Ho - 1) + 1:stride, b:b + stride * (Wo - 1) + 1:stride]
+
+    stacked = torch.stack([at(x, a, b) for a, b in offsets], dim=-1)  # (N, C, Ho, Wo, k*k)
+    is_top = stacked == stacked.amax(dim=-1, keepdim=True)
+    first = is_top & (is_top.cumsum(dim=-1) == 1)  # ties: only the first one counts
+    dx = torch.zeros_like(x)
+    for idx, (a, b) in enumerate(offsets):
+        at(dx, a, b).add_(torch.where(first[..., idx], dout, torch.zeros_like(dout)))
+    return dx
+'''),
+    Honest('l13-dropout',
+           'torch.where on the mask',
+           '''\
+def dropout_backward(dout, mask, p, training):
+    if training:
+        return torch.where(mask, dout / (1 - p), torch.zeros_like(dout))
+    return dout.clone()  # eval: dropout was the identity
+'''),
+    Honest('l13-dropout',
+           'a class with __call__, in-place ops on a copy',
+           '''\
+class DropoutBackward:
+    """Backward of F.dropout: the kept entries scaled as forward scaled them."""
+
+    def __call__(self, dout, mask, p, training):
+        grad = dout.clone()
+        if training:
+            grad.masked_fill_(~mask, 0.0)
+            grad.div_(1 - p)
+        return grad
+
+
+dropout_backward = DropoutBackward()
+'''),
+    Honest('l15-vanishing',
+           "tensor hooks on each layer's input, placed by forward pre-hooks",
+           '''\
+def first_vanishing_layer(model, x, threshold):
+    norms = {}
+    tensor_handles = []
+
+    def watch_input(name):
+        def pre_hook(module, inputs):
+            def record(grad):
+                norms[name] = grad.norm().item()
+            tensor_handles.append(inputs[0].register_hook(record))
+        return pre_hook
+
+    module_handles = [layer.register_forward_pre_hook(watch_input(name))
+                      for name, layer in model.named_children()]
+    out = model(x)
+    for handle in module_handles:
+        handle.remove()
+    out.sum().backward()
+    for handle in tensor_handles:
+        handle.remove()
+    names = [name for name, _ in model.named_children()]
+    for name in reversed(names):
+        if norms[name] < threshold:
+            return name
+    return None
+'''),
+    Honest('l15-vanishing',
+           'a recorder class making the hooks, torch.autograd.grad, next() over the walk',
+           '''\
+class NormRecorder:
+    def __init__(self):
+        self.norms = {}
+
+    def hook_for(self, name):
+        def hook(module, grad_input, grad_output):
+            self.norms[name] = torch.linalg.vector_norm(grad_input[0]).item()
+        return hook
+
+
+def first_vanishing_layer(model, x, threshold):
+    recorder = NormRecorder()
+    layers = list(model.named_children())
+    handles = [layer.register_full_backward_hook(recorder.hook_for(name)) for name, layer in layers]
+    try:
+        torch.autograd.grad(model(x).sum(), x)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return next((name for name, _ in layers[::-1] if recorder.norms[name] < threshold), None)
+'''),
+    Honest('l16-bytes-formula',
+           'a module-level table of what each activation keeps',
+           '''\
+# per hidden layer, the tensors of shape (batch, width) kept: the activation's output
+# (the next Linear's input), and for GELU its input too
+KEPT_PER_HIDDEN = {"relu": 1, "tanh": 1, "sigmoid": 1, "gelu": 2}
+FLOAT32_BYTES = 4
+
+
+def bytes_formula(batch, widths, activation):
+    hidden = widths[1:-1]
+    numbers = batch * widths[0] + KEPT_PER_HIDDEN[activation] * batch * sum(hidden)
+    return FLOAT32_BYTES * numbers
+'''),
+    Honest('l16-bytes-formula',
+           'a lambda, the element size from torch.finfo',
+           '''\
+FLOAT_BYTES = torch.finfo(torch.float32).bits // 8
+
+bytes_formula = lambda batch, widths, activation: FLOAT_BYTES * batch * (
+    widths[0] + (2 if activation == "gelu" else 1) * sum(widths[1:-1]))
+'''),
+    Honest('l17-hvp-by-hand',
+           "einsum throughout, tanh'' through cosh",
+           '''\
+def hvp(x, W, a, V):
+    Z = torch.einsum('nd,dh->nh', x, W)
+    Z_dot = torch.einsum('nd,dh->nh', x, V)  # the direction through the layer
+    tanh_second = -2 * torch.tanh(Z) / torch.cosh(Z) ** 2  # d/dz sech^2 z
+    return torch.einsum('nd,nh,h->dh', x, tanh_second * Z_dot, a)
+'''),
+    Honest('l17-hvp-by-hand',
+           'a loop over the examples, outer products added up',
+           '''\
+def hvp(x, W, a, V):
+    result = torch.zeros_like(W)
+    for row in x:  # L is a sum over rows: so are its gradient and Hv
+        t = torch.tanh(row @ W)
+        z_dot = row @ V
+        result += torch.outer(row, -2 * t * (1 - t * t) * z_dot * a)
+    return result
+'''),
+    Honest('l17-newton-step',
+           'backward with create_graph, then autograd.grad of x.grad',
+           '''\
+def newton_step(f, x):
+    x = x.detach().clone().requires_grad_(True)
+    f(x).sum().backward(create_graph=True)
+    slope = x.grad
+    (curvature,) = torch.autograd.grad(slope.sum(), x)
+    return (-slope / curvature).detach()
+'''),
+    Honest('l17-newton-step',
+           'torch.func.vmap of grad of grad, point by point',
+           '''\
+def newton_step(f, x):
+    d1 = torch.func.grad(f)
+    d2 = torch.func.grad(d1)
+    return torch.func.vmap(lambda t: -d1(t) / d2(t))(x)
+'''),
+    Honest('l17-weight-penalty',
+           'autograd.grad then backward into w.grad',
+           '''\
+def penalty_grad(f, x, w):
+    x = x.clone().requires_grad_()
+    w = w.clone().requires_grad_()
+    (grad_x,) = torch.autograd.grad(f(x, w), x, create_graph=True)
+    (grad_x * grad_x).sum().backward()
+    return w.grad
+'''),
+    Honest('l17-weight-penalty',
+           'torch.func.vjp of the input-gradient, pulled back with 2g',
+           '''\
+def penalty_grad(f, x, w):
+    def input_gradient(w):
+        return torch.func.grad(f, argnums=0)(x, w)
+
+    g, pullback = torch.func.vjp(input_gradient, w)
+    (result,) = pullback(2 * g)  # d/dw |g|^2 = J_g(w)^T (2 g)
+    return result
+'''),
+    Honest('l18-jvp-by-hand',
+           "torch.mv and torch.dot, tanh' as sech squared",
+           '''\
+def tangent(W, b, x, v):
+    u = torch.mv(W, x) + b
+    u_dot = torch.mv(W, v)  # b does not move
+    h = torch.tanh(u)
+    h_dot = u_dot / torch.cosh(u) ** 2
+    s = torch.dot(x, x)
+    s_dot = torch.dot(v, x) + torch.dot(x, v)  # product rule on x . x
+    return h_dot * s + h * s_dot
+'''),
+    Honest('l18-jvp-by-hand',
+           "a loop over the output's entries, written into a fresh tensor",
+           '''\
+def tangent(W, b, x, v):
+    s, s_dot = (x ** 2).sum(), 2 * (x * v).sum()
+    out = torch.empty(W.shape[0], dtype=x.dtype)
+    for i in range(W.shape[0]):
+        u_i, u_i_dot = (W[i] * x).sum() + b[i], (W[i] * v).sum()
+        h_i = torch.tanh(u_i)
+        h_i_dot = (1 - h_i ** 2) * u_i_dot
+        out[i] = h_i_dot * s + h_i * s_dot
+    return out
+'''),
+    Honest('l19-broadcast-function',
+           'setup_context, the broadcast dimensions summed by a helper',
+           '''\
+def reduce_to(grad, shape):
+    """grad summed over the dimensions broadcasting added or stretched, shaped like shape."""
+    lead = grad.dim() - len(shape)
+    dims = [d for d in range(grad.dim()) if d < lead or shape[d - lead] == 1]
+    if dims:
+        grad = grad.sum(dim=dims, keepdim=True)
+    return grad.reshape(shape)
+
+
+class SquaredGap(torch.autograd.Function):
+    @staticmethod
+    def forward(a, b):
+        return (a - b) ** 2
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b = inputs
+        ctx.save_for_backward(a, b)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.saved_tensors
+        grad = 2 * (a - b) * grad_output
+        return reduce_to(grad, a.shape), reduce_to(-grad, b.shape)
+'''),
+    Honest('l19-broadcast-function',
+           'the difference saved, shapes on ctx, once_differentiable',
+           '''\
+from torch.autograd.function import once_differentiable
+
+
+class SquaredGap(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        diff = a - b
+        ctx.save_for_backward(diff)
+        ctx.a_shape, ctx.b_shape = a.shape, b.shape
+        return diff.pow(2)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        (diff,) = ctx.saved_tensors
+        grad = grad_output * diff * 2
+        grad_a = grad.sum_to_size(ctx.a_shape) if ctx.needs_input_grad[0] else None
+        grad_b = grad.neg().sum_to_size(ctx.b_shape) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
+'''),
+    Honest('l19-logsumexp',
+           'setup_context saving x and the output, [..., None] indexing',
+           '''\
+class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        m = x.max(dim=-1, keepdim=True).values
+        return (m + (x - m).exp().sum(dim=-1, keepdim=True).log()).squeeze(-1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x, output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, out = ctx.saved_tensors
+        return (x - out[..., None]).exp() * grad_output[..., None]
+'''),
+    Honest('l19-logsumexp',
+           'x alone saved, the weights normalised by their sum in backward',
+           '''\
+class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        shift = torch.amax(x, dim=-1)
+        return shift + torch.log(torch.sum(torch.exp(x - shift.unsqueeze(-1)), dim=-1))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        e = torch.exp(x - torch.amax(x, dim=-1, keepdim=True))  # no overflow: at most 1
+        weights = e / e.sum(dim=-1, keepdim=True)
+        return weights * grad_output.unsqueeze(-1).expand_as(x)
+'''),
+    Honest('l19-power-mix',
+           'setup_context, x**p computed once and divided by x',
+           '''\
+class PowerMix(torch.autograd.Function):
+    @staticmethod
+    def forward(x, y, p):
+        return torch.pow(x, p) * y
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, y, p = inputs
+        ctx.save_for_backward(x, y)
+        ctx.p = p
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y = ctx.saved_tensors
+        x_to_p = torch.pow(x, ctx.p)
+        grad_x = grad_output * y * ctx.p * x_to_p / x  # p x**(p-1) = p x**p / x
+        grad_y = grad_output * x_to_p
+        return grad_x, grad_y, None
+'''),
+    Honest('l19-power-mix',
+           'tensors kept as attributes of ctx, the power rule a helper in an earlier cell',
+           '''\
+class PowerMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, p):
+        ctx.x, ctx.y, ctx.p = x, y, p
+        return x**p * y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        dx = power_rule(ctx.x, ctx.p) * ctx.y
+        dy = ctx.x**ctx.p
+        return dx * grad_output, dy * grad_output, None
+''',
+           earlier='''\
+def power_rule(x, p):
+    """d/dx of x**p."""
+    return p * x ** (p - 1)
+'''),
+    Honest('l19-softplus-in-place',
+           'setup_context, in-place clamp_ and add_, sigma as 1 - exp(-y)',
+           '''\
+class SoftplusInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        tail = torch.log1p(torch.exp(-x.abs()))  # log(1 + e^-|x|), never overflows
+        x.clamp_(min=0)
+        x.add_(tail)  # max(x, 0) + log(1 + e^-|x|)
+        return x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_dirty(inputs[0])
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        # e^y = 1 + e^x, so e^-y = 1 - sigma(x)
+        sigma = 1 - torch.exp(-y)
+        return grad_output * sigma
+'''),
+    Honest('l19-softplus-in-place',
+           'ctx form, logaddexp with 0, sigma as 1 - 1 / exp(y)',
+           '''\
+class SoftplusInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.copy_(torch.logaddexp(x, torch.zeros_like(x)))  # log(e^x + e^0), stable
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(x)  # x holds y now
+        return x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        # 1 + e^x = e^y, so sigma(x) = e^x / (1 + e^x) = (e^y - 1) / e^y = 1 - 1 / e^y
+        return grad_output * (1 - 1 / torch.exp(y))
+'''),
+    Honest('l20-engine-views',
+           "a view's steps kept as a list replayed by a helper, add_ and copy_ written apart",
+           '''\
+def view(a, f):
+    v = Var(f(a.data))
+    v.version = a.version
+    if a.base is None:
+        v.base, v.steps = a, [f]
+    else:
+        v.base, v.steps = a.base, a.steps + [f]
+    v.built_at = -1
+    return v
+
+
+def located(t, steps):
+    """The part of t (shaped like the base) that the steps pick out."""
+    for f in steps:
+        t = f(t)
+    return t
+
+
+def grad_fn(a):
+    if a.base is None:
+        return a.node
+    if a.built_at == a.version.value:
+        return a.node
+    below = grad_fn(a.base)
+    a.built_at = a.version.value
+    if below is None:
+        a.node = None
+        return None
+    shape, steps = a.base.data.shape, a.steps
+
+    def rule(g):
+        full = torch.zeros(shape, dtype=g.dtype)
+        located(full, steps)[...] = g
+        return (full,)
+
+    a.node = Node("AsStridedBackward", (below,), rule)
+    return a.node
+
+
+def writable_owner(a):
+    owner = a.base if a.base is not None else a
+    if owner.node is not None and owner.node.name == "AccumulateGrad":
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation")
+    return owner
+
+
+def add_(a, b):
+    owner = writable_owner(a)
+    before, incoming = grad_fn(owner), grad_fn(b)
+    a.data += b.data
+    a.version.value += 1
+    if before is None and incoming is None:
+        return a
+    steps = a.steps if a.base is not None else []
+
+    def rule(g):
+        return g, located(g, steps).clone()
+
+    owner.node = Node("AddBackward", (before, incoming), rule)
+    return a
+
+
+def copy_(a, b):
+    owner = writable_owner(a)
+    before, incoming = grad_fn(owner), grad_fn(b)
+    a.data[...] = b.data
+    a.version.value += 1
+    if before is None and incoming is None:
+        return a
+    steps = a.steps if a.base is not None else []
+
+    def rule(g):
+        to_b = located(g, steps).clone()
+        kept = g.clone()
+        located(kept, steps).zero_()  # what was overwritten sends nothing back
+        return kept, to_b
+
+    owner.node = Node("CopySlices", (before, incoming), rule)
+    return a
+''',
+           earlier='''\
+class Version:
+    """A version counter: one number that every in-place write to a piece of memory moves
+    on (lesson 07's `_version`)."""
+
+    def __init__(self):
+        self.value = 0
+
+
+class Node:
+    """A step of the graph: its name, the nodes its inputs' gradients go to (None for an
+    input that needs none) and its rule: g -> one gradient per input."""
+
+    def __init__(self, name, inputs, rule):
+        self.name, self.inputs, self.rule = name, inputs, rule
+
+
+class Var:
+    """A tensor of the engine: its data (a float64 torch tensor, storage only), its
+    version counter, the node that made it (None for a constant) and a leaf's grad."""
+
+    def __init__(self, data, node=None, requires_grad=False):
+        self.data = data
+        self.version = Version()
+        self.node = node
+        self.grad = None
+        self.base = None  # a view's base: the Var that owns the memory
+        if requires_grad:  # a leaf: its node adds what arrives into .grad
+            self.node = Node("AccumulateGrad", (), self.accumulate)
+
+    def accumulate(self, g):
+        self.grad = g.clone() if self.grad is None else self.grad + g
+        return ()
+
+
+def grad_fn(a):
+    """The node that a gradient for `a` goes to (None when `a` needs none)."""
+    return a.node
+
+
+class Saved:
+    """Lesson 07's box around a saved Var, its version read from the Var's counter."""
+
+    def __init__(self, var):
+        self.var, self.version = var, var.version.value
+
+    def unpack(self):
+        if self.var.version.value != self.version:
+            raise RuntimeError(f"a saved tensor was changed in place: it is at version "
+                               f"{self.var.version.value}, it was saved at {self.version}")
+        return self.var.data
+
+
+def record(name, data, inputs, rule):
+    """The result of an operation, with a node only when some input needs a gradient."""
+    edges = tuple(grad_fn(a) for a in inputs)
+    return Var(data, None if edges == (None,) * len(edges) else Node(name, edges, rule))
+
+
+def add(a, b):  # saves nothing
+    return record("AddBackward", a.data + b.data, (a, b), lambda g: (g, g))
+
+
+def mul(a, b):  # saves each factor only when the other one needs a gradient, as torch does
+    box_a = Saved(a) if grad_fn(b) is not None else None
+    box_b = Saved(b) if grad_fn(a) is not None else None
+    return record("MulBackward", a.data * b.data, (a, b), lambda g: (
+        None if box_b is None else g * box_b.unpack(),
+        None if box_a is None else g * box_a.unpack()))
+
+
+def tanh(a):  # saves its output
+    out = record("TanhBackward", torch.tanh(a.data), (a,), None)
+    box = Saved(out)
+    if out.node is not None:
+        out.node.rule = lambda g: ((1 - box.unpack() ** 2) * g,)
+    return out
+
+
+def total(a):
+    return record("SumBackward", a.data.sum(), (a,), lambda g: (g.expand(a.data.shape),))
+
+
+def topo_order(start):  # lesson 03's depth-first sort, over nodes
+    order, seen, stack = [], set(), [(start, False)]
+    while stack:
+        node, inputs_done = stack.pop()
+        if inputs_done:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((n, False) for n in node.inputs if n is not None)
+    return order
+
+
+def backward(root):  # lesson 11's pass: what meets at a node is added, then its rule runs
+    start = grad_fn(root)
+    grads = {id(start): torch.ones_like(root.data)}
+    for node in reversed(topo_order(start)):
+        g = grads.pop(id(node))
+        for parent, share in zip(node.inputs, node.rule(g), strict=True):
+            if parent is not None:
+                grads[id(parent)] = grads[id(parent)] + share if id(parent) in grads else share
+'''),
+    Honest('l22-complex-linear',
+           'einsum with torch.conj_physical',
+           '''\
+def complex_linear_backward(x, W, b, G):
+    # Y_nk = sum_i x_ni W_ik: each factor's gradient takes the other one conjugated
+    dx = torch.einsum("nk,ik->ni", G, torch.conj_physical(W))
+    dW = torch.einsum("ni,nk->ik", torch.conj_physical(x), G)
+    db = torch.einsum("nk->k", G)
+    return dx, dW, db
+'''),
+    Honest('l22-complex-linear',
+           'a loop over the rows of the batch, W.adjoint() and outer products',
+           '''\
+def complex_linear_backward(x, W, b, G):
+    W_h = W.adjoint()
+    dx = torch.zeros_like(x)
+    dW = torch.zeros_like(W)
+    db = torch.zeros_like(b)
+    for n in range(x.shape[0]):
+        dx[n] = G[n] @ W_h
+        dW += torch.outer(x[n].conj(), G[n])
+        db += G[n]
+    return dx, dW, db
+'''),
+    Honest('l22-complex-vjps',
+           'real and imaginary parts worked out, torch.complex and torch.polar',
+           '''\
+def complex_vjps(z, w, g, r):
+    gr, gi = g.real, g.imag
+
+    def times_conj(a):  # g * conj(a), in real arithmetic
+        return torch.complex(gr * a.real + gi * a.imag, gi * a.real - gr * a.imag)
+
+    dz, dw = times_conj(w), times_conj(z)
+    d_abs2 = torch.complex(2 * r * z.real, 2 * r * z.imag)  # dL/dx + i dL/dy of x^2 + y^2
+    exp_conj = torch.polar(torch.exp(z.real), -z.imag)  # conj(e^z) = e^x (cos y - i sin y)
+    return dz, dw, d_abs2, g * exp_conj
+'''),
+    Honest('l22-hinge-kinks',
+           'plain loops over examples and pairs, math.sqrt',
+           '''\
+import math
+
+
+def hinge_grad(X, y, w, lam):
+    grad = torch.zeros_like(w)
+    for x_i, y_i in zip(X, y):
+        s = x_i @ w
+        # hardtanh passes the gradient strictly inside (-2, 2); relu only for a margin > 0
+        if -2.0 < s < 2.0 and 1 - y_i * s > 0:
+            grad -= y_i * x_i
+    for k in range(0, len(w), 2):
+        a, b = w[k].item(), w[k + 1].item()
+        length = math.sqrt(a * a + b * b)
+        if length > 0:  # at the pair (0, 0) torch's norm sends 0
+            grad[k] += lam * a / length
+            grad[k + 1] += lam * b / length
+    return grad
+'''),
+    Honest('l22-hinge-kinks',
+           'torch.heaviside for the kinks, F.normalize for the pairs, einsum',
+           '''\
+import torch.nn.functional as F
+
+
+def hinge_grad(X, y, w, lam):
+    s = X @ w
+    none = torch.zeros_like(s)
+    margin = 1 - y * s.clamp(-2.0, 2.0)
+    relu_slope = torch.heaviside(margin, none)  # 0 at the kink, as torch's relu
+    clip_slope = torch.heaviside(2.0 - s.abs(), none)  # 0 at the bounds and beyond
+    d_s = -y * relu_slope * clip_slope
+    # the norm's gradient is the unit vector; normalize gives 0 for the zero pair
+    unit = F.normalize(w.reshape(-1, 2), dim=1)
+    return torch.einsum("nk,n->k", X, d_s) + lam * unit.reshape(-1)
+'''),
+    Honest('l22-safe-softplus',
+           'a clone of x, the tame entries written by a boolean mask',
+           '''\
+def safe_soft_relu(x, beta):
+    bx = beta * x
+    tame = bx <= 20
+    out = x.clone()
+    out[tame] = torch.log1p(torch.exp(bx[tame])) / beta[tame]  # exp sees only tame values
+    return out
+'''),
+    Honest('l22-safe-softplus',
+           'Tensor.where, the exponent capped by clamp, a lambda',
+           '''\
+softplus = lambda t: torch.log1p(torch.exp(t))
+
+
+def safe_soft_relu(x, beta):
+    bx = beta * x
+    capped = bx.clamp(max=20.0)  # the unused branch never sees more than 20
+    return x.where(bx > 20, softplus(capped) / beta)
+'''),
+    Honest('l24-compensated-step',
+           "Kahan's order: the step taken subtracted from the step wanted",
+           '''\
+def compensated_step(w, comp, update):
+    wanted = update + comp.float()  # this step plus what earlier roundings dropped
+    new_w = (w.float() + wanted).to(w.dtype)
+    taken = new_w.float() - w.float()  # exact in float32: two nearby 16-bit numbers
+    return new_w, (wanted - taken).to(w.dtype)
+'''),
+    Honest('l24-compensated-step',
+           'in-place sums on a fresh float32 tensor, type_as',
+           '''\
+def compensated_step(w, comp, update):
+    total = update.clone()
+    total += comp
+    total += w  # float32: the exact place the updates lead to, near enough
+    new_w = total.type_as(w)
+    total -= new_w  # what rounding to 16 bits left out
+    return new_w, total.type_as(comp)
+'''),
+    Honest('l24-scale-range',
+           'a rounding helper in an earlier cell, einsum, N*M from the shapes',
+           '''\
+def scale_range(x, W, b, t):
+    N, M = x.shape[0], W.shape[0]
+    dy = (torch.addmm(b, x, W.T) - t) * (2.0 / (N * M))
+    dW = torch.einsum("nm,nk->mk", dy, x)
+    db = dy.sum(dim=0)
+    nonzero = dy[dy != 0].abs()
+    peak = torch.cat([dW.flatten(), db]).abs().max()
+    return (power_of_two(torch.finfo(torch.float16).tiny / nonzero.min(), up=True),
+            power_of_two(torch.finfo(torch.float16).max / peak, up=False))
+''',
+           earlier='''\
+def power_of_two(v, up):
+    """The nearest power of two above v (up) or below it."""
+    exponent = torch.log2(v)
+    return torch.exp2(torch.ceil(exponent) if up else torch.floor(exponent))
+'''),
+    Honest('l25-min-cut-backward',
+           'tensor methods, mul_ on a fresh tensor, torch.mm',
+           '''\
+def min_cut_backward(y, x_t, w_t, g):
+    dy = y.cos().mul(y.sin())
+    dy.mul_(-2 * g / y.numel())  # mean, square, cos: (g / N) * 2 cos(y) * -sin(y)
+    return torch.mm(dy, w_t), torch.mm(x_t, dy)
+'''),
+    Honest('l25-min-cut-backward',
+           "the chain's factors multiplied by functools.reduce, einsum",
+           '''\
+import functools
+import operator
+
+
+def min_cut_backward(y, x_t, w_t, g):
+    factors = [
+        g / y.numel(),  # mean
+        2 * torch.cos(y),  # square
+        -torch.sin(y),  # cos
+    ]
+    dy = functools.reduce(operator.mul, factors)
+    return torch.einsum("nm,mk->nk", dy, w_t), torch.einsum("kn,nm->km", x_t, dy)
+'''),
+    Honest('l26-dscores',
+           'positions compared for the mask, the row sum subtracted in place',
+           '''\
+def dscores(S, lse, dP):
+    T = S.shape[0]
+    rows = torch.arange(T).unsqueeze(1)
+    cols = torch.arange(T).unsqueeze(0)
+    P = torch.exp(S - lse) * (cols <= rows)  # keys up to the query only
+    dS = P * dP
+    dS -= P * dS.sum(dim=1, keepdim=True)  # P * (dP - sum_j P_ij dP_ij)
+    return dS
+'''),
+    Honest('l26-dscores',
+           "a loop over rows, each row's visible prefix only",
+           '''\
+def dscores(S, lse, dP):
+    dS = torch.zeros_like(S)
+    for i in range(len(S)):
+        p = torch.exp(S[i, : i + 1] - lse[i])  # query i sees keys 0..i
+        d = dP[i, : i + 1]
+        dS[i, : i + 1] = p * (d - (p * d).sum())
+    return dS
+'''),
+    Honest('l26-heads',
+           'a loop over batch and heads, 2-D per head, tril mask',
+           '''\
+def attention_backward(Q, K, V, lse, dO):
+    B, H, T, d = Q.shape
+    scale = 1 / math.sqrt(d)
+    keep = torch.ones(T, T, dtype=torch.bool).tril()
+    dQ, dK, dV = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(V)
+    for b in range(B):
+        for h in range(H):
+            q, k, v, do = Q[b, h], K[b, h], V[b, h], dO[b, h]
+            P = torch.exp(q @ k.T * scale - lse[b, h]) * keep
+            dV[b, h] = P.T @ do
+            dP = do @ v.T
+            dS = P * (dP - (P * dP).sum(1, keepdim=True))
+            dQ[b, h] = dS @ k * scale
+            dK[b, h] = dS.T @ q * scale
+    return dQ, dK, dV
+'''),
+    Honest('l26-flash',
+           'blocks from split, the pieces of dK and dV joined by cat, torch.where for the mask',
+           '''\
+def flash_backward(Q, K, V, O, lse, dO, block):
+    T, d = Q.shape[-2], Q.shape[-1]
+    scale = 1 / math.sqrt(d)
+    D = (dO * O).sum(-1, keepdim=True)  # each row's sum_j P_ij dP_ij
+    query_pos = torch.arange(T).unsqueeze(-1)
+    dQ = torch.zeros_like(Q)
+    dK_parts, dV_parts = [], []
+    for K_b, V_b, key_pos in zip(K.split(block, dim=-2), V.split(block, dim=-2),
+                                 torch.arange(T).split(block)):
+        S = torch.matmul(Q, K_b.transpose(-1, -2)) * scale
+        P = torch.where(key_pos <= query_pos, torch.exp(S - lse), 0.0)
+        dS = P * (torch.matmul(dO, V_b.transpose(-1, -2)) - D)
+        dQ = dQ + torch.matmul(dS, K_b) * scale
+        dK_parts.append(torch.matmul(dS.transpose(-1, -2), Q) * scale)
+        dV_parts.append(torch.matmul(P.transpose(-1, -2), dO))
+    return dQ, torch.cat(dK_parts, dim=-2), torch.cat(dV_parts, dim=-2)
+'''),
+    Honest('l26-flash',
+           'a generator of block bounds in an earlier cell, einsum inside each block',
+           '''\
+def flash_backward(Q, K, V, O, lse, dO, block):
+    T, d = Q.shape[-2:]
+    scale = d ** -0.5
+    row_sum = torch.einsum("bhtd,bhtd->bht", dO, O).unsqueeze(-1)
+    queries = torch.arange(T)[:, None]
+    dQ, dK, dV = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(V)
+    for start, stop in key_blocks(T, block):
+        k, v = K[..., start:stop, :], V[..., start:stop, :]
+        visible = torch.arange(start, stop)[None, :] <= queries
+        P = torch.einsum("bhid,bhjd->bhij", Q, k).mul(scale).sub(lse).exp() * visible
+        dS = P * (torch.einsum("bhid,bhjd->bhij", dO, v) - row_sum)
+        dQ += torch.einsum("bhij,bhjd->bhid", dS, k) * scale
+        dK[..., start:stop, :] = torch.einsum("bhij,bhid->bhjd", dS, Q) * scale
+        dV[..., start:stop, :] = torch.einsum("bhij,bhid->bhjd", P, dO)
+    return dQ, dK, dV
+''',
+           earlier='''\
+def key_blocks(T, size):
+    """(start, stop) of each block of keys; the last one may be shorter."""
+    start = 0
+    while start < T:
+        yield start, min(start + size, T)
+        start += size
+'''),
+    Honest('l20-engine-views',
+           "the view's sizes, strides and offset in its base, as_strided as torch's AsStridedBackward",
+           '''\
+def view(a, f):
+    v = Var(f(a.data))
+    v.version = a.version
+    v.base = a if a.base is None else a.base
+    d, root = v.data, v.base.data
+    v.geometry = (tuple(d.shape), d.stride(), d.storage_offset() - root.storage_offset())
+    v.node_version = None
+    return v
+
+
+def place(t, geometry):
+    """The entries of t (laid out like the base) that the view covers."""
+    size, stride, offset = geometry
+    return t.as_strided(size, stride, t.storage_offset() + offset)
+
+
+def laid_out_like_base(g, a):
+    owner = a if a.base is None else a.base
+    return torch.empty_like(owner.data).copy_(g)
+
+
+def grad_fn(a):
+    if a.base is None:
+        return a.node
+    if a.node_version == a.version.value:
+        return a.node
+    below = grad_fn(a.base)
+    a.node_version = a.version.value
+    geometry, base = a.geometry, a.base
+
+    def rule(g):
+        full = torch.zeros_like(base.data)
+        place(full, geometry).copy_(g)
+        return (full,)
+
+    a.node = None if below is None else Node("AsStridedBackward", (below,), rule)
+    return a.node
+
+
+def write_(a, b, overwrite):
+    owner = a if a.base is None else a.base
+    if owner.node is not None and owner.node.name == "AccumulateGrad":
+        raise RuntimeError("a leaf that requires grad is being used in an in-place operation")
+    old, new = grad_fn(owner), grad_fn(b)
+    if overwrite:
+        a.data.copy_(b.data)
+    else:
+        a.data.add_(b.data)
+    a.version.value += 1
+    if old is None and new is None:
+        return a
+
+    def rule(g):
+        g = laid_out_like_base(g, a)
+        part = g if a.base is None else place(g, a.geometry)
+        to_b = part.clone()
+        if overwrite:
+            part.zero_()  # what was overwritten sends nothing back
+        return g, to_b
+
+    owner.node = Node("CopySlices", (old, new), rule)
+    return a
+
+
+def add_(a, b):
+    return write_(a, b, overwrite=False)
+
+
+def copy_(a, b):
+    return write_(a, b, overwrite=True)
+''',
+           earlier='''\
+class Version:
+    """A version counter: one number that every in-place write to a piece of memory moves
+    on (lesson 07's `_version`)."""
+
+    def __init__(self):
+        self.value = 0
+
+
+class Node:
+    """A step of the graph: its name, the nodes its inputs' gradients go to (None for an
+    input that needs none) and its rule: g -> one gradient per input."""
+
+    def __init__(self, name, inputs, rule):
+        self.name, self.inputs, self.rule = name, inputs, rule
+
+
+class Var:
+    """A tensor of the engine: its data (a float64 torch tensor, storage only), its
+    version counter, the node that made it (None for a constant) and a leaf's grad."""
+
+    def __init__(self, data, node=None, requires_grad=False):
+        self.data = data
+        self.version = Version()
+        self.node = node
+        self.grad = None
+        self.base = None  # a view's base: the Var that owns the memory
+        if requires_grad:  # a leaf: its node adds what arrives into .grad
+            self.node = Node("AccumulateGrad", (), self.accumulate)
+
+    def accumulate(self, g):
+        self.grad = g.clone() if self.grad is None else self.grad + g
+        return ()
+
+
+def grad_fn(a):
+    """The node that a gradient for `a` goes to (None when `a` needs none)."""
+    return a.node
+
+
+class Saved:
+    """Lesson 07's box around a saved Var, its version read from the Var's counter."""
+
+    def __init__(self, var):
+        self.var, self.version = var, var.version.value
+
+    def unpack(self):
+        if self.var.version.value != self.version:
+            raise RuntimeError(f"a saved tensor was changed in place: it is at version "
+                               f"{self.var.version.value}, it was saved at {self.version}")
+        return self.var.data
+
+
+def record(name, data, inputs, rule):
+    """The result of an operation, with a node only when some input needs a gradient."""
+    edges = tuple(grad_fn(a) for a in inputs)
+    return Var(data, None if edges == (None,) * len(edges) else Node(name, edges, rule))
+
+
+def add(a, b):  # saves nothing
+    return record("AddBackward", a.data + b.data, (a, b), lambda g: (g, g))
+
+
+def mul(a, b):  # saves each factor only when the other one needs a gradient, as torch does
+    box_a = Saved(a) if grad_fn(b) is not None else None
+    box_b = Saved(b) if grad_fn(a) is not None else None
+    return record("MulBackward", a.data * b.data, (a, b), lambda g: (
+        None if box_b is None else g * box_b.unpack(),
+        None if box_a is None else g * box_a.unpack()))
+
+
+def tanh(a):  # saves its output
+    out = record("TanhBackward", torch.tanh(a.data), (a,), None)
+    box = Saved(out)
+    if out.node is not None:
+        out.node.rule = lambda g: ((1 - box.unpack() ** 2) * g,)
+    return out
+
+
+def total(a):
+    return record("SumBackward", a.data.sum(), (a,), lambda g: (g.expand(a.data.shape),))
+
+
+def topo_order(start):  # lesson 03's depth-first sort, over nodes
+    order, seen, stack = [], set(), [(start, False)]
+    while stack:
+        node, inputs_done = stack.pop()
+        if inputs_done:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((n, False) for n in node.inputs if n is not None)
+    return order
+
+
+def backward(root):  # lesson 11's pass: what meets at a node is added, then its rule runs
+    start = grad_fn(root)
+    grads = {id(start): torch.ones_like(root.data)}
+    for node in reversed(topo_order(start)):
+        g = grads.pop(id(node))
+        for parent, share in zip(node.inputs, node.rule(g), strict=True):
+            if parent is not None:
+                grads[id(parent)] = grads[id(parent)] + share if id(parent) in grads else share
+'''),
+    Honest('l22-complex-vjps',
+           'a table of VJP rules as lambdas, conj_physical',
+           '''\
+RULES = {
+    "mul": lambda g, other: g * torch.conj_physical(other),  # ds/dz = the other factor
+    "abs2": lambda r, z: 2 * r * z,  # real s: 2 r ds/dz*, with d(z z*)/dz* = z
+    "exp": lambda g, z: g * torch.conj_physical(torch.exp(z)),  # holomorphic
+}
+
+
+def complex_vjps(z, w, g, r):
+    return (RULES["mul"](g, w), RULES["mul"](g, z), RULES["abs2"](r, z), RULES["exp"](g, z))
+'''),
+    Honest('l24-scale-range',
+           'torch.frexp for the exponents, torch.ldexp for the powers',
+           '''\
+def scale_range(x, W, b, t):
+    dy = 2 * (x @ W.T + b - t) / (x.shape[0] * W.shape[0])
+    dW, db = dy.T @ x, dy.sum(0)
+    f16 = torch.finfo(torch.float16)
+    need = f16.tiny / dy.abs()[dy != 0].min()  # lift the smallest entry by at least this
+    room = f16.max / torch.max(dW.abs().max(), db.abs().max())  # at most this
+    # frexp: v = m * 2**e with 0.5 <= m < 1
+    m, e = torch.frexp(need)
+    low_exp = torch.where(m == 0.5, e - 1, e)  # the power of two at or above need
+    _, e = torch.frexp(room)
+    high_exp = e - 1  # the power of two at or below room
+    one = torch.ones((), dtype=x.dtype)
+    return torch.ldexp(one, low_exp), torch.ldexp(one, high_exp)
+'''),
+    Honest('l26-heads',
+           'a class of @staticmethods, the row sum from O = P @ V, masked_fill with triu',
+           '''\
+class Attention:
+    @staticmethod
+    def weights(Q, K, lse):
+        T, d = Q.shape[-2], Q.shape[-1]
+        later = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+        return torch.exp(Q @ K.transpose(-2, -1) / math.sqrt(d) - lse).masked_fill(later, 0.0)
+
+    @staticmethod
+    def backward(Q, K, V, lse, dO):
+        scale = 1 / math.sqrt(Q.shape[-1])
+        P = Attention.weights(Q, K, lse)
+        O = P @ V
+        # sum_j P_ij dP_ij = sum_j P_ij (dO_i . V_j) = dO_i . O_i
+        dS = P * (dO @ V.transpose(-2, -1) - (dO * O).sum(-1, keepdim=True))
+        return dS @ K * scale, dS.transpose(-2, -1) @ Q * scale, P.transpose(-2, -1) @ dO
+
+
+attention_backward = Attention.backward
+'''),
+    Honest('l05-microbatch',
+           'torch.autograd.backward, one call per piece',
+           '''\
+def accumulate(w, X, t, sizes):
+    n = X.shape[0]
+    for X_part, t_part in zip(X.split(sizes), t.split(sizes)):
+        share = ((X_part @ w - t_part) ** 2).sum() / n
+        torch.autograd.backward(share)
+'''),
+    Honest('l10-bce',
+           'F.sigmoid',
+           '''\
+def dlogits_bce(z, y):
+    return (F.sigmoid(z) - y) / z.numel()
+'''),
+    Honest('l10-dlogits',
+           'F.sigmoid',
+           '''\
+def dlogits_sigmoid_mse(z, y):
+    p = F.sigmoid(z)
+    return 2 * (p - y) * p * (1 - p) / z.numel()
+'''),
+    Honest('l10-mlp',
+           'from torch import sigmoid, tanh',
+           '''\
+from torch import sigmoid, tanh
+
+
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    hidden = tanh(xs @ W1 + b1)
+    logits = hidden @ W2 + b2
+    dlogits = (sigmoid(logits) - ys) / logits.numel()
+    dpre = (dlogits @ W2.T) * (1 - hidden**2)
+    return xs.T @ dpre, dpre.sum(0), hidden.T @ dlogits, dlogits.sum(0)
+'''),
+    Honest('l12-shift',
+           'from torch import where, zeros_like',
+           '''\
+from torch import where, zeros_like
+
+
+def shift_backward(logits, counts, dcounts):
+    dshifted = dcounts * counts
+    dlogit_maxes = -dshifted.sum(1, keepdim=True)
+    is_max = torch.arange(logits.shape[1]) == logits.argmax(1, keepdim=True)
+    return dshifted, dlogit_maxes, dshifted + where(is_max, dlogit_maxes, zeros_like(dshifted))
+'''),
+    Honest('l12-scale-normalise',
+           'from torch import einsum',
+           '''\
+from torch import einsum
+
+
+def scale_normalise_backward(diff, invstd, gain, dhbn):
+    dxhat = dhbn * gain
+    dgain = einsum("nh,nh->h", dhbn, diff * invstd)
+    dbias = einsum("nh->h", dhbn)
+    dinvstd = einsum("nh,nh->h", dxhat, diff).reshape(1, -1)
+    return dxhat, dgain, dbias, dinvstd
+'''),
+    Honest('l12-normalise',
+           'a module-level alias row_total = torch.sum',
+           '''\
+row_total = torch.sum
+
+
+def normalise_backward(counts, counts_sum, dprobs):
+    dinv = row_total(dprobs * counts, dim=1, keepdim=True)
+    dsum = -dinv / counts_sum**2
+    return dinv, dsum, dprobs / counts_sum + dsum
+'''),
+    Honest('l12-scale-normalise',
+           'functools.partial(torch.sum, dim=0)',
+           '''\
+import functools
+
+over_batch = functools.partial(torch.sum, dim=0)  # what was broadcast over the rows
+
+
+def scale_normalise_backward(diff, invstd, gain, dhbn):
+    xhat = diff * invstd
+    dxhat = dhbn.mul(gain)
+    return dxhat, over_batch(dhbn * xhat), over_batch(dhbn), over_batch(dxhat * diff, keepdim=True)
+'''),
+    Honest('l12-embedding',
+           'from functools import reduce',
+           '''\
+from functools import reduce
+
+
+def embedding_backward(dxin, tokens, num_rows):
+    n, T = tokens.shape
+    demb = dxin[:, 2:].reshape(n, T, -1)
+    E = demb.shape[-1]
+
+    def add_lookup(dC, lookup):
+        token, g = lookup
+        dC[token] += g  # one lookup at a time: repeated rows add up
+        return dC
+
+    lookups = zip(tokens.flatten().tolist(), demb.reshape(-1, E))
+    return demb, reduce(add_lookup, lookups, dxin.new_zeros(num_rows, E))
+'''),
+    Honest('l11-matmul',
+           'from functools import reduce, from operator import mul',
+           '''\
+from functools import reduce
+from operator import mul
+
+
+def broadcast_matmul(a, b):
+    A = a.data.reshape(1, -1) if a.data.dim() == 1 else a.data
+    B = b.data.reshape(-1, 1) if b.data.dim() == 1 else b.data
+    batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    m, k, n = A.shape[-2], A.shape[-1], B.shape[-1]
+    count = reduce(mul, batch, 1)  # how many matrix products
+
+    def rule(g):
+        G = g.reshape(count, m, n)
+        Ab = A.expand(*batch, m, k).reshape(count, m, k)
+        Bb = B.expand(*batch, k, n).reshape(count, k, n)
+        ga = (G @ Bb.transpose(1, 2)).reshape(*batch, m, k)
+        gb = (Ab.transpose(1, 2) @ G).reshape(*batch, k, n)
+        ga = ga.sum_to_size(A.shape)
+        gb = gb.sum_to_size(B.shape)
+        return ga.reshape(a.shape), gb.reshape(b.shape)
+
+    return Tensor(a.data @ b.data, (a, b), "@", rule)
+''',
+           earlier='''\
+class Tensor:
+    """An array that remembers how it was made: lesson 03's Value, a whole tensor at a time."""
+
+    def __init__(self, data, parents=(), op="", rule=None):
+        self.data = torch.as_tensor(data, dtype=torch.float64).detach().clone()  # storage only
+        self.grad = None  # a leaf's gradient, shaped like data, once backward has run
+        self.parents = parents  # the Tensors this one was computed from
+        self.op = op  # "+", "@", "sum"...: for printing and drawing
+        self.rule = rule  # g -> one gradient per parent, in order; None for a leaf
+
+    @property
+    def shape(self):
+        return tuple(self.data.shape)
+
+    def __repr__(self):
+        return f"Tensor({self.op or 'leaf'}, shape {self.shape})"
+
+
+def as_tensor(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+def add(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):
+        return g.sum_to_size(a.shape), g.sum_to_size(b.shape)
+
+    return Tensor(a.data + b.data, (a, b), "+", rule)
+
+
+def mul(a, b):
+    a, b = as_tensor(a), as_tensor(b)
+
+    def rule(g):  # each factor gets g times the other, summed back to its own shape
+        return (g * b.data).sum_to_size(a.shape), (g * a.data).sum_to_size(b.shape)
+
+    return Tensor(a.data * b.data, (a, b), "*", rule)
+
+def matmul(a, b):
+    if a.data.dim() != 2 or b.data.dim() != 2:
+        raise ValueError(f"matmul: expected two 2-D Tensors, got shapes {a.shape} and {b.shape}")
+
+    def rule(g):
+        return g @ b.data.T, a.data.T @ g
+
+    return Tensor(a.data @ b.data, (a, b), "@", rule)
+
+
+def relu(a):
+    return Tensor(a.data.clamp(min=0), (a,), "relu", lambda g: (g * (a.data > 0),))
+
+
+def tanh(a):
+    out = Tensor(a.data.tanh(), (a,), "tanh")
+    out.rule = lambda g: (g * (1 - out.data**2),)
+    return out
+
+
+def exp(a):
+    out = Tensor(a.data.exp(), (a,), "exp")
+    out.rule = lambda g: (g * out.data,)
+    return out
+
+
+def log(a):
+    return Tensor(a.data.log(), (a,), "log", lambda g: (g / a.data,))
+
+def reduce_sum(a, dim=None, keepdim=False):
+    dims = range(a.data.dim()) if dim is None else [dim] if isinstance(dim, int) else dim
+    summed = {d % a.data.dim() for d in dims}  # a negative dim counts from the end
+    kept = [1 if i in summed else n for i, n in enumerate(a.shape)]
+
+    def rule(g):
+        return (g.reshape(kept).expand(a.shape),)
+
+    return Tensor(a.data.sum(dim=dim, keepdim=keepdim), (a,), "sum", rule)
+
+
+def mean(a, dim=None, keepdim=False):
+    total = reduce_sum(a, dim, keepdim)
+    return total * (total.data.numel() / a.data.numel())
+
+
+def reshape(a, *shape):
+    return Tensor(a.data.reshape(*shape), (a,), "reshape", lambda g: (g.reshape(a.shape),))
+
+
+def getitem(a, index):
+    came_from = torch.arange(a.data.numel()).reshape(a.shape)[index]
+
+    def rule(g):
+        flat = torch.zeros(a.data.numel(), dtype=g.dtype)
+        flat.index_add_(0, came_from.reshape(-1), g.reshape(-1))
+        return (flat.reshape(a.shape),)
+
+    return Tensor(a.data[index], (a,), "index", rule)
+
+Tensor.__add__ = Tensor.__radd__ = add
+Tensor.__mul__ = Tensor.__rmul__ = mul
+Tensor.__matmul__ = matmul
+Tensor.__getitem__ = getitem
+Tensor.__neg__ = lambda a: a * -1.0
+Tensor.__sub__ = lambda a, b: a + (-as_tensor(b))
+Tensor.__rsub__ = lambda a, b: as_tensor(b) + (-a)
+Tensor.__truediv__ = lambda a, b: a * (1 / b)  # b a plain number
+Tensor.sum, Tensor.mean, Tensor.reshape = reduce_sum, mean, reshape
+Tensor.relu, Tensor.tanh, Tensor.exp, Tensor.log = relu, tanh, exp, log
+
+x = Tensor(torch.arange(6.0).reshape(2, 3))
+b = Tensor([10.0, 20.0, 30.0])
+y = (x * b + 1).sum(dim=1)
+print(y, "=", y.data)
+print("made by", y.op, "from", y.parents)
+print("torch recorded nothing:", y.data.grad_fn is None and not y.data.requires_grad)
+
+def topo_order(root):  # lesson 03's: every node after its parents
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)  # every parent is already in the order
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in node.parents if id(p) not in seen)
+    return order
+
+
+def backward(root):
+    if root.data.numel() != 1:
+        raise ValueError(f"backward: expected a Tensor holding one number (a loss), got "
+                         f"shape {root.shape}")
+    grads = {id(root): torch.ones_like(root.data)}  # d root / d root
+    for node in reversed(topo_order(root)):
+        g = grads.pop(id(node))  # complete: every node that used this one has run
+        if node.rule is None:  # a leaf: add to what it holds
+            node.grad = g if node.grad is None else node.grad + g
+            continue
+        for parent, share in zip(node.parents, node.rule(g), strict=True):
+            if id(parent) in grads:
+                grads[id(parent)] = grads[id(parent)] + share  # paths add up
+            else:
+                grads[id(parent)] = share'''),
+    Honest('l10-mlp',
+           'a typing.NamedTuple cache',
+           '''\
+from typing import NamedTuple
+
+
+class Cache(NamedTuple):
+    hidden: torch.Tensor
+    logits: torch.Tensor
+
+
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    hidden = torch.tanh(xs @ W1 + b1)
+    cache = Cache(hidden, hidden @ W2 + b2)
+    dlogits = (torch.sigmoid(cache.logits) - ys) / cache.logits.numel()
+    dpre = dlogits @ W2.T * (1 - cache.hidden**2)
+    return xs.T @ dpre, dpre.sum(0), cache.hidden.T @ dlogits, dlogits.sum(0)
+'''),
+    Honest('l12-layernorm',
+           'a dataclass of fields only',
+           '''\
+from dataclasses import dataclass
+
+
+@dataclass
+class RowStats:
+    xhat: torch.Tensor
+    invstd: torch.Tensor
+
+
+def row_stats(x, eps):
+    centred = x - x.mean(1, keepdim=True)
+    invstd = (centred.pow(2).mean(1, keepdim=True) + eps) ** -0.5
+    return RowStats(centred * invstd, invstd)
+
+
+def layernorm_backward(dout, x, gain, eps):
+    s = row_stats(x, eps)
+    g = dout * gain
+    D = x.shape[1]
+    return s.invstd / D * (D * g - g.sum(1, keepdim=True)
+                           - s.xhat * (g * s.xhat).sum(1, keepdim=True))
+'''),
+    Honest('l10-mlp',
+           'a collections.namedtuple cache and a forward helper',
+           '''\
+from collections import namedtuple
+
+Cache = namedtuple("Cache", ["hidden", "logits"])
+
+
+def mlp_forward(xs, W1, b1, W2, b2):
+    hidden = torch.tanh(xs @ W1 + b1)
+    return Cache(hidden, hidden @ W2 + b2)
+
+
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    cache = mlp_forward(xs, W1, b1, W2, b2)
+    dlogits = (torch.sigmoid(cache.logits) - ys) / cache.logits.numel()
+    dW2, db2 = cache.hidden.T @ dlogits, dlogits.sum(0)
+    dpre = dlogits @ W2.T * (1 - cache.hidden**2)
+    return xs.T @ dpre, dpre.sum(0), dW2, db2
+'''),
+    Honest('l12-embedding',
+           'one_hot, Tensor.unflatten and einsum',
+           '''\
+def embedding_backward(dxin, tokens, num_rows):
+    n, T = tokens.shape
+    demb = dxin[:, 2:].unflatten(1, (T, -1))  # undo the view: (n, T*E) -> (n, T, E)
+    picks = F.one_hot(tokens, num_rows).to(dxin.dtype)  # (n, T, rows): which row each read
+    dC = torch.einsum("ntr,nte->re", picks, demb)
+    return demb, dC
+'''),
+    Honest('l10-mlp',
+           'F.sigmoid and F.tanh',
+           '''\
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    hidden = F.tanh(xs @ W1 + b1)
+    logits = hidden @ W2 + b2
+    dlogits = (F.sigmoid(logits) - ys) / logits.numel()
+    dpre = (dlogits @ W2.T) * (1 - hidden**2)
+    return xs.T @ dpre, dpre.sum(0), hidden.T @ dlogits, dlogits.sum(0)
+'''),
+    Honest('l16-bytes-formula',
+           'a namespace class holding a constant',
+           '''\
+class Float32:
+    bytes_per_number = 4
+
+
+def bytes_formula(batch, widths, activation):
+    per_hidden = 2 if activation == "gelu" else 1
+    return Float32.bytes_per_number * batch * (widths[0] + per_hidden * sum(widths[1:-1]))
+'''),
+    Honest('l13-dropout',
+           'a frozen dataclass holding the settings',
+           '''\
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DropoutSettings:
+    scale_in_eval: float = 1.0
+
+
+SETTINGS = DropoutSettings()
+
+
+def dropout_backward(dout, mask, p, training):
+    if not training:
+        return dout * SETTINGS.scale_in_eval
+    return dout * mask / (1 - p)
+'''),
+    Honest('l18-jvp-by-hand',
+           'a typing.NamedTuple pair',
+           '''\
+from typing import NamedTuple
+
+
+class Carried(NamedTuple):
+    value: torch.Tensor
+    dot: torch.Tensor
+
+
+def tangent(W, b, x, v):
+    u = Carried(W @ x + b, W @ v)
+    h = Carried(torch.tanh(u.value), (1 - torch.tanh(u.value) ** 2) * u.dot)
+    s = Carried((x * x).sum(), 2 * (x * v).sum())
+    return h.dot * s.value + h.value * s.dot
+'''),
+    Honest('l18-jvp-by-hand',
+           'a dataclass pair with a helper function for the tanh rule',
+           '''\
+from dataclasses import dataclass
+
+
+@dataclass
+class WithTangent:
+    value: torch.Tensor
+    tangent: torch.Tensor
+
+
+def tanh_rule(p):
+    t = torch.tanh(p.value)
+    return WithTangent(t, (1 - t ** 2) * p.tangent)
+
+
+def tangent(W, b, x, v):
+    h = tanh_rule(WithTangent(W @ x + b, W @ v))
+    s = WithTangent(x.dot(x), 2 * x.dot(v))
+    return h.tangent * s.value + h.value * s.tangent
+'''),
+    Honest('l16-bytes-formula',
+           'a namespace class holding an annotated constant',
+           '''\
+class Float32:
+    bytes_per_number: int = 4
+
+
+def bytes_formula(batch, widths, activation):
+    per_hidden = 2 if activation == "gelu" else 1
+    return Float32.bytes_per_number * batch * (widths[0] + per_hidden * sum(widths[1:-1]))
+'''),
+    Honest('l18-jvp-by-hand',
+           'a collections.namedtuple pair',
+           '''\
+from collections import namedtuple
+
+Pair = namedtuple("Pair", ["primal", "tangent"])
+
+
+def tangent(W, b, x, v):
+    u = Pair(W @ x + b, W @ v)
+    t = torch.tanh(u.primal)
+    h = Pair(t, (1 - t * t) * u.tangent)
+    s = Pair(x @ x, 2 * (x @ v))
+    return h.tangent * s.primal + h.primal * s.tangent
+'''),
+    Honest('l15-vanishing',
+           'contextlib.ExitStack removing the handles',
+           '''\
+import contextlib
+
+
+def first_vanishing_layer(model, x, threshold):
+    norms = {}
+
+    def hook_for(name):
+        def hook(module, grad_input, grad_output):
+            norms[name] = grad_input[0].norm().item()
+        return hook
+
+    with contextlib.ExitStack() as stack:
+        for name, layer in model.named_children():
+            stack.enter_context(layer.register_full_backward_hook(hook_for(name)))
+        model(x).sum().backward()
+    for name, _ in reversed(list(model.named_children())):
+        if norms[name] < threshold:
+            return name
+    return None
+'''),
+    Honest('l20-engine-views',
+           'a dataclass for the record, flat indices of the view in its base',
+           '''\
+from dataclasses import dataclass
+
+
+@dataclass
+class ViewRecord:
+    base: object
+    index: torch.Tensor  # for each entry of the view, its flat position in the base
+    version_seen: int = -1
+
+
+def view(a, f):
+    v = Var(f(a.data))
+    v.version = a.version
+    if a.base is None:
+        positions = torch.arange(a.data.numel()).reshape(a.data.shape)
+        v.base, v.record = a, ViewRecord(a, f(positions))
+    else:
+        v.base, v.record = a.base, ViewRecord(a.base, f(a.record.index))
+    return v
+
+
+def grad_fn(a):
+    if a.base is None:
+        return a.node
+    rec = a.record
+    if rec.version_seen != a.version.value:
+        below = grad_fn(rec.base)
+        flat = rec.index.reshape(-1)
+        shape = rec.base.data.shape
+
+        def rule(g):
+            full = torch.zeros(shape, dtype=g.dtype).reshape(-1)
+            full[flat] = g.reshape(-1)
+            return (full.reshape(shape),)
+
+        a.node = None if below is None else Node("AsStridedBackward", (below,), rule)
+        rec.version_seen = a.version.value
+    return a.node
+
+
+def positions_of(a):
+    if a.base is None:
+        return torch.arange(a.data.numel())
+    return a.record.index.reshape(-1)
+
+
+def write_(a, b, overwrite):
+    owner = a if a.base is None else a.base
+    if owner.node is not None and owner.node.name == "AccumulateGrad":
+        raise RuntimeError("a leaf that requires grad cannot be written in place")
+    old, new = grad_fn(owner), grad_fn(b)
+    if overwrite:
+        a.data.copy_(b.data)
+    else:
+        a.data.add_(b.data)
+    a.version.value += 1
+    if old is None and new is None:
+        return a
+    flat = positions_of(a)
+    b_shape = b.data.shape
+
+    def rule(g):
+        to_b = g.reshape(-1)[flat].reshape(b_shape)
+        to_old = g.clone()
+        if overwrite:
+            to_old.view(-1)[flat] = 0.0
+        return to_old, to_b
+
+    owner.node = Node("CopySlices", (old, new), rule)
+    return a
+
+
+def add_(a, b):
+    return write_(a, b, False)
+
+
+def copy_(a, b):
+    return write_(a, b, True)
+''',
+           earlier='''\
+class Version:
+    """A version counter: one number that every in-place write to a piece of memory moves
+    on (lesson 07's `_version`)."""
+
+    def __init__(self):
+        self.value = 0
+
+
+class Node:
+    """A step of the graph: its name, the nodes its inputs' gradients go to (None for an
+    input that needs none) and its rule: g -> one gradient per input."""
+
+    def __init__(self, name, inputs, rule):
+        self.name, self.inputs, self.rule = name, inputs, rule
+
+
+class Var:
+    """A tensor of the engine: its data (a float64 torch tensor, storage only), its
+    version counter, the node that made it (None for a constant) and a leaf's grad."""
+
+    def __init__(self, data, node=None, requires_grad=False):
+        self.data = data
+        self.version = Version()
+        self.node = node
+        self.grad = None
+        self.base = None  # a view's base: the Var that owns the memory
+        if requires_grad:  # a leaf: its node adds what arrives into .grad
+            self.node = Node("AccumulateGrad", (), self.accumulate)
+
+    def accumulate(self, g):
+        self.grad = g.clone() if self.grad is None else self.grad + g
+        return ()
+
+
+def grad_fn(a):
+    """The node that a gradient for `a` goes to (None when `a` needs none)."""
+    return a.node
+
+
+class Saved:
+    """Lesson 07's box around a saved Var, its version read from the Var's counter."""
+
+    def __init__(self, var):
+        self.var, self.version = var, var.version.value
+
+    def unpack(self):
+        if self.var.version.value != self.version:
+            raise RuntimeError(f"a saved tensor was changed in place: it is at version "
+                               f"{self.var.version.value}, it was saved at {self.version}")
+        return self.var.data
+
+
+def record(name, data, inputs, rule):
+    """The result of an operation, with a node only when some input needs a gradient."""
+    edges = tuple(grad_fn(a) for a in inputs)
+    return Var(data, None if edges == (None,) * len(edges) else Node(name, edges, rule))
+
+
+def add(a, b):  # saves nothing
+    return record("AddBackward", a.data + b.data, (a, b), lambda g: (g, g))
+
+
+def mul(a, b):  # saves each factor only when the other one needs a gradient, as torch does
+    box_a = Saved(a) if grad_fn(b) is not None else None
+    box_b = Saved(b) if grad_fn(a) is not None else None
+    return record("MulBackward", a.data * b.data, (a, b), lambda g: (
+        None if box_b is None else g * box_b.unpack(),
+        None if box_a is None else g * box_a.unpack()))
+
+
+def tanh(a):  # saves its output
+    out = record("TanhBackward", torch.tanh(a.data), (a,), None)
+    box = Saved(out)
+    if out.node is not None:
+        out.node.rule = lambda g: ((1 - box.unpack() ** 2) * g,)
+    return out
+
+
+def total(a):
+    return record("SumBackward", a.data.sum(), (a,), lambda g: (g.expand(a.data.shape),))
+
+
+def topo_order(start):  # lesson 03's depth-first sort, over nodes
+    order, seen, stack = [], set(), [(start, False)]
+    while stack:
+        node, inputs_done = stack.pop()
+        if inputs_done:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((n, False) for n in node.inputs if n is not None)
+    return order
+
+
+def backward(root):  # lesson 11's pass: what meets at a node is added, then its rule runs
+    start = grad_fn(root)
+    grads = {id(start): torch.ones_like(root.data)}
+    for node in reversed(topo_order(start)):
+        g = grads.pop(id(node))
+        for parent, share in zip(node.inputs, node.rule(g), strict=True):
+            if parent is not None:
+                grads[id(parent)] = grads[id(parent)] + share if id(parent) in grads else share
+'''),
+    Honest('l26-heads',
+           'functools.partial for the transpose, the row sum from O = P @ V',
+           '''\
+from functools import partial
+
+swap = partial(torch.transpose, dim0=-2, dim1=-1)
+
+
+def attention_backward(Q, K, V, lse, dO):
+    T, d = Q.shape[-2:]
+    scale = d ** -0.5
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    P = torch.where(mask, torch.exp(torch.matmul(Q, swap(K)) * scale - lse), 0.0)
+    O = torch.matmul(P, V)
+    # sum_j P_ij dP_ij = sum_j P_ij (dO_i . V_j) = dO_i . O_i
+    dS = P * (torch.matmul(dO, swap(V)) - (dO * O).sum(-1, keepdim=True))
+    return (torch.matmul(dS, K) * scale, torch.matmul(swap(dS), Q) * scale,
+            torch.matmul(swap(P), dO))
+'''),
+    Honest('l22-complex-vjps',
+           "conj_physical for the product, 2z as z + z, exp's VJP returned as torch.conj of the other convention",
+           '''\
+def complex_vjps(z, w, g, r):
+    dz = g * torch.conj_physical(w)
+    dw = g * torch.conj_physical(z)
+    d_abs2 = r * (z + z)  # 2 r dL/dz*, with d(z z*)/dz* = z
+    # dL/dz = conj(g) * exp(z) in the other convention; torch's is its conjugate
+    d_exp = torch.conj(torch.conj(g) * torch.exp(z))
+    return dz, dw, d_abs2, d_exp
+'''),
+    Honest('l25-min-cut-backward',
+           'torch.matmul given a short name at cell level',
+           '''\
+matmul = torch.matmul
+
+
+def min_cut_backward(y, x_t, w_t, g):
+    dy = -2 * g * torch.cos(y) * torch.sin(y) / y.numel()
+    return matmul(dy, w_t), matmul(x_t, dy)
+'''),
+    Honest('l25-min-cut-backward',
+           'functools.partial of torch.einsum for the matrix product',
+           '''\
+from functools import partial
+
+matmul = partial(torch.einsum, "ij,jk->ik")
+
+
+def min_cut_backward(y, x_t, w_t, g):
+    dy = -2 * g * torch.cos(y) * torch.sin(y) / y.numel()
+    return matmul(dy, w_t), matmul(x_t, dy)
+'''),
+    Honest('l25-min-cut-backward',
+           'a dataclass holding what the backward graph gets',
+           '''\
+from dataclasses import dataclass
+
+
+@dataclass
+class Saved:
+    y: torch.Tensor
+    g: torch.Tensor
+
+
+def min_cut_backward(y, x_t, w_t, g):
+    s = Saved(y, g)
+    dy = -2 * s.g * torch.cos(s.y) * torch.sin(s.y) / s.y.numel()
+    return dy @ w_t, x_t @ dy
+'''),
+    Honest('l22-safe-softplus',
+           'torch.log1p and torch.exp given short names at cell level',
+           '''\
+log1p, exp = torch.log1p, torch.exp
+
+
+def safe_soft_relu(x, beta):
+    bx = beta * x
+    big = bx > 20
+    return torch.where(big, x, log1p(exp(torch.where(big, 0.0, bx))) / beta)
+'''),
+    Honest('l22-complex-linear',
+           'the real rule on conjugates, conjugated back with .conj()',
+           '''\
+def complex_linear_backward(x, W, b, G):
+    # torch's VJP is the conjugate of the real rule applied to conj(G)
+    dx = (G.conj() @ W.T).conj()
+    dW = (x.T @ G.conj()).conj()
+    db = G.sum(dim=0)
+    return dx, dW, db
+'''),
+]

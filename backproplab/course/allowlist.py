@@ -116,7 +116,9 @@ def _tensor_operations() -> frozenset[str]:
     found = {getattr(f, "__name__", "") for f in table[torch.Tensor]}
     found |= {name for cls in torch.Tensor.__mro__ for name, value in vars(cls).items()
               if isinstance(value, property) or type(value).__name__ == "getset_descriptor"}
-    found |= {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor"}
+    # makers, and shape methods torch writes in Python without listing them (unflatten is
+    # torch.unflatten, which it lists)
+    found |= {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "unflatten"}
     return frozenset(n for n in found if n and not n.startswith("_"))
 
 
@@ -140,7 +142,11 @@ TENSOR_OPERATIONS = _tensor_operations()
 # Per module: the names a by-hand answer may take from it.
 ARITHMETIC = {
     "torch": _namespace(torch, _TORCH_EXTRAS),
-    "torch.nn.functional": _namespace(torch.nn.functional, {"one_hot"}),
+    # one_hot, and the activations torch writes as plain wrappers it does not list as
+    # operations (F.sigmoid is x.sigmoid()), and the in-place forms of listed ones.
+    "torch.nn.functional": _namespace(torch.nn.functional, {
+        "one_hot", "sigmoid", "tanh", "hardsigmoid", "hardswish", "relu_", "elu_", "celu_",
+        "selu_", "leaky_relu_", "hardtanh_", "threshold_"}),
     "torch.linalg": _namespace(torch.linalg),
     "torch.special": _namespace(torch.special),
     "math": frozenset(n for n in dir(math) if not n.startswith("_")),
@@ -174,8 +180,10 @@ _NODE_PRIVATE = {"_input_metadata", "_sequence_nr", "_version", "_base", "_is_vi
 # Bookkeeping modules: safe for any answer, except the parts named below.
 BOOKKEEPING = {"collections", "itertools", "functools", "operator", "heapq", "bisect",
                "typing", "dataclasses", "enum", "numbers", "copy", "statistics", "string",
-               "math", "random"}
+               "math", "random", "contextlib"}
 _BOOKKEEPING_REFUSED = {
+    # the working folder is the operating system's
+    "contextlib.chdir": "system",
     # attributes by name
     "operator.attrgetter": "by-name", "operator.methodcaller": "by-name",
     "string.Formatter": "by-name",

@@ -161,6 +161,17 @@ class _Names(ast.NodeVisitor):
             self.alias_values.add(id(node.value))
         self.generic_visit(node)
 
+    def visit_Call(self, node: ast.Call) -> None:
+        # namedtuple("Pair", ["primal", "tangent"]) (or "primal tangent") defines the
+        # attributes its fields name, as a class body would
+        if (_chain(node.func) or [""])[-1] == "namedtuple" and len(node.args) > 1:
+            fields = node.args[1]
+            words = [fields.value] if isinstance(fields, ast.Constant) else [
+                e.value for e in getattr(fields, "elts", ()) if isinstance(e, ast.Constant)]
+            self.attributes.update(w for text in words if isinstance(text, str)
+                                   for w in text.replace(",", " ").split())
+        self.generic_visit(node)
+
     def visit_Name(self, node: ast.Name) -> None:
         if not isinstance(node.ctx, ast.Load):
             self.own.add(node.id)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import functools
 import linecache
 import os
@@ -478,18 +479,27 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
 def _public_name(value: Any) -> str | None:
-    """The shortest public name torch gives a function or class defined in a private module
-    (``functorch.compile.make_boxed_func`` for ``torch._functorch...make_boxed_func``), as an
-    import in the notebook would name it; None when it has none."""
+    """The shortest public name torch gives one of its functions or classes, as code in the
+    notebook would name it: ``functorch.compile.make_boxed_func`` for
+    ``torch._functorch...make_boxed_func``, ``torch.matmul`` for the builtin whose qualified
+    name is ``torch._VariableFunctionsClass.matmul``, ``torch.einsum`` for
+    ``torch.functional.einsum``; None when it is not torch's or has no public name."""
     own, home = getattr(value, "__name__", None), getattr(value, "__module__", None) or ""
-    if not isinstance(own, str) or home.split(".")[0] not in ("torch", "functorch") \
-            or not any(part.startswith("_") for part in home.split(".")):
-        return None  # not torch's, or already public where it is defined
+    if isinstance(own, str) and home in ("_functools", "_operator") \
+            and getattr(sys.modules.get(home[1:]), own, None) is value:
+        return f"{home[1:]}.{own}"  # Python's own, written in C: functools.reduce
+    if not isinstance(own, str) or home.split(".")[0] not in ("torch", "functorch"):
+        return None
     found = [name for name, module in list(sys.modules.items())
              if name.split(".")[0] in ("torch", "functorch")
              and not any(part.startswith("_") for part in name.split("."))
              and getattr(module, own, None) is value]
     return f"{min(found, key=len)}.{own}" if found else None
+
+
+def _named_tuple(cls: type) -> bool:
+    """Whether ``cls`` is a named tuple (``typing.NamedTuple``, ``collections.namedtuple``)."""
+    return issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple)
 
 
 def _op_name(value: Any) -> str | None:
@@ -554,6 +564,17 @@ class _Live:
             self.cls(type(value))
             for attr, held in vars(value).items() if hasattr(value, "__dict__") else ():
                 self.held(attr, held, scope)
+        elif isinstance(value, tuple) and type(value) is not tuple \
+                and self._plain_class(type(value)) or (
+                    hasattr(value, "__dict__") and self._plain_class(type(value))):
+            # An instance of a learner's record class (a dataclass, a named tuple): the
+            # class stands in the reading, and what the instance holds is read.
+            if id(type(value)) not in self._seen:
+                self.empty_class(type(value), scope)
+            self._seen.add(id(value))
+            parts = value if isinstance(value, tuple) else vars(value).values()
+            for part in parts:
+                self.held(name, part, scope)
         elif type(value) in (dict, list, tuple, set, frozenset):
             # A table of the learner's (a dict of rules, a list of steps): what it holds is
             # read, each function's source included, as if each were named on its own.
@@ -577,30 +598,47 @@ class _Live:
 
     @staticmethod
     def _class_code(cls: type) -> types.CodeType | None:
+        """The code of a method the learner wrote in the class, to find the class's source
+        by (a dataclass's ``__init__``, written by the dataclass machinery, has none)."""
         for member in vars(cls).values():
             member = getattr(member, "__func__", member)
             if isinstance(member, types.FunctionType) and _typed_in(member.__code__,
-                                                                    cls.__module__):
+                                                                    cls.__module__) \
+                    and _node(member.__code__, _FUNCTIONS):
                 return member.__code__
         return None
 
     @staticmethod
     def _plain_class(cls: type) -> bool:
-        """A class of the notebook's with no code of its own, used as a namespace
-        (``class Box: pass``): made by ``type``, from ``object`` alone."""
-        made = {"__module__", "__dict__", "__weakref__", "__doc__"}  # Python's own
-        return (type(cls) is type and cls.__bases__ == (object,)
+        """A class of the notebook's with no code of its own, used as a namespace or a
+        record (``class Box: pass``, ``class Float32: size = 4``, a ``@dataclass`` or a
+        ``NamedTuple`` of fields): made from ``object`` (or ``tuple``, for a named tuple)
+        alone, every dunder Python's or the dataclass machinery's."""
+        made = {"__module__", "__dict__", "__weakref__", "__doc__", "__annotations__",
+                "__static_attributes__", "__firstlineno__", "__qualname__"}  # Python's own
+        if dataclasses.is_dataclass(cls) or _named_tuple(cls):
+            made |= {"__dataclass_fields__", "__dataclass_params__", "__match_args__",
+                     "__hash__", "__slots__", "__new__", "__getnewargs__",
+                     "__orig_bases__"}
+            made |= {a for a, m in vars(cls).items() if isinstance(m, types.FunctionType)
+                     and not (_typed_in(m.__code__, cls.__module__)
+                              and _node(m.__code__, _FUNCTIONS))}  # the machinery's
+        return (isinstance(cls, type) and cls.__bases__ in ((object,), (tuple,))
+                and (cls.__bases__ == (object,) or _named_tuple(cls))
                 and cls.__module__ == "__main__"
                 and {a for a in vars(cls) if a.startswith("__")} <= made)
 
     def empty_class(self, cls: type, scope: dict[str, Any]) -> None:
-        """A namespace class: what it holds is read as an object's attributes are, and
-        it stands in the reading as an empty class of the learner's (it has no source
-        to read without a function in it)."""
+        """A namespace or record class: what it holds is read as an object's attributes are,
+        and it stands in the reading as a class of the learner's that names its attributes
+        and fields (it has no source to read without a function in it)."""
         self._seen.add(id(cls))
-        self.trees.append(ast.parse(f"class {cls.__name__}:\n    pass\n"))
+        fields = [*getattr(cls, "_fields", ()), *getattr(cls, "__annotations__", {}),
+                  *(a for a in vars(cls) if not a.startswith("_"))]
+        body = "".join(f"    {f} = None\n" for f in dict.fromkeys(fields)) or "    pass\n"
+        self.trees.append(ast.parse(f"class {cls.__name__}:\n{body}"))
         for attr, held in vars(cls).items():
-            if not attr.startswith("__"):  # the dunders are Python's (_plain_class)
+            if not attr.startswith("_"):  # the rest is Python's (_plain_class)
                 self.held(attr, held, scope)
 
     def function(self, fn: types.FunctionType) -> None:

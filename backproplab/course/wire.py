@@ -70,7 +70,9 @@ def _header(value: Any, blobs: list[bytes], depth: int = 0, limit: int | None = 
         size = sum(map(len, blobs)) + value.numel() * value.element_size()
         if limit is not None and size > limit:
             raise FrameTooLarge(size, limit)
-        t = value.detach().to("cpu", copy=False).contiguous()
+        # A conjugate or negative view (z.conj()) shares memory with a bit set: its bytes
+        # are the values only once that bit is applied.
+        t = value.detach().to("cpu", copy=False).resolve_conj().resolve_neg().contiguous()
         dtype = str(t.dtype).removeprefix("torch.")
         if dtype not in DTYPES or t.layout != torch.strided:
             raise WireError(f"a tensor of dtype {dtype} and layout {t.layout}")
