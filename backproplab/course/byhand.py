@@ -38,7 +38,7 @@ import torch
 
 from ..check import Check, Report
 from ..watch import AutogradForbidden, forbid_autograd
-from . import rules, sources
+from . import live, rules
 from .nudges import Nudges, NudgeSeen
 from .slips import (
     Trial,
@@ -249,7 +249,7 @@ def source_refusal(answer: Any, vocabulary: rules.Vocabulary, *,
     >>> source_refusal(lambda x: torch.autograd.grad(x, x), rules.BY_HAND)[:60]
     'this exercise asks for the gradient by hand, but your code u'
     """
-    trees, bound, unread = sources.from_objects(answer)
+    trees, bound, unread = live.from_objects(answer)
     found = rules.read(trees, vocabulary, bound)
     if not trees and "answer" in bound:  # the answer is a library's own function
         why = rules.qualified_reason(bound["answer"], vocabulary)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from backproplab.course import rules, sources
+from backproplab.course import live, rules, sources
 
 
 def _taken(cells: list[str], names: list[str]) -> list[tuple[int, str]]:
@@ -86,7 +86,7 @@ def test_the_kernel_reads_a_decorated_function_of_the_learners():
     linecache.cache[name] = (len(source), None, source.splitlines(True), name)
     space = {"torch": torch}
     exec(compile(source, name, "exec"), space)
-    trees, bound, unread = sources.from_objects(space["slope"])
+    trees, bound, unread = live.from_objects(space["slope"])
     assert [type(t).__name__ for t in trees] == ["FunctionDef"] and unread == []
     assert rules.read(trees, rules.BY_HAND, bound) == []
 
@@ -104,7 +104,7 @@ def test_the_kernel_reads_a_module_an_answer_holds_as_a_value():
     linecache.cache[name] = (len(source), None, source.splitlines(True), name)
     space: dict = {}
     exec(compile(source, name, "exec"), space)
-    trees, bound, _ = sources.from_objects(functools.partial(space["load"], torch))
+    trees, bound, _ = live.from_objects(functools.partial(space["load"], torch))
     found = rules.read(trees, rules.METHOD, bound)
     assert [(f.used, f.why) for f in found] == [("answer, which is torch", "module-value")]
 
@@ -125,10 +125,10 @@ def test_the_kernel_reads_a_table_of_the_learners_functions():
     linecache.cache[name] = (len(source), None, source.splitlines(True), name)
     space = {"torch": torch}
     exec(compile(source, name, "exec"), space)
-    trees, bound, unread = sources.from_objects(space["rule"])
+    trees, bound, unread = live.from_objects(space["rule"])
     assert unread == [] and {type(t).__name__ for t in trees} == {"FunctionDef", "Lambda"}
     assert rules.read(trees, rules.METHOD, bound) == []
-    trees, bound, _ = sources.from_objects(space["cheat"])
+    trees, bound, _ = live.from_objects(space["cheat"])
     assert [f.used for f in rules.read(trees, rules.BY_HAND, bound)] \
         == ["TOOLS, which is torch.autograd.grad"]
 
@@ -148,7 +148,7 @@ def test_an_operator_held_in_a_table_is_named_as_code_names_it():
     linecache.cache[name] = (len(source), None, source.splitlines(True), name)
     space = {"torch": torch}
     exec(compile(source, name, "exec"), space)
-    trees, bound, _ = sources.from_objects(space["is_product"])
+    trees, bound, _ = live.from_objects(space["is_product"])
     assert bound["PRODUCTS"] in ("torch.ops.aten.mm.default", "torch.ops.aten.bmm")
     compiler = rules.METHOD.allowing("torch.ops.aten.")
     assert rules.read(trees, compiler, bound) == []
