@@ -171,16 +171,14 @@ class _Live:
             self.cls(type(value))
             for attr, held in vars(value).items() if hasattr(value, "__dict__") else ():
                 self.held(attr, held, scope)
-        elif isinstance(value, tuple) and type(value) is not tuple \
-                and self._plain_class(type(value)) or (
-                    hasattr(value, "__dict__") and self._plain_class(type(value))):
+        elif self._plain_class(type(value)):
             # An instance of a learner's record class (a dataclass, a named tuple): the
             # class stands in the reading, and what the instance holds is read.
             if id(type(value)) not in self._seen:
                 self.empty_class(type(value), scope)
             self._seen.add(id(value))
-            parts = value if isinstance(value, tuple) else vars(value).values()
-            for part in parts:
+            held = value if isinstance(value, tuple) else getattr(value, "__dict__", {})
+            for part in held.values() if isinstance(held, dict) else held:
                 self.held(name, part, scope)
         elif type(value) in (dict, list, tuple, set, frozenset):
             # A table of the learner's (a dict of rules, a list of steps): what it holds is

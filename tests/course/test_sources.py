@@ -153,3 +153,29 @@ def test_an_operator_held_in_a_table_is_named_as_code_names_it():
     compiler = rules.METHOD.allowing("torch.ops.aten.")
     assert rules.read(trees, compiler, bound) == []
     assert [f.why for f in rules.read(trees, rules.BY_HAND, bound)] == ["kernels"]
+
+
+def test_a_record_class_stands_with_its_fields_and_what_it_holds_is_read():
+    """A dataclass or named tuple of fields has no method to find its source by: it stands
+    in the reading with its fields (``cache.logits`` is the learner's attribute), and what
+    an instance holds is read, so a record holding autograd still names it."""
+    import linecache
+
+    import torch
+
+    source = ("from dataclasses import dataclass\nfrom typing import NamedTuple\n\n\n"
+              "@dataclass\nclass Cache:\n    logits: object\n    tool: object = None\n\n\n"
+              "class Pair(NamedTuple):\n    value: object\n    dot: object\n\n\n"
+              "HONEST = Cache(torch.ones(2))\nSLY = Cache(torch.ones(2), torch.autograd.grad)\n"
+              "PAIR = Pair(torch.ones(1), torch.zeros(1))\n\n\n"
+              "def honest(x):\n    return HONEST.logits * x + PAIR.dot\n\n\n"
+              "def sly(y, x):\n    return SLY.tool(y, x)\n")
+    name = "<test cell sources-records>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    space = {"torch": torch, "__name__": "__main__"}
+    exec(compile(source, name, "exec"), space)
+    trees, bound, unread = live.from_objects(space["honest"])
+    assert unread == [] and rules.read(trees, rules.BY_HAND, bound) == []
+    trees, bound, _ = live.from_objects(space["sly"])
+    assert "torch.autograd.grad" in " ".join(f.used for f in rules.read(trees, rules.BY_HAND,
+                                                                            bound))
