@@ -1,14 +1,17 @@
 """How far a reader has to follow one check: a lesson-2 answer through
-``bl.check_exercise("l02-cubic", ...)`` enters at most eleven modules of the package,
-together at most 2,950 lines of code (each module reads in one sitting: at most 450).
+``bl.check_exercise("l02-cubic", ...)`` enters at most twelve modules of the package,
+together at most 3,000 lines of code (each module reads in one sitting: at most 450).
 
 The route is the check's own steps, one module each: the exercise (grading, the lesson's
-module), the answer's source read (sources) against the vocabulary (rules), the answer run
+module), the answer's source read (live, the live objects' reading, with the cell-reading
+helpers of sources) against the vocabulary (rules), the answer run
 with autograd refused and estimates watched (byhand, watch, nudges), and the verdict
 (slips, check, values). The watch for estimates follows every moved copy of the inputs (a
 large step, SPSA, Richardson and fits are caught, not only tiny steps): about 250 of those
 lines. The reading judges each name by what it is, not how it is spelt (`allowlist`:
-``torch.os`` is ``os``): its own module, the eleventh. The files are collected with
+``torch.os`` is ``os``): its own module. The live reading, once part of sources, became
+the twelfth when it learned to read records (a dataclass, a named tuple) and torch's
+functions held as values, which took sources past its 450 lines. The files are collected with
 ``sys.setprofile`` (every call into a function of a package file), after one warm-up run
 so that imports made on first use are not counted. Run with ``-s`` to see the route.
 """
@@ -26,8 +29,8 @@ from codelines import code_lines
 import backproplab as bl
 
 PACKAGE = Path(bl.__file__).parent
-MAX_FILES = 11
-MAX_LINES = 2950
+MAX_FILES = 12
+MAX_LINES = 3000
 
 
 def _right(x):
@@ -62,7 +65,7 @@ def _route(answer) -> list[str]:
 
 
 @pytest.mark.parametrize("answer", [_right, _slip], ids=["right", "named-slip"])
-def test_a_lesson_2_check_crosses_at_most_eleven_modules_and_2950_lines(answer):
+def test_a_lesson_2_check_crosses_at_most_twelve_modules_and_3000_lines(answer):
     route = _route(answer)
     lines = sum(len(code_lines((PACKAGE.parent / f).read_text(encoding="utf-8")))
                 for f in route)
