@@ -155,6 +155,7 @@ def all_reduce_ranks() -> dict[str, Any]:
 
 def ddp_gradients(n: int = 16) -> dict[str, Any]:
     """One backward pass through DDP on this rank's share of a batch of ``n``."""
+    _check_int("n", n, low=1, high=10**6)
     rank, world = dist.get_rank(), dist.get_world_size()
     model = tiny_mlp(seed=0)
     x, y = make_batch(n, seed=1)
@@ -178,6 +179,8 @@ def bucket_timeline(bucket_bytes: int = 300, steps: int = 2) -> list[list[tuple]
     ("all-reduce", bucket index, names, values): DDP hands a full bucket to the hook;
     ("returned",): backward() has returned, the averaged gradients are in .grad.
     """
+    _check_int("bucket_bytes", bucket_bytes, low=1)
+    _check_int("steps", steps, low=1, high=1000)
     model = tiny_mlp(seed=0)
     x, y = make_batch(8, seed=1)
     names = {p: name for name, p in model.named_parameters()}
@@ -211,6 +214,7 @@ def bucket_timeline(bucket_bytes: int = 300, steps: int = 2) -> list[list[tuple]
 def first_buckets(bucket_bytes: int = 300) -> dict[str, Any]:
     """DDP's plan for the first step's buckets, read before any backward, without and
     with ``find_unused_parameters``; and the default caps, in bytes."""
+    _check_int("bucket_bytes", bucket_bytes, low=1)
     plans = {}
     for find in (False, True):
         ddp = DDP(tiny_mlp(seed=0), bucket_cap_mb=bucket_bytes / 2**20,
@@ -236,6 +240,8 @@ def micro_batches(k: int = 4, use_no_sync: bool = True, n: int = 16) -> dict[str
 
     Counts the all-reduce calls with a comm hook that averages as DDP does.
     """
+    _check_int("k", k, low=1, high=10**6)
+    _check_int("n", n, low=1, high=10**6)
     rank, world = dist.get_rank(), dist.get_world_size()
     model = tiny_mlp(seed=0)
     x, y = make_batch(n, seed=1)
@@ -280,6 +286,7 @@ def unused_parameter(find_unused_parameters: bool = False, steps: int = 2) -> di
     Each rank has its own data, so a gradient that was averaged differs from
     the one this rank computes alone.
     """
+    _check_int("steps", steps, low=1, high=1000)
     rank = dist.get_rank()
     model = _WithSpareLayer()
     ddp = DDP(model, find_unused_parameters=find_unused_parameters)
@@ -327,6 +334,9 @@ def replica_drift(edit_after: int | None = 2, steps: int = 4) -> list[list[float
     Returns this rank's parameters, flattened into one list, right after
     DDP(model) and then after each step, so the notebook can compare the replicas.
     """
+    if edit_after is not None:
+        _check_int("edit_after", edit_after)
+    _check_int("steps", steps, low=1, high=1000)
     rank = dist.get_rank()
     model = tiny_mlp(seed=rank)  # different on purpose: DDP copies rank 0's at the start
     ddp = DDP(model)
@@ -397,6 +407,8 @@ def sharded_step(reshard_after_forward: bool = True, steps: int = 2,
     each step, the bytes this rank holds, and the whole gradients
     (``full_tensor()``, gathered after the last step).
     """
+    _check_int("steps", steps, low=1, high=1000)
+    _check_int("n", n, low=1, high=10**6)
     rank, world = dist.get_rank(), dist.get_world_size()
     model = tiny_mlp(seed=0)
     mesh = init_device_mesh("cpu", (world,))

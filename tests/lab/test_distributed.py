@@ -329,6 +329,22 @@ def test_bad_arguments_are_named(args, kwargs, error, fragment):
     _assert_no_worker_left()
 
 
+@pytest.mark.parametrize(("worker", "kwargs", "error", "fragment"), [
+    (bd.first_buckets, {"bucket_bytes": 0}, ValueError, "bucket_bytes: expected an int from 1"),
+    (bd.first_buckets, {"bucket_bytes": 300.0}, TypeError, "bucket_bytes: expected an int, got f"),
+    (bd.bucket_timeline, {"steps": 0}, ValueError, "steps: expected an int from 1 to 1000, got 0"),
+    (bd.micro_batches, {"k": "4"}, TypeError, "k: expected an int, got str"),
+    (bd.ddp_gradients, {"n": 0}, ValueError, "n: expected an int from 1"),
+    (bd.unused_parameter, {"steps": True}, TypeError, "steps: expected an int, got bool"),
+    (bd.replica_drift, {"edit_after": -1}, ValueError, "edit_after: expected an int from 0"),
+    (bd.sharded_step, {"n": 2.5}, TypeError, "n: expected an int, got float"),
+])
+def test_a_workers_bad_argument_is_named_before_any_collective(worker, kwargs, error, fragment):
+    # Checked first, so the error is the same in a worker process and in a plain call.
+    with pytest.raises(error, match=fragment):
+        worker(**kwargs)
+
+
 def test_no_process_outlives_the_python_that_ran_the_workers(tmp_path):
     script = tmp_path / "lesson.py"
     script.write_text(textwrap.dedent("""
