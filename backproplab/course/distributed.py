@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import itertools
 import textwrap
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -122,7 +123,8 @@ def grads_by_name(model: nn.Module) -> dict[str, torch.Tensor | None]:
 
 
 def show(worker: Callable[..., Any]) -> None:
-    """Print a worker's code without its docstring: the lesson reads what it does.
+    """Print a worker's code without its docstring and its argument checks: the lesson
+    reads what it does.
 
     >>> show(all_reduce_ranks)  # doctest: +ELLIPSIS
     def all_reduce_ranks() -> dict[str, Any]:
@@ -132,11 +134,23 @@ def show(worker: Callable[..., Any]) -> None:
     if not inspect.isfunction(worker):
         raise TypeError(f"worker: expected a function, got {type(worker).__name__}")
     lines = textwrap.dedent(inspect.getsource(worker)).splitlines()
-    first = ast.parse("\n".join(lines)).body[0].body[0]
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-            and isinstance(first.value.value, str):
-        del lines[first.lineno - 1:first.end_lineno]
+    body = ast.parse("\n".join(lines)).body[0].body
+    skipped = list(itertools.takewhile(_preamble, body))
+    if skipped:
+        del lines[skipped[0].lineno - 1:skipped[-1].end_lineno]
     print("\n".join(lines))
+
+
+def _preamble(stmt: ast.stmt) -> bool:
+    """A docstring, or a check of the arguments (``_check_int``, maybe under an ``if``)."""
+    if isinstance(stmt, ast.If):
+        return all(_preamble(inner) for inner in stmt.body) and not stmt.orelse
+    if not isinstance(stmt, ast.Expr):
+        return False
+    value = stmt.value
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, str)
+    return isinstance(value, ast.Call) and getattr(value.func, "id", None) == "_check_int"
 
 
 # --------------------------------------------------------------------------

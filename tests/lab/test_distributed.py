@@ -9,6 +9,7 @@ helpers (the fork server and the resource tracker), which end with this process.
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import multiprocessing
 import os
@@ -409,12 +410,16 @@ def test_the_first_step_plan_is_one_bucket_unless_unused_parameters_are_looked_f
     assert plan["first bucket"] == 2**20 and plan["default cap"] == 25 * 2**20
 
 
-def test_show_prints_a_workers_code_without_its_docstring(capsys):
+def test_show_prints_a_workers_code_without_its_docstring_and_argument_checks(capsys):
     bd.show(bd.bucket_timeline)
     shown = capsys.readouterr().out
     assert shown.startswith("def bucket_timeline(") and "register_comm_hook" in shown
     assert bd.bucket_timeline.__doc__.splitlines()[0] not in shown
+    assert "_check_int" not in shown and "_check_int" in inspect.getsource(bd.bucket_timeline)
     assert shown.rstrip().endswith("return timeline")
+    bd.show(bd.replica_drift)  # a check under an if
+    shown = capsys.readouterr().out
+    assert shown.splitlines()[1] == "    rank = dist.get_rank()"
     with pytest.raises(TypeError, match="worker: expected a function, got str"):
         bd.show("bucket_timeline")
 
