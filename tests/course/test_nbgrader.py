@@ -3,9 +3,11 @@
 A throwaway course directory gets every lesson as one assignment:
 `nbgrader generate_assignment` must produce the same student cells as
 `backproplab release`. The class is autograded by one `nbgrader autograde` over
-the lessons of every student (its feedback: every check cell of the blank version
-fails, predictions included), then graded by one `backproplab grade --nbgrader`, which
-writes each exercise's score into the gradebook: the solution version full marks, the
+a few lessons of each student (nbgrader's own scores: every point for the solutions,
+and every check cell of the blank version fails, predictions included; strict nbval
+runs every lesson's solutions with their hidden tests), then every lesson of every
+student is graded by one `backproplab grade --nbgrader`, which writes each exercise's
+score into the gradebook: the solution version full marks, the
 blank student version none, numerical estimates and shortcuts nothing on any
 by-hand exercise (mallory's shortcuts are graded without nbgrader running them: the
 grade enters her submission itself). A fourth student, eve, answers with a table of
@@ -43,8 +45,8 @@ except ImportError:
         "nbgrader is not installed (pip install 'backproplab[course]')", allow_module_level=True
     )
 
-# nbgrader executes every lesson of one student and a few of two others, then the grade
-# runs four: on two busy cores that can take longer than the suite's default limit of 900 s.
+# nbgrader executes a few lessons of three students, then the grade runs four whole
+# courses: on two busy cores that can come near the suite's default limit of 900 s.
 pytestmark = [pytest.mark.nbgrader, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,17 +60,26 @@ def _lessons() -> list[Path]:
     return sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb")) or [FIXTURE]
 
 
-def _blank_by_nbgrader() -> list[Path]:
-    """The lessons of bob's blank submission that nbgrader executes: the first, the last
-    and the one with the most graded cells. Every lesson's blank meets the hidden tests
-    of every check in the live run (tests/lessons/test_exercises.py), where it costs a
-    check cell instead of a whole execution of the lesson; here nbgrader's own steps are
-    shown on a blank. His other lessons join the submission after autograde, as mallory's
-    do, and `backproplab grade` enters them."""
+def _run_by_nbgrader() -> list[Path]:
+    """The lessons nbgrader executes, of alice's solutions and of bob's blanks: the first,
+    the last and the one with the most graded cells. Every lesson's solutions, hidden tests
+    in, run cell by cell under strict nbval (the cells nbgrader's autograde would execute
+    for alice), and every lesson's blank meets the hidden tests of every check in the live
+    run (tests/lessons/test_exercises.py), where it costs a check cell instead of a whole
+    execution of the lesson; here nbgrader's own steps are shown on both. Their other
+    lessons join the submissions after autograde, as mallory's do, and `backproplab grade`
+    enters them."""
     lessons = _lessons()
     most = max(lessons, key=lambda p: sum(
         1 for c in course.read_notebook(p).cells if c.metadata.get("nbgrader", {}).get("grade")))
     return sorted({lessons[0], most, lessons[-1]})
+
+
+def _alice_by_nbgrader() -> list[Path]:
+    """alice's lessons nbgrader executes: those of `_run_by_nbgrader`, and lesson 02, where
+    her answer makes torch print a warning."""
+    warned = [p for p in _lessons() if p.name.startswith("02-")]
+    return sorted(set(_run_by_nbgrader()) | set(warned))
 
 
 def _env(course_dir: Path) -> dict[str, str]:
@@ -315,15 +326,15 @@ def _run(root: Path, args: list[str], log: Path) -> str:
 
 @pytest.fixture(scope="module")
 def graded(released: Path) -> tuple[Path, dict[str, set[str]], str]:
-    """The class, graded once and read by every test: alice (every lesson), bob (the
-    lessons of `_blank_by_nbgrader`) and eve autograded by nbgrader in one run (with no
-    secret in the kernels' environment, as the README says); then mallory's submission
-    and bob's other lessons added, which nbgrader never runs, and the whole class graded
-    by one `backproplab grade --nbgrader`, with the secret: it enters what nbgrader did not
-    run in the gradebook itself. The course folder, the checks each student's submission
-    must fail, and nbgrader's log."""
+    """The class, graded once and read by every test: alice (the lessons of
+    `_alice_by_nbgrader`), bob (those of `_run_by_nbgrader`) and eve autograded by nbgrader
+    in one run (with no secret in the kernels' environment, as the README says); then
+    mallory's submission and alice's and bob's other lessons added, which nbgrader never
+    runs, and the whole class graded by one `backproplab grade --nbgrader`, with the
+    secret: it enters what nbgrader did not run in the gradebook itself. The course
+    folder, the checks each student's submission must fail, and nbgrader's log."""
     root = released
-    first = {"bob": _blank_by_nbgrader()}
+    first = {"alice": _alice_by_nbgrader(), "bob": _run_by_nbgrader()}
     failing = {student: _submit(root, student, first.get(student))
                for student in AUTOGRADED_BY_NBGRADER}
     log = _run(root, [sys.executable, "-m", "nbgrader", "autograde", ASSIGNMENT, "--create",
@@ -332,9 +343,10 @@ def graded(released: Path) -> tuple[Path, dict[str, set[str]], str]:
         AUTOGRADED[student] = _scores(root, student)
     failing.update({student: _submit(root, student) for student in STUDENTS
                     if student not in AUTOGRADED_BY_NBGRADER})
-    later = [p for p in _lessons() if p not in first["bob"]]
-    if later:
-        failing["bob"] |= _submit(root, "bob", later)
+    for student, lessons in first.items():
+        later = [p for p in _lessons() if p not in lessons]
+        if later:
+            failing[student] |= _submit(root, student, later)
     (root / "secret").write_text(SECRET)
     _run(root, [sys.executable, "-m", "backproplab", "grade", str(root / "submitted"),
                 "--against", str(root / "source" / ASSIGNMENT), "-j", "2",
@@ -387,6 +399,16 @@ def test_nbgrader_autograde(graded: tuple, student: str) -> None:
         assert {Path(r["notebook"]).name for r in rows} == {p.name for p in _lessons()}
         assert all(r["verdict"] == "missing" for r in rows if "predict" not in r["exercise"])
     if student == "alice":
+        # nbgrader's own autograde gave every check of the lessons it ran its points.
+        ran = {p.stem for p in _alice_by_nbgrader()}
+        given = {k: v for k, v in AUTOGRADED["alice"].items() if k[1] in ran and k[0] in checks}
+        assert {k[1] for k in given} == ran
+        short = {k: v for k, v in given.items() if v != checks[k[0]]}
+        assert not short, f"nbgrader's autograde took points from the solutions: {short}"
+        assert sorted(p.name for p in autograded.glob("*.ipynb")) == sorted(
+            p.name for p in _alice_by_nbgrader())
+        # The grade read every lesson of hers, those nbgrader did not run included.
+        assert {Path(r["notebook"]).name for r in rows} == {p.name for p in _lessons()}
         # The audit finds nothing in honest work.
         honest = root / "submitted" / "alice"
         assert main(["audit", str(honest), "--against", str(root / "source" / ASSIGNMENT)]) == 0
@@ -410,8 +432,8 @@ def _assert_blank_fails_everywhere(graded: Path) -> None:
     points, so not in the score) included, ends in an error, and nothing errs before the
     first exercise."""
     assert sorted(p.name for p in graded.glob("*.ipynb")) == [
-        p.name for p in _blank_by_nbgrader()]
-    for lesson in _blank_by_nbgrader():
+        p.name for p in _run_by_nbgrader()]
+    for lesson in _run_by_nbgrader():
         cells = nbformat.read(graded / lesson.name, as_version=4).cells
         meta = [c.metadata.get("nbgrader", {}) for c in cells]
         passing = [m["grade_id"] for c, m in zip(cells, meta, strict=True)

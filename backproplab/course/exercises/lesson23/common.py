@@ -123,12 +123,15 @@ def _trials(worker: Any, answer: Any, seed: int, timeout: float = TIMEOUT,
 
 
 def each_world(worker: Any, answer: Any, seed: int, extra: Any = lambda world: (),
-               **options: Any) -> list[Any] | dict:
+               failed: Any = lambda world, results: None, **options: Any) -> list[Any] | dict:
     """Run in 2 processes, then in 3, each run on its own: the first run's `failure` ends
-    it; a later run's is kept in its place, to be told once the runs before it pass."""
+    it; a later run's is kept in its place, to be told once the runs before it pass.
+    ``failed(world, results)`` may call a run that ended a `failure` too."""
     runs: list[Any] = []
     for world in WORLD_SIZES:
         found = _trials(worker, answer, seed, worlds=(world,), extra=extra(world), **options)
+        if not is_failure(found):
+            found = failed(world, found[0]) or found
         if is_failure(found) and not runs:
             return found
         runs.append(found if is_failure(found) else found[0])

@@ -10,16 +10,25 @@ shards, and compares the shards with the single-process whole-batch gradient's r
 
 from __future__ import annotations
 
+import functools
+import threading
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .._spec import Method, is_failure
+from .._spec import Method, failure, is_failure
 from .common import ALLOWS, VOCABULARY, WORLD_SIZES, _factor, each_world
 
-SHARD_TIMEOUT = 20.0  # a deadlock is the typical slip here: say so soon
+SHARD_TIMEOUT = 20.0  # the whole run: starting the processes, forming the group, the answer
+# Every rank calls the answer at once (the group's barrier comes first) and a right one
+# returns within milliseconds; one still inside it after this long waits for a message
+# that never comes, the typical slip here (a deadlock): said without waiting out the run.
+ANSWER_SECONDS = 5.0
+_WAITING = ("A blocking dist.send waits until the other rank receives, so when every rank "
+            "sends first, none ever receives: start the sends with dist.isend and the "
+            "receives with dist.irecv, then wait() on each.")
 SHARD_NAMES = ("layer1.weight", "layer1.bias", "layer2.weight", "layer2.bias")
 _MOVES_NO_DATA = {"barrier", "monitored_barrier"}
 
@@ -75,14 +84,41 @@ class _Wire(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _shard_trial(answer: Any, seed: int) -> dict[str, Any]:
-    """Call the learner's function on each of this rank's gradients (runs in each worker)."""
+def _within(seconds: float, call: Any) -> dict[str, Any]:
+    """``call()`` in a thread of its own: {"value": ...}, {"error": ...}, or {} when it is
+    still running after ``seconds`` (the worker process ends soon after, thread and all)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as err:  # noqa: BLE001 - raised again in the worker's thread
+            box["error"] = err
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return box
+
+
+def _wired(wire: _Wire, answer: Any, grad: torch.Tensor) -> Any:
+    with wire:  # a dispatch mode is the calling thread's own
+        return answer(grad)
+
+
+def _shard_trial(answer: Any, seed: int, seconds: float) -> dict[str, Any]:
+    """Call the learner's function on each of this rank's gradients (runs in each worker);
+    {"waiting": name} when it had not returned after ``seconds``."""
     rank, world = dist.get_rank(), dist.get_world_size()
     found = {}
     for name, grad in _shard_gradients(seed, rank, world).items():
         wire = _Wire()
-        with wire:
-            result = answer(grad.clone())
+        box = _within(seconds, functools.partial(_wired, wire, answer, grad.clone()))
+        if "error" in box:
+            raise box["error"]
+        if "value" not in box:
+            return {"waiting": name}
+        result = box["value"]
         kept = result.detach().clone() if isinstance(result, torch.Tensor) else None
         found[name] = {"result": kept, "type": type(result).__name__,
                        "sent": wire.sent, "received": wire.received, "others": wire.others}
@@ -230,11 +266,21 @@ def _observe_shard(answer: Any, inputs: dict[str, Any]) -> Any:
     """The learner's function on each rank's gradients, in 2 and in 3 processes: what it
     returned and what it sent (a `failure` when the first run raised or hung)."""
     found = each_world(_shard_trial, answer, inputs["seed"], timeout=SHARD_TIMEOUT,
-                       waiting="every rank was waiting. A blocking dist.send waits until the "
-                               "other rank receives, so when every rank sends first, none "
-                               "ever receives: start the sends with dist.isend and the "
-                               "receives with dist.irecv, then wait() on each.")
+                       extra=lambda world: (ANSWER_SECONDS,), failed=_still_waiting,
+                       waiting="every rank was waiting. " + _WAITING)
     return found if is_failure(found) else {"runs": found}
+
+
+def _still_waiting(world: int, results: list[dict]) -> dict | None:
+    """The `failure` of a run where a rank had not returned from the answer in time."""
+    waiting = [rank for rank, entry in enumerate(results) if "waiting" in entry]
+    if not waiting:
+        return None
+    ranks = ", ".join(map(str, waiting))
+    return failure("error", f"({world} processes) rank{'s' * (len(waiting) > 1)} {ranks} "
+                            f"still waiting inside the function {ANSWER_SECONDS:g} s after "
+                            f"every rank had called it (for {results[waiting[0]]['waiting']}). "
+                            + _WAITING)
 
 
 def _shard_want(inputs: dict[str, Any]) -> list[dict[str, Any]]:
