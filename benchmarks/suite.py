@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # (part, test that belongs to it): the first match names a test's part.
 PARTS = (
-    ("exercise rounds: one live run per lesson (wrong answers, cheats, blanks, "
-     "default threads)", ("test_exercises.test_lesson_matches", "test_exercises.test_checks_reject",
-                          "test_exercises.test_student_version")),
-    ("lessons under strict nbval", (".ipynb",)),
+    ("lessons under strict nbval, with the exercise rounds in its kernels (wrong answers, "
+     "cheats, blanks)", (".ipynb", "test_exercises.test_lesson_matches",
+                         "test_exercises.test_checks_reject",
+                         "test_exercises.test_student_version")),
     ("browser tests (JupyterLab in Chromium)", ("test_browser", "test_prediction_screens")),
     ("the real nbgrader course", ("test_nbgrader",)),
     ("the site, built and opened", ("test_site",)),

@@ -3,17 +3,20 @@
 - Tests draw with Agg, chosen in this process only. Setting MPLBACKEND in the
   environment instead would leak into the nbval kernels and stop the lessons'
   inline figures from being displayed.
-- One intra-op thread for torch: nbval kernels inherit this environment, and
-  on a two-core machine torch's default thread pool fights the test process
-  for the cores (a lesson's training loop ran 70x slower that way). Lessons
-  print rounded numbers, so their stored outputs are the same either way
-  (tests/lessons/test_exercises.py compares every lesson under the default count too).
+- One intra-op thread for torch in the test processes and in every kernel they
+  start (the browser's, nbgrader's): on a two-core machine torch's default thread
+  pool fights the test process for the cores (a lesson's training loop ran 70x
+  slower with spinning threads). nbval's kernels are the exception: they run the
+  lessons as a learner's lab does, with torch's default count and threads that
+  sleep when idle (tests/rounds.py, `LessonKernelManager`), so a printed number that
+  depended on the count would fail strict nbval.
 - The suite runs on every core with pytest-xdist (`-n auto --dist loadfile` in
   pyproject.toml). A unit of work goes to one worker whole: a file (and so each
   notebook, whose nbval cells share one kernel and must run in order), except that
   a lesson's tests that share one live run of it are a unit of their own, here:
-  its run with every wrong answer (tests/lessons/test_exercises.py) and its visit
-  in JupyterLab (test_browser.py and test_prediction_screens.py); and each test of
+  its nbval cells with the tests that read the rounds played in nbval's kernel
+  (tests/lessons/test_exercises.py, tests/rounds.py; the cells go first), and its
+  visit in JupyterLab (test_browser.py and test_prediction_screens.py); and each test of
   the seed sweeps (test_method_sweep.py, test_slips_every_seed.py) is a unit alone,
   since a file of them is a quarter of an hour that one worker would carry. The
   units with the longest tests are handed out first (`--no-loadscope-reorder` keeps
@@ -48,10 +51,21 @@ import pytest  # noqa: E402
 
 def pytest_configure(config: pytest.Config) -> None:
     import nbval.kernel
+    from rounds import LessonKernelManager
 
-    from backproplab.course.kernels import IPCKernelManager
+    nbval.kernel.KernelManager = LessonKernelManager
+    # A plugin, not a hook of this file: this file's run hooks reach only tests/.
+    config.pluginmanager.register(_RoundsInNbval(), "backproplab-rounds-in-nbval")
 
-    nbval.kernel.KernelManager = IPCKernelManager
+
+class _RoundsInNbval:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        yield
+        if item.path.suffix == ".ipynb" and hasattr(item, "cell_num"):
+            from rounds import after_nbval_cell
+
+            after_nbval_cell(item)  # a lesson's rounds, in nbval's kernel (tests/rounds.py)
 
 
 @pytest.fixture(scope="session")
@@ -105,8 +119,10 @@ _LONG_FIRST = (
 )
 
 
-def _rank(item: pytest.Item) -> int:
-    return next((rank for fragment, rank in _LONG_FIRST if fragment in item.nodeid), 7)
+def _rank(item: pytest.Item) -> tuple[int, int]:
+    if item.nodeid.startswith("notebooks/"):
+        return 4, 0  # a lesson's nbval cells, ahead of its exercise tests (one unit)
+    return next((rank for fragment, rank in _LONG_FIRST if fragment in item.nodeid), 7), 1
 
 
 # A lesson's tests that read one shared run of it, by file: (unit prefix, file names).
@@ -128,6 +144,8 @@ def unit_of(nodeid: str) -> str:
     path, _, rest = nodeid.partition("::")
     if path.rsplit("/", 1)[-1] in _ALONE:
         return nodeid
+    if path.startswith("notebooks/") and path.endswith(".ipynb"):
+        return f"rounds-{path[len('notebooks/'):-len('.ipynb')]}"  # nbval plays the rounds
     lesson = _LESSON_ID.search(rest)
     for prefix, files in _LESSON_UNITS:
         if lesson and path.rsplit("/", 1)[-1] in files:

@@ -22,28 +22,41 @@ Variants are the wrong answers (tests/wrong_answers/), the shortcuts
 version's own check cell, and with the lesson's, hidden tests included).
 Before, every "round" of variants re-executed the whole lesson in a new
 kernel: 172 executions for 17 lessons instead of 17.
+
+The lesson's one execution is nbval's own when the suite runs both: its kernels
+start with the lab's thread count (`LessonKernelManager`), and right after nbval
+has run a check cell, `after_nbval_cell` (called by tests/conftest.py) puts that
+exercise's variants through it in nbval's kernel and compares the cell's output as
+above; tests/conftest.py makes a lesson's nbval cells and its exercise tests one
+unit of work, cells first. Run without its nbval cells, `play` executes the lesson
+itself.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+import importlib.util
 import os
 import re
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbclient import NotebookClient
 from nbval.plugin import get_sanitize_patterns
 from notebook_runner import NOTEBOOKS, error_of, grade_id
 
-from backproplab.course.kernels import AsyncIPCKernelManager
+from backproplab.course.kernels import AsyncIPCKernelManager, IPCKernelManager
 
 ROOT = Path(__file__).resolve().parent.parent
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
+WRONG_DIR = ROOT / "tests" / "wrong_answers"
+CHEATS_DIR = ROOT / "tests" / "cheats"
 
 # nbval's strict mode compares every output key but these (nbval.plugin, IPyNbFile).
 _SKIP = {"metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
@@ -101,6 +114,7 @@ class LessonRun:
     mismatches: list[str] = field(default_factory=list)
     not_restored: list[str] = field(default_factory=list)
     compared: int = 0
+    threads: int = 0  # torch's thread count in the kernel, read after the last cell
 
     def of(self, kind: str) -> list[Outcome]:
         return [o for o in self.outcomes if o.variant.kind == kind]
@@ -172,6 +186,36 @@ def _kernel_env() -> dict[str, str]:
     return env
 
 
+class LessonKernelManager(IPCKernelManager):
+    """nbval's kernels (tests/conftest.py): on Unix sockets, with the lab's thread count."""
+
+    def start_kernel(self, **kw: Any) -> None:
+        kw.setdefault("env", _kernel_env())
+        super().start_kernel(**kw)
+
+
+_THREADS = "print(__import__('torch').get_num_threads())\n"
+
+
+# A way to run one cell's source in the lesson's kernel: (source, index, the cell it stands
+# in for) -> that cell with the outputs it made.
+Execute = Callable[[str, int, nbformat.NotebookNode], nbformat.NotebookNode]
+
+
+def checks_of(nb: nbformat.NotebookNode) -> dict[int, int]:
+    """Each check cell's index -> the index of the solution cell it checks (the code cell
+    right after a solution is its check)."""
+    found, last_solution = {}, None
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if last_solution is not None:
+            found[i], last_solution = last_solution, None
+        if meta(cell).get("solution"):
+            last_solution = i
+    return found
+
+
 def play(path: Path, variants: dict[str, list[Variant]], timeout: int = 300) -> LessonRun:
     """Execute the lesson at ``path`` once, putting ``variants`` (by solution grade_id)
     through their checks; see the module docstring."""
@@ -185,15 +229,13 @@ def play(path: Path, variants: dict[str, list[Variant]], timeout: int = 300) -> 
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                             kernel_manager_class=AsyncIPCKernelManager,
                             resources={"metadata": {"path": str(path.parent)}})
-    solution_at: dict[int, int] = {}  # check cell index -> its solution cell index
-    last_solution = None
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        if last_solution is not None:
-            solution_at[i], last_solution = last_solution, None
-        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-            last_solution = i
+    checks = checks_of(nb)
+
+    def execute(source: str, index: int, template) -> nbformat.NotebookNode:
+        cell = copy.deepcopy(template)
+        cell.source, cell.outputs, cell.execution_count = source, [], None
+        client.execute_cell(cell, index)
+        return cell
 
     with client.setup_kernel(env=_kernel_env()):
         for i, cell in enumerate(nb.cells):
@@ -201,10 +243,18 @@ def play(path: Path, variants: dict[str, list[Variant]], timeout: int = 300) -> 
                 continue
             client.execute_cell(cell, i)
             _compare(result, i, cell, stored.cells[i], sanitize)
-            s = solution_at.get(i)
+            s = checks.get(i)
             if s is not None and variants.get(grade_id(nb.cells[s])):
-                _try_variants(client, result, nb, s, i, variants[grade_id(nb.cells[s])])
+                _try_variants(execute, result, nb, s, i, variants[grade_id(nb.cells[s])])
+        result.threads = _threads(execute, nb)
     return result
+
+
+def _threads(execute: Execute, nb: nbformat.NotebookNode) -> int:
+    """torch's thread count in the kernel, asked after the lesson's last cell."""
+    last = max(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    cell = execute(_THREADS, last, nb.cells[last])
+    return int("".join(o.get("text", "") for o in cell.outputs) or 0)
 
 
 def _compare(result: LessonRun, i: int, cell, stored, sanitize) -> None:
@@ -217,35 +267,158 @@ def _compare(result: LessonRun, i: int, cell, stored, sanitize) -> None:
         result.mismatches.append(f"cell {i} ({cell.get('id')}): got {got!r}\nstored {want!r}")
 
 
-def _run(client, source: str, index: int, template) -> nbformat.NotebookNode:
-    cell = copy.deepcopy(template)
-    cell.source, cell.outputs, cell.execution_count = source, [], None
-    client.execute_cell(cell, index)
-    return cell
-
-
-def _forget(client, names: set[str], index: int, template) -> None:
+def _forget(execute: Execute, names: set[str], index: int, template) -> None:
     if names:
-        _run(client, "".join(f"globals().pop({n!r}, None)\n" for n in sorted(names)),
-             index, template)
+        execute("".join(f"globals().pop({n!r}, None)\n" for n in sorted(names)), index,
+                template)
 
 
-def _try_variants(client, result: LessonRun, nb, s: int, c: int, variants: list[Variant]):
+def _try_variants(execute: Execute, result: LessonRun, nb, s: int, c: int,
+                  variants: list[Variant]) -> None:
     solution, check = nb.cells[s], nb.cells[c]
     names = defined_names(solution.source)
-    _run(client, _SAVE, s, solution)
+    execute(_SAVE, s, solution)
     for variant in variants:
-        _forget(client, names, s, solution)
-        answer = _run(client, variant.source, s, solution)
-        checked = _run(client, variant.check_source or check.source, c, check)
+        _forget(execute, names, s, solution)
+        answer = execute(variant.source, s, solution)
+        checked = execute(variant.check_source or check.source, c, check)
         result.outcomes.append(Outcome(grade_id(solution), variant, error_of(answer),
                                        error_of(checked)))
-    _forget(client, names, s, solution)
-    _run(client, solution.source, s, solution)
-    again = _run(client, check.source, c, check)
+    _forget(execute, names, s, solution)
+    execute(solution.source, s, solution)
+    again = execute(check.source, c, check)
     if error_of(again) is not None:
         result.not_restored.append(f"{grade_id(solution)}: {error_of(again).evalue}")
-    _run(client, _RESTORE, s, solution)
+    execute(_RESTORE, s, solution)
+
+
+# --------------------------------------------------------------------------
+# The same rounds in nbval's own run of a lesson
+# --------------------------------------------------------------------------
+
+LIVE: dict[Path, LessonRun] = {}  # the lessons whose nbval run played every round here
+_PLAYING: dict[Path, tuple[nbformat.NotebookNode, LessonRun, dict[str, list[Variant]]]] = {}
+
+
+def _wanted(item: Any, path: Path) -> bool:
+    """Whether this session also runs the lesson's exercise tests, which read the rounds."""
+    return any("test_exercises.py::" in other.nodeid and other.nodeid.endswith(f"[{path.name}]")
+               for other in item.session.items)
+
+
+def after_nbval_cell(item: Any) -> None:
+    """After nbval ran cell ``item`` of a lesson: compare its output as `play` does and,
+    after a check cell, put its exercise's variants through it in nbval's kernel. The
+    lesson's `LessonRun` joins `LIVE` once its last cell has run."""
+    path = Path(str(item.path)).resolve()
+    if path.parent != NOTEBOOKS.resolve():
+        return
+    if item.cell_num == 0:
+        _PLAYING.pop(path, None)
+        if _wanted(item, path):
+            _PLAYING[path] = (nbformat.read(path, as_version=4), LessonRun(path),
+                              variants(path))
+    if path not in _PLAYING:
+        return
+    stored, result, table = _PLAYING[path]
+    code = [i for i, c in enumerate(stored.cells) if c.cell_type == "code"]
+    i = code[item.cell_num]
+    ran = copy.deepcopy(stored.cells[i])
+    ran.outputs = list(item.test_outputs or [])
+    _compare(result, i, ran, stored.cells[i], _sanitizer())
+    s = checks_of(stored).get(i)
+    kernel = item.parent.kernel
+    timeout = item.config.option.nbval_cell_timeout
+    if s is not None and table.get(grade_id(stored.cells[s])):
+        _try_variants(_nbval_execute(kernel, timeout), result, stored, s, i,
+                      table[grade_id(stored.cells[s])])
+    if item.cell_num == len(code) - 1:
+        result.threads = _threads(_nbval_execute(kernel, timeout), stored)
+        del _PLAYING[path]
+        LIVE[path] = result
+
+
+def _nbval_execute(kernel: Any, timeout: float) -> Execute:
+    """Run a cell's source in nbval's kernel (nbval.kernel.RunningKernel), as nbval runs a
+    cell, keeping what it shows."""
+    def execute(source: str, index: int, template) -> nbformat.NotebookNode:
+        cell = copy.deepcopy(template)
+        cell.source, cell.outputs, cell.execution_count = source, [], None
+        msg_id = kernel.execute_cell_input(source, allow_stdin=False)
+        kernel.await_reply(msg_id, timeout=timeout)
+        while True:
+            msg = kernel.get_message("iopub", timeout=timeout)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind = msg["msg_type"]
+            if kind == "status" and msg["content"]["execution_state"] == "idle":
+                return cell
+            if kind in ("stream", "display_data", "execute_result", "error"):
+                cell.outputs.append(nbformat.v4.output_from_msg(msg))
+    return execute
+
+
+# --------------------------------------------------------------------------
+# What goes through the checks
+# --------------------------------------------------------------------------
+
+
+def meta(cell: nbformat.NotebookNode) -> dict:
+    """A cell's nbgrader metadata."""
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def solution_ids(nb: nbformat.NotebookNode) -> list[str]:
+    return [grade_id(c) for c in nb.cells if c.cell_type == "code" and meta(c).get("solution")]
+
+
+def check_after(nb: nbformat.NotebookNode, i: int) -> nbformat.NotebookNode:
+    return next(c for c in nb.cells[i + 1:] if c.cell_type == "code")
+
+
+def _table(folder: Path, lesson: Path, name: str) -> dict[str, list[tuple[str, str]]]:
+    path = folder / f"lesson{lesson.name[:2]}.py"
+    if not path.exists():
+        return {}
+    spec = importlib.util.spec_from_file_location(f"{folder.name}_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    table = getattr(module, name, {})
+    return {k: [v] if isinstance(v, tuple) else list(v) for k, v in table.items()}
+
+
+def wrong_answers(lesson: Path) -> dict[str, list[tuple[str, str]]]:
+    """tests/wrong_answers/lessonNN.py's WRONG: by solution grade_id, (source, fragment)."""
+    return _table(WRONG_DIR, lesson, "WRONG")
+
+
+def cheats(lesson: Path) -> dict[str, list[tuple[str, str]]]:
+    """tests/cheats/lessonNN.py: CHEATS has the format of WRONG, for shortcuts."""
+    return _table(CHEATS_DIR, lesson, "CHEATS")
+
+
+def variants(lesson: Path) -> dict[str, list[Variant]]:
+    """Every answer to put through a check of this notebook, by solution grade_id: the
+    wrong answers, the shortcuts, and the student version's blank twice: with the
+    student version's check, as a learner runs it, and with the lesson's own check,
+    hidden tests included, as nbgrader's autograde runs it."""
+    nb = nbformat.read(lesson, as_version=4)
+    ids = set(solution_ids(nb))
+    found: dict[str, list[Variant]] = {}
+    for kind, table in (("wrong", wrong_answers(lesson)), ("cheat", cheats(lesson))):
+        for key, answers in table.items():
+            assert key in ids, f"{kind} answers kept for {key!r}, which {lesson.name} does not ask"
+            found.setdefault(key, []).extend(
+                Variant(kind, n, source, fragment)
+                for n, (source, fragment) in enumerate(answers, 1))
+    student = student_cells(lesson)
+    for i, cell in enumerate(student.cells):
+        if cell.cell_type == "code" and meta(cell).get("solution"):
+            check = check_after(student, i)
+            found.setdefault(grade_id(cell), []).extend([
+                Variant("blank", 1, cell.source, "", check.source),
+                Variant("blank", 2, cell.source, "")])
+    return found
 
 
 def student_cells(path: Path) -> nbformat.NotebookNode:

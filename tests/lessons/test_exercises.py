@@ -25,7 +25,7 @@ solution that copies a worked cell of its lesson.
 
 from __future__ import annotations
 
-import importlib.util
+import os
 import re
 from pathlib import Path
 
@@ -33,46 +33,13 @@ import nbformat
 import pytest
 import rounds
 from notebook_runner import NOTEBOOKS, grade_id
+from rounds import check_after, meta, solution_ids
 
 import backproplab as bl
 from backproplab.course import assignment as course
 from backproplab.course.assignment import SOLUTION, regions
 
-WRONG_DIR = Path(__file__).parents[1] / "wrong_answers"
-CHEATS_DIR = Path(__file__).parents[1] / "cheats"
 LESSONS = sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb"))
-
-
-def _meta(cell: nbformat.NotebookNode) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def _solution_ids(nb: nbformat.NotebookNode) -> list[str]:
-    return [grade_id(c) for c in nb.cells if c.cell_type == "code" and _meta(c).get("solution")]
-
-
-def _table(folder: Path, lesson: Path, name: str) -> dict[str, list[tuple[str, str]]]:
-    path = folder / f"lesson{lesson.name[:2]}.py"
-    if not path.exists():
-        return {}
-    spec = importlib.util.spec_from_file_location(f"{folder.name}_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    table = getattr(module, name, {})
-    return {k: [v] if isinstance(v, tuple) else list(v) for k, v in table.items()}
-
-
-def _wrong_answers(lesson: Path) -> dict[str, list[tuple[str, str]]]:
-    return _table(WRONG_DIR, lesson, "WRONG")
-
-
-def _cheats(lesson: Path) -> dict[str, list[tuple[str, str]]]:
-    """tests/cheats/lessonNN.py: CHEATS has the format of WRONG, for shortcuts."""
-    return _table(CHEATS_DIR, lesson, "CHEATS")
-
-
-def _check_after(nb: nbformat.NotebookNode, i: int) -> nbformat.NotebookNode:
-    return next(c for c in nb.cells[i + 1:] if c.cell_type == "code")
 
 
 def _solution_lines(source: str) -> list[str]:
@@ -91,14 +58,14 @@ def _meaningful(line: str) -> bool:
 def _lesson_ids(lesson: Path) -> list[str]:
     """Solution ids of every notebook with this lesson's number (a lesson may have parts)."""
     return [i for p in LESSONS if p.name[:2] == lesson.name[:2]
-            for i in _solution_ids(nbformat.read(p, as_version=4))]
+            for i in solution_ids(nbformat.read(p, as_version=4))]
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
 def test_every_exercise_has_wrong_answers(lesson: Path):
-    ids = _solution_ids(nbformat.read(lesson, as_version=4))
+    ids = solution_ids(nbformat.read(lesson, as_version=4))
     assert len(ids) >= 2, f"{lesson.name} has {len(ids)} exercises; at least 2 expected"
-    wrong = _wrong_answers(lesson)
+    wrong = rounds.wrong_answers(lesson)
     assert sorted(wrong) == sorted(_lesson_ids(lesson))
     assert all(wrong[k] for k in ids), "every exercise keeps at least one wrong answer"
 
@@ -108,11 +75,11 @@ def test_every_lesson_has_a_graded_prediction(lesson: Path):
     nb = nbformat.read(lesson, as_version=4)
     predictions = [
         i for i, c in enumerate(nb.cells)
-        if _meta(c).get("solution") and "predict" in (grade_id(c) or "")
+        if meta(c).get("solution") and "predict" in (grade_id(c) or "")
     ]
     assert predictions, f"{lesson.name}: no solution cell with 'predict' in its grade_id"
     for i in predictions:
-        check = _check_after(nb, i)
+        check = check_after(nb, i)
         assert "check_prediction" in check.source or "check_graph" in check.source, (
             f"{lesson.name}: the check after {grade_id(nb.cells[i])} does not grade a prediction"
         )
@@ -122,11 +89,11 @@ def test_every_lesson_has_a_graded_prediction(lesson: Path):
 def test_by_hand_exercises_are_checked_on_fresh_inputs(lesson: Path):
     nb = nbformat.read(lesson, as_version=4)
     for i, cell in enumerate(nb.cells):
-        if not (cell.cell_type == "code" and _meta(cell).get("solution")):
+        if not (cell.cell_type == "code" and meta(cell).get("solution")):
             continue
         task = next(c for c in reversed(nb.cells[:i]) if c.cell_type == "markdown").source
         if "by hand" in task.lower():
-            check = _check_after(nb, i)
+            check = check_after(nb, i)
             called = re.search(r"check_exercise\(\s*\"([^\"]+)\"", check.source)
             by_hand = called is not None and isinstance(
                 bl.course.exercises.find_exercise(called.group(1)), bl.ByHand)
@@ -142,11 +109,11 @@ def test_no_solution_copies_a_worked_cell(lesson: Path):
     worked = {
         line.strip()
         for c in nb.cells
-        if c.cell_type == "code" and not _meta(c)
+        if c.cell_type == "code" and not meta(c)
         for line in c.source.splitlines()
     }
     for cell in nb.cells:
-        if not (cell.cell_type == "code" and _meta(cell).get("solution")):
+        if not (cell.cell_type == "code" and meta(cell).get("solution")):
             continue
         lines = [line for line in _solution_lines(cell.source) if _meaningful(line)]
         copied = [line for line in lines if line in worked]
@@ -162,35 +129,13 @@ def test_no_solution_copies_a_worked_cell(lesson: Path):
 _RUNS: dict[Path, rounds.LessonRun] = {}
 
 
-def _variants(lesson: Path) -> dict[str, list[rounds.Variant]]:
-    """Every answer to put through a check of this notebook, by solution grade_id: the
-    wrong answers, the shortcuts, and the student version's blank twice: with the
-    student version's check, as a learner runs it, and with the lesson's own check,
-    hidden tests included, as nbgrader's autograde runs it."""
-    nb = nbformat.read(lesson, as_version=4)
-    ids = set(_solution_ids(nb))
-    found: dict[str, list[rounds.Variant]] = {}
-    for kind, table in (("wrong", _wrong_answers(lesson)), ("cheat", _cheats(lesson))):
-        for key, answers in table.items():
-            assert key in ids, f"{kind} answers kept for {key!r}, which {lesson.name} does not ask"
-            found.setdefault(key, []).extend(
-                rounds.Variant(kind, n, source, fragment)
-                for n, (source, fragment) in enumerate(answers, 1))
-    student = rounds.student_cells(lesson)
-    for i, cell in enumerate(student.cells):
-        if cell.cell_type == "code" and _meta(cell).get("solution"):
-            check = _check_after(student, i)
-            found.setdefault(grade_id(cell), []).extend([
-                rounds.Variant("blank", 1, cell.source, "", check.source),
-                rounds.Variant("blank", 2, cell.source, "")])
-    return found
-
-
 def _run(lesson: Path) -> rounds.LessonRun:
     """The lesson's one live execution, shared by the tests of this lesson (they run in
-    one process: tests/conftest.py makes them a unit of work of their own)."""
+    one process: tests/conftest.py makes them a unit of work of their own): nbval's run
+    of it when it played the rounds here (rounds.LIVE), else one of its own."""
     if lesson not in _RUNS:
-        _RUNS[lesson] = rounds.play(lesson, _variants(lesson))
+        _RUNS[lesson] = rounds.LIVE.get(lesson.resolve()) or rounds.play(
+            lesson, rounds.variants(lesson))
     run = _RUNS[lesson]
     assert not run.not_restored, (
         "the solution failed its check after the variants ran, so the kernel was not "
@@ -210,13 +155,14 @@ def test_lesson_matches_its_stored_outputs_with_default_threads(lesson: Path):
     expected = sum(1 for c in nb.cells if c.cell_type == "code"
                    and not set(c.metadata.get("tags", [])) & rounds._NOT_COMPARED)
     assert run.compared == expected
+    assert run.threads > 1 or (os.cpu_count() or 1) == 1, f"{run.threads} torch thread(s)"
     assert not run.mismatches, "\n".join(run.mismatches)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
 def test_checks_reject_wrong_answers_helpfully(lesson: Path):
-    _assert_rejected(_run(lesson).of("wrong"), _wrong_answers(lesson), lesson)
+    _assert_rejected(_run(lesson).of("wrong"), rounds.wrong_answers(lesson), lesson)
 
 
 @pytest.mark.slow
@@ -225,7 +171,7 @@ def test_checks_reject_cheats(lesson: Path):
     """Shortcuts (finite differences, numerical_grad, torch's own backward, a table of
     the visible inputs, ...) fail, naming what they did. The lesson runs with its
     hidden tests, as nbgrader grades it."""
-    _assert_rejected(_run(lesson).of("cheat"), _cheats(lesson), lesson)
+    _assert_rejected(_run(lesson).of("cheat"), rounds.cheats(lesson), lesson)
 
 
 @pytest.mark.slow
@@ -238,7 +184,7 @@ def test_student_version_fails_every_check(lesson: Path):
     nb = nbformat.read(lesson, as_version=4)
     blanks = _run(lesson).of("blank")
     assert sorted((o.grade_id, o.variant.number) for o in blanks) == sorted(
-        (g, n) for g in _solution_ids(nb) for n in (1, 2))
+        (g, n) for g in solution_ids(nb) for n in (1, 2))
     passing = [f"{o.grade_id} ({('student version', 'with hidden tests')[o.variant.number - 1]})"
                for o in blanks if o.answer_error is None and o.check_error is None]
     assert not passing, f"{lesson.name}: these checks pass on the blank student version: {passing}"
@@ -252,7 +198,7 @@ def test_student_version_stops_at_first_exercise(lesson: Path):
     with no error but the stored ones; the blank then raises NotImplementedError in the
     exercise cell, or in its check when the blank is inside a function."""
     source, student = nbformat.read(lesson, as_version=4), rounds.student_cells(lesson)
-    first = next(i for i, c in enumerate(student.cells) if _meta(c).get("solution"))
+    first = next(i for i, c in enumerate(student.cells) if meta(c).get("solution"))
     assert [c.source for c in student.cells[:first]] == [c.source for c in source.cells[:first]]
     run = _run(lesson)
     assert not run.mismatches, "\n".join(run.mismatches)
@@ -270,7 +216,7 @@ def test_student_version_stops_at_first_exercise(lesson: Path):
 
 
 def _assert_rejected(outcomes: list[rounds.Outcome], table: dict, lesson: Path) -> None:
-    ids = set(_solution_ids(nbformat.read(lesson, as_version=4)))
+    ids = set(solution_ids(nbformat.read(lesson, as_version=4)))
     expected = sum(len(v) for k, v in table.items() if k in ids)
     assert len(outcomes) == expected, f"{len(outcomes)} of {expected} answers were tried"
     failures = []
