@@ -1076,12 +1076,13 @@ _OPENED_JS = (
 
 def open_notebook(page: Any, path: str, *, kernel: bool = True) -> None:
     """Open `path` in the page's JupyterLab, as a double click in the file browser does,
-    and wait until its kernel is idle (with ``kernel=False``, only until its cells are
-    drawn: for reading, not running)."""
+    and wait until its kernel is idle (with ``kernel=False``, as Open With > Notebook (no
+    kernel) does, and only until its cells are drawn: for reading, not running)."""
     page.evaluate(
-        "(path) => { window.jupyterapp.commands.execute("
-        "'docmanager:open', {path, factory: 'Notebook'}); }",
-        path,
+        "([path, kernel]) => { window.jupyterapp.commands.execute('docmanager:open', "
+        "{path, factory: 'Notebook', kernelPreference: {shouldStart: kernel, "
+        "shouldReuse: kernel}}); }",
+        [path, kernel],
     )
     timeout = (120_000 if kernel else 60_000) * _SCALE
     page.wait_for_function(_OPENED_JS, arg=[path, kernel], timeout=timeout, polling=250)
