@@ -157,6 +157,10 @@ WRONG = {
         # The refusal raised as another kind of error.
         (engine(('        raise RuntimeError("a leaf', '        raise ValueError("a leaf')),
          "raised ValueError"),
+        # The overwrite's zeros only under a view: copy_ into a whole Var passes g on.
+        (engine(("        if overwrite:\n            part(to_old).zero_()",
+                 "        if overwrite and a.base is not None:\n            part(to_old).zero_()")),
+         "An overwrite sends nothing to the old values it covers, here all of them"),
         # A new tensor where the memory should change: the base never sees the write.
         (engine(("        a.data.add_(b.data)\n", "        a.data = a.data + b.data\n")),
          "the value backward started from"),

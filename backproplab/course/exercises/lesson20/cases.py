@@ -217,6 +217,12 @@ def _two_writes(s, p):
     s.do("backward", s.do("total", s.do("mul", y, y)))
 
 
+def _copy_whole(s, p):
+    y = _made(s)
+    s.do("copy_", y, s.leaf())
+    s.do("backward", s.do("total", s.do("mul", y, y)))
+
+
 def _same_base(s, p):
     y = _made(s)
     s.do("add_", s.view(y, p["row"]), s.view(y, p["other_row"]))
@@ -279,4 +285,7 @@ CASES = {
     "same_base": Case(_same_base, "add_ of one row of y into another", ("row", "other_row"),
                       ("x",), why_grads="b's node is taken before the write: here it is a view "
                       "of the base's old history."),
+    "copy_whole": Case(_copy_whole, "copy_(w) into the whole of y = x * k, then y read", (),
+                       ("x", "w"), why_grads=_HISTORY + " An overwrite sends nothing to the "
+                       "old values it covers, here all of them: x.grad is zeros."),
 }
