@@ -3915,6 +3915,15 @@ def tangent(W, b, x, v):
         out[i] = h_i_dot * s + h_i * s_dot
     return out
 '''),
+    Honest("l19-broadcast-function", "staticmethod() of functions written outside the class", (
+        "def squared_gap_forward(ctx, a, b):\n    ctx.save_for_backward(a, b)\n"
+        "    return (a - b) ** 2\n\n\n"
+        "def squared_gap_backward(ctx, grad_output):\n    a, b = ctx.saved_tensors\n"
+        "    grad = 2 * (a - b) * grad_output\n"
+        "    return grad.sum_to_size(a.shape), (-grad).sum_to_size(b.shape)\n\n\n"
+        "class SquaredGap(torch.autograd.Function):\n"
+        "    forward = staticmethod(squared_gap_forward)\n"
+        "    backward = staticmethod(squared_gap_backward)\n")),
     Honest('l19-broadcast-function',
            'setup_context, the broadcast dimensions summed by a helper',
            '''\

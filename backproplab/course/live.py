@@ -152,6 +152,8 @@ class _Live:
         elif isinstance(value, types.FunctionType) and _typed_in(value.__code__,
                                                                  value.__module__):
             self.function(value)
+        elif isinstance(value, (staticmethod, classmethod)):  # held by a record class
+            self.value(name, value.__func__, scope)
         elif callable(value) and _wrapped(value) is not None:
             # A library's wrapper around a function of the learner's (``@torch.no_grad()``,
             # ``@functools.cache``): the learner's function, whose decorators are read with it.
@@ -204,11 +206,13 @@ class _Live:
     @staticmethod
     def _class_code(cls: type) -> types.CodeType | None:
         """The code of a method the learner wrote in the class, to find the class's source
-        by (a dataclass's ``__init__``, written by the dataclass machinery, has none)."""
+        by (a dataclass's ``__init__``, written by the dataclass machinery, has none; nor has
+        a function written outside and put in the class, ``staticmethod(f)``)."""
         for member in vars(cls).values():
             member = getattr(member, "__func__", member)
             if isinstance(member, types.FunctionType) and _typed_in(member.__code__,
                                                                     cls.__module__) \
+                    and member.__qualname__.startswith(f"{cls.__qualname__}.") \
                     and _node(member.__code__, _FUNCTIONS):
                 return member.__code__
         return None
@@ -217,8 +221,9 @@ class _Live:
     def _plain_class(cls: type) -> bool:
         """A class of the notebook's with no code of its own, used as a namespace or a
         record (``class Box: pass``, ``class Float32: size = 4``, a ``@dataclass`` or a
-        ``NamedTuple`` of fields): made from ``object`` (or ``tuple``, for a named tuple)
-        alone, every dunder Python's or the dataclass machinery's."""
+        ``NamedTuple`` of fields), or made of functions written outside it (``forward =
+        staticmethod(f)`` in a ``torch.autograd.Function``): every dunder Python's or the
+        dataclass machinery's."""
         made = {"__module__", "__dict__", "__weakref__", "__doc__", "__annotations__",
                 "__static_attributes__", "__firstlineno__", "__qualname__"}  # Python's own
         if dataclasses.is_dataclass(cls) or _named_tuple(cls):
@@ -228,9 +233,8 @@ class _Live:
             made |= {a for a, m in vars(cls).items() if isinstance(m, types.FunctionType)
                      and not (_typed_in(m.__code__, cls.__module__)
                               and _node(m.__code__, _FUNCTIONS))}  # the machinery's
-        return (isinstance(cls, type) and cls.__bases__ in ((object,), (tuple,))
-                and (cls.__bases__ == (object,) or _named_tuple(cls))
-                and cls.__module__ == "__main__"
+        return (isinstance(cls, type) and cls.__module__ == "__main__"
+                and _Live._class_code(cls) is None
                 and {a for a in vars(cls) if a.startswith("__")} <= made)
 
     def empty_class(self, cls: type, scope: dict[str, Any]) -> None:
@@ -241,10 +245,22 @@ class _Live:
         fields = [*getattr(cls, "_fields", ()), *getattr(cls, "__annotations__", {}),
                   *(a for a in vars(cls) if not a.startswith("_"))]
         body = "".join(f"    {f} = None\n" for f in dict.fromkeys(fields)) or "    pass\n"
-        self.trees.append(ast.parse(f"class {cls.__name__}:\n{body}"))
+        bases = ", ".join(self._base(b, scope) for b in cls.__bases__ if b is not object)
+        self.trees.append(ast.parse(f"class {cls.__name__}({bases}):\n{body}"))
         for attr, held in vars(cls).items():
             if not attr.startswith("_"):  # the rest is Python's (_plain_class)
                 self.held(attr, held, scope)
+
+    def _base(self, base: type, scope: dict[str, Any]) -> str:
+        """A base class as the class statement would name it; a class of the notebook's
+        is read, a library's named by its public name (its module bound)."""
+        if base.__module__ == "__main__":
+            self.value(base.__name__, base, scope)
+        name = _public_name(base) or f"{base.__module__}.{base.__qualname__}"
+        name = name.removeprefix("builtins.").removeprefix("__main__.")
+        if "." in name:  # a library's: the name stands on its top module
+            self.bound.setdefault(name.split(".")[0], name.split(".")[0])
+        return name
 
     def function(self, fn: types.FunctionType) -> None:
         self._seen.add(id(fn))

@@ -179,3 +179,34 @@ def test_a_record_class_stands_with_its_fields_and_what_it_holds_is_read():
     trees, bound, _ = live.from_objects(space["sly"])
     assert "torch.autograd.grad" in " ".join(f.used for f in rules.read(trees, rules.BY_HAND,
                                                                             bound))
+
+
+def test_a_class_that_makes_an_outside_function_a_static_method_is_read():
+    """``slope = staticmethod(cubic_slope)`` puts a function written outside the class into
+    it: the class has no code of its own to find its source by, so it stands as a record
+    does, and the function is read where it was written (autograd in it still named)."""
+    import linecache
+
+    import torch
+
+    source = ("def cubic_slope(x):\n    return 3 * x * x\n\n\n"
+              "def sly_slope(x):\n    return torch.autograd.grad(x.sum(), x)[0]\n\n\n"
+              "class Rules:\n    slope = staticmethod(cubic_slope)\n\n\n"
+              "class Sly:\n    slope = staticmethod(sly_slope)\n\n\n"
+              "def honest(x):\n    return Rules.slope(x)\n\n\n"
+              "def sly(x):\n    return Sly.slope(x)\n")
+    name = "<test cell sources-static>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    space = {"torch": torch, "__name__": "__main__"}
+    exec(compile(source, name, "exec"), space)
+    trees, bound, unread = live.from_objects(space["honest"])
+    assert unread == [] and rules.read(trees, rules.BY_HAND, bound) == []
+    trees, bound, unread = live.from_objects(space["sly"])
+    assert unread == [] and "torch.autograd.grad" in " ".join(
+        f.used for f in rules.read(trees, rules.BY_HAND, bound))
+    # With a library's base, the base is read too: a by-hand answer may not use it.
+    exec("class Gap(torch.autograd.Function):\n    forward = staticmethod(cubic_slope)\n",
+         space)
+    trees, bound, unread = live.from_objects(space["Gap"])
+    assert unread == [] and "torch.autograd.Function" in " ".join(
+        f.used for f in rules.read(trees, rules.BY_HAND, bound))
