@@ -48,16 +48,18 @@ EVENTS = {
     "ctypes": ("ctypes.",),
 }
 # Modules an answer's code may meet lazily while it runs: loaded before the hook is on
-# (str() of a tensor imports schema_check_mode the first time; torch.optim's step, a
-# checkpoint and torch.func's transforms import torch._dynamo).
-PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile", "torch._subclasses.schema_check_mode",
-           "torch.func", "torch.nn.functional",
+# (str() of a tensor imports schema_check_mode the first time).
+PRELOAD = ("torch._subclasses.schema_check_mode", "torch.func", "torch.nn.functional",
            "torch.autograd.graph", "torch.autograd.forward_ad",
            "torch.autograd.functional", "torch.utils.checkpoint", "torch.utils.hooks",
            "torch.nn.utils", "torch.optim", "torch.testing", "torch.overrides",
            "torch.utils._python_dispatch", "math", "collections", "itertools", "functools",
            "operator", "heapq", "bisect", "dataclasses", "typing", "copy", "statistics",
            "string", "random", "numbers", "enum", "warnings")
+# And before a method exercise's answer: torch.optim's step, a checkpoint and torch.func's
+# transforms import torch._dynamo, half of a container's start (a by-hand answer may use
+# none of them, so a submission of by-hand exercises alone never loads it).
+METHOD_PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -239,10 +241,11 @@ def main() -> None:
             return
         try:  # the lesson's module, and what it says its checks load on first use, loaded
             # here once for every child after this one
-            from .grading import find_exercise, lesson_module
+            from .grading import ByHand, find_exercise, lesson_module
 
-            find_exercise(request["key"])
-            for name in getattr(lesson_module(request["key"]), "PRELOAD", ()):
+            by_hand = isinstance(find_exercise(request["key"]), ByHand)
+            for name in (*getattr(lesson_module(request["key"]), "PRELOAD", ()),
+                         *(() if by_hand else METHOD_PRELOAD)):
                 importlib.import_module(name)
         except Exception as err:  # noqa: BLE001 - told to the grader as this answer's error
             wire.write_frame(outbox, {"kind": "error", "payload": f"{type(err).__name__}: {err}",
