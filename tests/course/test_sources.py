@@ -155,58 +155,56 @@ def test_an_operator_held_in_a_table_is_named_as_code_names_it():
     assert [f.why for f in rules.read(trees, rules.BY_HAND, bound)] == ["kernels"]
 
 
-def test_a_record_class_stands_with_its_fields_and_what_it_holds_is_read():
-    """A dataclass or named tuple of fields has no method to find its source by: it stands
-    in the reading with its fields (``cache.logits`` is the learner's attribute), and what
-    an instance holds is read, so a record holding autograd still names it."""
+def _notebook_cell(source: str, name: str) -> dict:
+    """Run ``source`` as a notebook cell runs (module ``__main__``, its text in linecache
+    for the kernel's reading to find): the names it made."""
     import linecache
 
     import torch
 
-    source = ("from dataclasses import dataclass\nfrom typing import NamedTuple\n\n\n"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    space = {"torch": torch, "__name__": "__main__"}
+    exec(compile(source, name, "exec"), space)
+    return space
+
+
+def _read(answer) -> tuple[list[str], str]:
+    """The kernel's reading of a live answer: what it could not read, and every name the
+    by-hand vocabulary refuses in it."""
+    trees, bound, unread = live.from_objects(answer)
+    return unread, " ".join(f.used for f in rules.read(trees, rules.BY_HAND, bound))
+
+
+def test_a_record_class_stands_with_its_fields_and_what_it_holds_is_read():
+    """A dataclass or named tuple of fields has no method to find its source by: it stands
+    in the reading with its fields (``cache.logits`` is the learner's attribute), and what
+    an instance holds is read, so a record holding autograd still names it."""
+    space = _notebook_cell("from dataclasses import dataclass\nfrom typing import NamedTuple\n\n\n"
               "@dataclass\nclass Cache:\n    logits: object\n    tool: object = None\n\n\n"
               "class Pair(NamedTuple):\n    value: object\n    dot: object\n\n\n"
               "HONEST = Cache(torch.ones(2))\nSLY = Cache(torch.ones(2), torch.autograd.grad)\n"
               "PAIR = Pair(torch.ones(1), torch.zeros(1))\n\n\n"
               "def honest(x):\n    return HONEST.logits * x + PAIR.dot\n\n\n"
-              "def sly(y, x):\n    return SLY.tool(y, x)\n")
-    name = "<test cell sources-records>"
-    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
-    space = {"torch": torch, "__name__": "__main__"}
-    exec(compile(source, name, "exec"), space)
-    trees, bound, unread = live.from_objects(space["honest"])
-    assert unread == [] and rules.read(trees, rules.BY_HAND, bound) == []
-    trees, bound, _ = live.from_objects(space["sly"])
-    assert "torch.autograd.grad" in " ".join(f.used for f in rules.read(trees, rules.BY_HAND,
-                                                                            bound))
+              "def sly(y, x):\n    return SLY.tool(y, x)\n", "<test cell sources-records>")
+    assert _read(space["honest"]) == ([], "")
+    assert "torch.autograd.grad" in _read(space["sly"])[1]
 
 
 def test_a_class_that_makes_an_outside_function_a_static_method_is_read():
     """``slope = staticmethod(cubic_slope)`` puts a function written outside the class into
     it: the class has no code of its own to find its source by, so it stands as a record
     does, and the function is read where it was written (autograd in it still named)."""
-    import linecache
-
-    import torch
-
-    source = ("def cubic_slope(x):\n    return 3 * x * x\n\n\n"
+    space = _notebook_cell("def cubic_slope(x):\n    return 3 * x * x\n\n\n"
               "def sly_slope(x):\n    return torch.autograd.grad(x.sum(), x)[0]\n\n\n"
               "class Rules:\n    slope = staticmethod(cubic_slope)\n\n\n"
               "class Sly:\n    slope = staticmethod(sly_slope)\n\n\n"
               "def honest(x):\n    return Rules.slope(x)\n\n\n"
-              "def sly(x):\n    return Sly.slope(x)\n")
-    name = "<test cell sources-static>"
-    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
-    space = {"torch": torch, "__name__": "__main__"}
-    exec(compile(source, name, "exec"), space)
-    trees, bound, unread = live.from_objects(space["honest"])
-    assert unread == [] and rules.read(trees, rules.BY_HAND, bound) == []
-    trees, bound, unread = live.from_objects(space["sly"])
-    assert unread == [] and "torch.autograd.grad" in " ".join(
-        f.used for f in rules.read(trees, rules.BY_HAND, bound))
+              "def sly(x):\n    return Sly.slope(x)\n", "<test cell sources-static>")
+    assert _read(space["honest"]) == ([], "")
+    unread, refused = _read(space["sly"])
+    assert unread == [] and "torch.autograd.grad" in refused
     # With a library's base, the base is read too: a by-hand answer may not use it.
     exec("class Gap(torch.autograd.Function):\n    forward = staticmethod(cubic_slope)\n",
          space)
-    trees, bound, unread = live.from_objects(space["Gap"])
-    assert unread == [] and "torch.autograd.Function" in " ".join(
-        f.used for f in rules.read(trees, rules.BY_HAND, bound))
+    unread, refused = _read(space["Gap"])
+    assert unread == [] and "torch.autograd.Function" in refused
