@@ -297,7 +297,21 @@ def _try_variants(execute: Execute, result: LessonRun, nb, s: int, c: int,
 # --------------------------------------------------------------------------
 
 LIVE: dict[Path, LessonRun] = {}  # the lessons whose nbval run played every round here
-_PLAYING: dict[Path, tuple[nbformat.NotebookNode, LessonRun, dict[str, list[Variant]]]] = {}
+
+
+@dataclass
+class _Playing:
+    """A lesson nbval is running here, its rounds played as its cells go: what is read once."""
+
+    stored: nbformat.NotebookNode
+    result: LessonRun
+    table: dict[str, list[Variant]]
+    code: list[int]  # the indices of its code cells, in nbval's order
+    checks: dict[int, int]  # check cell -> solution cell (`checks_of`)
+    sanitize: Callable[[Any], Any]
+
+
+_PLAYING: dict[Path, _Playing] = {}
 
 
 def _wanted(item: Any, path: Path) -> bool:
@@ -316,24 +330,25 @@ def after_nbval_cell(item: Any) -> None:
     if item.cell_num == 0:
         _PLAYING.pop(path, None)
         if _wanted(item, path):
-            _PLAYING[path] = (nbformat.read(path, as_version=4), LessonRun(path),
-                              variants(path))
-    if path not in _PLAYING:
+            stored = nbformat.read(path, as_version=4)
+            _PLAYING[path] = _Playing(
+                stored, LessonRun(path), variants(path),
+                [i for i, c in enumerate(stored.cells) if c.cell_type == "code"],
+                checks_of(stored), _sanitizer())
+    playing = _PLAYING.get(path)
+    if playing is None:
         return
-    stored, result, table = _PLAYING[path]
-    code = [i for i, c in enumerate(stored.cells) if c.cell_type == "code"]
-    i = code[item.cell_num]
+    stored, result = playing.stored, playing.result
+    i = playing.code[item.cell_num]
     ran = copy.deepcopy(stored.cells[i])
     ran.outputs = list(item.test_outputs or [])
-    _compare(result, i, ran, stored.cells[i], _sanitizer())
-    s = checks_of(stored).get(i)
-    kernel = item.parent.kernel
-    timeout = item.config.option.nbval_cell_timeout
-    if s is not None and table.get(grade_id(stored.cells[s])):
-        _try_variants(_nbval_execute(kernel, timeout), result, stored, s, i,
-                      table[grade_id(stored.cells[s])])
-    if item.cell_num == len(code) - 1:
-        result.threads = _threads(_nbval_execute(kernel, timeout), stored)
+    _compare(result, i, ran, stored.cells[i], playing.sanitize)
+    execute = _nbval_execute(item.parent.kernel, item.config.option.nbval_cell_timeout)
+    s = playing.checks.get(i)
+    if s is not None and playing.table.get(grade_id(stored.cells[s])):
+        _try_variants(execute, result, stored, s, i, playing.table[grade_id(stored.cells[s])])
+    if item.cell_num == len(playing.code) - 1:
+        result.threads = _threads(execute, stored)
         del _PLAYING[path]
         LIVE[path] = result
 
