@@ -6,8 +6,7 @@ The lab, in the order the lessons meet it:
                 edges, leaves, saved tensors and their memory), as text or DOT
 - ``trace``     trace_backward(loss): a real backward pass, node by node
 - ``explain``   the chain rule of a traced pass written out with numbers
-- ``check``     compare, check_grad: say what is wrong with a hand-derived
-                gradient (``Check`` and ``Report`` are what every checker returns)
+- ``check``     compare, check_grad: what is wrong with a hand-derived gradient (a Report)
 - ``diagnosis`` diagnose(): name the mistake that turns the reference into an answer
 - ``values``    two values side by side: conversion, tolerance, closeness
 - ``numerical`` numerical_grad: central finite differences
@@ -22,7 +21,8 @@ The lab, in the order the lessons meet it:
 
 The course grades and hands out; it imports the lab, never the reverse:
 
-- ``course.grading``    check_exercise, check_prediction, reveal: the exercises, by id
+- ``course.grading``    check_exercise: the exercises, by id
+- ``course.predictions`` check_prediction, reveal: "predict, then run"
 - ``course.byhand``     check_by_hand: a gradient worked out by hand, on new inputs
 - ``course.exercises``  each lesson's checks, references and answers
 - ``course.assignment`` the exercise format; student and learner versions
@@ -52,8 +52,8 @@ _HOME = {
     "diagnose": "diagnosis", "numerical_grad": "numerical",
     "check_function": "custom_function", "check_graph": "graph_quiz",
     "count_autograd": "watch", "forbid_autograd": "watch", "AutogradForbidden": "watch",
-    "check_by_hand": "course.byhand", "check_prediction": "course.grading",
-    "reveal": "course.grading", "Prediction": "course.grading",
+    "check_by_hand": "course.byhand", "check_prediction": "course.predictions",
+    "reveal": "course.predictions", "Prediction": "course.predictions",
     "ByHand": "course.grading", "Method": "course.grading",
     "check_exercise": "course.grading",
     "short_tracebacks": "tracebacks",

@@ -5059,3 +5059,125 @@ def complex_linear_backward(x, W, b, G):
     return dx, dW, db
 '''),
 ]
+
+
+# ---------------------------------------------------------------- once refused, now passing
+# Honest styles the checks used to refuse, each fixed at its cause: a tensor method held by
+# functools.partial, torch.sparse_coo_tensor, exp(u) beside exp(2u) (tanh written out:
+# powers of two of one tensor under a function no polynomial matches), comparisons in a
+# doubling search, an Enum's .value, torch.float32.itemsize, a global module backward hook.
+HONEST += [
+    Honest('l12-scale-normalise',
+           'functools.partial(torch.Tensor.sum, dim=0)',
+           '''\
+import functools
+
+over_batch = functools.partial(torch.Tensor.sum, dim=0)
+
+
+def scale_normalise_backward(diff, invstd, gain, dhbn):
+    xhat = diff * invstd
+    dxhat = dhbn.mul(gain)
+    return dxhat, over_batch(dhbn * xhat), over_batch(dhbn), over_batch(dxhat * diff, keepdim=True)
+'''),
+    Honest('l12-embedding',
+           'a sparse COO matrix, duplicates summed by to_dense',
+           '''\
+def embedding_backward(dxin, tokens, num_rows):
+    n, T = tokens.shape
+    demb = dxin[:, 2:].reshape(n, T, -1)
+    E = demb.shape[-1]
+    dC = torch.sparse_coo_tensor(tokens.reshape(1, -1), demb.reshape(-1, E), (num_rows, E))
+    return demb, dC.to_dense()
+'''),
+    Honest('l18-jvp-by-hand',
+           'tanh and sech squared from their definitions in exponentials',
+           '''\
+def tangent(W, b, x, v):
+    u, du = W @ x + b, W @ v
+    h = (torch.exp(2 * u) - 1) / (torch.exp(2 * u) + 1)  # tanh u
+    dh = 4 / (torch.exp(u) + torch.exp(-u)) ** 2 * du    # tanh' u = sech^2 u
+    s, ds = x @ x, 2 * (x @ v)
+    return dh * s + h * ds
+'''),
+    Honest('l17-hvp-by-hand',
+           'tanh and sech squared from their definitions in exponentials',
+           '''\
+def hvp(x, W, a, V):
+    Z = x @ W
+    T = (torch.exp(2 * Z) - 1) / (torch.exp(2 * Z) + 1)   # tanh Z
+    sech2 = 4 / (torch.exp(Z) + torch.exp(-Z)) ** 2        # tanh' Z
+    return x.T @ (-2 * T * sech2 * (x @ V) * a)            # tanh'' = -2 tanh sech^2
+'''),
+    Honest('l16-bytes-formula',
+           'an Enum of what each activation keeps',
+           '''\
+from enum import Enum
+
+
+class KeptPerHidden(Enum):
+    relu = 1
+    tanh = 1
+    sigmoid = 1
+    gelu = 2
+
+
+def bytes_formula(batch, widths, activation):
+    per_hidden = KeptPerHidden[activation].value
+    return 4 * batch * (widths[0] + per_hidden * sum(widths[1:-1]))
+'''),
+    Honest('l16-bytes-formula',
+           'the element size from torch.float32.itemsize',
+           '''\
+def bytes_formula(batch, widths, activation):
+    per_hidden = 2 if activation == "gelu" else 1
+    return torch.float32.itemsize * batch * (widths[0] + per_hidden * sum(widths[1:-1]))
+'''),
+    Honest('l15-vanishing',
+           'one global module backward hook',
+           '''\
+from torch.nn.modules.module import register_module_full_backward_hook
+
+
+def first_vanishing_layer(model, x, threshold):
+    names = {layer: name for name, layer in model.named_children()}
+    norms = {}
+
+    def record(module, grad_input, grad_output):
+        if module in names:
+            norms[names[module]] = grad_input[0].norm().item()
+
+    handle = register_module_full_backward_hook(record)
+    try:
+        model(x).sum().backward()
+    finally:
+        handle.remove()
+    for name in reversed(list(names.values())):
+        if norms[name] < threshold:
+            return name
+    return None
+'''),
+    Honest('l24-scale-range',
+           'powers of two by doubling and halving in a loop',
+           '''\
+def scale_range(x, W, b, t):
+    residual = x @ W.T + b - t
+    dy = 2 * residual / residual.numel()
+    dW, db = dy.T @ x, dy.sum(0)
+    tiny = torch.finfo(torch.float16).tiny
+    big = torch.finfo(torch.float16).max
+    smallest = dy.abs()[dy != 0].min()
+    largest = torch.max(dW.abs().max(), db.abs().max())
+    low = 1.0
+    while smallest * low < tiny:
+        low *= 2
+    while smallest * (low / 2) >= tiny:
+        low /= 2
+    high = 1.0
+    while largest * high > big:
+        high /= 2
+    while largest * (high * 2) <= big:
+        high *= 2
+    return low, high
+'''),
+]

@@ -1,7 +1,7 @@
 """The course: exercises graded, lessons handed out. It imports the lab, never the reverse.
 
-- ``grading``     check_exercise, check_by_hand, check_prediction, reveal: how the
-                  lessons' exercises and "predict, then run" questions are graded
+- ``grading``     check_exercise: how the lessons' exercises are checked, by id
+- ``predictions`` check_prediction, reveal: the "predict, then run" questions
 - ``exercises``   lessonNN.py (or a package lessonNN/): each lesson's references, input
                   makers, slips and predictions, in the vocabulary of ``exercises/_spec.py``
 - ``assignment``  the exercise format (nbgrader's markers); student and learner versions
@@ -18,7 +18,8 @@ never waits for torch or nbformat.
 import importlib
 import importlib.util
 
-__all__ = ["assignment", "audit", "cli", "distributed", "exercises", "grading", "handout", "site"]
+__all__ = ["assignment", "audit", "cli", "distributed", "exercises", "grading", "handout",
+           "predictions", "site"]
 
 
 def __getattr__(name: str):

@@ -137,6 +137,7 @@ _TORCH_EXTRAS = {
     "get_default_dtype", "promote_types", "result_type", "can_cast", "is_tensor",
     "is_floating_point", "numel", "broadcast_shapes", "no_grad", "inference_mode",
     "is_grad_enabled", "set_grad_enabled", "device", "inf", "nan", "pi", "e", "manual_seed",
+    "sparse_coo_tensor",
 }
 TENSOR_OPERATIONS = _tensor_operations()
 # Per module: the names a by-hand answer may take from it.
@@ -390,7 +391,8 @@ def _judge(qualified: str, vocabulary: Vocabulary) -> str | None:
     if vocabulary.by_hand:
         if qualified in ARITHMETIC or qualified in {"torch", "torch.nn", "torch.Tensor"}:
             return None  # the module itself, read as a name (``F``)
-        if module == "torch.Tensor":
+        dtype = isinstance(getattr(torch, module.partition("torch.")[2], None), torch.dtype)
+        if module == "torch.Tensor" or dtype:  # torch.Tensor.sum, torch.float32.itemsize
             return attribute_reason(last, vocabulary, frozenset())
         if last in ARITHMETIC.get(module, ()):
             return _arithmetic_word(last, vocabulary)

@@ -109,7 +109,8 @@ def run_answer(answer: Callable[..., Any], args: Sequence[Any]) -> Ran:
     noted = tuple(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
     nudged = seen.nudged()
     if nudged is not None:  # even when the answer swallowed the stop
-        return Ran(failure="estimate", nudged=nudged, warnings=noted)
+        return Ran(failure="estimate", detail="read back" if seen.read_back else "",
+                   nudged=nudged, warnings=noted)
     if failure is None:
         subclass = _subclass(as_outputs(got))
         if subclass is not None:
@@ -334,7 +335,8 @@ def _run_trials(exercise: ByHand, call: Callable[[tuple[Any, ...]], Ran], seed: 
             return fail(name, f"raised {ran.detail} (on inputs: {shapes(inputs, params)}). Call "
                               "it yourself on such inputs to see where.", "error"), noted
         if ran.failure == "estimate":
-            return fail(name, _estimate_message(ran.nudged or 0, params), "estimate"), noted
+            return fail(name, _estimate_message(ran.nudged or 0, params, ran.detail),
+                        "estimate"), noted
         if ran.failure is not None:
             return fail(name, ran.detail, "contract"), noted
         limit = max((t.numel() for t in inputs if isinstance(t, torch.Tensor)), default=1)
@@ -351,14 +353,18 @@ def _run_trials(exercise: ByHand, call: Callable[[tuple[Any, ...]], Ran], seed: 
     return runs, noted
 
 
-def _estimate_message(k: int, params: Sequence[str]) -> str:
+def _estimate_message(k: int, params: Sequence[str], detail: str = "") -> str:
     name = input_name(k, params)
+    # A number read back (``w.item()``) and used to move a value looks like a chosen step.
+    read_back = (" Your code reads numbers back from tensors (.item(), float()): a value "
+                 "moved by such a number is moved by a constant, as a step is; keep the "
+                 "values as tensors.") if detail == "read back" else ""
     return (f"it evaluates at nudged inputs: it runs one computation at {name} (or a value "
             f"computed from it) moved by a step of any size, by a factor, entry by entry or "
             f"along a direction, at more than one point, or moves {name} by a tiny step: a "
             "numerical estimate (finite differences, SPSA, Richardson, a least-squares fit), "
             "which is refused even where it comes out exact (a large step on a low-degree "
-            "function). Derive the formula and compute it from the inputs as they are.")
+            f"function). Derive the formula and compute it from the inputs as they are.{read_back}")
 
 
 def _subclass(got: tuple[Any, ...]) -> str | None:

@@ -210,7 +210,8 @@ def grade_one(box: Sandbox, nb: nbformat.NotebookNode, graded: Graded, *,
     if found:
         where = ", ".join(dict.fromkeys(
             f"{cell_name(nb, indices[pieces[f.tree].cell])} line {f.line}" for f in found[:4]))
-        return 0.0, "refused", f"{where}: {rules.refusal(found, exercise.vocabulary)}"
+        words = {"asks_for": exercise.task.asks_for} if isinstance(exercise, ByHand) else {}
+        return 0.0, "refused", f"{where}: {rules.refusal(found, exercise.vocabulary, **words)}"
     params = _parameters(pieces, graded.names[0])
     try:
         with box.answer(graded.key, files, graded.names) as run:

@@ -1,10 +1,11 @@
-"""Exercises, by id: the feedback a learner's kernel gives, and the questions' reveals.
+"""Exercises, by id: the feedback a learner's kernel gives.
 
 Each lesson's exercises live in ``backproplab.course.exercises.lessonNN`` as
 data: a `ByHand` (a gradient worked out by hand, checked by `check_by_hand`
-on new inputs), a `Method` (a check of how the answer was reached: passes
-counted, hooks watched) or a `Prediction` ("predict, then run"). A check cell
-names one by id: ``bl.check_exercise("l02-cubic", cubic_slope)``.
+on new inputs) or a `Method` (a check of how the answer was reached: passes
+counted, hooks watched); its "predict, then run" questions are
+`backproplab.course.predictions`. A check cell names an exercise by id:
+``bl.check_exercise("l02-cubic", cubic_slope)``.
 
 In the learner's kernel a check is **feedback**: it reads the answer's source
 against the exercise's vocabulary (`backproplab.course.rules`, the same
@@ -13,9 +14,6 @@ guards nothing: code in a kernel can reach everything in it. The **grade** is
 decided by ``backproplab grade`` (`backproplab.course.grade`), from the
 submitted source run in a sandbox, by the same judges (`judge_method` here,
 `backproplab.course.byhand.judge_by_hand`) on what the answer's run sent back.
-
-`check_prediction` grades a guess: a wrong one gets a hint, never the
-answer, which only `reveal` shows.
 
 >>> exercise = find_exercise("l02-cubic")
 >>> type(exercise).__name__, exercise.name
@@ -26,14 +24,13 @@ from __future__ import annotations
 
 import importlib
 import re
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ..check import Check, Report, compare, wrap
+from ..check import Check, Report
 from . import rules, secret
 from .byhand import ADVICE, Task, feedback, source_refusal
 from .slips import fail
@@ -41,17 +38,12 @@ from .slips import fail
 __all__ = [
     "ByHand",
     "Method",
-    "Prediction",
     "check_exercise",
-    "check_prediction",
     "failure",
     "find_exercise",
-    "find_prediction",
     "is_failure",
     "judge_method",
     "lesson_module",
-    "prediction_report",
-    "reveal",
     "same",
 ]
 
@@ -240,167 +232,6 @@ def judge_method(exercise: Method, observe: Callable[[Any], Any], *, seed: int =
                                  else (told,)))
 
 
-@dataclass(frozen=True)
-class Prediction:
-    """A "predict, then run" question.
-
-    ``answer`` runs the experiment and returns what torch really does;
-    ``hint`` is what a wrong guess is told (it must not give the answer away);
-    ``why`` is shown by `reveal`, after the guess (``{answer}`` is filled in).
-    With ``choices``, a guess outside them is told what the choices are. With
-    ``unordered`` (the question asks *which* items), a guess of the right items in any
-    order, a set included, is right. With ``order`` (the question asks for an order
-    of items it names), the right items in another order are simply a wrong guess,
-    told the hint.
-    """
-
-    question: str
-    answer: Callable[[], Any]
-    hint: str
-    why: str
-    choices: tuple[Any, ...] | None = None
-    unordered: bool = False
-    order: bool = False
-
-
-# First guess checked per question in this kernel, and the questions revealed.
-_GUESSES: dict[Any, Any] = {}
-_REVEALED: set[Any] = set()
-
-
-def _lookup(prediction: str | Prediction) -> tuple[Any, Prediction]:
-    if isinstance(prediction, Prediction):
-        return prediction, prediction
-    if not isinstance(prediction, str):
-        raise TypeError(f"prediction: expected a question id such as 'l02-predict-paths' or a "
-                        f"Prediction, got {type(prediction).__name__}")
-    return prediction, find_prediction(prediction)
-
-
-def _answer_of(p: Prediction) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the experiment's own warnings are not the learner's
-        return p.answer()
-
-
-def check_prediction(prediction: str | Prediction, guess: Any) -> None:
-    """Check a "predict, then run" guess without giving the answer away.
-
-    ``prediction`` is a question of the lessons by id (``"l02-predict-paths"``)
-    or a `Prediction`. A right guess is told so; a wrong one raises
-    AssertionError with "not quite" and a hint, never the answer: that comes
-    from `reveal`, in the next cell. Numbers and tensors are compared with
-    `compare` (4 and 4.0 agree), words ignoring case and spaces, and ``None``
-    matches ``None`` or ``"None"``. ``...`` (the blank in a lesson's guess
-    cell) means no guess yet. Like every check it returns None, so a graded
-    cell has no value. (`prediction_report` gives the same verdict as a
-    Report, without raising.)
-
-    >>> q = Prediction("x.grad after two backward calls", answer=lambda: 4.0,
-    ...                hint="what does backward do to a .grad that is already there?",
-    ...                why="each backward() adds 2")
-    >>> check_prediction(q, 4)
-    ✓ x.grad after two backward calls: your prediction 4 is right. Run the next cell to see
-      why.
-    >>> check_prediction(q, 2)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    AssertionError: ...✗ x.grad after two backward calls: not quite (you predicted 2). Hint: ...
-    """
-    __tracebackhide__ = True
-    prediction_report(prediction, guess).assert_ok()
-
-
-def prediction_report(prediction: str | Prediction, guess: Any) -> Report:
-    """The verdict of `check_prediction` as a Report, without raising."""
-    key, p = _lookup(prediction)
-    if guess is Ellipsis:
-        return fail(p.question, "no prediction yet: replace ... with your guess and run this "
-                                 "cell again.", "missing")
-    if p.choices is not None and not any(_matches(guess, c) for c in p.choices):
-        options = ", ".join(_show(c) for c in p.choices)
-        return fail(p.question, f"{_show(guess)} is not one of the choices: {options}.")
-    _GUESSES.setdefault(key, guess)
-    answer = _answer_of(p)
-    shown = guess
-    if not (p.unordered or p.order) and _items(guess) is not None \
-            and _items(guess) == _items(answer) and not _matches(guess, answer):
-        order = ("in increasing order" if list(answer) == _items(answer)
-                 else "in the order the question asks for")
-        return fail(p.question, f"not quite: the right items (you predicted {_show(shown)}), "
-                                f"but in another order: give them {order}.")
-    if _right(p, guess, answer):
-        late = (" (checked after the answer was revealed)" if key in _REVEALED else "")
-        return Report((Check(p.question, True, "pass",
-                             f"your prediction {_show(shown)} is right{late}. Run the next cell "
-                             "to see why."),))
-    return fail(p.question, f"not quite (you predicted {_show(shown)}). Hint: {p.hint} Think "
-                             "again and re-run this cell, or run the next cell to see the answer.")
-
-
-def reveal(prediction: str | Prediction) -> None:
-    """Print a prediction's answer and why, and the first guess checked for it.
-
-    >>> q = Prediction("2 + 2", answer=lambda: 4, hint="count", why="it is {answer}")
-    >>> reveal(q)
-    2 + 2: the answer is 4. Why: it is 4.
-    """
-    key, p = _lookup(prediction)
-    value = _answer_of(p)
-    _REVEALED.add(key)
-    why = p.why.replace("{answer}", _show(value))
-    text = f"{p.question}: the answer is {_show(value)}. Why: {why}"
-    text = text if text.endswith((".", "!", "?")) else text + "."
-    if key in _GUESSES:
-        first = _GUESSES[key]
-        verdict = "right" if _right(p, first, value) else "not right"
-        text += f"\nYour first checked guess was {_show(first)}: {verdict}."
-    print(wrap(text))
-
-
-def _right(p: Prediction, guess: Any, answer: Any) -> bool:
-    """Whether ``guess`` answers ``p``: the right items in any order where it asks which."""
-    if p.unordered and _items(guess) is not None:
-        return _items(guess) == _items(answer)
-    return _matches(guess, answer)
-
-
-def _items(value: Any) -> list[Any] | None:
-    """The items of a tuple, list or set of plain numbers or words, sorted; else None."""
-    if not isinstance(value, (tuple, list, set, frozenset)):
-        return None
-    if not all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in value):
-        return None
-    try:
-        return sorted(value)
-    except TypeError:  # numbers and words mixed
-        return None
-
-
-def _matches(guess: Any, answer: Any) -> bool:
-    """Whether a guess means the answer: words by spelling, numbers by value."""
-    if answer is None or (isinstance(answer, str) and answer.strip().lower() == "none"):
-        return guess is None or (isinstance(guess, str) and guess.strip().lower() == "none")
-    if isinstance(answer, str):
-        return isinstance(guess, str) and guess.strip().lower() == answer.strip().lower()
-    if isinstance(answer, bool) or isinstance(guess, bool):
-        return type(guess) is type(answer) and guess == answer
-    if isinstance(answer, (tuple, list)) and any(isinstance(a, str) for a in answer):
-        return (isinstance(guess, (tuple, list)) and len(guess) == len(answer)
-                and all(_matches(g, a) for g, a in zip(guess, answer, strict=True)))
-    if isinstance(guess, str) or guess is None:
-        return False
-    try:
-        return compare("prediction", guess, answer).ok
-    except (TypeError, ValueError):
-        return False
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return str(value.tolist())
-    return repr(value) if isinstance(value, str) else str(value)
-
-
 # --------------------------------------------------------------------------
 # The lessons' exercises, by id
 # --------------------------------------------------------------------------
@@ -409,8 +240,9 @@ _ID = re.compile(r"^l(\d\d)-")
 EXERCISES = "backproplab.course.exercises"  # the package holding lessonNN.py
 
 
-def _lesson(key: object, arg: str) -> Any:
-    """The module of the lesson that ``key`` names: ``l02-cubic`` lives in ``lesson02.py``."""
+def lesson_module(key: str, arg: str = "key") -> Any:
+    """The module holding the lesson that id ``key`` names (``l02-cubic``: ``lesson02``);
+    ``arg`` is the argument a bad id is reported as."""
     if not isinstance(key, str):
         raise TypeError(f"{arg}: expected an id such as 'l02-cubic', got {type(key).__name__}")
     found = _ID.match(key)
@@ -425,29 +257,15 @@ def _lesson(key: object, arg: str) -> Any:
         raise ValueError(f"{arg}: lesson {found.group(1)} has no checks here ({key!r})") from None
 
 
-def lesson_module(key: str) -> Any:
-    """The module holding exercise ``key``'s lesson (``l02-cubic``: ``lesson02``)."""
-    return _lesson(key, "key")
-
-
 def find_exercise(key: str) -> Any:
     """The exercise (a ByHand or Method) with grade id ``key``.
 
     >>> find_exercise("l02-cubic").name
     'd/dx (x**3 - 4x**2 + 5)'
     """
-    table = getattr(_lesson(key, "key"), "EXERCISES", {})
+    table = getattr(lesson_module(key), "EXERCISES", {})
     if key not in table:
         raise ValueError(f"key: no exercise {key!r}; this lesson has "
-                         f"{', '.join(sorted(table)) or 'none'}")
-    return table[key]
-
-
-def find_prediction(key: str) -> Any:
-    """The "predict, then run" question (a Prediction) with id ``key``."""
-    table = getattr(_lesson(key, "prediction"), "PREDICTIONS", {})
-    if key not in table:
-        raise ValueError(f"prediction: no question {key!r}; this lesson has "
                          f"{', '.join(sorted(table)) or 'none'}")
     return table[key]
 

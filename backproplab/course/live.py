@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import enum
 import functools
 import linecache
 import os
@@ -95,6 +96,9 @@ def _public_name(value: Any) -> str | None:
     if isinstance(own, str) and home in ("_functools", "_operator") \
             and getattr(sys.modules.get(home[1:]), own, None) is value:
         return f"{home[1:]}.{own}"  # Python's own, written in C: functools.reduce
+    if isinstance(getattr(value, "__objclass__", None), type) \
+            and issubclass(torch.Tensor, value.__objclass__):
+        return f"torch.Tensor.{own}"  # a tensor method held as a value: torch.Tensor.sum
     if not isinstance(own, str) or home.split(".")[0] not in ("torch", "functorch"):
         return None
     found = [name for name, module in list(sys.modules.items())
@@ -220,13 +224,13 @@ class _Live:
     @staticmethod
     def _plain_class(cls: type) -> bool:
         """A class of the notebook's with no code of its own, used as a namespace or a
-        record (``class Box: pass``, ``class Float32: size = 4``, a ``@dataclass`` or a
-        ``NamedTuple`` of fields), or made of functions written outside it (``forward =
-        staticmethod(f)`` in a ``torch.autograd.Function``): every dunder Python's or the
-        dataclass machinery's."""
+        record (``class Box: pass``, ``class Float32: size = 4``, a ``@dataclass``, a
+        ``NamedTuple`` of fields or an ``Enum``), or made of functions written outside it
+        (``forward = staticmethod(f)`` in a ``torch.autograd.Function``): every dunder
+        Python's, the dataclass machinery's or the enum module's."""
         made = {"__module__", "__dict__", "__weakref__", "__doc__", "__annotations__",
                 "__static_attributes__", "__firstlineno__", "__qualname__"}  # Python's own
-        if dataclasses.is_dataclass(cls) or _named_tuple(cls):
+        if dataclasses.is_dataclass(cls) or _named_tuple(cls) or isinstance(cls, enum.EnumMeta):
             made |= {"__dataclass_fields__", "__dataclass_params__", "__match_args__",
                      "__hash__", "__slots__", "__new__", "__getnewargs__",
                      "__orig_bases__"}

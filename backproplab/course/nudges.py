@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +97,12 @@ _MOVES = {
     "gather", "take", "view_as", "expand_as", "constant_pad_nd", "im2col", "where",
     "masked_fill", "stack", "cat", "index_put", "copy", "fill", "zero", "_to_copy",
 }
+# Functions no polynomial matches along a line through 0 (exp(k u) for k = 1, 2, 4...): an
+# estimate there is never exact, so ``exp(u)`` beside ``exp(2 * u)`` (tanh written out) is
+# no nudge when the two are the same tensor times powers of two (`_doubled`).
+_CURVED = {"exp", "exp2", "expm1", "sin", "cos", "sinh", "cosh", "tanh", "sigmoid"}
+# Comparisons give no values to take a slope from (``while smallest * low < tiny``).
+_COMPARED = {"lt", "le", "gt", "ge", "eq", "ne"}
 # Makers of constants shaped like a value (no values of it in them).
 _LIKE = {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
          "randint_like", "new_zeros", "new_ones", "new_full", "new_empty"}
@@ -115,6 +122,7 @@ class Nudges(QuietDispatchMode):
         self._keep: list[Any] = []  # the tensors whose ids are in use
         self._nudged: int | None = None
         self.largest = 0  # entries of the largest tensor an operation made
+        self.read_back = False  # a number read back from a computed value (``.item()``)
         for t in inputs:
             if id(t) in self._inputs:
                 self._data(t, frozenset({self._inputs[id(t)]}))
@@ -231,7 +239,9 @@ class Nudges(QuietDispatchMode):
             key = (name, path, self._operands(args, path, copy.root),
                    self._operands(kwargs, None, copy.root))
             points = self._points.setdefault(key, [])
-            if any(_two_points(old, seen, copy, value) for old, seen in points):
+            if any(_two_points(old, seen, copy, value) and not (
+                    name in _CURVED and _doubled(old, seen, copy, value))
+                   for old, seen in points):
                 self._stop(copy)
             if len(points) < _KEPT:
                 points.append((_Copy(copy.root, copy.entry.clone(), copy.scale.clone(),
@@ -297,6 +307,8 @@ class Nudges(QuietDispatchMode):
             for written in (args[0], args[0]._base):  # ``out[i] = x[j]``: both hold data
                 if found and written is not None:
                     self._data(written, self._from.get(id(written), frozenset()) | found)
+        elif name == "_local_scalar_dense":
+            self.read_back = True
         elif not found and name == "lift_fresh":
             self._from_numbers(out)
         elif found and name not in _LIKE:
@@ -304,7 +316,7 @@ class Nudges(QuietDispatchMode):
                 records = self._moved(name, func, args, kwargs, out)
             except (RuntimeError, TypeError, IndexError, ValueError):  # records it can't take
                 records = None
-            if records is None:
+            if records is None and name not in _COMPARED:
                 self._evaluated(name, args, kwargs)
             for k, o in enumerate(outs):
                 self._data(o, found, records[k] if records else None)
@@ -400,6 +412,15 @@ def _digest(t: torch.Tensor) -> str:
 def _differ(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Entry by entry, whether two tensors hold different values (NaN and NaN alike)."""
     return (a != b) & ~(a.isnan() & b.isnan())
+
+
+def _doubled(a: _Copy, a_values: torch.Tensor, b: _Copy, b_values: torch.Tensor) -> bool:
+    """Whether two points are one tensor times two powers of two (``u`` and ``2 * u``, or
+    ``-u``), exactly."""
+    factors = [float(c.scale.unique()) if c.scale.unique().numel() == 1 else 0.0 for c in (a, b)]
+    if not all(factors) or any(math.log2(abs(f)) % 1 for f in factors):
+        return False
+    return torch.equal(b_values, a_values * (factors[1] / factors[0]))
 
 
 def _two_points(a: _Copy, a_values: torch.Tensor, b: _Copy, b_values: torch.Tensor) -> bool:

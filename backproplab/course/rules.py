@@ -191,6 +191,8 @@ class _Names(ast.NodeVisitor):
         for item in node.body:  # methods and class attributes are the learner's attributes
             self._class_level.add(id(item))
             self.attributes.update(_class_attributes(item))
+        if any((_chain(base) or [""])[-1].endswith(("Enum", "Flag")) for base in node.bases):
+            self.attributes |= {"name", "value"}  # what each member of an enum holds
         self._define(node)
 
     def visit_arg(self, node: ast.arg) -> None:

@@ -203,6 +203,21 @@ def test_an_unknown_attribute_of_torch_is_refused():
     assert [f.used for f in found] == [".some_new_method"]
 
 
+def test_a_dtypes_attributes_are_data_its_machinery_is_not():
+    assert rules.qualified_reason("torch.float32.itemsize", rules.BY_HAND) is None
+    assert rules.qualified_reason("torch.float16.is_floating_point", rules.BY_HAND) is None
+    assert rules.qualified_reason("torch.float32.__reduce_ex__", rules.BY_HAND) == "dunder"
+    assert rules.qualified_reason("torch.where.itemsize", rules.BY_HAND) == "other"
+
+
+def test_an_enums_members_hold_a_name_and_a_value():
+    enum = ("import enum\n\nclass Kept(enum.Enum):\n    relu = 1\n\n"
+            "def per(name):\n    return Kept[name].value\n")
+    assert rules.read([ast.parse(enum)], rules.BY_HAND) == []
+    plain = "class Kept:\n    relu = 1\n\ndef per(k):\n    return k.value\n"
+    assert [f.used for f in rules.read([ast.parse(plain)], rules.BY_HAND)] == [".value"]
+
+
 @pytest.mark.parametrize("vocabulary", [rules.BY_HAND, rules.METHOD], ids=["by-hand", "method"])
 def test_reading_a_name_is_not_machinery_but_climbing_the_class_is(vocabulary):
     honest = "def is_leaf(node):\n    return type(node).__name__ == 'AccumulateGrad'\n"

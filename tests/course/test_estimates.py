@@ -24,6 +24,7 @@ from registry import exercises_of, with_tensor_inputs
 
 import backproplab as bl
 from backproplab.course import byhand
+from backproplab.course.byhand import _estimate_message, run_answer
 from backproplab.course.grading import ByHand, find_exercise
 from backproplab.course.nudges import Nudges, NudgeSeen
 
@@ -168,10 +169,45 @@ def test_an_input_nudged_in_place_and_put_back_is_seen():
     lambda x: (1 + x) * (1 - x) + x * x.expand(2, 3),  # two copies in one operation
     lambda x: torch.where(x > 0, x, 0.01 * x).sum() + x.sum(),  # a leaky relu
     lambda x: x.sum(0) + x.flip(0).sum(0) + x.reshape(3, 1).T.sum(),  # views of x
+    # tanh and sech^2 written out: exp at u, 2u and -u (powers of two, no polynomial)
+    lambda x: (torch.exp(2 * x) - 1) / (torch.exp(2 * x) + 1) * 4 / (x.exp() + (-x).exp()),
+    lambda x: torch.sin(2 * x) - 2 * torch.sin(x) * torch.cos(x),  # a double-angle identity
+    lambda x: _doubling(x.abs().min()),  # a search by comparisons: no values taken
 ], ids=["shifts", "reflection", "shifted reflection", "centred", "products", "leaky",
-        "views"])
+        "views", "tanh from exp", "double angle", "doubling search"])
 def test_honest_formulas_that_move_inputs_are_not_a_nudge(compute):
     assert _nudged(compute) is None
+
+
+def _doubling(smallest: torch.Tensor) -> float:
+    """The power of two that brings ``smallest`` to at least 1000, found by doubling."""
+    scale = 1.0
+    while smallest * scale < 1000:
+        scale *= 2
+    return scale
+
+
+@pytest.mark.parametrize("compute", [
+    lambda x: torch.exp(2 * x + 1) - torch.exp(x),  # 2x + 1 is not x times a power of two
+    lambda x: (4 * x).pow(3) - (2 * x).pow(3),  # a polynomial at 2x and 4x: a fit is exact
+    lambda x: torch.exp(x * 1.5) - torch.exp(x),  # a factor that is no power of two
+    lambda x: torch.stack([x * 2, x]).exp(),  # two points in one tensor (rule 2 stands)
+], ids=["shifted", "polynomial", "factor 1.5", "stacked"])
+def test_powers_of_two_pass_only_exactly_and_under_a_curved_function(compute):
+    assert _nudged(compute) == 0
+
+
+def test_a_number_read_back_is_named_in_the_estimates_message():
+    def momentum(w, x):
+        w = w.item()
+        for _ in range(3):
+            w = w - 0.1 * (w * x).mean().item()
+        return torch.tensor(w)
+
+    ran = run_answer(momentum, [torch.tensor(0.5, dtype=torch.float64), X.clone()])
+    assert (ran.failure, ran.detail) == ("estimate", "read back")
+    assert ".item()" in _estimate_message(ran.nudged, ["w", "x"], ran.detail)
+    assert ".item()" not in _estimate_message(0, ["w", "x"])
 
 
 def test_a_number_the_exercise_hands_over_is_no_step():

@@ -208,3 +208,23 @@ def test_a_class_that_makes_an_outside_function_a_static_method_is_read():
          space)
     unread, refused = _read(space["Gap"])
     assert unread == [] and "torch.autograd.Function" in refused
+
+
+def test_a_tensor_method_held_as_a_value_is_named_as_code_names_it():
+    """``functools.partial(torch.Tensor.sum, dim=0)`` holds a method of torch's C tensor
+    class: it is read as torch.Tensor.sum (allowed), and a method of it that is not
+    arithmetic is still refused by that name."""
+    space = _notebook_cell("import functools\n\nover = functools.partial(torch.Tensor.sum, dim=0)\n"
+                           "back = functools.partial(torch.Tensor.backward)\n\n\n"
+                           "def honest(x):\n    return over(x * x)\n\n\n"
+                           "def sly(x):\n    return back(x.sum())\n", "<test cell sources-partial>")
+    assert _read(space["honest"]) == ([], "")
+    unread, refused = _read(space["sly"])
+    assert unread == [] and "backward" in refused
+
+
+def test_an_enum_stands_as_a_record_with_its_members():
+    space = _notebook_cell("import enum\n\n\nclass Kept(enum.Enum):\n    relu = 1\n\n\n"
+                           "def per(name):\n    return Kept[name].value\n",
+                           "<test cell sources-enum>")
+    assert _read(space["per"]) == ([], "")

@@ -11,7 +11,11 @@ large step, SPSA, Richardson and fits are caught, not only tiny steps): about 25
 lines. The reading judges each name by what it is, not how it is spelt (`allowlist`:
 ``torch.os`` is ``os``): its own module. The live reading, once part of sources, became
 the twelfth when it learned to read records (a dataclass, a named tuple) and torch's
-functions held as values, which took sources past its 450 lines. The files are collected with
+functions held as values, which took sources past its 450 lines. The "predict, then run"
+questions, which no exercise's check calls, left grading for a module of their own
+(predictions): the room bought fewer refusals of honest code (a tensor method held by a
+partial, an enum, a dtype's itemsize, exp(u) beside exp(2u), comparisons in a search).
+The files are collected with
 ``sys.setprofile`` (every call into a function of a package file), after one warm-up run
 so that imports made on first use are not counted. Run with ``-s`` to see the route.
 """

@@ -132,3 +132,36 @@ def test_the_broken_networks_vary_the_culprit():
     culprits = {broken_network(gen, kind)[3] for kind in ("gate", "sigmoid", "tanh") * 3}
     assert len(culprits) >= 3  # not one fixed place a lookup could learn
     assert broken_network(gen, "healthy")[3] is None
+
+
+def test_a_global_module_hook_is_a_hook_and_one_left_behind_is_named():
+    """``register_module_full_backward_hook`` hooks every module: the check counts it as
+    a hook (every registration makes a handle) and counts one left behind."""
+    from backproplab.course.grading import find_exercise
+
+    handles = []
+
+    def hunt(model, x, threshold, remove=True):
+        from torch.nn.modules.module import register_module_full_backward_hook
+
+        names = {layer: name for name, layer in model.named_children()}
+        norms = {}
+
+        def record(module, grad_input, grad_output):
+            if module in names:
+                norms[names[module]] = grad_input[0].norm().item()
+
+        handles.append(register_module_full_backward_hook(record))
+        model(x).sum().backward()
+        if remove:
+            handles.pop().remove()
+        return next((n for n in reversed(list(names.values())) if norms[n] < threshold), None)
+
+    check = find_exercise("l15-vanishing").check
+    try:
+        assert check(hunt, 0)
+        report = check(lambda *args: hunt(*args, remove=False), 0)
+        assert not report and "still registered" in report[0].message
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -8,14 +8,13 @@ grad_output taken for grad_input.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator
 
 import torch
 from torch import nn
+from torch.nn.modules import module as module_hooks
+from torch.utils.hooks import RemovableHandle
 
 from .._spec import Method, as_plain, call_answer, count_autograd, every_case, kind_of, randint
 
@@ -162,42 +161,14 @@ def _vanishing_inputs(gen: torch.Generator) -> dict:
 
 # --------------------------------------------------------------------------- the answer watched
 
-_REGISTERS = [
-    (torch.Tensor, "register_hook"),
-    (torch.Tensor, "register_post_accumulate_grad_hook"),
-    (nn.Module, "register_full_backward_hook"),
-    (nn.Module, "register_full_backward_pre_hook"),
-    (nn.Module, "register_backward_hook"),
-    (nn.Module, "register_forward_hook"),
-    (nn.Module, "register_forward_pre_hook"),
-]
-
-
-@contextlib.contextmanager
-def _counting_registrations() -> Iterator[list[str]]:
-    """Count the tensor and module hooks registered inside the block."""
-    made: list[str] = []
-    originals = [(owner, name, getattr(owner, name)) for owner, name in _REGISTERS]
-
-    def counted(name, method):
-        @functools.wraps(method)
-        def register(*args, **kwargs):
-            made.append(name)
-            return method(*args, **kwargs)
-        return register
-
-    for owner, name, method in originals:
-        setattr(owner, name, counted(name, method))
-    try:
-        yield made
-    finally:
-        for owner, name, method in originals:
-            setattr(owner, name, method)
+_GLOBAL_TABLES = ("_global_forward_hooks", "_global_forward_pre_hooks",
+                  "_global_backward_hooks", "_global_backward_pre_hooks")
 
 
 def _left_hooks(model: nn.Module, x: torch.Tensor) -> int:
-    """How many hooks are still on the model, its parameters and the input."""
-    count = 0
+    """How many hooks are still on the model, its parameters and the input, and on every
+    module (``register_module_full_backward_hook``)."""
+    count = sum(len(getattr(module_hooks, table)) for table in _GLOBAL_TABLES)
     for module in model.modules():
         for table in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
                       "_backward_pre_hooks"):
@@ -212,13 +183,15 @@ def _observe_hunt(answer, network: dict) -> tuple[dict, dict | None]:
     """One network's hunt: what the answer said, the hooks it registered, its backward
     passes, the hooks it left, whether it read a non-leaf .grad; and its failure, if any."""
     model, x = _network(network["layers"]), network["x"].clone().requires_grad_()
-    with warnings.catch_warnings(record=True) as caught, _counting_registrations() as made:
+    handles = RemovableHandle.next_id  # every hook registered makes one handle
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with count_autograd() as seen:
             got, failed = call_answer(answer, model, x, network["threshold"],
                                       what="first_vanishing_layer")
     non_leaf = any("not a leaf Tensor is being accessed" in str(w.message) for w in caught)
-    return ({"said": as_plain(got), "hooks": len(made), "passes": seen.reverse,
+    made = RemovableHandle.next_id - handles
+    return ({"said": as_plain(got), "hooks": made, "passes": seen.reverse,
              "left": _left_hooks(model, x), "non_leaf": non_leaf}, failed)
 
 
