@@ -29,6 +29,7 @@ from IPython.core.inputtransformer2 import TransformerManager
 import backproplab as bl
 from backproplab.__main__ import main
 from backproplab.course import grade, sources
+from backproplab.course.grading import find_exercise
 from backproplab.course.sandbox import Sandbox, SandboxError
 
 ROOT = Path(__file__).parents[2]
@@ -114,6 +115,18 @@ def test_every_escape_is_refused_before_it_runs_naming_its_shape(tmp_path):
              if got[student, key].verdict != "refused" or REASONS[why] not in
              " ".join(got[student, key].reason.split())]
     assert not wrong, "\n".join(wrong)
+
+
+def test_a_refusal_in_the_grade_speaks_the_exercises_own_words(tmp_path):
+    """Lesson 16's second exercise asks for a formula, not a gradient: the grade's reason
+    says so, as the kernel's feedback does."""
+    source = ("import numpy\n\n\ndef bytes_formula(batch, widths, activation):\n"
+              "    return int(numpy.prod([4, batch, widths[0]]))\n")
+    _write(tmp_path, "sly", "l16-bytes-formula", _with("l16-bytes-formula", source))
+    got = _graded(tmp_path, only={"l16-bytes-formula"})["sly", "l16-bytes-formula"]
+    task = find_exercise("l16-bytes-formula").task
+    assert got.verdict == "refused" and f"asks for {task.asks_for}," in got.reason
+    assert "gradient" not in task.asks_for
 
 
 def test_every_honest_variant_scores_every_point(tmp_path):
