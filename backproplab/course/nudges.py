@@ -417,10 +417,16 @@ def _differ(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def _doubled(a: _Copy, a_values: torch.Tensor, b: _Copy, b_values: torch.Tensor) -> bool:
     """Whether two points are one tensor times two powers of two (``u`` and ``2 * u``, or
     ``-u``), exactly."""
-    factors = [float(c.scale.unique()) if c.scale.unique().numel() == 1 else 0.0 for c in (a, b)]
+    factors = [_factor(a), _factor(b)]
     if not all(factors) or any(math.log2(abs(f)) % 1 for f in factors):
         return False
     return torch.equal(b_values, a_values * (factors[1] / factors[0]))
+
+
+def _factor(copy: _Copy) -> float:
+    """The one real factor every entry of ``copy`` holds (0.0 where they differ)."""
+    first = complex(copy.scale.reshape(-1)[0]) if copy.scale.numel() else 0j
+    return first.real if not first.imag and bool((copy.scale == first).all()) else 0.0
 
 
 def _two_points(a: _Copy, a_values: torch.Tensor, b: _Copy, b_values: torch.Tensor) -> bool:

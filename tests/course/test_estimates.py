@@ -197,6 +197,13 @@ def test_powers_of_two_pass_only_exactly_and_under_a_curved_function(compute):
     assert _nudged(compute) == 0
 
 
+def test_complex_points_are_judged_without_error():
+    """A complex copy's factor may be complex: only a real power of two passes."""
+    z = torch.randn(3, dtype=torch.complex128, generator=torch.Generator().manual_seed(0))
+    assert _nudged(lambda z: torch.exp(z) + torch.exp(2 * z), z.clone()) is None
+    assert _nudged(lambda z: torch.exp(2j * z) - torch.exp(1j * z), z.clone()) == 0
+
+
 def test_a_number_read_back_is_named_in_the_estimates_message():
     def momentum(w, x):
         w = w.item()
