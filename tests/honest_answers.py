@@ -5181,3 +5181,953 @@ def scale_range(x, W, b, t):
     return low, high
 '''),
 ]
+
+
+# ---------------------------------------------------------------- ordinary Python, once refused
+# A hunt for refusals in every lesson but 23 found these; each passes since its cause was
+# fixed: builtin exception and warning classes, abc, types.SimpleNamespace, methods of
+# plain objects (dict.fromkeys, str.casefold, slice.start, set.intersection, str.format),
+# a named tuple's own API (_replace, _asdict), fields given to namedtuple, NamedTuple and
+# make_dataclass as calls, Literal and Annotated hints, IntEnum, StrEnum and __slots__
+# records, x.__class__ read, __missing__, torch.is_complex, forward mode in the sandbox,
+# searches that scale a tensor by powers of two, named tuples returned, torch.linalg,
+# torch.special, heapq and bisect functions held under short names, self.vars, and tables
+# filled by a registering decorator.
+HONEST += [
+    Honest('l10-bce',
+           'input validation, warnings.warn with UserWarning',
+           '''\
+import warnings
+
+
+def dlogits_bce(z, y):
+    if z.shape != y.shape:
+        raise ValueError(f"z and y differ in shape: {tuple(z.shape)} vs {tuple(y.shape)}")
+    if not ((y == 0) | (y == 1)).all():
+        warnings.warn("targets should be 0 or 1", UserWarning)
+    return (torch.sigmoid(z) - y) / z.numel()
+'''),
+    Honest('l10-dlogits',
+           'an ABC base class with an abstract slope',
+           '''\
+from abc import ABC, abstractmethod
+
+
+class Activation(ABC):
+    @abstractmethod
+    def value(self, z): ...
+
+    @abstractmethod
+    def slope(self, out): ...
+
+
+class Sigmoid(Activation):
+    def value(self, z):
+        return torch.sigmoid(z)
+
+    def slope(self, out):
+        return out * (1 - out)
+
+
+def dlogits_sigmoid_mse(z, y):
+    act = Sigmoid()
+    p = act.value(z)
+    return 2 * (p - y) / z.numel() * act.slope(p)
+'''),
+    Honest('l10-dlogits',
+           'a namedtuple cache, _replace and _asdict',
+           '''\
+from collections import namedtuple
+
+Cache = namedtuple("Cache", "p dp")
+
+
+def dlogits_sigmoid_mse(z, y):
+    cache = Cache(torch.sigmoid(z), None)
+    cache = cache._replace(dp=2 * (cache.p - y) / z.numel())
+    parts = cache._asdict()
+    return parts["dp"] * parts["p"] * (1 - parts["p"])
+'''),
+    Honest('l10-mlp',
+           'dict.fromkeys for the gradients, filled by name',
+           '''\
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    grads = dict.fromkeys(["W1", "b1", "W2", "b2"])
+    h = torch.tanh(xs @ W1 + b1)
+    z = h @ W2 + b2
+    dz = (torch.sigmoid(z) - ys) / z.numel()
+    grads["W2"], grads["b2"] = h.T @ dz, dz.sum(0)
+    da = dz @ W2.T * (1 - h * h)
+    grads["W1"], grads["b1"] = xs.T @ da, da.sum(0)
+    return tuple(grads.values())
+'''),
+    Honest('l12-scale-normalise',
+           'an enum.IntEnum for the axes',
+           '''\
+from enum import IntEnum
+
+
+class Axis(IntEnum):
+    ROWS = 0
+    FEATURES = 1
+
+
+def scale_normalise_backward(diff, invstd, gain, dhbn):
+    xhat = diff * invstd
+    dxhat = dhbn * gain
+    dgain = (dhbn * xhat).sum(Axis.ROWS)
+    dbias = dhbn.sum(Axis.ROWS)
+    dinvstd = (dxhat * diff).sum(Axis.ROWS, keepdim=True)
+    return dxhat, dgain, dbias, dinvstd
+'''),
+    Honest('l16-bytes-formula',
+           'a StrEnum of the activations',
+           '''\
+from enum import StrEnum
+
+
+class Act(StrEnum):
+    RELU = "relu"
+    TANH = "tanh"
+    SIGMOID = "sigmoid"
+    GELU = "gelu"
+
+
+def bytes_formula(batch, widths, activation):
+    kept = 2 if Act(activation) is Act.GELU else 1
+    return 4 * batch * (widths[0] + kept * sum(widths[1:-1]))
+'''),
+    Honest('l16-bytes-formula',
+           'typing.Literal hint, a match with an or-pattern, ValueError',
+           '''\
+from typing import Literal
+
+
+def bytes_formula(batch: int, widths: list[int],
+                  activation: Literal["relu", "tanh", "sigmoid", "gelu"]) -> int:
+    match activation:
+        case "gelu":
+            per_layer = 2
+        case "relu" | "tanh" | "sigmoid":
+            per_layer = 1
+        case _:
+            raise ValueError(f"unknown activation {activation!r}")
+    return 4 * batch * (widths[0] + per_layer * sum(widths[1:-1]))
+'''),
+    Honest('l17-newton-step',
+           'forward-over-reverse: torch.func.jvp of torch.func.grad',
+           '''\
+from torch.func import grad, jvp
+
+
+def newton_step(f, x):
+    slope = grad(lambda t: f(t).sum())
+    first, second = jvp(slope, (x,), (torch.ones_like(x),))
+    return -first / second
+'''),
+    Honest('l18-jvp-by-hand',
+           'collections.namedtuple with field_names= given by keyword',
+           '''\
+from collections import namedtuple
+
+Dual = namedtuple("Dual", field_names=["value", "tangent"])
+
+
+def tangent(W, b, x, v):
+    u = Dual(W @ x + b, W @ v)
+    t = torch.tanh(u.value)
+    h = Dual(t, (1 - t ** 2) * u.tangent)
+    s = Dual(x @ x, 2 * x @ v)
+    return h.tangent * s.value + h.value * s.tangent
+'''),
+    Honest('l18-jvp-by-hand',
+           'typing.NamedTuple in its functional form',
+           '''\
+from typing import NamedTuple
+
+Dual = NamedTuple("Dual", [("value", torch.Tensor), ("tangent", torch.Tensor)])
+
+
+def tangent(W, b, x, v):
+    u = Dual(W @ x + b, W @ v)
+    t = torch.tanh(u.value)
+    h = Dual(t, (1 - t ** 2) * u.tangent)
+    s = Dual(x @ x, 2 * x @ v)
+    return h.tangent * s.value + h.value * s.tangent
+'''),
+    Honest('l17-hvp-by-hand',
+           'dataclasses.make_dataclass for a value-change pair',
+           '''\
+from dataclasses import make_dataclass
+
+Moving = make_dataclass("Moving", ["value", "change"])
+
+
+def hvp(x, W, a, V):
+    Z = Moving(x @ W, x @ V)
+    T = torch.tanh(Z.value)
+    T_ = Moving(T, (1 - T * T) * Z.change)
+    return x.T @ (-2 * T_.value * T_.change * a)
+'''),
+    Honest('l17-hvp-by-hand',
+           'types.SimpleNamespace for the intermediates',
+           '''\
+from types import SimpleNamespace
+
+
+def hvp(x, W, a, V):
+    s = SimpleNamespace()
+    s.T = torch.tanh(x @ W)
+    s.T_dot = (1 - s.T ** 2) * (x @ V)
+    return x.T @ (-2 * s.T * s.T_dot * a)
+'''),
+    Honest('l16-bytes-formula',
+           'activation name normalised with casefold()',
+           '''\
+def bytes_formula(batch, widths, activation):
+    name = activation.casefold()
+    kept = 2 if name == "gelu" else 1
+    return 4 * batch * (widths[0] + kept * sum(widths[1:-1]))
+'''),
+    Honest('l16-bytes-formula',
+           'except AttributeError for a name that is not a string',
+           '''\
+def bytes_formula(batch, widths, activation):
+    try:
+        name = activation.lower()
+    except AttributeError:
+        raise TypeError("activation must be a string") from None
+    kept = 2 if name == "gelu" else 1
+    return 4 * batch * (widths[0] + kept * sum(widths[1:-1]))
+'''),
+    Honest('l12-scale-normalise',
+           'a record class with __slots__ and no methods',
+           '''\
+class Grads:
+    __slots__ = ("dxhat", "dgain", "dbias", "dinvstd")
+
+
+def scale_normalise_backward(diff, invstd, gain, dhbn):
+    out = Grads()
+    out.dxhat = gain * dhbn
+    out.dgain = (dhbn * diff * invstd).sum(0)
+    out.dbias = dhbn.sum(0)
+    out.dinvstd = (out.dxhat * diff).sum(0, keepdim=True)
+    return out.dxhat, out.dgain, out.dbias, out.dinvstd
+'''),
+    Honest('l17-newton-step',
+           "reverse over forward: f' as a forward-mode tangent (torch.autograd.forward_ad), f'' by autograd.grad",
+           '''\
+import torch.autograd.forward_ad as fwAD
+
+
+def newton_step(f, x):
+    primal = x.detach().requires_grad_()
+    with fwAD.dual_level():
+        out = f(fwAD.make_dual(primal, torch.ones_like(primal)))
+        d1 = fwAD.unpack_dual(out).tangent
+    (d2,) = torch.autograd.grad(d1.sum(), primal)
+    return -d1.detach() / d2
+'''),
+    Honest('l19-power-mix',
+           'a RuntimeWarning for a negative base under a fractional power',
+           '''\
+import warnings
+
+
+class PowerMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, p):
+        if p != int(p) and bool((x < 0).any()):
+            warnings.warn("a fractional power of a negative base is nan", RuntimeWarning)
+        ctx.save_for_backward(x, y)
+        ctx.p = p
+        return x**p * y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y = ctx.saved_tensors
+        p = ctx.p
+        return grad_output * p * x ** (p - 1) * y, grad_output * x**p, None
+'''),
+    Honest('l19-logsumexp',
+           'typing.Annotated hints that note the shapes',
+           '''\
+from typing import Annotated
+
+
+class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Annotated[torch.Tensor, "(..., n)"]) -> Annotated[torch.Tensor, "(...)"]:
+        m = x.amax(dim=-1, keepdim=True)
+        out = m.squeeze(-1) + torch.log(torch.exp(x - m).sum(dim=-1))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output: Annotated[torch.Tensor, "(...)"]) -> Annotated[torch.Tensor, "(..., n)"]:
+        x, out = ctx.saved_tensors
+        return grad_output.unsqueeze(-1) * torch.exp(x - out.unsqueeze(-1))
+'''),
+    Honest('l19-gate-jvp',
+           'an IntEnum naming the inputs, inputs read by it',
+           '''\
+import enum
+
+
+class In(enum.IntEnum):
+    X = 0
+    G = 1
+
+
+class Gate(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, g):
+        return x * torch.sigmoid(g)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, s = inputs[In.X], torch.sigmoid(inputs[In.G])
+        ctx.save_for_backward(x, s)
+        ctx.save_for_forward(x, s)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, s = ctx.saved_tensors
+        return grad_output * s, grad_output * x * s * (1 - s)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        x, s = ctx.saved_tensors
+        return tangents[In.X] * s + x * s * (1 - s) * tangents[In.G]
+'''),
+    Honest('l20-two-writes',
+           'the windows as slice objects, their start and stop read back',
+           '''\
+def window_grads(x, a, b, i, j, g):
+    k = len(a)
+    first, second = slice(i, i + k), slice(j, j + k)
+    between = g.clone()
+    between[second] = 0
+    between[first] += b * g[second]
+    dx = between.clone()
+    dx[first.start:first.stop] *= a
+    return dx, between[first] * x[first], g[second] * x[first] * a
+'''),
+    Honest('l20-two-writes',
+           'windows checked first, the message built with str.format',
+           '''\
+def window_grads(x, a, b, i, j, g):
+    k = len(a)
+    if not 0 < abs(i - j) < k:
+        raise ValueError("the windows must overlap: i={}, j={}, k={}".format(i, j, k))
+    after_first = g.clone()
+    after_first[j:j + k] = 0
+    after_first[i:i + k] += b * g[j:j + k]
+    dx = after_first.clone()
+    dx[i:i + k] *= a
+    return dx, after_first[i:i + k] * x[i:i + k], g[j:j + k] * x[i:i + k] * a
+'''),
+    Honest('l20-engine-views',
+           'a record class whose __repr__ names self.__class__.__name__',
+           '''\
+class ViewOf:
+    def __init__(self, base, where):
+        self.base, self.where, self.made_at = base, where, None
+
+    def __repr__(self):
+        return f"{self.__class__.__name__}(base={self.base!r}, made_at={self.made_at})"
+
+
+def view(a, f):
+    v = Var(f(a.data))
+    v.version = a.version
+    if a.base is None:
+        v.base, v.of = a, ViewOf(a, f)
+    else:
+        v.base, v.of = a.base, ViewOf(a.base, lambda t: f(a.of.where(t)))
+    return v
+
+
+def grad_fn(a):
+    if a.base is None:
+        return a.node
+    of = a.of
+    if of.made_at != a.version.value:
+        below = grad_fn(of.base)
+
+        def rule(g):
+            full = torch.zeros_like(of.base.data)
+            of.where(full).copy_(g)
+            return (full,)
+
+        a.node = None if below is None else Node("AsStridedBackward", (below,), rule)
+        of.made_at = a.version.value
+    return a.node
+
+
+def write_(a, b, overwrite):
+    owner = a if a.base is None else a.base
+    if owner.node is not None and owner.node.name == "AccumulateGrad":
+        raise RuntimeError("a leaf that requires grad is being written in place")
+    old_node, b_node = grad_fn(owner), grad_fn(b)
+    if overwrite:
+        a.data.copy_(b.data)
+    else:
+        a.data.add_(b.data)
+    a.version.value += 1
+    if old_node is None and b_node is None:
+        return a
+    part = (lambda t: t) if a.base is None else a.of.where
+
+    def rule(g):
+        to_old = g.clone()
+        to_b = part(to_old).clone()
+        if overwrite:
+            part(to_old).zero_()
+        return to_old, to_b
+
+    owner.node = Node("CopySlices", (old_node, b_node), rule)
+    return a
+
+
+def add_(a, b):
+    return write_(a, b, overwrite=False)
+
+
+def copy_(a, b):
+    return write_(a, b, overwrite=True)
+''',
+           earlier="\n\n".join(ENGINE_CELLS)),
+    Honest('l20-engine-views',
+           "a namedtuple for the view's facts, updated with _replace",
+           '''\
+from collections import namedtuple
+
+ViewFacts = namedtuple("ViewFacts", "base where made_at")
+
+
+def view(a, f):
+    v = Var(f(a.data))
+    v.version = a.version
+    if a.base is None:
+        v.base, v.facts = a, ViewFacts(a, f, None)
+    else:
+        v.base, v.facts = a.base, ViewFacts(a.base, lambda t: f(a.facts.where(t)), None)
+    return v
+
+
+def grad_fn(a):
+    if a.base is None:
+        return a.node
+    facts = a.facts
+    if facts.made_at != a.version.value:
+        below = grad_fn(facts.base)
+
+        def rule(g):
+            full = torch.zeros_like(facts.base.data)
+            facts.where(full).copy_(g)
+            return (full,)
+
+        a.node = None if below is None else Node("AsStridedBackward", (below,), rule)
+        a.facts = facts._replace(made_at=a.version.value)
+    return a.node
+
+
+def write_(a, b, overwrite):
+    owner = a if a.base is None else a.base
+    if owner.node is not None and owner.node.name == "AccumulateGrad":
+        raise RuntimeError("a leaf that requires grad is being written in place")
+    old_node, b_node = grad_fn(owner), grad_fn(b)
+    if overwrite:
+        a.data.copy_(b.data)
+    else:
+        a.data.add_(b.data)
+    a.version.value += 1
+    if old_node is None and b_node is None:
+        return a
+    part = (lambda t: t) if a.base is None else a.facts.where
+
+    def rule(g):
+        to_old = g.clone()
+        to_b = part(to_old).clone()
+        if overwrite:
+            part(to_old).zero_()
+        return to_old, to_b
+
+    owner.node = Node("CopySlices", (old_node, b_node), rule)
+    return a
+
+
+def add_(a, b):
+    return write_(a, b, overwrite=False)
+
+
+def copy_(a, b):
+    return write_(a, b, overwrite=True)
+''',
+           earlier="\n\n".join(ENGINE_CELLS)),
+    Honest('l21-executor',
+           'the buffers in a dict subclass whose __missing__ makes an empty buffer',
+           '''\
+import heapq
+
+from torch.autograd.graph import get_gradient_edge
+
+
+class Buffers(dict):
+    def __missing__(self, node):
+        buffer = self[node] = [None] * len(node._input_metadata)
+        return buffer
+
+
+def run_backward(roots, grads, inputs):
+    class Ready:
+        def __init__(self, node):
+            self.node, self.priority = node, node._sequence_nr()
+
+        def __lt__(self, other):
+            return self.priority > other.priority
+
+    waiting, users, todo, seen = {}, {}, [], set()
+    for root in roots:
+        waiting[root.grad_fn] = waiting.get(root.grad_fn, 0) + 1
+        todo.append(root.grad_fn)
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        for fn, _ in node.next_functions:
+            if fn is not None:
+                waiting[fn] = waiting.get(fn, 0) + 1
+                users.setdefault(fn, []).append(node)
+                todo.append(fn)
+    needed, todo = set(), [get_gradient_edge(t).node for t in inputs]
+    while todo:
+        node = todo.pop()
+        if node not in needed:
+            needed.add(node)
+            todo.extend(users.get(node, []))
+    buffers, ready, order = Buffers(), [], []
+
+    def arrive(fn, slot, grad):
+        if grad is not None and fn in needed:
+            grad = grad.sum_to_size(fn._input_metadata[slot].shape)
+            buffer = buffers[fn]
+            buffer[slot] = grad if buffer[slot] is None else buffer[slot] + grad
+        waiting[fn] -= 1
+        if waiting[fn] == 0 and fn in needed:
+            heapq.heappush(ready, Ready(fn))
+
+    for root, grad in zip(roots, grads, strict=True):
+        arrive(root.grad_fn, root.output_nr, grad)
+    while ready:
+        node = heapq.heappop(ready).node
+        order.append(node)
+        sent = node(*buffers.pop(node))
+        if not isinstance(sent, tuple):
+            sent = (sent,)
+        for (fn, slot), grad in zip(node.next_functions, sent, strict=True):
+            if fn is not None:
+                arrive(fn, slot, grad)
+    return order
+'''),
+    Honest('l25-flop-compiler',
+           'an abstract base class for counting rules, abc.ABC',
+           '''\
+from abc import ABC, abstractmethod
+
+from functorch.compile import make_boxed_func
+
+
+class Rule(ABC):
+    @abstractmethod
+    def left(self, node):
+        ...
+
+    def flops(self, node):
+        return 2 * node.meta["val"].numel() * self.left(node).meta["val"].shape[-1]
+
+
+class Product(Rule):
+    def left(self, node):
+        return node.args[0]
+
+
+class AddProduct(Rule):
+    def left(self, node):
+        return node.args[1]
+
+
+RULES = {torch.ops.aten.mm.default: Product(), torch.ops.aten.bmm.default: Product(),
+         torch.ops.aten.addmm.default: AddProduct()}
+
+
+def make_flop_compiler():
+    counts = []
+
+    def compiler(gm, example_inputs):
+        counts.append(sum(RULES[n.target].flops(n) for n in gm.graph.nodes
+                          if n.target in RULES))
+        return make_boxed_func(gm.forward)
+
+    return compiler, counts
+'''),
+    Honest('l24-scale-range',
+           'scales searched by doubling while the scaled minimum is too small',
+           '''\
+def scale_range(x, W, b, t):
+    residual = x @ W.T + b - t
+    dy = 2 * residual / residual.numel()
+    dW, db = dy.T @ x, dy.sum(0)
+    f16 = torch.finfo(torch.float16)
+    nonzero = dy[dy != 0].abs()
+    grads = torch.cat([dW.flatten(), db]).abs()
+    low = 1.0
+    while (low * nonzero).min() < f16.tiny:
+        low *= 2
+    while (low / 2 * nonzero).min() >= f16.tiny:
+        low /= 2
+    high = 1.0
+    while (high * grads).max() > f16.max:
+        high /= 2
+    while (high * 2 * grads).max() <= f16.max:
+        high *= 2
+    return low, high
+'''),
+    Honest('l28-atan2',
+           'complex inputs refused first with torch.is_complex',
+           '''\
+def atan2_backward(y, x, g):
+    if torch.is_complex(y) or torch.is_complex(x):
+        raise TypeError("atan2 takes real inputs")
+    r2 = x * x + y * y
+    return g * x / r2, (-g * y / r2).sum_to_size(x.shape)
+'''),
+    Honest('l24-scale-range',
+           'the lowest scale found by doubling until the scaled minimum is normal',
+           '''\
+def scale_range(x, W, b, t):
+    residual = x @ W.T + b - t
+    dy = 2 * residual / residual.numel()
+    dW, db = dy.T @ x, dy.sum(0)
+    f16 = torch.finfo(torch.float16)
+    nonzero = dy[dy != 0].abs()
+    low = 2.0 ** -60
+    while (low * nonzero).min() < f16.tiny:
+        low *= 2
+    largest = torch.maximum(dW.abs().max(), db.abs().max())
+    high = 2.0 ** torch.floor(torch.log2(f16.max / largest))
+    return low, high
+'''),
+    Honest('l21-layers',
+           'a helper whose mode is typed typing.Literal',
+           '''\
+from typing import Literal
+
+from torch.autograd.graph import register_multi_grad_hook
+
+
+def hook_layer(params, name, report, mode: Literal["all", "any"] = "all"):
+    keys = tuple(params)
+
+    def ready(grads):
+        report(name, dict(zip(keys, grads)))
+
+    return register_multi_grad_hook(list(params.values()), ready, mode=mode)
+
+
+def watch_layers(model, report):
+    return [hook_layer(params, name, report)
+            for name, module in model.named_modules()
+            if (params := dict(module.named_parameters(recurse=False)))]
+'''),
+    Honest('l20-two-writes',
+           'entry by entry over the overlap, found with set.intersection',
+           '''\
+def window_grads(x, a, b, i, j, g):
+    k = len(a)
+    first, second = range(i, i + k), range(j, j + k)
+    overlap = set(first).intersection(second)
+    dx, da, db = g.clone(), torch.zeros_like(a), torch.zeros_like(b)
+    for p in second:
+        dx[p] = 0.0
+    for q, p in enumerate(first):
+        reaching = (0.0 if p in overlap else g[p]) + b[q] * g[j + q]
+        dx[p] = reaching * a[q]
+        da[q] = reaching * x[p]
+        db[q] = g[j + q] * x[p] * a[q]
+    return dx, da, db
+'''),
+    Honest('l25-sac-policy',
+           "the products named in a StrEnum, matched by the op's packet name",
+           '''\
+import enum
+
+from torch.utils.checkpoint import CheckpointPolicy
+
+
+class Product(enum.StrEnum):
+    MM = "mm"
+    BMM = "bmm"
+    ADDMM = "addmm"
+
+
+def policy_for(ratio):
+    def policy(ctx, op, *args, **kwargs):
+        name = op.overloadpacket.__name__
+        if name not in {p.value for p in Product}:
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        a = args[1] if name == Product.ADDMM else args[0]
+        out = ctx.op_output
+        if 2 * out.numel() * a.shape[-1] > ratio * out.nbytes:
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+'''),
+    Honest('l02-chain',
+           'typing.NamedTuple result',
+           '''\
+from typing import NamedTuple
+
+
+class TanhGrads(NamedTuple):
+    dx: torch.Tensor
+    dw: torch.Tensor
+    db: torch.Tensor
+
+
+def tanh_grads(x, w, b):
+    d = 1 - torch.tanh(w * x + b) ** 2
+    return TanhGrads(d * w, d * x, d)
+'''),
+    Honest('l04-grads',
+           'collections.namedtuple result',
+           '''\
+from collections import namedtuple
+
+Grads = namedtuple('Grads', 'w b a c')
+
+
+def nll_grads(x, y, w, b, a, c):
+    r = w * x + b - y
+    p = torch.exp(-2 * (a * x + c))
+    d_r, d_u = r * p, 1 - r * r * p
+    return Grads((d_r * x).mean(), d_r.mean(), (d_u * x).mean(), d_u.mean())
+'''),
+    Honest('l09-softmax-vjp',
+           'from torch.linalg import vecdot',
+           '''\
+from torch.linalg import vecdot
+
+
+def softmax_vjp(p, g):
+    return p * (g - vecdot(g, p).unsqueeze(-1))
+'''),
+    Honest('l09-normalize',
+           'vector_norm = torch.linalg.vector_norm',
+           '''\
+vector_norm = torch.linalg.vector_norm
+
+
+def normalize_vjp(x, g):
+    r = vector_norm(x, dim=-1, keepdim=True)
+    y = x / r
+    return (g - y * (y * g).sum(-1, keepdim=True)) / r
+'''),
+    Honest('l02-chain',
+           "from torch.special import expit: tanh' = 4 s(2u) s(-2u)",
+           '''\
+from torch.special import expit
+
+
+def tanh_grads(x, w, b):
+    u = w * x + b
+    d = 4 * expit(2 * u) * expit(-2 * u)
+    return d * w, d * x, d
+'''),
+    Honest('l09-normalize',
+           'torch.Tensor.norm kept under a short global name',
+           '''\
+vnorm = torch.Tensor.norm
+
+
+def normalize_vjp(x, g):
+    r = vnorm(x, dim=-1, keepdim=True)
+    y = x / r
+    return (g - y * (g * y).sum(-1, keepdim=True)) / r
+'''),
+    Honest('l08-shares-vjp',
+           'unflatten = torch.Tensor.unflatten',
+           '''\
+unflatten = torch.Tensor.unflatten
+
+
+def shares_vjp(x, v):
+    S = x.sum()
+    return unflatten(v / S - (v * x).sum() / S**2, 0, (x.numel(),))
+'''),
+    Honest('l03-paths',
+           'from heapq import heappush, heappop',
+           '''\
+from heapq import heappop, heappush
+
+
+def count_paths(root, leaf):
+    order = topo_order(root)
+    rank = {id(n): i for i, n in enumerate(order)}
+    by_id = {id(n): n for n in order}
+    paths = {id(root): 1}
+    heap, queued = [(-rank[id(root)], id(root))], {id(root)}
+    while heap:
+        _, key = heappop(heap)
+        for p in by_id[key].parents:
+            paths[id(p)] = paths.get(id(p), 0) + paths[key]
+            if id(p) not in queued:
+                queued.add(id(p))
+                heappush(heap, (-rank[id(p)], id(p)))
+    return paths.get(id(leaf), 0)
+''',
+           earlier=LESSON_03_SORT),
+    Honest('l01-find-leaves',
+           'from bisect import insort',
+           '''\
+from bisect import insort
+
+
+def find_leaves(out):
+    found, seen, todo = [], set(), [out.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, 'variable'):
+            insort(found, (id(node.variable), node.variable), key=lambda e: e[0])
+        todo.extend(fn for fn, _ in node.next_functions)
+    return [t for _, t in found]
+'''),
+    Honest('l01-formula',
+           'a class whose leaf table is self.vars',
+           '''\
+class FormulaReader:
+    SIGNS = {'AddBackward0': '+', 'SubBackward0': '-', 'MulBackward0': '*'}
+
+    def __init__(self, names):
+        self.vars = {id(t): n for n, t in names.items()}
+
+    def text(self, node):
+        if hasattr(node, 'variable'):
+            return self.vars[id(node.variable)]
+        kids = [fn for fn, _ in node.next_functions]
+        kind = node.name()
+        if kind == 'SinBackward0':
+            return f'torch.sin({self.text(kids[0])})'
+        if kind == 'ExpBackward0':
+            return f'torch.exp({self.text(kids[0])})'
+        if kind == 'PowBackward0':
+            return f'({self.text(kids[0])} ** {node._saved_exponent})'
+        left = f'{node._saved_self.item()}' if kids[0] is None else self.text(kids[0])
+        right = f'{node._saved_other.item()}' if kids[1] is None else self.text(kids[1])
+        return f'({left} {self.SIGNS[kind]} {right})'
+
+
+def formula(out, names):
+    return FormulaReader(names).text(out.grad_fn)
+'''),
+    Honest('l09-gather',
+           'a registry decorator filling a dict of per-dim rules',
+           '''\
+GATHER_GRADS = {}
+
+
+def for_dim(d):
+    def add(fn):
+        GATHER_GRADS[d] = fn
+        return fn
+    return add
+
+
+@for_dim(0)
+def _dim0(x, index, g):
+    return torch.zeros_like(x).scatter_add_(0, index, g)
+
+
+@for_dim(1)
+def _dim1(x, index, g):
+    return torch.zeros_like(x).scatter_add_(1, index, g)
+
+
+def gather_grad(x, dim, index, g):
+    return GATHER_GRADS[dim](x, index, g)
+'''),
+    Honest('l02-rule',
+           'a class per node kind in a registry dict, built by a decorator',
+           '''\
+RULES = {}
+
+
+def rule(name):
+    def register(fn):
+        RULES[name] = fn
+        return fn
+    return register
+
+
+@rule('AddBackward0')
+def _add(n, g):
+    return [g, g]
+
+
+@rule('SubBackward0')
+def _sub(n, g):
+    return [g, -g]
+
+
+@rule('MulBackward0')
+def _mul(n, g):
+    a, b = n._saved_self, n._saved_other
+    return [None if b is None else g * b, None if a is None else g * a]
+
+
+@rule('DivBackward0')
+def _div(n, g):
+    a, b = n._saved_self, n._saved_other
+    return [g / b, None if a is None else -g * a / b ** 2]
+
+
+@rule('SinBackward0')
+def _sin(n, g):
+    return [g * torch.cos(n._saved_self)]
+
+
+@rule('ExpBackward0')
+def _exp(n, g):
+    return [g * n._saved_result]
+
+
+@rule('PowBackward0')
+def _pow(n, g):
+    k = n._saved_exponent
+    return [g * k * n._saved_self ** (k - 1)]
+
+
+@rule('SqrtBackward0')
+def _sqrt(n, g):
+    return [g / (2 * n._saved_result)]
+
+
+@rule('TanhBackward0')
+def _tanh(n, g):
+    return [g * (1 - n._saved_result ** 2)]
+
+
+def node_rule(node, grad):
+    sent = RULES[node.name()](node, grad)
+    return [None if fn is None else s for (fn, _), s in zip(node.next_functions, sent)]
+'''),
+]

@@ -23,6 +23,7 @@ module that happens to import another reaches no further than the other's name.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import functools
 import math
@@ -79,7 +80,8 @@ _WORDS = (("backward", "autograd"), ("grad", "autograd"), ("hook", "autograd"),
           ("fft", "complex"), ("numpy", "library"), ("storage", "memory"),
           ("data_ptr", "memory"), ("dlpack", "memory"), ("as_subclass", "subclass"))
 # Explicit entries come before the word rules: these are allowed though a word matches.
-_ALLOWED_DESPITE_WORDS = {"no_grad", "inference_mode", "is_grad_enabled", "set_grad_enabled"}
+_ALLOWED_DESPITE_WORDS = {"no_grad", "inference_mode", "is_grad_enabled", "set_grad_enabled",
+                          "is_complex"}  # a question, asked to refuse complex inputs
 # Flags a by-hand answer may read (``if x.requires_grad: x = x.detach()``), never set.
 _READABLE_FLAGS = {"requires_grad", "is_leaf"}
 # torch.gradient: finite differences along a dimension.
@@ -154,7 +156,7 @@ ARITHMETIC = {
 }
 # Any answer: the device boilerplate and a warning of its own.
 _ANY_ANSWER = {"torch.cuda.is_available", "torch.cuda.device_count",
-               "torch.backends.mps.is_available", "warnings.warn"}
+               "torch.backends.mps.is_available", "warnings.warn", "types.SimpleNamespace"}
 
 # --------------------------------------------------------------------------
 # A method answer: torch's modules it works with, by name
@@ -181,7 +183,7 @@ _NODE_PRIVATE = {"_input_metadata", "_sequence_nr", "_version", "_base", "_is_vi
 # Bookkeeping modules: safe for any answer, except the parts named below.
 BOOKKEEPING = {"collections", "itertools", "functools", "operator", "heapq", "bisect",
                "typing", "dataclasses", "enum", "numbers", "copy", "statistics", "string",
-               "math", "random", "contextlib"}
+               "math", "random", "contextlib", "abc"}
 _BOOKKEEPING_REFUSED = {
     # the working folder is the operating system's
     "contextlib.chdir": "system",
@@ -197,7 +199,13 @@ CONTAINERS = {"append", "extend", "insert", "pop", "get", "items", "keys", "valu
               "strip", "startswith", "endswith", "replace", "lower", "upper", "add",
               "discard", "remove", "clear", "is_integer", "bit_length", "tiny", "max",
               "min", "eps", "bits", "resolution", "smallest_normal", "popleft",
-              "appendleft", "most_common"}
+              "appendleft", "most_common", "fromkeys", "casefold", "title", "capitalize",
+              "lstrip", "rstrip", "rsplit", "partition", "rpartition", "splitlines",
+              "removeprefix", "removesuffix", "find", "rfind", "isdigit", "isalpha",
+              "isspace", "union", "intersection", "difference", "issubset", "issuperset",
+              "isdisjoint", "format", "start", "stop", "step", "register", "total",
+              "rotate", "maxlen", "move_to_end", "default_factory", "as_integer_ratio",
+              "cache_clear", "_replace", "_asdict", "_fields", "_make"}
 # Frames, code and generators: the way to the check's own variables.
 _INTROSPECTION = {"gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await",
                   "ag_frame", "ag_code", "f_back", "f_locals", "f_globals", "f_builtins",
@@ -208,9 +216,10 @@ _ALLOWED_BUILTINS = frozenset({
     "pow", "print", "range", "reversed", "round", "set", "slice", "sorted", "sum", "tuple",
     "zip", "frozenset", "str", "repr", "hash", "id", "format", "object", "super", "property",
     "staticmethod", "classmethod", "type", "None", "True", "False", "Ellipsis",
-    "NotImplemented", "Exception", "ArithmeticError", "AssertionError", "IndexError",
-    "KeyError", "LookupError", "NotImplementedError", "OverflowError", "RuntimeError",
-    "StopIteration", "TypeError", "ValueError", "ZeroDivisionError",
+    "NotImplemented",
+    # every exception and warning class: raised, caught or warned with
+    *(name for name, value in vars(builtins).items()
+      if isinstance(value, type) and issubclass(value, BaseException)),
 })
 REFUSED_BUILTINS = {
     "eval": "runs-code", "exec": "runs-code", "compile": "runs-code", "__import__": "import",
@@ -254,9 +263,10 @@ _REFUSED_ATTRIBUTES = {
     "vars": "introspection", "open": "system", "breakpoint": "introspection",
 }
 # Refused on any value, yet everyday words for a learner's own state (``self.open``, a
-# gate's flag; ``self.system``, a system of equations): theirs once their own class sets
-# them. Whatever the name, the grade's sandbox refuses opening files and starting processes.
-_EVERYDAY = frozenset({"open", "system"})
+# gate's flag; ``self.system``, a system of equations; ``self.vars``, a formula's
+# variables): theirs once their own class sets them. Whatever the name, the grade's sandbox
+# refuses opening files and starting processes.
+_EVERYDAY = frozenset({"open", "system", "vars"})
 # Names a learner's own attribute may not carry: a class attribute named ``sys`` would
 # otherwise open ``value.sys`` on any value.
 NEVER_OWN = (frozenset(_REFUSED_ATTRIBUTES) - _EVERYDAY) | _INTROSPECTION | {"modules", "numpy"}
@@ -270,6 +280,7 @@ CLASS_SAFE = {"__init__", "__call__", "__repr__", "__str__", "__len__", "__iter_
               "__getitem__", "__setitem__", "__contains__", "__eq__", "__ne__", "__hash__",
               "__bool__", "__enter__", "__exit__", "__post_init__", "__lt__", "__le__",
               "__gt__", "__ge__", "__float__", "__int__", "__index__", "__slots__",
+              "__missing__",
               # names and text, read to tell objects apart (``type(node).__name__``)
               "__name__", "__qualname__", "__doc__", "__module__"}
 CLASS_HOOKS = {"__torch_function__", "__torch_dispatch__", "__getattr__", "__getattribute__",
@@ -437,6 +448,8 @@ def attribute_reason(attr: str, vocabulary: Vocabulary, own: frozenset[str] = fr
     """
     if attr in CLASS_SAFE or (vocabulary.engine and attr in ARITHMETIC_METHODS):
         return None  # a class's own protocol, or an engine's operators (``Value.__radd__``)
+    if attr == "__class__" and reading:
+        return None  # what type(x) gives; set, or defined in a class, it is refused
     if is_dunder(attr):
         return "engine" if attr in ARITHMETIC_METHODS else "dunder"
     if attr in _INTROSPECTION:
@@ -448,7 +461,7 @@ def attribute_reason(attr: str, vocabulary: Vocabulary, own: frozenset[str] = fr
         return "estimate"
     if not vocabulary.by_hand or not table:
         private = attr.startswith("_") and not opened and attr not in _NODE_PRIVATE \
-            and not attr.startswith(_NODE_PRIVATE_PREFIXES)
+            and attr not in CONTAINERS and not attr.startswith(_NODE_PRIVATE_PREFIXES)
         return "private" if private else None
     if opened or attr in CONTAINERS or (reading and attr in _READABLE_FLAGS):
         return None

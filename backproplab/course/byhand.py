@@ -93,6 +93,9 @@ def run_answer(answer: Callable[..., Any], args: Sequence[Any]) -> Ran:
     """
     seen = Nudges(args)
     got, failure, detail = None, None, ""
+    default = torch.get_default_dtype()
+    # torch's own default dtype, as in the grade's fresh process, whatever a notebook set
+    torch.set_default_dtype(torch.float32)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -106,6 +109,8 @@ def run_answer(answer: Callable[..., Any], args: Sequence[Any]) -> Ran:
             failure = "missing"
         except Exception as err:  # the learner's bug, told as a failed check
             failure, detail = "error", f"{type(err).__name__}: {err}"
+        finally:
+            torch.set_default_dtype(default)
     noted = tuple(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
     nudged = seen.nudged()
     if nudged is not None:  # even when the answer swallowed the stop

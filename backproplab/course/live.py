@@ -91,21 +91,24 @@ def _public_name(value: Any) -> str | None:
     notebook would name it: ``functorch.compile.make_boxed_func`` for
     ``torch._functorch...make_boxed_func``, ``torch.matmul`` for the builtin whose qualified
     name is ``torch._VariableFunctionsClass.matmul``, ``torch.einsum`` for
-    ``torch.functional.einsum``; None when it is not torch's or has no public name."""
+    ``torch.functional.einsum``, ``torch.linalg.vecdot`` for ``linalg_vecdot``; Python's
+    own modules written in C by their public name (``heapq.heappush``); None when it has
+    no public name."""
     own, home = getattr(value, "__name__", None), getattr(value, "__module__", None) or ""
-    if isinstance(own, str) and home in ("_functools", "_operator") \
-            and getattr(sys.modules.get(home[1:]), own, None) is value:
-        return f"{home[1:]}.{own}"  # Python's own, written in C: functools.reduce
-    if isinstance(getattr(value, "__objclass__", None), type) \
-            and issubclass(torch.Tensor, value.__objclass__):
-        return f"torch.Tensor.{own}"  # a tensor method held as a value: torch.Tensor.sum
-    if not isinstance(own, str) or home.split(".")[0] not in ("torch", "functorch"):
+    if not isinstance(own, str):
         return None
-    found = [name for name, module in list(sys.modules.items())
+    if home.startswith("_") and getattr(sys.modules.get(home[1:]), own, None) is value:
+        return f"{home[1:]}.{own}"  # Python's own, written in C: functools.reduce, heapq
+    if getattr(torch.Tensor, own, None) is value:
+        return f"torch.Tensor.{own}"  # a tensor method held as a value: torch.Tensor.sum
+    if home.split(".")[0] not in ("torch", "functorch"):
+        return None
+    names = {own, own.split("_", 1)[-1]}  # torch.linalg.vecdot is named linalg_vecdot
+    found = [f"{name}.{n}" for name, module in list(sys.modules.items())
              if name.split(".")[0] in ("torch", "functorch")
              and not any(part.startswith("_") for part in name.split("."))
-             and getattr(module, own, None) is value]
-    return f"{min(found, key=len)}.{own}" if found else None
+             for n in names if getattr(module, n, None) is value]
+    return min(found, key=len) if found else None
 
 
 def _named_tuple(cls: type) -> bool:
@@ -229,15 +232,16 @@ class _Live:
         (``forward = staticmethod(f)`` in a ``torch.autograd.Function``): every dunder
         Python's, the dataclass machinery's or the enum module's."""
         made = {"__module__", "__dict__", "__weakref__", "__doc__", "__annotations__",
-                "__static_attributes__", "__firstlineno__", "__qualname__"}  # Python's own
-        if dataclasses.is_dataclass(cls) or _named_tuple(cls) or isinstance(cls, enum.EnumMeta):
-            made |= {"__dataclass_fields__", "__dataclass_params__", "__match_args__",
-                     "__hash__", "__slots__", "__new__", "__getnewargs__",
-                     "__orig_bases__"}
-            made |= {a for a, m in vars(cls).items() if isinstance(m, types.FunctionType)
-                     and not (_typed_in(m.__code__, cls.__module__)
-                              and _node(m.__code__, _FUNCTIONS))}  # the machinery's
-        return (isinstance(cls, type) and cls.__module__ == "__main__"
+                "__static_attributes__", "__firstlineno__", "__qualname__",
+                "__slots__"}  # Python's own
+        record = dataclasses.is_dataclass(cls) or _named_tuple(cls)
+        if record or isinstance(cls, enum.EnumMeta):
+            made |= {a for a, m in vars(cls).items() if not (
+                isinstance(m, types.FunctionType) and _typed_in(m.__code__, cls.__module__)
+                and _node(m.__code__, _FUNCTIONS))}  # the machinery's, none the learner's
+        # make_dataclass names its class's module "types" (before Python 3.12)
+        homes = ("__main__", "types") if record else ("__main__",)
+        return (isinstance(cls, type) and cls.__module__ in homes
                 and _Live._class_code(cls) is None
                 and {a for a in vars(cls) if a.startswith("__")} <= made)
 
@@ -252,7 +256,8 @@ class _Live:
         bases = ", ".join(self._base(b, scope) for b in cls.__bases__ if b is not object)
         self.trees.append(ast.parse(f"class {cls.__name__}({bases}):\n{body}"))
         for attr, held in vars(cls).items():
-            if not attr.startswith("_"):  # the rest is Python's (_plain_class)
+            # the rest is Python's (_plain_class), a slot's descriptor too
+            if not attr.startswith("_") and not isinstance(held, types.MemberDescriptorType):
                 self.held(attr, held, scope)
 
     def _base(self, base: type, scope: dict[str, Any]) -> str:

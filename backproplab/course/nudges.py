@@ -97,10 +97,13 @@ _MOVES = {
     "gather", "take", "view_as", "expand_as", "constant_pad_nd", "im2col", "where",
     "masked_fill", "stack", "cat", "index_put", "copy", "fill", "zero", "_to_copy",
 }
-# Functions no polynomial matches along a line through 0 (exp(k u) for k = 1, 2, 4...): an
-# estimate there is never exact, so ``exp(u)`` beside ``exp(2 * u)`` (tanh written out) is
-# no nudge when the two are the same tensor times powers of two (`_doubled`).
-_CURVED = {"exp", "exp2", "expm1", "sin", "cos", "sinh", "cosh", "tanh", "sigmoid"}
+# Functions whose values at one tensor times powers of two give no slope: those no
+# polynomial matches along a line through 0 (exp(k u) for k = 1, 2, 4...), where an
+# estimate is never exact, and those whose value at 2u is twice that at u (a min). So
+# ``exp(u)`` beside ``exp(2 * u)`` (tanh written out), or the minimum of a tensor scaled by
+# 2, 4, 8 in a search, is no nudge (`_doubled`).
+_ALONG_A_RAY = {"exp", "exp2", "expm1", "sin", "cos", "sinh", "cosh", "tanh", "sigmoid",
+                "abs", "min", "max", "amin", "amax"}
 # Comparisons give no values to take a slope from (``while smallest * low < tiny``).
 _COMPARED = {"lt", "le", "gt", "ge", "eq", "ne"}
 # Makers of constants shaped like a value (no values of it in them).
@@ -240,7 +243,7 @@ class Nudges(QuietDispatchMode):
                    self._operands(kwargs, None, copy.root))
             points = self._points.setdefault(key, [])
             if any(_two_points(old, seen, copy, value) and not (
-                    name in _CURVED and _doubled(old, seen, copy, value))
+                    name in _ALONG_A_RAY and _doubled(old, seen, copy, value))
                    for old, seen in points):
                 self._stop(copy)
             if len(points) < _KEPT:

@@ -162,14 +162,21 @@ class _Names(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        # namedtuple("Pair", ["primal", "tangent"]) (or "primal tangent") defines the
-        # attributes its fields name, as a class body would
-        if (_chain(node.func) or [""])[-1] == "namedtuple" and len(node.args) > 1:
-            fields = node.args[1]
-            words = [fields.value] if isinstance(fields, ast.Constant) else [
-                e.value for e in getattr(fields, "elts", ()) if isinstance(e, ast.Constant)]
-            self.attributes.update(w for text in words if isinstance(text, str)
-                                   for w in text.replace(",", " ").split())
+        # namedtuple("Pair", ["primal", "tangent"]) (or "primal tangent", or as
+        # field_names=), NamedTuple("Pair", [("primal", T), ...]) and make_dataclass define
+        # the attributes their fields name, as a class body would; so do the keywords of
+        # SimpleNamespace(value=...)
+        maker = (_chain(node.func) or [""])[-1]
+        if maker == "SimpleNamespace":
+            self.attributes.update(k.arg for k in node.keywords if k.arg)
+        if maker in ("namedtuple", "NamedTuple", "make_dataclass"):
+            given = [k.value for k in node.keywords if k.arg in ("field_names", "fields")]
+            fields = node.args[1] if len(node.args) > 1 else (given or [None])[0]
+            items = [fields] if isinstance(fields, ast.Constant) else getattr(fields, "elts", [])
+            words = [(getattr(e, "elts", None) or [e])[0] for e in items]  # ("name", T)
+            self.attributes.update(w for e in words if isinstance(e, ast.Constant)
+                                   and isinstance(e.value, str)
+                                   for w in e.value.replace(",", " ").split())
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -405,7 +412,13 @@ class _Reader(ast.NodeVisitor):
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
 
     def _annotation(self, annotation: ast.AST) -> None:
-        if any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+        # Words that are values, never evaluated: a Literal's, an Annotated's notes
+        words = {id(n) for s in ast.walk(annotation) if isinstance(s, ast.Subscript)
+                 for k, part in enumerate(getattr(s.slice, "elts", [s.slice]))
+                 if (_chain(s.value) or [""])[-1] == "Literal"
+                 or ((_chain(s.value) or [""])[-1] == "Annotated" and k)
+                 for n in ast.walk(part)}
+        if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in words
                for n in ast.walk(annotation)):
             self._add(annotation, f"the annotation {ast.unparse(annotation)}", "annotation")
 

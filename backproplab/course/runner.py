@@ -59,7 +59,8 @@ PRELOAD = ("torch._subclasses.schema_check_mode", "torch.func", "torch.nn.functi
 # And before a method exercise's answer: torch.optim's step, a checkpoint and torch.func's
 # transforms import torch._dynamo, half of a container's start (a by-hand answer may use
 # none of them, so a submission of by-hand exercises alone never loads it).
-METHOD_PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile")
+METHOD_PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile",
+                  "torch._decomp.decompositions_for_jvp")  # forward mode's first use
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -109,7 +110,7 @@ def _plain(value: Any, depth: int = 0) -> Any:
             else f"<a {type(value).__name__} object>"
     if value is None or type(value) in (bool, int, float, complex, str):
         return value
-    if type(value) in (tuple, list) and depth < 4:
+    if isinstance(value, (tuple, list)) and depth < 4:  # a named tuple too, as the kernel
         return tuple(_plain(v, depth + 1) for v in value)
     return f"<a {type(value).__name__} object>"
 

@@ -143,7 +143,8 @@ class _Reads(ast.NodeVisitor):
     ``lazy``: names read only when a function it defines is called; ``bound``: the global
     names it binds (inside ``if``, ``for``, ``with`` and ``try`` blocks too); ``fills``:
     the global names whose items or attributes it sets (``TABLE[k] = ...``,
-    ``TABLE.append(...)``).
+    ``TABLE.append(...)``); ``lazy_fills``: those a function it defines sets when called
+    (a decorator that registers what it decorates).
     """
 
     def __init__(self) -> None:
@@ -151,6 +152,7 @@ class _Reads(ast.NodeVisitor):
         self.lazy: set[str] = set()
         self.bound: set[str] = set()
         self.fills: set[str] = set()
+        self.lazy_fills: set[str] = set()
         self.scopes: list[tuple[str, set[str]]] = []  # ("function" | "class", its names)
 
     def _local(self, name: str) -> bool:
@@ -177,8 +179,8 @@ class _Reads(ast.NodeVisitor):
     def _fill(self, target: ast.AST) -> None:
         while isinstance(target, (ast.Attribute, ast.Subscript, ast.Starred)):
             target = target.value
-        if isinstance(target, ast.Name) and not self._lazy() and not self._local(target.id):
-            self.fills.add(target.id)
+        if isinstance(target, ast.Name) and not self._local(target.id):
+            (self.lazy_fills if self._lazy() else self.fills).add(target.id)
 
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load):
@@ -358,11 +360,24 @@ def _definition(table: list[_Statement], name: str, before: int) -> list[int]:
     """The statements above ``before`` that define ``name`` as it stands there: its latest
     binding, then what sets its items or attributes (``Value.exp = exp``, a loop filling
     a table)."""
-    start = next((k for k in range(before - 1, -1, -1) if name in table[k].reads.bound), None)
+    start = _latest(table, name, before)
     if start is None:
         return []
-    return [start] + [k for k in range(start + 1, before) if name in table[k].reads.fills
-                      and name not in table[k].reads.bound]
+    return [start] + [k for k in range(start + 1, before) if name not in table[k].reads.bound
+                      and (name in table[k].reads.fills or _fills_by_call(table, name, k))]
+
+
+def _latest(table: list[_Statement], name: str, before: int) -> int | None:
+    return next((k for k in range(before - 1, -1, -1) if name in table[k].reads.bound), None)
+
+
+def _fills_by_call(table: list[_Statement], name: str, k: int) -> bool:
+    """Whether statement ``k`` is decorated by a function of the notebook's that sets
+    items of ``name`` (``@register("mul")`` filling a table of rules)."""
+    decorators = getattr(table[k].tree, "decorator_list", [])
+    found = [_latest(table, n.id, k) for d in decorators for n in ast.walk(d)
+             if isinstance(n, ast.Name)]
+    return any(d is not None and name in table[d].reads.lazy_fills for d in found)
 
 
 def unreadable_note(unreadable: Sequence[tuple[int, int, str]],

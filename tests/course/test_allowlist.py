@@ -218,14 +218,46 @@ def test_an_enums_members_hold_a_name_and_a_value():
     assert [f.used for f in rules.read([ast.parse(plain)], rules.BY_HAND)] == [".value"]
 
 
+@pytest.mark.parametrize("source", [
+    "import warnings\n\ndef f(x):\n    warnings.warn('w', UserWarning)\n"
+    "    try:\n        return x.lower()\n    except AttributeError:\n        return x\n",
+    "from typing import Annotated, Literal\n\ndef f(x: Annotated[int, '(n,)'],"
+    " mode: Literal['all', 'any']) -> int:\n    return x\n",
+    "from dataclasses import make_dataclass\nP = make_dataclass('P', ['value', ('change', int)])"
+    "\n\ndef f(p):\n    return p.value + p.change\n",
+    "from typing import NamedTuple\nP = NamedTuple('P', [('value', int), ('change', int)])\n\n"
+    "def f(p):\n    return p._replace(value=1)._asdict(), p.change\n",
+    "from collections import namedtuple\nP = namedtuple('P', field_names=['value'])\n\n"
+    "def f(p):\n    return p.value\n",
+    "from abc import ABC, abstractmethod\n\nclass Rule(ABC):\n    @abstractmethod\n"
+    "    def left(self, node): ...\n",
+    "from types import SimpleNamespace\n\ndef f(x):\n    s = SimpleNamespace(x=x)\n"
+    "    return s.x\n",
+    "def f(y, i, k):\n    if torch.is_complex(y):\n        raise TypeError('real only')\n"
+    "    w = slice(i, i + k)\n    return y[w.start:w.stop], set(range(k)).intersection({1}), "
+    "dict.fromkeys('ab'), 'A'.casefold(), '{}'.format(k)\n",
+    "class Buffers(dict):\n    def __missing__(self, key):\n        self[key] = []\n"
+    "        return self[key]\n",
+], ids=["exceptions and warnings", "Literal and Annotated", "make_dataclass",
+        "NamedTuple called", "namedtuple field_names=", "abc", "SimpleNamespace",
+        "predicates and methods of plain objects", "__missing__"])
+def test_ordinary_python_is_read_as_allowed(source):
+    assert _reasons(source, rules.BY_HAND) == {}
+
+
 @pytest.mark.parametrize("vocabulary", [rules.BY_HAND, rules.METHOD], ids=["by-hand", "method"])
 def test_reading_a_name_is_not_machinery_but_climbing_the_class_is(vocabulary):
     honest = "def is_leaf(node):\n    return type(node).__name__ == 'AccumulateGrad'\n"
     assert rules.read([ast.parse(honest)], vocabulary) == []
     climbing = "def base(x):\n    return x.__class__.__mro__\n"
     found = rules.read([ast.parse(climbing)], vocabulary)
-    assert {f.used for f in found} == {".__class__", ".__mro__"}
-    assert all(f.why == "dunder" for f in found)
+    assert [(f.used, f.why) for f in found] == [(".__mro__", "dunder")]
+    # x.__class__ is type(x), read; set, or defined by a class, it is refused
+    honest = "def name(x):\n    return f'{x.__class__.__name__}()'\n"
+    assert rules.read([ast.parse(honest)], vocabulary) == []
+    for spoof in ("def f(x):\n    x.__class__ = int\n",
+                  "class A:\n    @property\n    def __class__(self):\n        return int\n"):
+        assert [f.why for f in rules.read([ast.parse(spoof)], vocabulary)] == ["dunder"]
 
 
 def test_a_derivation_may_shift_an_input_once_an_estimate_may_not():
@@ -354,8 +386,8 @@ def test_own_attribute_names_open_nothing_refused_elsewhere():
 
 @pytest.mark.parametrize(("source", "used"), [
     ("def f(x):\n    return x.__self__\n", ".__self__"),
-    ("def f(x):\n    match x:\n        case object(__class__=k):\n            return k\n",
-     "case object(__class__=...)"),
+    ("def f(x):\n    match x:\n        case object(__dict__=k):\n            return k\n",
+     "case object(__dict__=...)"),
     ("def f(x):\n    return getattr(x, '__dict__')\n", "getattr(..., '__dict__')"),
     ("def f(x):\n    return '{0.__class__}'.format(x)\n", ".format(...)"),
     ("class A:\n    __match_args__ = ('__self__',)\n", "A.__match_args__"),

@@ -55,6 +55,25 @@ def test_the_answer_sees_fresh_inputs_each_trial():
     assert len({tuple(x.tolist()) for x in seen}) == 4
 
 
+def test_the_answer_runs_with_torchs_default_dtype_whatever_the_notebook_set():
+    """The grade runs an answer in a fresh process, where torch's default dtype is float32:
+    the kernel's feedback runs it so too, and leaves the notebook's setting as it was."""
+    def made_without_dtype(x):
+        out = torch.zeros(x.shape)
+        out += 2 * x  # written into a tensor of the default dtype
+        return out
+
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        report = _check(made_without_dtype)
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(before)
+    assert not report.ok
+    assert "float32 while the inputs are float64" in " ".join(str(report).split())
+
+
 @pytest.mark.parametrize(
     "hard_coded",
     [
