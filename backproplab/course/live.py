@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections
 import dataclasses
 import enum
 import functools
@@ -109,6 +110,20 @@ def _public_name(value: Any) -> str | None:
              and not any(part.startswith("_") for part in name.split("."))
              for n in names if getattr(module, n, None) is value]
     return min(found, key=len) if found else None
+
+
+# Where Python's record makers write a class's methods: generated code, or their modules.
+_MAKERS = ("<string>", dataclasses.__file__, enum.__file__, collections.__file__)
+
+
+def _machinery(member: Any) -> bool:
+    """Whether a class member is one a record maker wrote (a dataclass's ``__eq__``, a named
+    tuple's ``__new__``, an IntEnum's ``__format__``, which is int's): never the learner's
+    code, nor a library's function put there (``__call__ = torch.autograd.grad``)."""
+    member = getattr(member, "__func__", member)
+    if isinstance(member, types.FunctionType):
+        return member.__code__.co_filename in _MAKERS
+    return getattr(member, "__objclass__", None) in (object, int, str, float, tuple)
 
 
 def _named_tuple(cls: type) -> bool:
@@ -236,9 +251,9 @@ class _Live:
                 "__slots__"}  # Python's own
         record = dataclasses.is_dataclass(cls) or _named_tuple(cls)
         if record or isinstance(cls, enum.EnumMeta):
-            made |= {a for a, m in vars(cls).items() if not (
-                isinstance(m, types.FunctionType) and _typed_in(m.__code__, cls.__module__)
-                and _node(m.__code__, _FUNCTIONS))}  # the machinery's, none the learner's
+            made |= {"__dataclass_fields__", "__dataclass_params__", "__match_args__",
+                     "__hash__", "__orig_bases__"}
+            made |= {a for a, m in vars(cls).items() if _machinery(m)}
         # make_dataclass names its class's module "types" (before Python 3.12)
         homes = ("__main__", "types") if record else ("__main__",)
         return (isinstance(cls, type) and cls.__module__ in homes

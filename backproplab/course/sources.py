@@ -359,19 +359,19 @@ def from_notebook(cells: Sequence[str], names: Iterable[str],
 def _definition(table: list[_Statement], name: str, before: int) -> list[int]:
     """The statements above ``before`` that define ``name`` as it stands there: its latest
     binding, then what sets its items or attributes (``Value.exp = exp``, a loop filling
-    a table)."""
+    a table, a function decorated by one that registers it in the table)."""
     start = _latest(table, name, before)
     if start is None:
         return []
     return [start] + [k for k in range(start + 1, before) if name not in table[k].reads.bound
-                      and (name in table[k].reads.fills or _fills_by_call(table, name, k))]
+                      and (name in table[k].reads.fills or _filled_by_decorator(table, name, k))]
 
 
 def _latest(table: list[_Statement], name: str, before: int) -> int | None:
     return next((k for k in range(before - 1, -1, -1) if name in table[k].reads.bound), None)
 
 
-def _fills_by_call(table: list[_Statement], name: str, k: int) -> bool:
+def _filled_by_decorator(table: list[_Statement], name: str, k: int) -> bool:
     """Whether statement ``k`` is decorated by a function of the notebook's that sets
     items of ``name`` (``@register("mul")`` filling a table of rules)."""
     decorators = getattr(table[k].tree, "decorator_list", [])

@@ -228,3 +228,21 @@ def test_an_enum_stands_as_a_record_with_its_members():
                            "def per(name):\n    return Kept[name].value\n",
                            "<test cell sources-enum>")
     assert _read(space["per"]) == ([], "")
+
+
+def test_records_of_every_maker_stand_as_records_but_not_one_holding_a_librarys_dunder():
+    """A dataclass, a named tuple, an IntEnum, a StrEnum and make_dataclass's class have
+    methods their makers wrote: each stands as a record. A record class that puts a
+    library's function under a dunder (``__call__ = torch.autograd.grad``) does not."""
+    space = _notebook_cell(
+        "import dataclasses, enum, collections\nfrom typing import NamedTuple\n\n\n"
+        "@dataclasses.dataclass(frozen=True, order=True)\nclass D:\n    a: int = 0\n\n\n"
+        "@dataclasses.dataclass\nclass Sly:\n    a: int = 0\n"
+        "    __call__ = torch.autograd.grad\n\n\n"
+        "P = collections.namedtuple('P', 'a b')\n\n\nclass N(NamedTuple):\n    a: int\n\n\n"
+        "class I(enum.IntEnum):\n    x = 1\n\n\nclass S(enum.StrEnum):\n    x = 'a'\n\n\n"
+        "M = dataclasses.make_dataclass('M', ['a'])\n\n\n"
+        "def honest(t):\n    return D(1).a + P(1, 2).b + N(3).a + I.x + len(S.x) + M(1).a\n\n\n"
+        "def sly(t):\n    return Sly()\n", "<test cell sources-makers>")
+    assert _read(space["honest"]) == ([], "")
+    assert "Sly" in _read(space["sly"])[1]
