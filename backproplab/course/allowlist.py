@@ -402,8 +402,10 @@ def _judge(qualified: str, vocabulary: Vocabulary) -> str | None:
     if vocabulary.by_hand:
         if qualified in ARITHMETIC or qualified in {"torch", "torch.nn", "torch.Tensor"}:
             return None  # the module itself, read as a name (``F``)
-        dtype = isinstance(getattr(torch, module.partition("torch.")[2], None), torch.dtype)
-        if module == "torch.Tensor" or dtype:  # torch.Tensor.sum, torch.float32.itemsize
+        held = getattr(torch, module[len("torch."):], None) if module.startswith("torch.") \
+            else None
+        if module == "torch.Tensor" or isinstance(held, torch.dtype):
+            # a tensor's method (torch.Tensor.sum), a dtype's attribute (torch.float32.itemsize)
             return attribute_reason(last, vocabulary, frozenset())
         if last in ARITHMETIC.get(module, ()):
             return _arithmetic_word(last, vocabulary)

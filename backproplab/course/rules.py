@@ -216,6 +216,19 @@ class _Names(ast.NodeVisitor):
         super().generic_visit(node)
 
 
+def _hint_values(annotation: ast.AST) -> set[int]:
+    """The ids of a hint's nodes that are values, never evaluated as code: a Literal's words
+    (``Literal["relu"]``) and an Annotated's notes (``Annotated[Tensor, "(n,)"]``)."""
+    found: set[int] = set()
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Subscript):
+            kind = (_chain(node.value) or [""])[-1]
+            parts = getattr(node.slice, "elts", [node.slice])
+            values = parts if kind == "Literal" else parts[1:] if kind == "Annotated" else []
+            found |= {id(n) for part in values for n in ast.walk(part)}
+    return found
+
+
 def _class_attributes(item: ast.stmt) -> list[str]:
     """The attribute names one statement of a class body defines."""
     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -412,13 +425,8 @@ class _Reader(ast.NodeVisitor):
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
 
     def _annotation(self, annotation: ast.AST) -> None:
-        # Words that are values, never evaluated: a Literal's, an Annotated's notes
-        words = {id(n) for s in ast.walk(annotation) if isinstance(s, ast.Subscript)
-                 for k, part in enumerate(getattr(s.slice, "elts", [s.slice]))
-                 if (_chain(s.value) or [""])[-1] == "Literal"
-                 or ((_chain(s.value) or [""])[-1] == "Annotated" and k)
-                 for n in ast.walk(part)}
-        if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in words
+        values = _hint_values(annotation)
+        if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in values
                for n in ast.walk(annotation)):
             self._add(annotation, f"the annotation {ast.unparse(annotation)}", "annotation")
 
