@@ -122,7 +122,7 @@ def fork_workers(functions: Sequence[Callable[..., Any]]) -> None:
         except TypeError:  # no source to send: `run` will say so, as it does in a notebook
             continue
         _COMPILED[shipped.name, shipped.source] = compile(shipped.source, shipped.filename,
-                                                           "exec")
+                                                           "exec", dont_inherit=True)
 
 
 class _FromSource:
@@ -159,7 +159,8 @@ class _FromSource:
                                      "math": math, "__name__": "__notebook__"}
         code = _COMPILED.get((self.name, self.source))
         if code is None:
-            code = compile(self.source, self.filename, "exec")
+            # dont_inherit: the notebook's code, not this module's future imports
+            code = compile(self.source, self.filename, "exec", dont_inherit=True)
         exec(code, namespace)
         function = namespace.get(self.name)
         if not callable(function):

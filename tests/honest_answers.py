@@ -6131,3 +6131,594 @@ def node_rule(node, grad):
     return [None if fn is None else s for (fn, _), s in zip(node.next_functions, sent)]
 '''),
 ]
+
+
+# ---------------------------------------------------------------- a second hunt, once refused
+# Lesson 23 (a decorated function sent to workers, records made inside it), the method
+# exercises (an optimizer's first step in the sandbox, re, time, warnings filters,
+# torch.cuda.empty_cache, torch._check in a fake) and by-hand numerics (x * x beside
+# 2x * (x - 4), an input overwritten in place, torch.vander, triu_indices, asarray, the
+# in-place forms torch.sigmoid_).
+HONEST += [
+    Honest('l23-fp16-hook',
+           'torch.no_grad() as a decorator on the hook',
+           '''\
+@torch.no_grad()
+def fp16_average(state, bucket):
+    world = dist.get_world_size()
+    half = bucket.buffer().div(world).to(torch.float16)
+    fut = dist.all_reduce(half, async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0].to(torch.float32))
+'''),
+    Honest('l23-fp16-hook',
+           'collections.namedtuple to carry the world size and dtype',
+           '''\
+def fp16_average(state, bucket):
+    from collections import namedtuple
+
+    Plan = namedtuple('Plan', ['world', 'wire', 'home'])
+    plan = Plan(dist.get_world_size(), torch.float16, bucket.buffer().dtype)
+    sent = bucket.buffer().div(plan.world).to(plan.wire)
+    fut = dist.all_reduce(sent, async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0].to(plan.home))
+'''),
+    Honest('l23-fp16-hook',
+           'a small @dataclass for the compression settings, inside the hook',
+           '''\
+def fp16_average(state, bucket):
+    from dataclasses import dataclass
+
+    @dataclass
+    class Compression:
+        wire: torch.dtype = torch.float16
+        home: torch.dtype = torch.float32
+
+    c = Compression()
+    sent = (bucket.buffer() / dist.get_world_size()).to(c.wire)
+    fut = dist.all_reduce(sent, async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0].to(c.home))
+'''),
+    Honest('l23-fp16-hook',
+           '@torch.no_grad without parentheses',
+           '''\
+@torch.no_grad
+def fp16_average(state, bucket):
+    half = (bucket.buffer() / dist.get_world_size()).half()
+    return dist.all_reduce(half, async_op=True).get_future().then(
+        lambda f: f.value()[0].float())
+'''),
+    Honest('l23-buckets',
+           'torch.no_grad() decorating the function, dict of pending grads',
+           '''\
+@torch.no_grad()
+def bucketed_averaging(model, cap):
+    params = list(model.parameters())
+    state = {'bucket': [], 'bytes': 0, 'done': 0}
+
+    def flush():
+        grads = [p.grad for p in state['bucket']]
+        flat = torch.cat([g.view(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat /= dist.get_world_size()
+        for g, part in zip(grads, flat.split([g.numel() for g in grads])):
+            g.copy_(part.view_as(g))
+        state['bucket'], state['bytes'] = [], 0
+
+    def hook(p):
+        state['bucket'].append(p)
+        state['bytes'] += p.grad.numel() * p.grad.element_size()
+        state['done'] += 1
+        if state['bytes'] >= cap or state['done'] == len(params):
+            flush()
+        if state['done'] == len(params):
+            state['done'] = 0
+
+    for p in params:
+        p.register_post_accumulate_grad_hook(hook)
+'''),
+    Honest('l23-buckets',
+           'a @dataclass Bucket inside the function, holding params and bytes',
+           '''\
+def bucketed_averaging(model, cap):
+    from dataclasses import dataclass, field
+
+    @dataclass
+    class Bucket:
+        params: list = field(default_factory=list)
+        nbytes: int = 0
+
+        def add(self, p):
+            self.params.append(p)
+            self.nbytes += p.grad.numel() * p.grad.element_size()
+
+        def send(self):
+            flat = torch.cat([p.grad.flatten() for p in self.params])
+            dist.all_reduce(flat)
+            flat.div_(dist.get_world_size())
+            offset = 0
+            for p in self.params:
+                n = p.grad.numel()
+                p.grad.copy_(flat.narrow(0, offset, n).view_as(p.grad))
+                offset += n
+
+    params = list(model.parameters())
+    current = [Bucket()]
+    arrived = [0]
+
+    def on_ready(p):
+        current[0].add(p)
+        arrived[0] += 1
+        last = arrived[0] == len(params)
+        if current[0].nbytes >= cap or last:
+            current[0].send()
+            current[0] = Bucket()
+        if last:
+            arrived[0] = 0
+
+    for p in params:
+        p.register_post_accumulate_grad_hook(on_ready)
+'''),
+    Honest('l23-buckets',
+           'a typing.NamedTuple per bucket entry (param, size)',
+           '''\
+def bucketed_averaging(model, cap):
+    from typing import NamedTuple
+
+    class Entry(NamedTuple):
+        param: torch.Tensor
+        nbytes: int
+
+    params = list(model.parameters())
+    entries, arrived = [], [0]
+
+    def send():
+        flat = torch.cat([e.param.grad.reshape(-1) for e in entries])
+        dist.all_reduce(flat)
+        flat /= dist.get_world_size()
+        pieces = flat.split([e.param.numel() for e in entries])
+        for e, piece in zip(entries, pieces):
+            e.param.grad.copy_(piece.view_as(e.param))
+        entries.clear()
+
+    def ready(p):
+        entries.append(Entry(p, p.grad.numel() * p.grad.element_size()))
+        arrived[0] += 1
+        if sum(e.nbytes for e in entries) >= cap or arrived[0] == len(params):
+            send()
+        if arrived[0] == len(params):
+            arrived[0] = 0
+
+    for p in params:
+        p.register_post_accumulate_grad_hook(ready)
+'''),
+    Honest('l23-shard-mean',
+           'torch.no_grad() decorator, P2P with a dict of requests',
+           '''\
+@torch.no_grad()
+def shard_mean(grad):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    size = math.ceil(grad.shape[0] / world)
+    mine = grad[rank * size:(rank + 1) * size]
+    got = {}
+    reqs = []
+    for peer in range(world):
+        if peer != rank:
+            got[peer] = torch.empty_like(mine)
+            reqs.append(dist.isend(grad[peer * size:(peer + 1) * size].contiguous(), dst=peer))
+            reqs.append(dist.irecv(got[peer], src=peer))
+    for r in reqs:
+        r.wait()
+    total = mine.clone()
+    for t in got.values():
+        total.add_(t)
+    return total.div_(world)
+'''),
+    Honest('l23-shard-mean',
+           "a typing.NamedTuple for each rank's row range",
+           '''\
+def shard_mean(grad):
+    from typing import NamedTuple
+
+    class Rows(NamedTuple):
+        start: int
+        stop: int
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    n = grad.shape[0]
+    size = -(-n // world)
+    ranges = [Rows(min(r * size, n), min((r + 1) * size, n)) for r in range(world)]
+    mine = ranges[rank]
+    own = grad[mine.start:mine.stop]
+    waits, received = [], []
+    for peer, rows in enumerate(ranges):
+        if peer == rank:
+            continue
+        waits.append(dist.isend(grad[rows.start:rows.stop].contiguous(), peer))
+        received.append(torch.empty_like(own))
+        waits.append(dist.irecv(received[-1], peer))
+    for w in waits:
+        w.wait()
+    return sum(received, own.clone()) / world
+'''),
+    Honest('l23-shard-mean',
+           'a frozen @dataclass for the layout (rows per rank)',
+           '''\
+def shard_mean(grad):
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Layout:
+        rows: int
+        world: int
+
+        def of(self, r):
+            size = -(-self.rows // self.world)
+            return slice(r * size, (r + 1) * size)
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    lay = Layout(grad.shape[0], world)
+    mine = grad[lay.of(rank)]
+    reqs, parts = [], []
+    for r in range(world):
+        if r != rank:
+            reqs.append(dist.isend(grad[lay.of(r)].contiguous(), r))
+            parts.append(torch.empty_like(mine))
+            reqs.append(dist.irecv(parts[-1], r))
+    for q in reqs:
+        q.wait()
+    return torch.stack([mine, *parts]).sum(0) / world
+'''),
+    Honest('l14-windows',
+           'an SGD optimizer used only for its zero_grad (no step), a Trainer class',
+           '''\
+class Trainer:
+    def __init__(self, W):
+        self.W = W.detach().clone().requires_grad_(True)
+        self.opt = torch.optim.SGD([self.W], lr=0.1)
+
+    def window_gradient(self, h_enter, window, k1):
+        self.opt.zero_grad()
+        h = h_enter.detach()
+        loss = 0.0
+        for s, x in enumerate(window):
+            h = torch.tanh(self.W @ h + x)
+            if s >= len(window) - k1:
+                loss = loss + (h ** 2).sum()
+        loss.backward()
+        return self.W.grad.clone()
+
+
+def tbptt_gradients(W, xs, k1, k2):
+    trainer = Trainer(W)
+    with torch.no_grad():
+        states = [torch.zeros(W.shape[0], dtype=W.dtype)]
+        for x in xs:
+            states.append(torch.tanh(W @ states[-1] + x))
+    out = []
+    for t in range(k1, len(xs) + 1, k1):
+        first = max(0, t - k2)
+        out.append(trainer.window_gradient(states[first], xs[first:t], k1))
+    return out
+'''),
+    Honest('l02-rule',
+           're to strip the Backward suffix, a dict of lambdas keyed by the op',
+           '''\
+import re
+
+
+def node_rule(node, grad):
+    op = re.sub(r"Backward\\d+$", "", node.name())
+    s = getattr(node, "_saved_self", None)
+    o = getattr(node, "_saved_other", None)
+    r = getattr(node, "_saved_result", None)
+    rules = {
+        "Add": lambda: [grad, grad],
+        "Sub": lambda: [grad, -grad],
+        "Mul": lambda: [None if o is None else grad * o, None if s is None else grad * s],
+        "Div": lambda: [grad / o, None if s is None else -grad * s / o**2],
+        "Sin": lambda: [grad * s.cos()],
+        "Exp": lambda: [grad * r],
+        "Pow": lambda: [grad * node._saved_exponent * s ** (node._saved_exponent - 1)],
+        "Sqrt": lambda: [grad / (2 * r)],
+        "Tanh": lambda: [grad * (1 - r * r)],
+    }
+    sent = rules[op]()
+    return [None if fn is None else g for (fn, _), g in zip(node.next_functions, sent)]
+'''),
+    Honest('l01-formula',
+           're.match on the node name, a recursive function with a str.join',
+           '''\
+import re
+
+
+def formula(out, names):
+    label = {id(t): n for n, t in names.items()}
+    infix = {"Add": "+", "Sub": "-", "Mul": "*"}
+
+    def text(node):
+        kind = re.match(r"[A-Za-z]+?(?=Backward|$)", node.name().split("::")[-1]).group(0)
+        if kind == "AccumulateGrad":
+            return label[id(node.variable)]
+        args = [fn for fn, _ in node.next_functions]
+        if kind in ("Sin", "Exp"):
+            return "torch." + kind.lower() + "(" + text(args[0]) + ")"
+        if kind == "Pow":
+            return "(" + text(args[0]) + " ** " + str(node._saved_exponent) + ")"
+        if args[0] is None:
+            return "(" + str(node._saved_self.item()) + " * " + text(args[1]) + ")"
+        if args[1] is None:
+            return "(" + text(args[0]) + " * " + str(node._saved_other.item()) + ")"
+        return "(" + f" {infix[kind]} ".join(text(a) for a in args) + ")"
+
+    return text(out.grad_fn)
+'''),
+    Honest('l15-vanishing',
+           'warnings.catch_warnings(record=True) kept to look at what backward warned',
+           '''\
+import warnings
+
+
+def first_vanishing_layer(model, x, threshold):
+    norms, handles = {}, []
+    for name, layer in model.named_children():
+        def record(module, grad_input, grad_output, name=name):
+            norms[name] = grad_input[0].norm().item()
+        handles.append(layer.register_full_backward_hook(record))
+    with warnings.catch_warnings(record=True) as caught:
+        model(x).sum().backward()
+    for w in caught:
+        print("warning during backward:", w.message)
+    for handle in handles:
+        handle.remove()
+    for name, _ in reversed(list(model.named_children())):
+        if norms[name] < threshold:
+            return name
+    return None
+'''),
+    Honest('l16-checkpoint',
+           'real checkpointed runs under warnings.catch_warnings, a greedy-free exhaustive search',
+           '''\
+import warnings
+from torch.utils.checkpoint import checkpoint
+
+
+def choose_checkpoints(blocks, x):
+    params = {p.untyped_storage().data_ptr() for p in blocks.parameters()}
+
+    def kept(chosen):
+        seen = {}
+
+        def pack(t):
+            if t.untyped_storage().data_ptr() not in params:
+                seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with saved_tensors_hooks(pack, lambda t: t):
+                h = x
+                for i, block in enumerate(blocks):
+                    h = checkpoint(block, h, use_reentrant=False) if i in chosen else block(h)
+        return sum(seen.values())
+
+    h, inside = x, []
+    for block in blocks:
+        h, n = kept_inside(block, h)
+        inside.append(n)
+    plain = kept(set())
+    choices = sorted(range(1 << len(blocks)),
+                     key=lambda m: sum(multiply_adds(blocks[i]) for i in range(len(blocks)) if m >> i & 1))
+    for m in choices:
+        chosen = {i for i in range(len(blocks)) if m >> i & 1}
+        if plain - sum(inside[i] for i in chosen) <= 0.6 * plain:
+            return sorted(chosen)
+''',
+           earlier=LESSON_16_HELPERS),
+    Honest('l16-checkpoint',
+           'time.perf_counter around the search, printed',
+           '''\
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Info:
+    index: int
+    inside: int
+    cost: int
+
+
+@dataclass
+class Option:
+    cost: int
+    chosen: list
+
+
+def choose_checkpoints(blocks, x):
+    started = time.perf_counter()
+    infos = []
+    h = x
+    for i, block in enumerate(blocks):
+        h, inside = kept_inside(block, h)
+        infos.append(Info(i, inside, multiply_adds(block)))
+    plain = len(blocks) * x.untyped_storage().nbytes() + sum(b.inside for b in infos)
+    options = []
+    for mask in range(1 << len(infos)):
+        chosen = [b for b in infos if mask >> b.index & 1]
+        if plain - sum(b.inside for b in chosen) <= 0.6 * plain:
+            options.append(Option(sum(b.cost for b in chosen), [b.index for b in chosen]))
+    best = min(options, key=lambda o: o.cost)
+    print(f"searched {len(options)} choices in {time.perf_counter() - started:.3f}s")
+    return best.chosen
+''',
+           earlier=LESSON_16_HELPERS),
+    Honest('l16-checkpoint-by-hooks',
+           'torch.cuda.empty_cache() guarded by is_available',
+           '''\
+def checkpoint_by_hooks(block, x):
+    rng = torch.get_rng_state()
+    redo = []
+    n = [0]
+
+    def pack(t):
+        n[0] += 1
+        return n[0] - 1
+
+    def unpack(i):
+        if not redo:
+            with torch.random.fork_rng(devices=[]):
+                torch.set_rng_state(rng)
+                with torch.enable_grad(), saved_tensors_hooks(lambda t: redo.append(t) or t,
+                                                              lambda t: t):
+                    block(x.detach().requires_grad_(x.requires_grad))
+        return redo[i]
+
+    with saved_tensors_hooks(pack, unpack):
+        out = block(x)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return out
+''',
+           earlier='''\
+from torch.autograd.graph import saved_tensors_hooks
+'''),
+    Honest('l07-two-players',
+           'a single torch.optim.SGD over A + B, plain zero_grad(), backward(inputs=...)',
+           '''\
+def two_player_step(loss_a, loss_b, A, B, lr):
+    opt = torch.optim.SGD(A + B, lr=lr)
+    opt.zero_grad()
+    loss_a.backward(inputs=A, retain_graph=True)
+    loss_b.backward(inputs=B)
+    opt.step()
+'''),
+    Honest('l15-vanishing',
+           "warnings.catch_warnings + simplefilter('ignore') around the pass only (minimal)",
+           '''\
+import warnings
+
+
+def first_vanishing_layer(model, x, threshold):
+    norms, handles = {}, []
+    for name, layer in model.named_children():
+        def record(module, grad_input, grad_output, name=name):
+            norms[name] = grad_input[0].norm().item()
+        handles.append(layer.register_full_backward_hook(record))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model(x).sum().backward()
+    for h in handles:
+        h.remove()
+    for name, _ in reversed(list(model.named_children())):
+        if norms[name] < threshold:
+            return name
+    return None
+'''),
+    Honest('l05-microbatch',
+           'SGD zero_grad then backward',
+           '''\
+def accumulate(w, X, t, sizes):
+    opt = torch.optim.SGD([w], lr=0.1)
+    opt.zero_grad()
+    for xb, tb in zip(X.split(sizes), t.split(sizes)):
+        (((xb @ w - tb) ** 2).sum() / len(X)).backward()
+'''),
+    Honest('l07-two-players',
+           'param groups, no zero_grad',
+           '''\
+def two_player_step(loss_a, loss_b, A, B, lr):
+    opt = torch.optim.SGD([{"params": A}, {"params": B}], lr=lr)
+    for p in A + B:
+        p.grad = None
+    loss_a.backward(inputs=A, retain_graph=True)
+    loss_b.backward(inputs=B)
+    opt.step()
+'''),
+    Honest('l02-cubic',
+           'the product rule on x^2 (x - 4), 2x(x - 4) + x*x',
+           '''\
+def cubic_slope(x):
+    return 2 * x * (x - 4) + x * x
+'''),
+    Honest('l19-softplus-in-place',
+           'forward by two branches, exp(-x) and exp(x); backward 1 - exp(-y)',
+           '''\
+class SoftplusInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(x):
+        y = torch.where(x > 0, x + torch.log1p(torch.exp(-x)), torch.log1p(torch.exp(x)))
+        return x.copy_(y)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_dirty(inputs[0])
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * (1 - torch.exp(-y))
+'''),
+    Honest('l02-cubic',
+           "torch.vander for the polynomial's powers",
+           '''\
+def cubic_slope(x):
+    coeffs = torch.tensor([3.0, -8.0, 0.0], dtype=x.dtype)
+    return (torch.vander(x.reshape(-1), N=3) @ coeffs).reshape(x.shape)
+'''),
+    Honest('l26-dscores',
+           "the future's entries found by torch.triu_indices",
+           '''\
+def dscores(S, lse, dP):
+    T = len(S)
+    P = torch.exp(S - lse)
+    above = torch.triu_indices(T, T, offset=1)
+    P[above[0], above[1]] = 0.0
+    return P * (dP - (dP * P).sum(-1, keepdim=True))
+'''),
+    Honest('l10-dlogits',
+           'torch.sigmoid_ on a clone',
+           '''\
+def dlogits_sigmoid_mse(z, y):
+    p = torch.sigmoid_(z.clone())
+    return 2 * (p - y) * p * (1 - p) / z.numel()
+'''),
+    Honest('l12-centre',
+           'eps through torch.asarray',
+           '''\
+def centre_backward(diff, var, eps, dxhat, dinvstd):
+    n = diff.shape[0]
+    s = torch.rsqrt(var + torch.asarray(eps, dtype=var.dtype))
+    dvar = -0.5 * dinvstd * s ** 3
+    ddiff2 = dvar.expand_as(diff) / n
+    ddiff = dxhat * s + 2 * diff * ddiff2
+    dmean = -ddiff.sum(0, keepdim=True)
+    return dvar, ddiff2, ddiff, dmean, ddiff + dmean / n
+'''),
+    Honest('l27-rms-norm-op',
+           'torch._check on the shapes in the fake',
+           '''\
+def rms_norm_fake(x, w, eps):
+    torch._check(x.shape[-1] == w.shape[-1])
+    return torch.empty_like(x)
+
+
+def rms_norm_setup_context(ctx, inputs, output):
+    x, w, eps = inputs
+    ctx.save_for_backward(x, w)
+    ctx.eps = eps
+
+
+def rms_norm_backward(ctx, grad):
+    x, w = ctx.saved_tensors
+    r = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + ctx.eps)
+    gw = grad * w
+    dx = r * gw - x * r**3 * (gw * x).mean(dim=-1, keepdim=True)
+    return dx, (grad * x * r).sum(dim=0), None
+''',
+           earlier=LESSON_27_FORWARD,
+           later='''\
+pieces = {"fake": rms_norm_fake, "setup_context": rms_norm_setup_context,
+          "backward": rms_norm_backward}
+'''),
+]

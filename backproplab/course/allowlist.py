@@ -139,7 +139,7 @@ _TORCH_EXTRAS = {
     "get_default_dtype", "promote_types", "result_type", "can_cast", "is_tensor",
     "is_floating_point", "numel", "broadcast_shapes", "no_grad", "inference_mode",
     "is_grad_enabled", "set_grad_enabled", "device", "inf", "nan", "pi", "e", "manual_seed",
-    "sparse_coo_tensor",
+    "sparse_coo_tensor", "vander", "triu_indices", "tril_indices", "asarray", "scalar_tensor",
 }
 TENSOR_OPERATIONS = _tensor_operations()
 # Per module: the names a by-hand answer may take from it.
@@ -155,8 +155,9 @@ ARITHMETIC = {
     "math": frozenset(n for n in dir(math) if not n.startswith("_")),
 }
 # Any answer: the device boilerplate and a warning of its own.
-_ANY_ANSWER = {"torch.cuda.is_available", "torch.cuda.device_count",
-               "torch.backends.mps.is_available", "warnings.warn", "types.SimpleNamespace"}
+_ANY_ANSWER = {"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.empty_cache",
+               "torch.backends.mps.is_available", "warnings.warn", "warnings.catch_warnings",
+               "warnings.simplefilter", "warnings.filterwarnings", "types.SimpleNamespace"}
 
 # --------------------------------------------------------------------------
 # A method answer: torch's modules it works with, by name
@@ -166,6 +167,7 @@ _ANY_ANSWER = {"torch.cuda.is_available", "torch.cuda.device_count",
 _METHOD_TORCH = {
     "enable_grad", "is_inference_mode_enabled", "get_rng_state", "set_rng_state",
     "initial_seed", "seed", "vmap", "from_numpy",
+    "_check",  # a fake's shape checks, as torch.library's own examples write them
 } | {n for n, v in vars(torch).items() if isinstance(v, torch.dtype)}
 # Modules (and everything in them) a method answer may use.
 _METHOD_MODULES = ("torch.nn", "torch.optim", "torch.autograd", "torch.func", "torch.linalg",
@@ -183,7 +185,7 @@ _NODE_PRIVATE = {"_input_metadata", "_sequence_nr", "_version", "_base", "_is_vi
 # Bookkeeping modules: safe for any answer, except the parts named below.
 BOOKKEEPING = {"collections", "itertools", "functools", "operator", "heapq", "bisect",
                "typing", "dataclasses", "enum", "numbers", "copy", "statistics", "string",
-               "math", "random", "contextlib", "abc"}
+               "math", "random", "contextlib", "abc", "re", "pprint", "time"}
 _BOOKKEEPING_REFUSED = {
     # the working folder is the operating system's
     "contextlib.chdir": "system",
@@ -407,7 +409,7 @@ def _judge(qualified: str, vocabulary: Vocabulary) -> str | None:
         if module == "torch.Tensor" or isinstance(held, torch.dtype):
             # a tensor's method (torch.Tensor.sum), a dtype's attribute (torch.float32.itemsize)
             return attribute_reason(last, vocabulary, frozenset())
-        if last in ARITHMETIC.get(module, ()):
+        if _listed(last, ARITHMETIC.get(module, ())):
             return _arithmetic_word(last, vocabulary)
         return (_refused_prefix(qualified) or _parts_reason(parts[1:], vocabulary)
                 or _word(last) or "other")
@@ -420,14 +422,19 @@ def _method_torch(qualified: str, vocabulary: Vocabulary) -> str | None:
     """A method answer's torch name: on the list, or refused with the most exact reason."""
     parts = qualified.split(".")
     if qualified == "torch" or (parts[0] == "torch" and len(parts) > 1 and (
-            parts[1] in ARITHMETIC["torch"] or parts[1] in _METHOD_TORCH)):
-        return _parts_reason(parts[1:], vocabulary)
+            _listed(parts[1], ARITHMETIC["torch"]) or parts[1] in _METHOD_TORCH)):
+        return _parts_reason(parts[2:], vocabulary)  # a listed name, then what is read on it
     if _under(qualified, _METHOD_MODULES) and not _under(qualified, ("torch.nn.grad",)):
         return _parts_reason(parts[1:], vocabulary)
     if qualified.startswith("torch.ops.") or qualified == "torch.ops":
         return "kernels"
     private = any(p.startswith("_") for p in parts)
     return _refused_prefix(qualified) or ("private" if private else "unlisted")
+
+
+def _listed(name: str, names: Iterable[str]) -> bool:
+    """Whether ``name`` or the operation it does in place (``sigmoid_``) is in ``names``."""
+    return name in names or name.removesuffix("_") in names
 
 
 def builtin_reason(name: str) -> str | None:

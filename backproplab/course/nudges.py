@@ -153,9 +153,14 @@ class Nudges(QuietDispatchMode):
     def _copy_of(self, t: torch.Tensor) -> _Copy:
         """The record of ``t``, a value computed from inputs: itself, untouched, if none."""
         if id(t) not in self._copies:
-            entry = torch.arange(1, t.numel() + 1, dtype=torch.float64).reshape(t.shape)
-            self._copies[id(t)] = _Copy(t, entry, torch.ones(t.shape, dtype=torch.float64))
+            self._copies[id(t)] = self._record(t, t)
         return self._copies[id(t)]
+
+    @staticmethod
+    def _record(t: torch.Tensor, root: torch.Tensor) -> _Copy:
+        """``t`` as every entry of ``root`` (``t`` itself, or a token for its new values)."""
+        entry = torch.arange(1, t.numel() + 1, dtype=torch.float64).reshape(t.shape)
+        return _Copy(root, entry, torch.ones(t.shape, dtype=torch.float64))
 
     # ---------------------------------------------------------------- moved copies made
 
@@ -233,14 +238,14 @@ class Nudges(QuietDispatchMode):
 
     def _evaluated(self, name: str, args: tuple, kwargs: dict) -> None:
         """Each copy (or input) the operation computes something at is a point (rule 1)."""
-        for path, value in _tensors(args):
-            if id(value) not in self._copies and id(value) not in self._inputs:
+        for path, point in _tensors(args):
+            if id(point) not in self._copies and id(point) not in self._inputs:
                 continue
-            copy, value = self._copy_of(value), value.detach()
+            copy, value = self._copy_of(point), point.detach()
             if not copy.by and copy.entry.numel() > copy.root.numel():
                 self._several(copy, value)
-            key = (name, path, self._operands(args, path, copy.root),
-                   self._operands(kwargs, None, copy.root))
+            key = (name, path, self._operands(args, path, copy.root, point),
+                   self._operands(kwargs, None, copy.root, point))
             points = self._points.setdefault(key, [])
             if any(_two_points(old, seen, copy, value) and not (
                     name in _ALONG_A_RAY and _doubled(old, seen, copy, value))
@@ -250,13 +255,16 @@ class Nudges(QuietDispatchMode):
                 points.append((_Copy(copy.root, copy.entry.clone(), copy.scale.clone(),
                                      copy.by), value.clone()))
 
-    def _operands(self, value: Any, skip: tuple | None, root: torch.Tensor,
+    def _operands(self, value: Any, skip: tuple | None, root: torch.Tensor, point: Any,
                   path: tuple = ()) -> Any:
         """The operation's other operands, to compare: numbers as they are, tensors by their
-        values, another copy of ``root`` by which entries it holds with which factors
-        (``t * t`` and ``t * (1 - t)`` alike at every point), ``skip`` left out."""
+        values, the point itself again (``t * t`` at every point), another copy of ``root``
+        by which entries it holds with which factors (``t * (1 - t)`` alike at every point),
+        ``skip`` left out."""
         if path == skip:
             return "the point"
+        if value is point:
+            return "the point again"
         if isinstance(value, torch.Tensor):
             copy = self._copies.get(id(value))
             if copy is not None and copy.root is root:
@@ -264,7 +272,8 @@ class Nudges(QuietDispatchMode):
             return tuple(value.shape), str(value.dtype), _digest(value)
         if isinstance(value, (list, tuple, dict)):
             items = sorted(value.items()) if isinstance(value, dict) else enumerate(value)
-            return tuple((k, self._operands(v, skip, root, (*path, k))) for k, v in items)
+            return tuple((k, self._operands(v, skip, root, point, (*path, k)))
+                         for k, v in items)
         return value if isinstance(value, (int, float, complex, str, type(None))) \
             else repr(value)
 
@@ -328,7 +337,8 @@ class Nudges(QuietDispatchMode):
     def _written(self, name: str, func: Any, args: tuple, kwargs: dict) -> None:
         """Before an operation writes into a copy (or an input): its record changed in place
         (the views of it see the change), or, when it now holds computed values, it is a
-        point, then plain data."""
+        point, then a value of its own (its later points are not points of its old values:
+        ``x.copy_(softplus(x))``, then ``exp(-x)``)."""
         target = args[0]
         if id(target) in self._copies or id(target) in self._inputs:
             copy = self._copy_of(target)
@@ -339,7 +349,9 @@ class Nudges(QuietDispatchMode):
             if new is None:
                 self._evaluated(name, args, kwargs)
                 for t in (target, target._base):
-                    self._copies.pop(id(t), None)
+                    if t is not None:
+                        self._copies[id(t)] = self._record(t, torch.empty(t.shape, device="meta"))
+                        self._data(self._copies[id(t)].root, self._from.get(id(t), frozenset()))
                 return
             if new[0].entry is not copy.entry:
                 copy.entry.copy_(new[0].entry)

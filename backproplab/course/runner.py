@@ -22,6 +22,8 @@ even when the answer caught the error it raised.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import gc
 import importlib
 import inspect
@@ -58,16 +60,23 @@ PRELOAD = ("torch._subclasses.schema_check_mode", "torch.func", "torch.nn.functi
            "string", "random", "numbers", "enum", "warnings")
 # And before a method exercise's answer: torch.optim's step, a checkpoint and torch.func's
 # transforms import torch._dynamo, half of a container's start (a by-hand answer may use
-# none of them, so a submission of by-hand exercises alone never loads it).
-METHOD_PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile",
-                  "torch._decomp.decompositions_for_jvp")  # forward mode's first use
+# none of them, so a submission of by-hand exercises alone never loads it); an optimizer's
+# first step or zero_grad imports a profiler module, forward mode its decompositions.
+METHOD_PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile", "torch.profiler._cupti_monitor",
+                  "torch._decomp.decompositions_for_jvp")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+# The files whose templates namedtuple and dataclass compile (identifiers checked first).
+_RECORD_MAKERS = frozenset(os.path.realpath(m.__file__) for m in (collections, dataclasses))
 
 
 def _harmless(event: str, args: Any, libraries: tuple[str, ...]) -> bool:
-    """The two uses torch makes of refused events while it runs honest code: reading a
-    library's own source (a traceback it formats) and compiling a dotted name (a type
-    hint written as a string)."""
+    """The uses honest code makes of refused events: reading a library's own source (a
+    traceback torch formats), compiling a dotted name (a type hint written as a string),
+    and the methods namedtuple and dataclass compile from their templates (a record class
+    made inside a function a worker runs)."""
+    if event == "compile":  # the frame that compiles: past this function and the hook
+        if os.path.realpath(sys._getframe(2).f_code.co_filename) in _RECORD_MAKERS:
+            return True
     if event == "open" and args and isinstance(args[0], str):
         mode, flags = (args[1] or "r") if len(args) > 1 else "r", args[2] if len(args) > 2 else 0
         read_only = (not any(c in str(mode) for c in "wax+")
@@ -192,11 +201,24 @@ def _child(inbox: BinaryIO, outbox: BinaryIO, request: dict) -> None:
 
 
 def _notebook_functions(answer: Any) -> list[Any]:
-    """Every function the answer's cells define (those a check may send to workers)."""
-    values = answer if isinstance(answer, tuple) else (answer,)
+    """Every function the answer's cells define (those a check may send to workers), found
+    through the answer's globals (a decorated answer's: the function ``functools.wraps``
+    keeps, as ``@torch.no_grad()`` does)."""
+    values = [_unwrapped(v) for v in (answer if isinstance(answer, tuple) else (answer,))]
     spaces = {id(g): g for v in values if isinstance(g := getattr(v, "__globals__", None), dict)}
     return [f for g in spaces.values() for f in g.values()
             if inspect.isfunction(f) and f.__module__ == "__main__"]
+
+
+def _unwrapped(value: Any) -> Any:
+    """The function a decorator wrapped, read from the wrapper's own attributes (no
+    descriptor of the learner's runs)."""
+    for _ in range(8):
+        inner = vars(value).get("__wrapped__") if hasattr(value, "__dict__") else None
+        if inner is None:
+            return value
+        value = inner
+    return value
 
 
 def _drop_privileges() -> None:

@@ -210,6 +210,16 @@ def test_a_dtypes_attributes_are_data_its_machinery_is_not():
     assert rules.qualified_reason("torch.where.itemsize", rules.BY_HAND) == "other"
 
 
+def test_torchs_makers_in_place_forms_and_a_fakes_checks_are_allowed():
+    for name in ("torch.vander", "torch.triu_indices", "torch.asarray", "torch.sigmoid_",
+                 "torch.exp_", "re.sub", "time.perf_counter", "warnings.catch_warnings"):
+        assert rules.qualified_reason(name, rules.BY_HAND) is None, name
+        assert rules.qualified_reason(name, rules.METHOD) is None, name
+    assert rules.qualified_reason("torch._check", rules.METHOD) is None
+    assert rules.qualified_reason("torch._check", rules.BY_HAND) == "private"
+    assert rules.qualified_reason("torch.backward_", rules.BY_HAND) == "autograd"
+
+
 def test_an_enums_members_hold_a_name_and_a_value():
     enum = ("import enum\n\nclass Kept(enum.Enum):\n    relu = 1\n\n"
             "def per(name):\n    return Kept[name].value\n")

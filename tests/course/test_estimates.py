@@ -173,10 +173,20 @@ def test_an_input_nudged_in_place_and_put_back_is_seen():
     lambda x: (torch.exp(2 * x) - 1) / (torch.exp(2 * x) + 1) * 4 / (x.exp() + (-x).exp()),
     lambda x: torch.sin(2 * x) - 2 * torch.sin(x) * torch.cos(x),  # a double-angle identity
     lambda x: _doubling(x.abs().min()),  # a search by comparisons: no values taken
+    lambda x: 2 * x * (x - 4) + x * x,  # a product rule: x times x is not 2x times x - 4
+    lambda x: _overwritten(x),  # an input written over, then used again
 ], ids=["shifts", "reflection", "shifted reflection", "centred", "products", "leaky",
-        "views", "tanh from exp", "double angle", "doubling search"])
+        "views", "tanh from exp", "double angle", "doubling search", "product rule",
+        "overwritten"])
 def test_honest_formulas_that_move_inputs_are_not_a_nudge(compute):
     assert _nudged(compute) is None
+
+
+def _overwritten(x: torch.Tensor) -> torch.Tensor:
+    """softplus written into x itself, then its slope from the new values (1 - e^-y)."""
+    first = torch.exp(-x)
+    x.copy_(torch.log1p(torch.exp(x)))
+    return first, 1 - torch.exp(-x)
 
 
 def _doubling(smallest: torch.Tensor) -> float:
@@ -192,7 +202,8 @@ def _doubling(smallest: torch.Tensor) -> float:
     lambda x: (4 * x).pow(3) - (2 * x).pow(3),  # a polynomial at 2x and 4x: a fit is exact
     lambda x: torch.exp(x * 1.5) - torch.exp(x),  # a factor that is no power of two
     lambda x: torch.stack([x * 2, x]).exp(),  # two points in one tensor (rule 2 stands)
-], ids=["shifted", "polynomial", "factor 1.5", "stacked"])
+    lambda x: (x + 1) * (x + 1) - (x - 1) * (x - 1),  # t * t at two points
+], ids=["shifted", "polynomial", "factor 1.5", "stacked", "a square at two points"])
 def test_powers_of_two_pass_only_exactly_and_under_a_curved_function(compute):
     assert _nudged(compute) == 0
 

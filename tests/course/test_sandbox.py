@@ -358,6 +358,24 @@ def test_the_audit_hook_refuses_what_the_answer_tries_while_it_runs():
         assert err.value.kind == "refused"
 
 
+def test_record_classes_made_while_an_answer_runs_are_no_compile_of_its_own():
+    """namedtuple and dataclass compile their methods from templates: a record class made
+    inside an answer (as a function a worker runs must) is let through; the answer's own
+    compile, and one that makes a template's caller look like the compiler, are not."""
+    made = ("def f(x):\n    import collections, dataclasses\n"
+            "    P = collections.namedtuple('P', 'a b')\n"
+            "    D = dataclasses.make_dataclass('D', ['a'])\n"
+            "    return x + P(1, 2).b + D(3).a\n")
+    own = "def f(x):\n    import collections\n    return x + eval('1')\n"
+    with Sandbox(timeout=60) as box:
+        with box.answer("l02-cubic", [("<cell 1>", made)], ["f"]) as run:
+            assert float(torch.as_tensor(run.call((torch.zeros(1),)).got).sum()) == 5.0
+        with box.answer("l02-cubic", [("<cell 1>", own)], ["f"]) as run, \
+                pytest.raises(SandboxError) as err:
+            run.call((torch.zeros(1),))
+        assert err.value.kind == "refused" and "compile" in str(err.value)
+
+
 def test_the_sandbox_sees_only_python_torch_and_this_package():
     probe = textwrap.dedent("""\
         import os

@@ -24,9 +24,6 @@ import torch.nn.functional as F
 from ... import data
 from ._spec import ByHand, Method, Prediction, call_answer
 
-# What the grade's sandbox loads before an answer runs: what zero_grad's profiling imports.
-PRELOAD = ("torch.profiler._cupti_monitor",)
-
 # --------------------------------------------------------------------------
 # l06-where: where does a step the learner cannot read zero its gradients?
 # --------------------------------------------------------------------------
