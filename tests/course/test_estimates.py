@@ -182,7 +182,7 @@ def test_honest_formulas_that_move_inputs_are_not_a_nudge(compute):
     assert _nudged(compute) is None
 
 
-def _overwritten(x: torch.Tensor) -> torch.Tensor:
+def _overwritten(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """softplus written into x itself, then its slope from the new values (1 - e^-y)."""
     first = torch.exp(-x)
     x.copy_(torch.log1p(torch.exp(x)))
@@ -204,7 +204,9 @@ def _doubling(smallest: torch.Tensor) -> float:
     lambda x: torch.stack([x * 2, x]).exp(),  # two points in one tensor (rule 2 stands)
     lambda x: (x + 1) * (x + 1) - (x - 1) * (x - 1),  # t * t at two points
 ], ids=["shifted", "polynomial", "factor 1.5", "stacked", "a square at two points"])
-def test_powers_of_two_pass_only_exactly_and_under_a_curved_function(compute):
+def test_points_the_exemptions_leave_out_are_still_seen(compute):
+    """Powers of two pass only exactly and under a function that gives no slope there; the
+    point used again as an operand is the point itself at every point."""
     assert _nudged(compute) == 0
 
 
