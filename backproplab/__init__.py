@@ -21,8 +21,8 @@ The lab, in the order the lessons meet it:
 
 The course grades and hands out; it imports the lab, never the reverse:
 
-- ``course.grading``    check_exercise: the exercises, by id
-- ``course.predictions`` check_prediction, reveal: "predict, then run"
+- ``course.grading``    check_exercise, check_prediction, reveal: exercises and
+                        "predict, then run" questions, by id
 - ``course.byhand``     check_by_hand: a gradient worked out by hand, on new inputs
 - ``course.exercises``  each lesson's checks, references and answers
 - ``course.assignment`` the exercise format; student and learner versions
@@ -52,8 +52,8 @@ _HOME = {
     "diagnose": "diagnosis", "numerical_grad": "numerical",
     "check_function": "custom_function", "check_graph": "graph_quiz",
     "count_autograd": "watch", "forbid_autograd": "watch", "AutogradForbidden": "watch",
-    "check_by_hand": "course.byhand", "check_prediction": "course.predictions",
-    "reveal": "course.predictions", "Prediction": "course.predictions",
+    "check_by_hand": "course.byhand", "check_prediction": "course.grading",
+    "reveal": "course.grading", "Prediction": "course.grading",
     "ByHand": "course.grading", "Method": "course.grading",
     "check_exercise": "course.grading",
     "short_tracebacks": "tracebacks",

@@ -1,7 +1,7 @@
 """The course: exercises graded, lessons handed out. It imports the lab, never the reverse.
 
-- ``grading``     check_exercise: how the lessons' exercises are checked, by id
-- ``predictions`` check_prediction, reveal: the "predict, then run" questions
+- ``grading``     check_exercise, check_prediction, reveal: the lessons' exercises and
+                  "predict, then run" questions, checked by id
 - ``exercises``   lessonNN.py (or a package lessonNN/): each lesson's references, input
                   makers, slips and predictions, in the vocabulary of ``exercises/_spec.py``
 - ``assignment``  the exercise format (nbgrader's markers); student and learner versions
@@ -19,11 +19,11 @@ import importlib
 import importlib.util
 
 __all__ = ["assignment", "audit", "cli", "distributed", "exercises", "grading", "handout",
-           "predictions", "site"]
+           "site"]
 
 
 def __getattr__(name: str):
-    # A submodule, public or not, loaded when first asked for (``from . import secret``
+    # A submodule, public or not, loaded when first asked for (``from . import sandbox``
     # asks here first, and gets an AttributeError when there is no such attribute yet).
     if not name.startswith("__") and importlib.util.find_spec(f".{name}", __name__) is not None:
         return importlib.import_module(f".{name}", __name__)

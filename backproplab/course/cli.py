@@ -218,16 +218,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _grade(args: Any) -> int:
     import os
 
-    from . import grade, secret  # their own modules: the other commands never need them
+    from . import grade, grading  # their own modules: the other commands never need them
     from .assignment import CourseError
 
     try:
-        text = (secret.read_secret_file(args.secret_file, "--secret-file") if args.secret_file
-                else secret.instructor_secret())
+        text = (grading.read_secret_file(args.secret_file, "--secret-file") if args.secret_file
+                else grading.instructor_secret())
     except RuntimeError as err:
         raise CourseError(str(err)) from None
     # The answers' processes start from this one: the secret stays here.
-    for name in (secret.SECRET_VARIABLE, secret.SECRET_FILE_VARIABLE):
+    for name in (grading.SECRET_VARIABLE, grading.SECRET_FILE_VARIABLE):
         os.environ.pop(name, None)
     if text is None:
         print("backproplab grade: no secret set (--secret-file or BACKPROPLAB_SECRET): hidden "

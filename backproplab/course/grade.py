@@ -44,14 +44,13 @@ from typing import Any
 import nbformat
 
 from ..check import Report
-from . import rules, sources, wire
+from . import rules, sources
 from .assignment import CourseError, read_notebook
 from .byhand import judge_by_hand
-from .grading import ByHand, find_exercise, judge_method
+from .grading import ByHand, find_exercise, grading_seed, judge_method
 from .handout import find_notebooks
-from .sandbox import INSTALL, Answer, Sandbox, SandboxError
+from .sandbox import INSTALL, Answer, Sandbox, SandboxError, WireError, encode
 from .sandbox import available as sandbox_available
-from .secret import grading_seed
 from .slips import fail
 
 __all__ = ["Graded", "Verdict", "answer_source", "cell_name", "grade", "grade_one",
@@ -254,8 +253,8 @@ def _cached(exercise: Any, cache: dict) -> Any:
         def cached(*args: Any) -> Any:
             with _OWN_RUNS:
                 try:
-                    key = (id(function), hashlib.sha256(wire.encode(list(args))).digest())
-                except wire.WireError:
+                    key = (id(function), hashlib.sha256(encode(list(args))).digest())
+                except WireError:
                     return function(*args)
                 if key not in cache:
                     cache[key] = function(*args)

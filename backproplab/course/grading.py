@@ -1,11 +1,12 @@
-"""Exercises, by id: the feedback a learner's kernel gives.
+"""Exercises and predictions, by id: the feedback a learner's kernel gives.
 
 Each lesson's exercises live in ``backproplab.course.exercises.lessonNN`` as
 data: a `ByHand` (a gradient worked out by hand, checked by `check_by_hand`
 on new inputs) or a `Method` (a check of how the answer was reached: passes
-counted, hooks watched); its "predict, then run" questions are
-`backproplab.course.predictions`. A check cell names an exercise by id:
-``bl.check_exercise("l02-cubic", cubic_slope)``.
+counted, hooks watched); beside them its "predict, then run" questions, each a
+`Prediction`. A check cell names one by id:
+``bl.check_exercise("l02-cubic", cubic_slope)``,
+``bl.check_prediction("l02-predict-paths", paths_guess)``.
 
 In the learner's kernel a check is **feedback**: it reads the answer's source
 against the exercise's vocabulary (`backproplab.course.rules`, the same
@@ -15,6 +16,10 @@ decided by ``backproplab grade`` (`backproplab.course.grade`), from the
 submitted source run in a sandbox, by the same judges (`judge_method` here,
 `backproplab.course.byhand.judge_by_hand`) on what the answer's run sent back.
 
+A hidden test runs its check on a seed written in the cell; when the
+instructor sets a secret, that seed is replaced by one derived from it
+(`grading_seed`), so the public lessons do not tell the hidden inputs.
+
 >>> exercise = find_exercise("l02-cubic")
 >>> type(exercise).__name__, exercise.name
 ('ByHand', 'd/dx (x**3 - 4x**2 + 5)')
@@ -22,28 +27,42 @@ submitted source run in a sandbox, by the same judges (`judge_method` here,
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import os
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..check import Check, Report
-from . import rules, secret
+from ..check import Check, Report, compare, wrap
+from . import rules
 from .byhand import ADVICE, Task, feedback, source_refusal
 from .slips import fail
 
 __all__ = [
+    "SECRET_FILE_VARIABLE",
+    "SECRET_VARIABLE",
     "ByHand",
     "Method",
+    "Prediction",
     "check_exercise",
+    "check_prediction",
     "failure",
     "find_exercise",
+    "find_prediction",
+    "grading_seed",
+    "instructor_secret",
     "is_failure",
     "judge_method",
     "lesson_module",
+    "prediction_report",
+    "read_secret_file",
+    "reveal",
     "same",
 ]
 
@@ -278,7 +297,7 @@ def check_exercise(key: str, answer: Any, *, seed: int = 0) -> None:
     ``backproplab grade`` applies to a submission), then the check runs on inputs made
     from ``seed``: the visible check cells use the default, the hidden tests other
     seeds, derived from the instructor's secret when one is set
-    (`backproplab.course.secret`). None is returned on success because a graded cell
+    (`grading_seed`). None is returned on success because a graded cell
     must not end in a value: nbgrader would read it as a partial score.
 
     >>> import torch
@@ -289,7 +308,7 @@ def check_exercise(key: str, answer: Any, *, seed: int = 0) -> None:
         raise TypeError(f"seed: expected an int, got {type(seed).__name__}")
     exercise = find_exercise(key)
     if seed != 0:  # a hidden test: its inputs come from the instructor's secret, if set
-        seed = secret.grading_seed(key, seed)
+        seed = grading_seed(key, seed)
     readable = callable(answer) or isinstance(answer, (tuple, list))
     refused = (source_refusal(answer, exercise.vocabulary)
                if isinstance(exercise, Method) and readable else None)
@@ -303,3 +322,240 @@ def check_exercise(key: str, answer: Any, *, seed: int = 0) -> None:
         report = Report((Check(key, False, "fail", "nothing was checked"),))
     report.assert_ok()
 
+
+# --------------------------------------------------------------------------
+# "Predict, then run": a guess checked before the answer is shown
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A "predict, then run" question.
+
+    ``answer`` runs the experiment and returns what torch really does;
+    ``hint`` is what a wrong guess is told (it must not give the answer away);
+    ``why`` is shown by `reveal`, after the guess (``{answer}`` is filled in).
+    With ``choices``, a guess outside them is told what the choices are. With
+    ``unordered`` (the question asks *which* items), a guess of the right items in any
+    order, a set included, is right. With ``order`` (the question asks for an order
+    of items it names), the right items in another order are simply a wrong guess,
+    told the hint.
+    """
+
+    question: str
+    answer: Callable[[], Any]
+    hint: str
+    why: str
+    choices: tuple[Any, ...] | None = None
+    unordered: bool = False
+    order: bool = False
+
+
+# First guess checked per question in this kernel, and the questions revealed.
+_GUESSES: dict[Any, Any] = {}
+_REVEALED: set[Any] = set()
+
+
+def _lookup(prediction: str | Prediction) -> tuple[Any, Prediction]:
+    if isinstance(prediction, Prediction):
+        return prediction, prediction
+    if not isinstance(prediction, str):
+        raise TypeError(f"prediction: expected a question id such as 'l02-predict-paths' or a "
+                        f"Prediction, got {type(prediction).__name__}")
+    return prediction, find_prediction(prediction)
+
+
+def _answer_of(p: Prediction) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the experiment's own warnings are not the learner's
+        return p.answer()
+
+
+def check_prediction(prediction: str | Prediction, guess: Any) -> None:
+    """Check a "predict, then run" guess without giving the answer away.
+
+    ``prediction`` is a question of the lessons by id (``"l02-predict-paths"``)
+    or a `Prediction`. A right guess is told so; a wrong one raises
+    AssertionError with "not quite" and a hint, never the answer: that comes
+    from `reveal`, in the next cell. Numbers and tensors are compared with
+    `compare` (4 and 4.0 agree), words ignoring case and spaces, and ``None``
+    matches ``None`` or ``"None"``. ``...`` (the blank in a lesson's guess
+    cell) means no guess yet. Like every check it returns None, so a graded
+    cell has no value. (`prediction_report` gives the same verdict as a
+    Report, without raising.)
+
+    >>> q = Prediction("x.grad after two backward calls", answer=lambda: 4.0,
+    ...                hint="what does backward do to a .grad that is already there?",
+    ...                why="each backward() adds 2")
+    >>> check_prediction(q, 4)
+    ✓ x.grad after two backward calls: your prediction 4 is right. Run the next cell to see
+      why.
+    >>> check_prediction(q, 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    AssertionError: ...✗ x.grad after two backward calls: not quite (you predicted 2). Hint: ...
+    """
+    __tracebackhide__ = True
+    prediction_report(prediction, guess).assert_ok()
+
+
+def prediction_report(prediction: str | Prediction, guess: Any) -> Report:
+    """The verdict of `check_prediction` as a Report, without raising."""
+    key, p = _lookup(prediction)
+    if guess is Ellipsis:
+        return fail(p.question, "no prediction yet: replace ... with your guess and run this "
+                                 "cell again.", "missing")
+    if p.choices is not None and not any(_matches(guess, c) for c in p.choices):
+        options = ", ".join(_show(c) for c in p.choices)
+        return fail(p.question, f"{_show(guess)} is not one of the choices: {options}.")
+    _GUESSES.setdefault(key, guess)
+    answer = _answer_of(p)
+    shown = guess
+    if not (p.unordered or p.order) and _items(guess) is not None \
+            and _items(guess) == _items(answer) and not _matches(guess, answer):
+        order = ("in increasing order" if list(answer) == _items(answer)
+                 else "in the order the question asks for")
+        return fail(p.question, f"not quite: the right items (you predicted {_show(shown)}), "
+                                f"but in another order: give them {order}.")
+    if _right(p, guess, answer):
+        late = (" (checked after the answer was revealed)" if key in _REVEALED else "")
+        return Report((Check(p.question, True, "pass",
+                             f"your prediction {_show(shown)} is right{late}. Run the next cell "
+                             "to see why."),))
+    return fail(p.question, f"not quite (you predicted {_show(shown)}). Hint: {p.hint} Think "
+                             "again and re-run this cell, or run the next cell to see the answer.")
+
+
+def reveal(prediction: str | Prediction) -> None:
+    """Print a prediction's answer and why, and the first guess checked for it.
+
+    >>> q = Prediction("2 + 2", answer=lambda: 4, hint="count", why="it is {answer}")
+    >>> reveal(q)
+    2 + 2: the answer is 4. Why: it is 4.
+    """
+    key, p = _lookup(prediction)
+    value = _answer_of(p)
+    _REVEALED.add(key)
+    why = p.why.replace("{answer}", _show(value))
+    text = f"{p.question}: the answer is {_show(value)}. Why: {why}"
+    text = text if text.endswith((".", "!", "?")) else text + "."
+    if key in _GUESSES:
+        first = _GUESSES[key]
+        verdict = "right" if _right(p, first, value) else "not right"
+        text += f"\nYour first checked guess was {_show(first)}: {verdict}."
+    print(wrap(text))
+
+
+def _right(p: Prediction, guess: Any, answer: Any) -> bool:
+    """Whether ``guess`` answers ``p``: the right items in any order where it asks which."""
+    if p.unordered and _items(guess) is not None:
+        return _items(guess) == _items(answer)
+    return _matches(guess, answer)
+
+
+def _items(value: Any) -> list[Any] | None:
+    """The items of a tuple, list or set of plain numbers or words, sorted; else None."""
+    if not isinstance(value, (tuple, list, set, frozenset)):
+        return None
+    if not all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in value):
+        return None
+    try:
+        return sorted(value)
+    except TypeError:  # numbers and words mixed
+        return None
+
+
+def _matches(guess: Any, answer: Any) -> bool:
+    """Whether a guess means the answer: words by spelling, numbers by value."""
+    if answer is None or (isinstance(answer, str) and answer.strip().lower() == "none"):
+        return guess is None or (isinstance(guess, str) and guess.strip().lower() == "none")
+    if isinstance(answer, str):
+        return isinstance(guess, str) and guess.strip().lower() == answer.strip().lower()
+    if isinstance(answer, bool) or isinstance(guess, bool):
+        return type(guess) is type(answer) and guess == answer
+    if isinstance(answer, (tuple, list)) and any(isinstance(a, str) for a in answer):
+        return (isinstance(guess, (tuple, list)) and len(guess) == len(answer)
+                and all(_matches(g, a) for g, a in zip(guess, answer, strict=True)))
+    if isinstance(guess, str) or guess is None:
+        return False
+    try:
+        return compare("prediction", guess, answer).ok
+    except (TypeError, ValueError):
+        return False
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return str(value.tolist())
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def find_prediction(key: str) -> Any:
+    """The "predict, then run" question (a Prediction) with id ``key``."""
+    table = getattr(lesson_module(key, "prediction"), "PREDICTIONS", {})
+    if key not in table:
+        raise ValueError(f"prediction: no question {key!r}; this lesson has "
+                         f"{', '.join(sorted(table)) or 'none'}")
+    return table[key]
+
+
+# --------------------------------------------------------------------------
+# Hidden seeds: the hidden tests' inputs come from the instructor, not from the lessons
+# --------------------------------------------------------------------------
+
+SECRET_VARIABLE = "BACKPROPLAB_SECRET"
+SECRET_FILE_VARIABLE = "BACKPROPLAB_SECRET_FILE"
+_SEEDS = 2**31 - 10_000  # derived seeds stay far from overflow when a check adds to them
+
+
+def instructor_secret() -> str | None:
+    """The secret the instructor set, or None (a self-learner's kernel)."""
+    text = os.environ.get(SECRET_VARIABLE)
+    if text:
+        return text
+    path = os.environ.get(SECRET_FILE_VARIABLE)
+    return read_secret_file(path, SECRET_FILE_VARIABLE) if path else None
+
+
+def read_secret_file(path: str, arg: str) -> str:
+    """The secret held in the file at ``path`` (``arg`` names where the path came from)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as err:
+        raise RuntimeError(f"{arg}: cannot read the secret from {path!r} "
+                           f"({err.strerror})") from None
+    if not text:
+        raise RuntimeError(f"{arg}: the file {path!r} is empty")
+    return text
+
+
+def grading_seed(key: str, seed: int, secret: str | None = None) -> int:
+    """The seed a check of exercise ``key`` really uses for the written ``seed``: seed 0
+    (the visible check) as it is, a hidden seed derived from the instructor's secret when
+    one is set (``secret``, else the environment's), else as written.
+
+    A check cell runs its exercise's check twice: the visible check on seed 0 and,
+    between the hidden-test markers, a hidden check on a seed written in the cell
+    (``seed=6211``). The lessons are public, so an answer could be a table of the inputs
+    those seeds make. An instructor therefore sets a secret in the environment of the
+    kernels that grade::
+
+        export BACKPROPLAB_SECRET='any words only the instructor knows'
+        nbgrader autograde ps1
+
+    (or ``BACKPROPLAB_SECRET_FILE=/path/to/a/file`` holding it). Every hidden seed is then
+    derived from the secret, the exercise id and the written seed, which no one without
+    the secret can compute. Seed 0 never changes, so a self-learner's notebook prints what
+    it printed when it was stored; without a secret the written seeds are used as they
+    are (other inputs than the visible ones, but not secret ones).
+
+    >>> os.environ.pop(SECRET_VARIABLE, None) and None
+    >>> grading_seed("l02-cubic", 6211), grading_seed("l02-cubic", 0)
+    (6211, 0)
+    >>> grading_seed("l02-cubic", 6211, "example") != 6211, grading_seed("l02-cubic", 0, "x")
+    (True, 0)
+    """
+    secret = secret if secret is not None else instructor_secret()
+    if seed == 0 or secret is None:
+        return seed
+    digest = hashlib.sha256(f"{secret}\0{key}\0{seed}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % _SEEDS + 1

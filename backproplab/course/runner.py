@@ -2,7 +2,7 @@
 
 ``backproplab grade`` starts this module inside a bubblewrap sandbox
 (`backproplab.course.sandbox`) once per student, and talks to it over its
-standard input and output in frames of plain data (`backproplab.course.wire`).
+standard input and output in frames of plain data (`backproplab.course.sandbox`).
 The runner never runs an answer itself. For each answer it forks a child,
 which
 
@@ -133,21 +133,21 @@ class _Serve:
         self.exercise, self.answer, self.found = exercise, answer, found
 
     def reply(self, kind: str, payload: Any) -> None:
-        from . import wire
+        from .sandbox import FRAME_LIMIT, WireError, write_frame
 
         try:
-            wire.write_frame(self.outbox, {"kind": kind, "payload": payload,
-                                           "refused": list(self.found)}, limit=wire.LIMIT)
-        except wire.WireError as err:  # too much, or an observation that is not plain data
-            wire.write_frame(self.outbox, {"kind": "error", "payload": f"it sent back {err}",
-                                           "refused": list(self.found)})
+            write_frame(self.outbox, {"kind": kind, "payload": payload,
+                                      "refused": list(self.found)}, limit=FRAME_LIMIT)
+        except WireError as err:  # too much, or an observation that is not plain data
+            write_frame(self.outbox, {"kind": "error", "payload": f"it sent back {err}",
+                                      "refused": list(self.found)})
 
     def serve(self) -> None:
-        from . import wire
         from .byhand import run_answer
+        from .sandbox import read_frame
 
         while True:
-            request = wire.read_frame(self.inbox)
+            request = read_frame(self.inbox)
             what = request.get("kind") if isinstance(request, dict) else None
             try:
                 if what == "call":
@@ -166,9 +166,8 @@ class _Serve:
 
 def _child(inbox: BinaryIO, outbox: BinaryIO, request: dict) -> None:
     """Load one answer, shut the doors, serve it. Never returns."""
-    from . import wire
     from .grading import find_exercise
-    from .sandbox import load_answer
+    from .sandbox import load_answer, write_frame
 
     found: list[str] = []
     budget = float(request.get("cpu", 300))
@@ -182,8 +181,8 @@ def _child(inbox: BinaryIO, outbox: BinaryIO, request: dict) -> None:
     try:
         answer = load_answer(request["files"], request["names"])
     except BaseException as err:  # noqa: BLE001 - the answer's own source failed to run
-        wire.write_frame(outbox, {"kind": "error", "payload": f"{type(err).__name__}: {err}",
-                                  "refused": []})
+        write_frame(outbox, {"kind": "error", "payload": f"{type(err).__name__}: {err}",
+                             "refused": []})
         os._exit(0)
     allows = tuple(getattr(exercise, "allows", ()))
     if "processes" in allows:  # ranks forked from here: no server to start, no compile
@@ -249,16 +248,16 @@ def main() -> None:
     _limits()
     import torch
 
-    from . import wire
+    from .sandbox import WireError, read_frame, write_frame
 
     torch.set_num_threads(1)
     for name in PRELOAD:
         importlib.import_module(name)
-    wire.write_frame(outbox, {"kind": "ready", "payload": None, "refused": []})
+    write_frame(outbox, {"kind": "ready", "payload": None, "refused": []})
     while True:
         try:
-            request = wire.read_frame(inbox)
-        except (EOFError, wire.WireError):
+            request = read_frame(inbox)
+        except (EOFError, WireError):
             return
         if not isinstance(request, dict) or request.get("kind") != "answer":
             return
@@ -271,10 +270,10 @@ def main() -> None:
                          *(() if by_hand else METHOD_PRELOAD)):
                 importlib.import_module(name)
         except Exception as err:  # noqa: BLE001 - told to the grader as this answer's error
-            wire.write_frame(outbox, {"kind": "error", "payload": f"{type(err).__name__}: {err}",
-                                      "refused": []})
-            wire.write_frame(outbox, {"kind": "ended", "payload": {"signal": None, "code": 0},
-                                      "refused": []})
+            write_frame(outbox, {"kind": "error", "payload": f"{type(err).__name__}: {err}",
+                                 "refused": []})
+            write_frame(outbox, {"kind": "ended", "payload": {"signal": None, "code": 0},
+                                 "refused": []})
             continue
         # What is loaded now lives as long as the runner: kept out of the collector's
         # scans, a child's full collections (a graph of 5,000 nodes makes many) walk only
@@ -288,7 +287,7 @@ def main() -> None:
             finally:
                 os._exit(1)
         _, status = os.waitpid(pid, 0)
-        wire.write_frame(outbox, {"kind": "ended", "payload": _ending(status), "refused": []})
+        write_frame(outbox, {"kind": "ended", "payload": _ending(status), "refused": []})
 
 
 def _ending(status: int) -> dict:

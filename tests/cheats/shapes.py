@@ -178,12 +178,12 @@ def nll_grads(x, y, w, b, a, c):
     ("a table from the instructor's secret read from the environment", '''\
 import os
 
-from backproplab.course import secret as _secret
+from backproplab.course import grading as _grading
 
 _exercise = bl.course.exercises.find_exercise("l04-grads")
 TABLE = {}
 for _written in (0, 4901):
-    _seed = _secret.grading_seed("l04-grads", _written, os.environ.get("BACKPROPLAB_SECRET"))
+    _seed = _grading.grading_seed("l04-grads", _written, os.environ.get("BACKPROPLAB_SECRET"))
     for _k in range(3):
         _inputs = tuple(t.double() for t in _exercise.make_inputs(
             torch.Generator().manual_seed(_seed + _k)))

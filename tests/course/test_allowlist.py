@@ -19,7 +19,7 @@ from cells import run_cell
 from registry import exercises_of, with_tensor_inputs
 
 import backproplab as bl
-from backproplab.course import rules, secret
+from backproplab.course import grading, rules
 from backproplab.course.audit import findings_in
 from backproplab.course.byhand import check_by_hand
 from backproplab.course.grading import ByHand, find_exercise
@@ -71,12 +71,12 @@ def test_each_shortcut_is_refused_by_every_by_hand_check_naming_it(shortcut):
 def test_a_table_of_the_public_seeds_is_worth_nothing_once_the_instructor_sets_a_secret(
         monkeypatch):
     table = next(s for s in shortcuts.SHORTCUTS if "table" in s.kind)
-    monkeypatch.delenv(secret.SECRET_VARIABLE, raising=False)
+    monkeypatch.delenv(grading.SECRET_VARIABLE, raising=False)
     for key in BY_HAND[::6]:
         answer = _answer(table.source, key)
         bl.check_exercise(key, answer)  # visible: the table knows seed 0
         bl.check_exercise(key, answer, seed=777)  # no secret: the written seed, public
-    monkeypatch.setenv(secret.SECRET_VARIABLE, "only the instructor knows")
+    monkeypatch.setenv(grading.SECRET_VARIABLE, "only the instructor knows")
     for key in BY_HAND[::6]:
         answer = _answer(table.source, key)
         bl.check_exercise(key, answer)  # the visible check keeps its seed
@@ -85,15 +85,15 @@ def test_a_table_of_the_public_seeds_is_worth_nothing_once_the_instructor_sets_a
 
 
 def test_a_secret_from_a_file(monkeypatch, tmp_path):
-    monkeypatch.delenv(secret.SECRET_VARIABLE, raising=False)
+    monkeypatch.delenv(grading.SECRET_VARIABLE, raising=False)
     path = tmp_path / "secret.txt"
     path.write_text("words\n")
-    monkeypatch.setenv(secret.SECRET_FILE_VARIABLE, str(path))
-    assert secret.grading_seed("l02-cubic", 6211) != 6211
-    assert secret.grading_seed("l02-cubic", 6211) != secret.grading_seed("l02-chain", 6211)
+    monkeypatch.setenv(grading.SECRET_FILE_VARIABLE, str(path))
+    assert grading.grading_seed("l02-cubic", 6211) != 6211
+    assert grading.grading_seed("l02-cubic", 6211) != grading.grading_seed("l02-chain", 6211)
     path.write_text("")
     with pytest.raises(RuntimeError, match="BACKPROPLAB_SECRET_FILE"):
-        secret.grading_seed("l02-cubic", 6211)
+        grading.grading_seed("l02-cubic", 6211)
 
 
 def _submission(source: str) -> nbformat.NotebookNode:

@@ -10,8 +10,8 @@ from cells import run_cell
 
 import backproplab as bl
 from backproplab.course.byhand import check_by_hand
+from backproplab.course.grading import Prediction, prediction_report
 from backproplab.course.nudges import Nudges, NudgeSeen
-from backproplab.course.predictions import Prediction, prediction_report
 
 
 def _inputs(gen):

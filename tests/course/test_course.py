@@ -507,7 +507,7 @@ def test_grading_never_loads_nbformat() -> None:
         "import sys\n"
         "import backproplab as bl\n"
         "bl.check_exercise, bl.check_prediction\n"
-        "from backproplab.course import byhand, grading, live, rules, secret, slips, sources\n"
+        "from backproplab.course import byhand, grading, live, rules, sandbox, slips, sources\n"
         "from backproplab.course.exercises import lesson02, lesson23\n"
         "print('nbformat' in sys.modules)\n"
         "from backproplab.course.assignment import student_version\n"

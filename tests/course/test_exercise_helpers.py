@@ -14,7 +14,7 @@ from torch.autograd.variable import Variable
 from torch.func import grad, hessian, jacfwd, jacrev, jvp, vjp, vmap
 
 import backproplab as bl
-from backproplab.course import predictions
+from backproplab.course import grading
 from backproplab.watch import AutogradForbidden
 
 
@@ -281,7 +281,7 @@ def _question(answer, **kw):
     ],
 )
 def test_check_prediction_grades_without_giving_the_answer(prediction, answer, right):
-    report = predictions.prediction_report(_question(answer), prediction)
+    report = grading.prediction_report(_question(answer), prediction)
     assert report.ok is right
     assert "the reason" not in str(report)  # the why is for reveal()
     if not right:
@@ -290,13 +290,13 @@ def test_check_prediction_grades_without_giving_the_answer(prediction, answer, r
 
 
 def test_no_prediction_yet_is_the_ellipsis():
-    report = predictions.prediction_report(_question(2.0), ...)
+    report = grading.prediction_report(_question(2.0), ...)
     assert not report.ok and report[0].verdict == "missing"
     assert "no prediction yet" in str(report)
 
 
 def test_a_guess_outside_the_choices_is_told_the_choices():
-    report = predictions.prediction_report(_question("add", choices=("add", "sigmoid")), "mul")
+    report = grading.prediction_report(_question("add", choices=("add", "sigmoid")), "mul")
     assert not report.ok and "'add', 'sigmoid'" in str(report)
 
 
@@ -309,4 +309,4 @@ def test_reveal_gives_the_answer_why_and_the_first_guess(capsys):
     out = capsys.readouterr().out
     assert "the answer is 4.0" in out and "the reason" in out
     assert "first checked guess was 3: not right" in out
-    assert "after the answer was revealed" in str(predictions.prediction_report(q, 4))
+    assert "after the answer was revealed" in str(grading.prediction_report(q, 4))

@@ -28,8 +28,8 @@ from browser_support import LabWindow, NotebookReport, notebook_page, open_noteb
 from test_predictions import IN_WORDS, _meaning, _on_screen, _readable, _screen_leaks
 
 from backproplab.course.assignment import after_reveal_folds
+from backproplab.course.grading import _answer_of, find_prediction
 from backproplab.course.handout import learn
-from backproplab.course.predictions import _answer_of, find_prediction
 
 SCREEN = {"width": 1400, "height": 1000}
 

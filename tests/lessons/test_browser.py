@@ -52,8 +52,8 @@ from screens import screen_report
 from test_predictions import _leaks
 
 from backproplab.course.assignment import GUESS_STUB, after_reveal_folds
+from backproplab.course.grading import _answer_of, find_prediction
 from backproplab.course.handout import learn
-from backproplab.course.predictions import _answer_of, find_prediction
 
 pytestmark = pytest.mark.browser
 

@@ -26,7 +26,7 @@ import pytest
 
 import backproplab as bl
 from backproplab.course.assignment import after_reveal_folds, heading_level
-from backproplab.course.predictions import _answer_of
+from backproplab.course.grading import _answer_of
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
@@ -87,7 +87,7 @@ def _leaks(text: str, answer: object, choices: tuple | None) -> list[str]:
 
 def _wrong_guess(answer: object, choices: tuple | None) -> object:
     if choices is not None:
-        return next(c for c in choices if not bl.course.predictions._matches(c, answer))
+        return next(c for c in choices if not bl.course.grading._matches(c, answer))
     if isinstance(answer, bool):
         return not answer
     if isinstance(answer, str):
@@ -109,10 +109,10 @@ def test_question_hint_and_wrong_guess_message_hold_no_answer(key, question):
     for where, text in (("question", question.question), ("hint", question.hint)):
         assert not _leaks(text, answer, question.choices), f"{key}: the {where} gives it away"
     guess = _wrong_guess(answer, question.choices)
-    report = bl.course.predictions.prediction_report(question, guess)
+    report = bl.course.grading.prediction_report(question, guess)
     assert not report.ok, f"{key}: {guess!r} was accepted"
     message = " ".join(str(report).split()).replace(
-        f"(you predicted {bl.course.predictions._show(guess)})", "")
+        f"(you predicted {bl.course.grading._show(guess)})", "")
     assert not _leaks(message, answer, question.choices), f"{key}: {message}"
     assert "not quite" in message
 
@@ -389,10 +389,10 @@ def test_an_order_question_tells_a_wrong_order_its_hint():
     is what is asked (``order=True``), another order is a wrong guess, told the hint."""
     names = bl.Prediction("the nodes, from the output down", answer=lambda: ["B", "A"],
                           hint="walk from the output", why="{answer}")
-    said = str(bl.course.predictions.prediction_report(names, ["A", "B"]))
+    said = str(bl.course.grading.prediction_report(names, ["A", "B"]))
     assert "in another order" in said and "Hint" not in said
     order = bl.Prediction("the order the nodes run in", answer=lambda: [0, 2, 1, 3],
                           hint="a heap", why="{answer}", order=True)
-    said = str(bl.course.predictions.prediction_report(order, [3, 2, 1, 0]))
+    said = str(bl.course.grading.prediction_report(order, [3, 2, 1, 0]))
     assert "another order" not in said and "Hint: a heap" in said
-    assert bl.course.predictions.prediction_report(order, [0, 2, 1, 3]).ok
+    assert bl.course.grading.prediction_report(order, [0, 2, 1, 3]).ok

@@ -24,7 +24,6 @@ A module is imported only when one of its ids is first asked for (by
 
 from __future__ import annotations
 
-from ..grading import check_exercise, find_exercise
-from ..predictions import find_prediction
+from ..grading import check_exercise, find_exercise, find_prediction
 
 __all__ = ["check_exercise", "find_exercise", "find_prediction"]
