@@ -136,8 +136,13 @@ def _bucket_trial(answer: Any, seed: int, widths: list[int], cap: int) -> dict[s
     x, y = _share(seed)
     answer(model, cap)
     seen: list[int] = []  # all-reduce calls made when each gradient was ready
-    for p in model.parameters():  # after the learner's hooks: they run first
-        p.register_post_accumulate_grad_hook(lambda p: seen.append(len(sent)))
+    # Read once each parameter's AccumulateGrad node is done: after the tensor's
+    # post-accumulate hooks and after the node's own hooks registered before this one (DDP's
+    # reducer hooks the node), so a bucket sent from either kind of hook is on time. The
+    # nodes are held here: a node nobody holds is made anew, without its hooks, each step.
+    nodes = [p.view_as(p).grad_fn.next_functions[0][0] for p in model.parameters()]
+    for node in nodes:
+        node.register_hook(lambda grad_inputs, grad_outputs: seen.append(len(sent)))
     steps = []
     for _ in range(STEPS):
         model.zero_grad()
