@@ -63,15 +63,40 @@ def _typed_in(code: types.CodeType, module: str | None) -> bool:
     return name.startswith("<") or not os.path.realpath(name).startswith(_LIBRARIES)
 
 
+def _texts(filename: str) -> list[str]:
+    """The texts code compiled from ``filename`` may come from: the cell IPython keeps in
+    ``linecache``; for ``<timed exec>``, which has no entry there, the bodies of the
+    ``%%time`` cells the learner ran, latest first (IPython compiles the lines below the
+    magic under that name, numbered from 1)."""
+    text = "".join(linecache.getlines(filename))
+    if text or filename != "<timed exec>":
+        return [text]
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    cells = getattr(getattr(shell, "history_manager", None), "input_hist_raw", [])
+    return [cell.partition("\n")[2] for cell in reversed(cells)
+            if cell.split("\n", 1)[0].split()[:1] == ["%%time"]]
+
+
 def _node(code: types.CodeType, kind: type | tuple[type, ...], name: str | None = None
           ) -> list[ast.AST]:
     """The definitions (``def``, ``lambda``, ``class``) in the text ``code`` came from that
     start on its first line (or, for a class, contain it)."""
+    texts = _texts(code.co_filename)
+    for text in texts:
+        found = _defined_at(text, code.co_firstlineno, kind, name)
+        # of several %%time cells, the one defining this very name at that line
+        if found and (len(texts) == 1 or any(getattr(n, "name", "<lambda>")
+                                             == (name or code.co_name) for n in found)):
+            return found
+    return []
+
+
+def _defined_at(text: str, line: int, kind: type | tuple[type, ...], name: str | None
+                ) -> list[ast.AST]:
     try:
-        tree, _ = readable("".join(linecache.getlines(code.co_filename)))
+        tree, _ = readable(text)
     except SyntaxError:
         return []
-    line = code.co_firstlineno
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, kind):

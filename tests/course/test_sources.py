@@ -4,6 +4,8 @@ definitions it needs, each as it stands where it is read, and nothing else."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 
 from backproplab.course import live, rules, sources
 
@@ -246,3 +248,31 @@ def test_records_of_every_maker_stand_as_records_but_not_one_holding_a_librarys_
         "def sly(t):\n    return Sly()\n", "<test cell sources-makers>")
     assert _read(space["honest"]) == ([], "")
     assert "Sly" in _read(space["sly"])[1]
+
+
+def test_an_answer_cell_under_time_is_read_from_the_cell_ipython_ran():
+    """IPython compiles a ``%%time`` cell's body as ``<timed exec>``, which linecache does
+    not hold: the kernel reads the body from the cells the learner ran, the one that
+    defines that very name where several ``%%time`` cells define something on that line.
+    Run in a real IPython shell of its own (a shell is a process-wide singleton)."""
+    script = (
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        "def run(cell):\n"
+        "    return shell.run_cell(cell, store_history=True).error_in_exec\n"
+        "run('import backproplab as bl')\n"
+        "run('%%time\\ndef helper(t):\\n    return t\\n')\n"
+        "run('%%time\\ndef cubic_slope(x):\\n    return 3 * x**2 - 8 * x\\n')\n"
+        "run('%%time\\ndef other(t):\\n    return t\\n')\n"
+        "print('PASSED', repr(run('bl.check_exercise(\"l02-cubic\", cubic_slope)')))\n"
+        "run('%%time\\ndef cubic_slope(x):\\n    import numpy\\n    return 3 * x**2 - 8 * x\\n')\n"
+        "said = str(run('bl.check_exercise(\"l02-cubic\", cubic_slope)'))\n"
+        "print('REFUSED', said.replace('\\n', ' '))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    said = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in done.stdout.splitlines()
+            if line.startswith(("PASSED ", "REFUSED "))}
+    passed, refused = said.get("PASSED"), said.get("REFUSED", "")
+    assert passed == "None", done.stdout + done.stderr
+    assert "uses import numpy" in refused and "could not be read" not in refused, refused
