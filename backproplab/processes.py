@@ -21,6 +21,7 @@ reach them. The functions lesson 23 runs are in
 """
 
 from __future__ import annotations
+import __future__
 
 import contextlib
 import inspect
@@ -34,6 +35,7 @@ import tempfile
 import textwrap
 import time
 import traceback
+import types
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from multiprocessing.connection import wait
@@ -121,8 +123,7 @@ def fork_workers(functions: Sequence[Callable[..., Any]]) -> None:
             shipped = _FromSource(function, "worker")
         except TypeError:  # no source to send: `run` will say so, as it does in a notebook
             continue
-        _COMPILED[shipped.name, shipped.source] = compile(shipped.source, shipped.filename,
-                                                           "exec", dont_inherit=True)
+        _COMPILED[shipped.name, shipped.source] = shipped.compiled()
 
 
 class _FromSource:
@@ -150,19 +151,29 @@ class _FromSource:
         self.name = name
         self.source = textwrap.dedent(source)
         self.filename = f"<{name}, from the notebook>"
+        # The cell's own ``from __future__ import annotations``, if it had one: its hints
+        # then stay text in the worker too, where the names they use were never imported.
+        code = getattr(function, "__code__", None)
+        self.flags = getattr(code, "co_flags", 0) & __future__.annotations.compiler_flag
+
+    def compiled(self) -> types.CodeType:
+        # dont_inherit: the notebook's future imports, not this module's
+        return compile(self.source, self.filename, "exec", flags=self.flags, dont_inherit=True)
 
     def load(self) -> Callable[..., Any]:
         # Tracebacks show the lines of the function, as they do for a notebook cell.
         linecache.cache[self.filename] = (len(self.source), None,
                                           self.source.splitlines(True), self.filename)
-        namespace: dict[str, Any] = {"torch": torch, "nn": nn, "dist": dist, "DDP": DDP,
-                                     "math": math, "__name__": "__notebook__"}
+        # A module of its own, known to sys.modules: a dataclass made under the cell's
+        # ``from __future__ import annotations`` looks its module up there.
+        notebook = types.ModuleType("__notebook__")
+        notebook.__dict__.update(torch=torch, nn=nn, dist=dist, DDP=DDP, math=math)
+        sys.modules["__notebook__"] = notebook
         code = _COMPILED.get((self.name, self.source))
         if code is None:
-            # dont_inherit: the notebook's code, not this module's future imports
-            code = compile(self.source, self.filename, "exec", dont_inherit=True)
-        exec(code, namespace)
-        function = namespace.get(self.name)
+            code = self.compiled()
+        exec(code, notebook.__dict__)
+        function = notebook.__dict__.get(self.name)
         if not callable(function):
             raise TypeError(f"the source of {self.name} does not define {self.name}")
         return function

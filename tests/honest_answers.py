@@ -6749,4 +6749,321 @@ def rms_norm_backward(ctx, grad):
 pieces = {"fake": rms_norm_fake, "setup_context": rms_norm_setup_context,
           "backward": rms_norm_backward}
 '''),
+    Honest('l17-newton-step',
+           'log = print at cell level (a switch to silence the debugging output later)',
+           '''\
+log = print  # set to (lambda *args: None) to silence
+
+
+def newton_step(f, x):
+    x = x.detach().requires_grad_()
+    (d1,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)
+    (d2,) = torch.autograd.grad(d1.sum(), x)
+    log("f' =", d1.detach(), "f'' =", d2)
+    return -d1.detach() / d2
+'''),
+    Honest('l28-atan2',
+           'show = print alias at cell level, used to trace the shapes',
+           '''\
+show = print
+
+
+def atan2_backward(y, x, g):
+    r2 = x * x + y * y
+    show("shapes:", tuple(y.shape), tuple(x.shape))
+    return g * x / r2, (-g * y / r2).sum_to_size(x.shape)
+'''),
+    Honest('l16-checkpoint-by-hooks',
+           "a module-level sentinel object() for 'not recomputed yet'",
+           '''\
+from torch.autograd.graph import saved_tensors_hooks
+
+NOT_YET = object()
+
+
+def checkpoint_by_hooks(block, x):
+    state = torch.get_rng_state()
+    redone = [NOT_YET]
+    count = [0]
+
+    def pack(t):
+        count[0] += 1
+        return count[0] - 1
+
+    def unpack(i):
+        if redone[0] is NOT_YET:
+            kept = []
+            with torch.random.fork_rng(devices=[]):
+                torch.set_rng_state(state)
+                with torch.enable_grad(), saved_tensors_hooks(lambda t: kept.append(t) or t, lambda t: t):
+                    block(x.detach().requires_grad_(x.requires_grad))
+            redone[0] = kept
+        return redone[0][i]
+
+    with saved_tensors_hooks(pack, unpack):
+        return block(x)
+'''),
+    Honest('l21-layers',
+           'a cell-level trail of reports for debugging, its append bound to a name',
+           '''\
+from torch.autograd.graph import register_multi_grad_hook
+
+trail = []
+remember = trail.append
+
+
+def watch_layers(model, report):
+    handles = []
+    for name, module in model.named_modules():
+        params = dict(module.named_parameters(recurse=False))
+        if params:
+            def hook(grads, name=name, keys=tuple(params)):
+                remember(name)
+                report(name, dict(zip(keys, grads)))
+            handles.append(register_multi_grad_hook(list(params.values()), hook))
+    return handles
+'''),
+    Honest('l18-clip-per-example',
+           'a type alias Grads = dict[str, torch.Tensor] for the return hint',
+           '''\
+Grads = dict[str, torch.Tensor]
+
+
+def clipped_mean_gradient(model, X, Y, max_norm) -> Grads:
+    weights = {k: v.detach() for k, v in model.named_parameters()}
+
+    def one_loss(w, x, y):
+        return ((functional_call(model, w, (x.unsqueeze(0),)) - y.unsqueeze(0)) ** 2).mean()
+
+    per: Grads = vmap(grad(one_loss), in_dims=(None, 0, 0))(weights, X, Y)
+    norms = sum(g.flatten(1).pow(2).sum(1) for g in per.values()).sqrt()
+    scale = (max_norm / norms).clamp(max=1.0)
+    return {k: (g * scale.view(-1, *[1] * (g.dim() - 1))).mean(0) for k, g in per.items()}
+''',
+           earlier='''\
+from torch.func import functional_call, grad, vmap
+'''),
+    Honest('l26-heads',
+           'a type alias Triple = tuple[torch.Tensor, torch.Tensor, torch.Tensor] as the return hint',
+           '''\
+Triple = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def attention_backward(Q, K, V, lse, dO) -> Triple:
+    T, d = Q.shape[-2], Q.shape[-1]
+    S = Q @ K.mT / math.sqrt(d)
+    P = torch.exp(S - lse).masked_fill(future_mask(T), 0.0)
+    dV = P.mT @ dO
+    dP = dO @ V.mT
+    dS = P * (dP - (dP * P).sum(dim=-1, keepdim=True))
+    return dS @ K / math.sqrt(d), dS.mT @ Q / math.sqrt(d), dV
+''',
+           earlier='''\
+def future_mask(T):
+    return torch.ones(T, T, dtype=torch.bool).triu(1)
+'''),
+    Honest('l16-bytes-formula',
+           "the copies per layer looked up with a dict's .get bound at cell level",
+           '''\
+copies_kept = {"gelu": 2}.get  # every other activation keeps one copy
+
+
+def bytes_formula(batch, widths, activation):
+    return 4 * batch * (widths[0] + copies_kept(activation, 1) * sum(widths[1:-1]))
+'''),
+    Honest('l22-complex-linear',
+           'a NO_GRAD = torch.no_grad() context object kept at cell level',
+           '''\
+NO_GRAD = torch.no_grad()
+
+
+def complex_linear_backward(x, W, b, G):
+    with NO_GRAD:
+        return G @ W.mH, x.mH @ G, G.sum(dim=0)
+'''),
+    Honest('l23-fp16-hook',
+           'from __future__ import annotations; hints name Future and GradBucket imported at cell level',
+           '''\
+from __future__ import annotations
+
+from torch.distributed import GradBucket
+from torch.futures import Future
+
+
+def fp16_average(state: object, bucket: GradBucket) -> Future:
+    world = dist.get_world_size()
+    half = (bucket.buffer() / world).to(torch.float16)
+    fut = dist.all_reduce(half, async_op=True).get_future()
+    return fut.then(lambda done: done.value()[0].to(torch.float32))
+'''),
+    Honest('l23-shard-mean',
+           'from __future__ import annotations; the hints name Tensor imported from torch at cell level',
+           '''\
+from __future__ import annotations
+
+from torch import Tensor
+
+
+def shard_mean(grad: Tensor) -> Tensor:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    size = math.ceil(grad.shape[0] / world)
+    mine = grad[rank * size:(rank + 1) * size]
+    received, requests = [], []
+    for other in range(world):
+        if other != rank:
+            requests.append(dist.isend(grad[other * size:(other + 1) * size].contiguous(), other))
+            received.append(torch.empty_like(mine))
+            requests.append(dist.irecv(received[-1], other))
+    for request in requests:
+        request.wait()
+    total = mine.clone()
+    for part in received:
+        total += part
+    return total / world
+'''),
+    Honest('l22-safe-softplus',
+           'softplus(t) = -logsigmoid(-t), F.logsigmoid held by a short name at cell level',
+           '''\
+log_sigmoid = torch.nn.functional.logsigmoid
+
+
+def safe_soft_relu(x, beta):
+    bx = beta * x
+    big = bx > 20
+    tame = torch.where(big, torch.zeros_like(bx), bx)
+    return torch.where(big, x, -log_sigmoid(-tame) / beta)
+'''),
+    Honest('l04-huber',
+           'a Number = int | float alias for delta',
+           '''\
+Number = int | float
+
+
+def huber_grads(x, y, w, b, delta: Number):
+    r = w * x + b - y
+    pull = r.clamp(min=-delta, max=delta)
+    return (pull * x).mean(), pull.mean()
+'''),
+    Honest('l03-ops',
+           'a NUMBERS = (int, float) tuple for an isinstance check',
+           '''\
+NUMBERS = (int, float)
+
+
+def exp(a):
+    out = Value(math.exp(a.data), (a,), "exp")
+
+    def rule():
+        a.grad += out.data * out.grad
+
+    out.backward_rule = rule
+    return out
+
+
+def log(a):
+    out = Value(math.log(a.data), (a,), "log")
+
+    def rule():
+        a.grad += out.grad / a.data
+
+    out.backward_rule = rule
+    return out
+
+
+def power(a, k):
+    if not isinstance(k, NUMBERS):
+        raise TypeError(f"power: k must be a plain number, got {type(k).__name__}")
+    out = Value(a.data ** k, (a,), f"**{k}")
+
+    def rule():
+        a.grad += k * a.data ** (k - 1) * out.grad
+
+    out.backward_rule = rule
+    return out
+''',
+           earlier='''\
+class Value:
+    """A number that remembers how it was made."""
+
+    def __init__(self, data, parents=(), op="", name=""):
+        self.data = float(data)
+        self.grad = 0.0
+        self.parents = parents
+        self.op = op
+        self.name = name
+        self.backward_rule = lambda: None
+
+    def __repr__(self):
+        return f"Value({self.data:.4g}, grad={self.grad:.4g})"
+
+
+def as_value(x):
+    return x if isinstance(x, Value) else Value(x)
+
+
+def add(a, b):
+    a, b = as_value(a), as_value(b)
+    out = Value(a.data + b.data, (a, b), "+")
+
+    def rule():
+        a.grad += out.grad
+        b.grad += out.grad
+
+    out.backward_rule = rule
+    return out
+
+
+def mul(a, b):
+    a, b = as_value(a), as_value(b)
+    out = Value(a.data * b.data, (a, b), "*")
+
+    def rule():
+        a.grad += b.data * out.grad
+        b.grad += a.data * out.grad
+
+    out.backward_rule = rule
+    return out
+
+
+def tanh(a):
+    out = Value(math.tanh(a.data), (a,), "tanh")
+
+    def rule():
+        a.grad += (1 - out.data**2) * out.grad
+
+    out.backward_rule = rule
+    return out
+
+
+Value.__add__ = Value.__radd__ = add
+Value.__mul__ = Value.__rmul__ = mul
+Value.__neg__ = lambda a: a * -1
+Value.__sub__ = lambda a, b: a + (-as_value(b))
+Value.__rsub__ = lambda a, b: as_value(b) + (-a)
+Value.__truediv__ = lambda a, b: a * (1 / b)
+
+
+def topo_order(root):
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in node.parents if id(p) not in seen)
+    return order
+
+
+def backward(root):
+    order = topo_order(root)
+    for node in order:
+        if node.parents:
+            node.grad = 0.0
+    root.grad += 1.0
+    for node in reversed(order):
+        node.backward_rule()
+'''),
 ]

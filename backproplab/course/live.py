@@ -28,6 +28,9 @@ from .sources import free_names, readable
 __all__ = ["from_objects"]
 
 
+# A plain container of each kind, as code would write one (for its methods).
+_EMPTY = {list: "[]", dict: "{}", set: "set()", str: "''", tuple: "()", bytes: "b''",
+          frozenset: "frozenset()"}
 _DATA = (int, float, complex, bool, str, bytes, type(None), torch.dtype, torch.Size, torch.finfo,
          torch.iinfo, torch.device, torch.Generator, slice, range, type(Ellipsis))
 
@@ -36,14 +39,27 @@ def _is_data(value: Any, depth: int = 0) -> bool:
     """Numbers, plain tensors and containers of them: data an answer may read."""
     if isinstance(value, torch.Tensor):
         return type(value) in (torch.Tensor, torch.nn.Parameter)
-    if isinstance(value, _DATA):
+    if isinstance(value, _DATA) or type(value) is object:  # object(): a sentinel
         return True
+    if _hint(value):
+        return True  # a type alias (``Grads = dict[str, Tensor]``): never called
     if isinstance(value, (tuple, list, set, frozenset)) and depth < 3:
         return all(_is_data(v, depth + 1) for v in list(value)[:50])
     if isinstance(value, dict) and depth < 3:
         return all(_is_data(k, depth + 1) and _is_data(v, depth + 1)
                    for k, v in list(value.items())[:50])
     return False
+
+
+def _hint(value: Any, depth: int = 0) -> bool:
+    """A type hint made of classes: ``tuple[Tensor, Tensor]``, ``int | float``,
+    ``Optional[str]`` (what it holds is classes, never called as code)."""
+    args = getattr(value, "__args__", None)
+    if not (isinstance(value, (types.GenericAlias, types.UnionType))
+            or type(value).__module__ == "typing") or not isinstance(args, tuple) or depth > 4:
+        return False
+    return all(isinstance(a, type) or a is None or a is Ellipsis or _hint(a, depth + 1)
+               or (isinstance(a, list) and all(isinstance(b, type) for b in a)) for a in args)
 
 
 _LIBRARIES = tuple(os.path.realpath(sysconfig.get_paths()[k]) + os.sep
@@ -129,12 +145,14 @@ def _public_name(value: Any) -> str | None:
         return f"torch.Tensor.{own}"  # a tensor method held as a value: torch.Tensor.sum
     if home.split(".")[0] not in ("torch", "functorch"):
         return None
-    names = {own, own.split("_", 1)[-1]}  # torch.linalg.vecdot is named linalg_vecdot
+    # torch.linalg.vecdot is named linalg_vecdot, F.logsigmoid log_sigmoid
+    names = {own, own.split("_", 1)[-1], own.replace("_", "")}
     found = [f"{name}.{n}" for name, module in list(sys.modules.items())
              if name.split(".")[0] in ("torch", "functorch")
              and not any(part.startswith("_") for part in name.split("."))
              for n in names if getattr(module, n, None) is value]
-    return min(found, key=len) if found else None
+    # torch.jit re-exports what other modules define (torch.futures.Future): its names last
+    return min(found, key=lambda n: (n.startswith("torch.jit."), len(n))) if found else None
 
 
 # Where Python's record makers write a class's methods: generated code, or their modules.
@@ -196,6 +214,16 @@ class _Live:
             self.bound.setdefault(name, value.__name__)
         elif value is getattr(builtins, name, None):
             return
+        elif value is getattr(builtins, getattr(value, "__name__", ""), None):
+            # a builtin under a name of the answer's (``show = print``): read as written
+            self.trees.append(ast.parse(f"{name} = {value.__name__}"))
+        elif isinstance(value, types.BuiltinMethodType) and type(
+                getattr(value, "__self__", None)) in _EMPTY:
+            # a plain container's method (``remember = trail.append``): the method as code
+            # reads it, and what the container holds
+            self.trees.append(ast.parse(f"{name} = {_EMPTY[type(value.__self__)]}."
+                                        f"{value.__name__}"))
+            self.held(name, value.__self__, scope)
         elif isinstance(value, types.FunctionType) and _typed_in(value.__code__,
                                                                  value.__module__):
             self.function(value)
@@ -238,7 +266,10 @@ class _Live:
         else:
             owner = getattr(value, "__module__", None) or type(value).__module__
             own = getattr(value, "__qualname__", None) or type(value).__qualname__
-            self.bound.setdefault(name, _public_name(value) or _op_name(value)
+            # an object of torch's stands for its class (``torch.no_grad()``: torch.no_grad)
+            typed = None if isinstance(value, type) or callable(value) and hasattr(
+                value, "__name__") else _public_name(type(value))
+            self.bound.setdefault(name, _public_name(value) or _op_name(value) or typed
                                   or f"{owner}.{own}")
 
     def held(self, name: str, value: Any, scope: dict[str, Any]) -> None:
