@@ -7066,4 +7066,361 @@ def backward(root):
     for node in reversed(order):
         node.backward_rule()
 '''),
+    Honest('l12-weighted',
+           'nn.Softmax(dim=1) for the probabilities',
+           '''\
+def weighted_dlogits(logits, y, weight):
+    probs = torch.nn.Softmax(dim=1)(logits)
+    w = weight[y]
+    onehot = torch.nn.functional.one_hot(y, logits.shape[1]).to(logits.dtype)
+    return w[:, None] * (probs - onehot) / w.sum()
+'''),
+    Honest('l13-conv-dw',
+           'an nn.Unfold module for the patches, a loop over examples',
+           '''\
+def conv2d_dw_db(x, w, dout, stride, padding):
+    unfold = torch.nn.Unfold(kernel_size=w.shape[-1], stride=stride, padding=padding)
+    patches = unfold(x)
+    dw = torch.stack([d.flatten(1) @ p.T for d, p in zip(dout, patches)]).sum(0)
+    return dw.reshape(w.shape), dout.sum((0, 2, 3))
+'''),
+    Honest('l04-grads',
+           'a debug table printed with str.ljust',
+           '''\
+def nll_grads(x, y, w, b, a, c, verbose=False):
+    r = w * x + b - y
+    u = a * x + c
+    prec = torch.exp(-2 * u)
+    d_r, d_u = r * prec, 1 - r**2 * prec
+    grads = {"w": (d_r * x).mean(), "b": d_r.mean(), "a": (d_u * x).mean(), "c": d_u.mean()}
+    if verbose:
+        for name, g in grads.items():
+            print(name.ljust(4), float(g))
+    return tuple(grads.values())
+'''),
+    Honest('l13-lstm-bptt',
+           'caches in a dict by step, popitem() takes the last one',
+           '''\
+def lstm_bptt(xs, h0, c0, W, b, dhs):
+    D = xs.shape[2]
+    tape, h, c = {}, h0, c0
+    for t, x in enumerate(xs):
+        s = lstm_step(x, h, c, W, b)
+        tape[t] = (torch.cat([x, h], 1), c, s)
+        h, c = s["h_new"], s["c_new"]
+    dW, db = torch.zeros_like(W), torch.zeros_like(b)
+    dh, dc = torch.zeros_like(h0), torch.zeros_like(c0)
+    while tape:
+        t, (xh, c_in, s) = tape.popitem()
+        dz, dc = lstm_step_backward(s["i"], s["f"], s["g"], s["o"], c_in, s["c_new"],
+                                    dhs[t] + dh, dc)
+        dW = dW + xh.T @ dz
+        db = db + dz.sum(0)
+        dh = (dz @ W.T)[:, D:]
+    return dW, db, dh, dc
+''',
+           earlier='''\
+def lstm_step(x, h, c, W, b):
+    """One LSTM step, one named intermediate per line; returns them all."""
+    z = torch.cat([x, h], dim=1) @ W + b
+    zi, zf, zg, zo = z.chunk(4, dim=1)
+    i = torch.sigmoid(zi)
+    f = torch.sigmoid(zf)
+    g = torch.tanh(zg)
+    o = torch.sigmoid(zo)
+    c_new = f * c + i * g
+    h_new = o * torch.tanh(c_new)
+    return {"z": z, "i": i, "f": f, "g": g, "o": o, "c_new": c_new, "h_new": h_new}
+
+
+def lstm_step_backward(i, f, g, o, c, c_new, dh_new, dc_new):
+    t = torch.tanh(c_new)
+    dc_total = dc_new + dh_new * o * (1 - t * t)
+    dz = torch.cat([dc_total * g * i * (1 - i), dc_total * c * f * (1 - f),
+                    dc_total * i * (1 - g * g), dh_new * t * o * (1 - o)], dim=1)
+    return dz, dc_total * f
+'''),
+    Honest('l13-lstm-bptt',
+           'a Tape class with __iter__ and __reversed__',
+           '''\
+class Tape:
+    def __init__(self):
+        self.entries = []
+
+    def record(self, entry):
+        self.entries.append(entry)
+
+    def __len__(self):
+        return len(self.entries)
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def __reversed__(self):
+        return reversed(self.entries)
+
+
+def lstm_bptt(xs, h0, c0, W, b, dhs):
+    D = xs.shape[2]
+    tape, h, c = Tape(), h0, c0
+    for t, x in enumerate(xs):
+        s = lstm_step(x, h, c, W, b)
+        tape.record((t, torch.cat([x, h], 1), c, s))
+        h, c = s["h_new"], s["c_new"]
+    dW, db = torch.zeros_like(W), torch.zeros_like(b)
+    dh, dc = torch.zeros_like(h0), torch.zeros_like(c0)
+    for t, xh, c_in, s in reversed(tape):
+        dz, dc = lstm_step_backward(s["i"], s["f"], s["g"], s["o"], c_in, s["c_new"],
+                                    dhs[t] + dh, dc)
+        dW, db = dW + xh.T @ dz, db + dz.sum(0)
+        dh = (dz @ W.T)[:, D:]
+    return dW, db, dh, dc
+''',
+           earlier='''\
+def lstm_step(x, h, c, W, b):
+    """One LSTM step, one named intermediate per line; returns them all."""
+    z = torch.cat([x, h], dim=1) @ W + b
+    zi, zf, zg, zo = z.chunk(4, dim=1)
+    i = torch.sigmoid(zi)
+    f = torch.sigmoid(zf)
+    g = torch.tanh(zg)
+    o = torch.sigmoid(zo)
+    c_new = f * c + i * g
+    h_new = o * torch.tanh(c_new)
+    return {"z": z, "i": i, "f": f, "g": g, "o": o, "c_new": c_new, "h_new": h_new}
+
+
+def lstm_step_backward(i, f, g, o, c, c_new, dh_new, dc_new):
+    t = torch.tanh(c_new)
+    dc_total = dc_new + dh_new * o * (1 - t * t)
+    dz = torch.cat([dc_total * g * i * (1 - i), dc_total * c * f * (1 - f),
+                    dc_total * i * (1 - g * g), dh_new * t * o * (1 - o)], dim=1)
+    return dz, dc_total * f
+'''),
+    Honest('l13-pool',
+           "windows by as_strided with the input's strides",
+           '''\
+def maxpool_backward(x, dout, kernel, stride):
+    N, C, H, W = x.shape
+    Ho, Wo = dout.shape[-2:]
+    xc = x.contiguous()
+    sN, sC, sH, sW = xc.stride()
+    windows = xc.as_strided((N, C, Ho, Wo, kernel, kernel),
+                            (sN, sC, sH * stride, sW * stride, sH, sW))
+    first = windows.reshape(N, C, Ho, Wo, -1).argmax(-1)
+    rows = torch.arange(Ho)[:, None] * stride + first // kernel
+    cols = torch.arange(Wo)[None, :] * stride + first % kernel
+    dx = torch.zeros(N, C, H * W, dtype=x.dtype)
+    dx.scatter_add_(2, (rows * W + cols).reshape(N, C, -1), dout.reshape(N, C, -1))
+    return dx.reshape(N, C, H, W)
+'''),
+    Honest('l13-lstm-bptt',
+           'a dataclass of per-step lists hs, cs, is_, fs, gs, os',
+           '''\
+from dataclasses import dataclass, field
+
+
+@dataclass
+class History:
+    xhs: list = field(default_factory=list)
+    cs: list = field(default_factory=list)
+    is_: list = field(default_factory=list)
+    fs: list = field(default_factory=list)
+    gs: list = field(default_factory=list)
+    os: list = field(default_factory=list)
+    c_news: list = field(default_factory=list)
+
+
+def lstm_bptt(xs, h0, c0, W, b, dhs):
+    D = xs.shape[2]
+    hist, h, c = History(), h0, c0
+    for x in xs:
+        s = lstm_step(x, h, c, W, b)
+        hist.xhs.append(torch.cat([x, h], 1))
+        hist.cs.append(c)
+        hist.is_.append(s["i"])
+        hist.fs.append(s["f"])
+        hist.gs.append(s["g"])
+        hist.os.append(s["o"])
+        hist.c_news.append(s["c_new"])
+        h, c = s["h_new"], s["c_new"]
+    dW, db = torch.zeros_like(W), torch.zeros_like(b)
+    dh, dc = torch.zeros_like(h0), torch.zeros_like(c0)
+    for t in reversed(range(len(xs))):
+        dz, dc = lstm_step_backward(hist.is_[t], hist.fs[t], hist.gs[t], hist.os[t],
+                                    hist.cs[t], hist.c_news[t], dhs[t] + dh, dc)
+        dW = dW + hist.xhs[t].T @ dz
+        db = db + dz.sum(0)
+        dh = (dz @ W.T)[:, D:]
+    return dW, db, dh, dc
+''',
+           earlier='''\
+def lstm_step(x, h, c, W, b):
+    """One LSTM step, one named intermediate per line; returns them all."""
+    z = torch.cat([x, h], dim=1) @ W + b
+    zi, zf, zg, zo = z.chunk(4, dim=1)
+    i = torch.sigmoid(zi)
+    f = torch.sigmoid(zf)
+    g = torch.tanh(zg)
+    o = torch.sigmoid(zo)
+    c_new = f * c + i * g
+    h_new = o * torch.tanh(c_new)
+    return {"z": z, "i": i, "f": f, "g": g, "o": o, "c_new": c_new, "h_new": h_new}
+
+
+def lstm_step_backward(i, f, g, o, c, c_new, dh_new, dc_new):
+    t = torch.tanh(c_new)
+    dc_total = dc_new + dh_new * o * (1 - t * t)
+    dz = torch.cat([dc_total * g * i * (1 - i), dc_total * c * f * (1 - f),
+                    dc_total * i * (1 - g * g), dh_new * t * o * (1 - o)], dim=1)
+    return dz, dc_total * f
+'''),
+    Honest('l01-find-leaves',
+           'a Walker class whose per-node method is called inspect',
+           '''\
+class Walker:
+    def __init__(self):
+        self.seen, self.leaves = set(), []
+
+    def inspect(self, node):
+        if node is None or node in self.seen:
+            return []
+        self.seen.add(node)
+        if hasattr(node, "variable"):
+            self.leaves.append(node.variable)
+        return [fn for fn, _ in node.next_functions]
+
+    def walk(self, root):
+        todo = [root]
+        while todo:
+            todo.extend(self.inspect(todo.pop()))
+        return self.leaves
+
+
+def find_leaves(out):
+    return Walker().walk(out.grad_fn)
+'''),
+    Honest('l10-mlp',
+           'an nn.Module holding the weights, a hand-written backward method',
+           '''\
+class TanhNet(torch.nn.Module):
+    def __init__(self, W1, b1, W2, b2):
+        super().__init__()
+        self.W1, self.b1, self.W2, self.b2 = W1, b1, W2, b2
+
+    def forward(self, xs):
+        self.xs = xs
+        self.h = torch.tanh(xs @ self.W1 + self.b1)
+        return self.h @ self.W2 + self.b2
+
+    def backward_by_hand(self, dz):
+        da = dz @ self.W2.T * (1 - self.h**2)
+        return self.xs.T @ da, da.sum(0), self.h.T @ dz, dz.sum(0)
+
+
+def mlp_backward(xs, ys, W1, b1, W2, b2):
+    net = TanhNet(W1, b1, W2, b2)
+    z = net(xs)
+    return net.backward_by_hand((torch.sigmoid(z) - ys) / z.numel())
+'''),
+    Honest('l21-executor',
+           'queue.PriorityQueue of ready nodes compared by sequence number alone',
+           '''\
+import queue
+
+from torch.autograd.graph import get_gradient_edge
+
+
+class Ready:
+    def __init__(self, node):
+        self.node = node
+
+    def __lt__(self, other):
+        return self.node._sequence_nr() > other.node._sequence_nr()
+
+
+def run_backward(roots, grads, inputs):
+
+    # dependencies: one per edge into a node (the invisible root's edges too)
+    deps, users, stack, seen = {}, {}, [], set()
+    for root in roots:
+        deps[root.grad_fn] = deps.get(root.grad_fn, 0) + 1
+        stack.append(root.grad_fn)
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        for fn, _ in node.next_functions:
+            if fn is not None:
+                deps[fn] = deps.get(fn, 0) + 1
+                users.setdefault(fn, []).append(node)
+                stack.append(fn)
+    needed, stack = set(), [get_gradient_edge(t).node for t in inputs]
+    while stack:
+        node = stack.pop()
+        if node not in needed:
+            needed.add(node)
+            stack.extend(users.get(node, ()))
+
+    buffers, ready, order = {}, queue.PriorityQueue(), []
+
+    def arrive(fn, slot, g):
+        if fn in needed and g is not None:
+            g = g.sum_to_size(fn._input_metadata[slot].shape)
+            buf = buffers.setdefault(fn, [None] * len(fn._input_metadata))
+            buf[slot] = g if buf[slot] is None else buf[slot] + g
+        deps[fn] -= 1
+        if deps[fn] == 0 and fn in needed:
+            ready.put(Ready(fn))
+
+    for root, g in zip(roots, grads):
+        arrive(root.grad_fn, root.output_nr, g)
+    while not ready.empty():
+        node = ready.get().node
+        order.append(node)
+        out = node(*buffers.pop(node, [None] * len(node._input_metadata)))
+        out = out if isinstance(out, tuple) else (out,)
+        for (fn, slot), g in zip(node.next_functions, out):
+            if fn is not None:
+                arrive(fn, slot, g)
+    return order
+'''),
+    Honest('l26-flash',
+           'buffers made with zeros_like(..., memory_format=torch.contiguous_format)',
+           '''\
+def flash_backward(Q, K, V, O, lse, dO, block):
+    T = Q.shape[-2]
+    scale = Q.shape[-1] ** -0.5
+    row = (dO * O).sum(dim=-1, keepdim=True)
+    dQ = torch.zeros_like(Q, memory_format=torch.contiguous_format)
+    dK = torch.zeros_like(K, memory_format=torch.contiguous_format)
+    dV = torch.zeros_like(V, memory_format=torch.contiguous_format)
+    queries = torch.arange(T).unsqueeze(1)
+    for start in range(0, T, block):
+        stop = min(start + block, T)
+        Kb, Vb = K[..., start:stop, :], V[..., start:stop, :]
+        P = torch.exp(Q @ Kb.mT * scale - lse).masked_fill(torch.arange(start, stop) > queries, 0.0)
+        dS = P * (dO @ Vb.mT - row)
+        dQ += dS @ Kb * scale
+        dK[..., start:stop, :] = dS.mT @ Q * scale
+        dV[..., start:stop, :] = P.mT @ dO
+    return dQ, dK, dV
+'''),
+    Honest('l24-scale-range',
+           "torch.frexp's named fields (.mantissa, .exponent) for the powers of two",
+           '''\
+def scale_range(x, W, b, t):
+    r = x @ W.T + b - t
+    dy = 2 * r / r.numel()
+    dW, db = dy.T @ x, dy.sum(0)
+    f16 = torch.finfo(torch.float16)
+    low = torch.tensor(f16.tiny, dtype=x.dtype) / dy.abs()[dy != 0].min()
+    high = torch.tensor(f16.max, dtype=x.dtype) / torch.maximum(dW.abs().max(), db.abs().max())
+    lo = torch.frexp(low)    # low = mantissa * 2**exponent, mantissa in [0.5, 1)
+    hi = torch.frexp(high)
+    lowest = torch.where(lo.mantissa == 0.5, 2.0 ** (lo.exponent - 1), 2.0 ** lo.exponent)
+    highest = 2.0 ** (hi.exponent - 1)
+    return lowest.to(x.dtype), highest.to(x.dtype)
+'''),
 ]

@@ -120,7 +120,8 @@ def _tensor_operations() -> frozenset[str]:
               if isinstance(value, property) or type(value).__name__ == "getset_descriptor"}
     # makers, and shape methods torch writes in Python without listing them (unflatten is
     # torch.unflatten, which it lists)
-    found |= {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "unflatten"}
+    found |= {"new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "unflatten",
+              "stride"}
     return frozenset(n for n in found if n and not n.startswith("_"))
 
 
@@ -140,6 +141,8 @@ _TORCH_EXTRAS = {
     "is_floating_point", "numel", "broadcast_shapes", "no_grad", "inference_mode",
     "is_grad_enabled", "set_grad_enabled", "device", "inf", "nan", "pi", "e", "manual_seed",
     "sparse_coo_tensor", "vander", "triu_indices", "tril_indices", "asarray", "scalar_tensor",
+    # memory formats and layouts, handed to makers (zeros_like(x, memory_format=...))
+    "contiguous_format", "preserve_format", "channels_last", "channels_last_3d", "strided",
 }
 TENSOR_OPERATIONS = _tensor_operations()
 # Per module: the names a by-hand answer may take from it.
@@ -150,6 +153,15 @@ ARITHMETIC = {
     "torch.nn.functional": _namespace(torch.nn.functional, {
         "one_hot", "sigmoid", "tanh", "hardsigmoid", "hardswish", "relu_", "elu_", "celu_",
         "selu_", "leaky_relu_", "hardtanh_", "threshold_"}),
+    # modules without parameters around an operation of torch.nn.functional (nn.Softmax
+    # is F.softmax, nn.Unfold F.unfold), and Module, the base of a learner's own layer
+    "torch.nn": frozenset({"Module", "Identity", "Fold", "Unfold", "Flatten", "Unflatten",
+                           "PixelShuffle", "PixelUnshuffle", "ChannelShuffle",
+                           "CosineSimilarity", "PairwiseDistance"}
+                          | {n for n, v in vars(torch.nn).items() if isinstance(v, type)
+                             and v.__module__.rsplit(".", 1)[-1] in ("activation", "padding",
+                                                                    "pooling")
+                             and n not in ("MultiheadAttention", "PReLU")}),
     "torch.linalg": _namespace(torch.linalg),
     "torch.special": _namespace(torch.special),
     "math": frozenset(n for n in dir(math) if not n.startswith("_")),
@@ -185,7 +197,7 @@ _NODE_PRIVATE = {"_input_metadata", "_sequence_nr", "_version", "_base", "_is_vi
 # Bookkeeping modules: safe for any answer, except the parts named below.
 BOOKKEEPING = {"collections", "itertools", "functools", "operator", "heapq", "bisect",
                "typing", "dataclasses", "enum", "numbers", "copy", "statistics", "string",
-               "math", "random", "contextlib", "abc", "re", "pprint", "time"}
+               "math", "random", "contextlib", "abc", "re", "pprint", "time", "queue"}
 _BOOKKEEPING_REFUSED = {
     # the working folder is the operating system's
     "contextlib.chdir": "system",
@@ -207,7 +219,15 @@ CONTAINERS = {"append", "extend", "insert", "pop", "get", "items", "keys", "valu
               "isspace", "union", "intersection", "difference", "issubset", "issuperset",
               "isdisjoint", "format", "start", "stop", "step", "register", "total",
               "rotate", "maxlen", "move_to_end", "default_factory", "as_integer_ratio",
-              "cache_clear", "_replace", "_asdict", "_fields", "_make"}
+              "cache_clear", "_replace", "_asdict", "_fields", "_make", "ljust", "rjust",
+              "center", "zfill", "isalnum", "isupper", "islower", "isnumeric", "isdecimal",
+              "isidentifier", "swapcase", "expandtabs", "popitem", "symmetric_difference",
+              "difference_update", "intersection_update", "symmetric_difference_update",
+              "put", "get_nowait", "put_nowait", "empty", "qsize", "full"} | {
+    # the fields of torch's named-tuple results (frexp's mantissa, slogdet's logabsdet)
+    f for kind in vars(torch.return_types).values() if isinstance(kind, type)
+    for f, member in vars(kind).items() if type(member).__name__ == "member_descriptor"
+    and "_" not in f}
 # Frames, code and generators: the way to the check's own variables.
 _INTROSPECTION = {"gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await",
                   "ag_frame", "ag_code", "f_back", "f_locals", "f_globals", "f_builtins",
@@ -268,7 +288,7 @@ _REFUSED_ATTRIBUTES = {
 # gate's flag; ``self.system``, a system of equations; ``self.vars``, a formula's
 # variables): theirs once their own class sets them. Whatever the name, the grade's sandbox
 # refuses opening files and starting processes.
-_EVERYDAY = frozenset({"open", "system", "vars"})
+_EVERYDAY = frozenset({"open", "system", "vars", "os", "inspect"})
 # Names a learner's own attribute may not carry: a class attribute named ``sys`` would
 # otherwise open ``value.sys`` on any value.
 NEVER_OWN = (frozenset(_REFUSED_ATTRIBUTES) - _EVERYDAY) | _INTROSPECTION | {"modules", "numpy"}
@@ -282,7 +302,7 @@ CLASS_SAFE = {"__init__", "__call__", "__repr__", "__str__", "__len__", "__iter_
               "__getitem__", "__setitem__", "__contains__", "__eq__", "__ne__", "__hash__",
               "__bool__", "__enter__", "__exit__", "__post_init__", "__lt__", "__le__",
               "__gt__", "__ge__", "__float__", "__int__", "__index__", "__slots__",
-              "__missing__",
+              "__missing__", "__reversed__",
               # names and text, read to tell objects apart (``type(node).__name__``)
               "__name__", "__qualname__", "__doc__", "__module__"}
 CLASS_HOOKS = {"__torch_function__", "__torch_dispatch__", "__getattr__", "__getattribute__",

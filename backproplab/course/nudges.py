@@ -222,10 +222,14 @@ class Nudges(QuietDispatchMode):
         """An operation that moves entries, done to the records of the copies it moves (of
         one root, with indices or masks not computed from it)."""
         tensors = [t for _, t in _tensors(args) if id(t) in self._from]
-        copies = [self._copy_of(t) for t in tensors if t.is_floating_point() or t.is_complex()]
+        # values: floats, and whole numbers that are moved copies (``x.round().long() + 1``);
+        # other whole numbers here are indices or masks
+        valued = [t for t in tensors if t.is_floating_point() or t.is_complex()
+                  or id(t) in self._copies]
+        copies = [self._copy_of(t) for t in valued]
         if not copies or len({id(c.root) for c in copies}) > 1 or any(
                 self._from[id(t)] & self._from[id(copies[0].root)] for t in tensors
-                if not (t.is_floating_point() or t.is_complex())):
+                if not any(t is v for v in valued)):
             return None
         kwargs = {k: v for k, v in kwargs.items() if k != "dtype"}  # records stay float64
         twins = [func(*_twins(args, self._copies, copies[0].root, part), **kwargs)
@@ -241,6 +245,8 @@ class Nudges(QuietDispatchMode):
         for path, point in _tensors(args):
             if id(point) not in self._copies and id(point) not in self._inputs:
                 continue
+            if not (point.is_floating_point() or point.is_complex()):
+                continue  # whole numbers (frexp's exponent, k - 1): no slope lies between
             copy, value = self._copy_of(point), point.detach()
             if not copy.by and copy.entry.numel() > copy.root.numel():
                 self._several(copy, value)
@@ -395,14 +401,15 @@ def _tensors(value: Any, path: tuple = ()) -> list[tuple[tuple, torch.Tensor]]:
 
 
 def _twins(value: Any, copies: dict[int, _Copy], root: torch.Tensor, part: str) -> Any:
-    """``value`` with each copy of ``root`` replaced by its ``entry`` or ``scale``, other
-    floating tensors by zeros and numbers by 0 (they are no entries of the root)."""
+    """``value`` with each copy of ``root`` replaced by its ``entry`` or ``scale`` (a copy
+    in whole numbers too), other floating tensors by zeros and numbers by 0 (they are no
+    entries of the root)."""
     if type(value) in (list, tuple):
         return type(value)(_twins(v, copies, root, part) for v in value)
+    copy = copies.get(id(value)) if isinstance(value, torch.Tensor) else None
+    if copy is not None and copy.root is root:
+        return getattr(copy, part)
     if isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex()):
-        copy = copies.get(id(value))
-        if copy is not None and copy.root is root:
-            return getattr(copy, part)
         return torch.zeros(value.shape, dtype=torch.float64)
     return 0.0 if isinstance(value, float) else value
 

@@ -175,9 +175,11 @@ def test_an_input_nudged_in_place_and_put_back_is_seen():
     lambda x: _doubling(x.abs().min()),  # a search by comparisons: no values taken
     lambda x: 2 * x * (x - 4) + x * x,  # a product rule: x times x is not 2x times x - 4
     lambda x: _overwritten(x),  # an input written over, then used again
+    # whole numbers at k and k - 1 (frexp's exponent): no slope lies between them
+    lambda x: 2.0 ** torch.frexp(x).exponent - 2.0 ** (torch.frexp(x).exponent - 1),
 ], ids=["shifts", "reflection", "shifted reflection", "centred", "products", "leaky",
         "views", "tanh from exp", "double angle", "doubling search", "product rule",
-        "overwritten"])
+        "overwritten", "whole numbers"])
 def test_honest_formulas_that_move_inputs_are_not_a_nudge(compute):
     assert _nudged(compute) is None
 
@@ -187,6 +189,11 @@ def _overwritten(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     first = torch.exp(-x)
     x.copy_(torch.log1p(torch.exp(x)))
     return first, 1 - torch.exp(-x)
+
+
+def _through_whole_numbers(k: torch.Tensor) -> torch.Tensor:
+    """A forward difference with a step of 1 taken on whole numbers made floats again."""
+    return (k.long() + 1).double().sin() - k.sin()
 
 
 def _doubling(smallest: torch.Tensor) -> float:
@@ -203,7 +210,10 @@ def _doubling(smallest: torch.Tensor) -> float:
     lambda x: torch.exp(x * 1.5) - torch.exp(x),  # a factor that is no power of two
     lambda x: torch.stack([x * 2, x]).exp(),  # two points in one tensor (rule 2 stands)
     lambda x: (x + 1) * (x + 1) - (x - 1) * (x - 1),  # t * t at two points
-], ids=["shifted", "polynomial", "factor 1.5", "stacked", "a square at two points"])
+    # whole numbers moved, then made floats again: the function runs at floats
+    lambda x: _through_whole_numbers((1000 * x).round()),
+], ids=["shifted", "polynomial", "factor 1.5", "stacked", "a square at two points",
+        "through whole numbers"])
 def test_points_the_exemptions_leave_out_are_still_seen(compute):
     """Powers of two pass only exactly and under a function that gives no slope there; the
     point used again as an operand is the point itself at every point."""
