@@ -7423,4 +7423,45 @@ def scale_range(x, W, b, t):
     highest = 2.0 ** (hi.exponent - 1)
     return lowest.to(x.dtype), highest.to(x.dtype)
 '''),
+    Honest('l25-sac-policy',
+           'a decision variable set to PREFER_RECOMPUTE, changed to MUST_SAVE when worth it',
+           '''\
+from torch.utils.checkpoint import CheckpointPolicy
+
+PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default}
+
+
+def policy_for(ratio):
+    def policy(ctx, op, *args, **kwargs):
+        decision = CheckpointPolicy.PREFER_RECOMPUTE
+        if op in PRODUCTS:
+            out = ctx.op_output
+            if 2 * out.numel() * args[-2].shape[-1] > ratio * out.nbytes:
+                decision = CheckpointPolicy.MUST_SAVE
+        return decision
+    return policy
+'''),
+    Honest('l28-cumprod',
+           'two helpers each with its own local `scan` (torch.cumprod in one, torch.cumsum in the other)',
+           '''\
+def running_products(t):
+    scan = torch.cumprod
+    return scan(t, dim=-1)
+
+
+def reverse_sums(t):
+    scan = torch.cumsum
+    return scan(t.flip(-1), dim=-1).flip(-1)
+
+
+def cumprod_backward(x, dim, g):
+    x, g = x.movedim(dim, -1), g.movedim(dim, -1)
+    n = x.shape[-1]
+    out = torch.zeros_like(x)
+    for k in range(n):
+        before = x[..., :k].prod(-1, keepdim=True)
+        after = running_products(torch.cat([torch.ones_like(before), x[..., k + 1:]], -1))
+        out[..., k] = reverse_sums(before * after * g[..., k:])[..., 0]
+    return out.movedim(-1, dim)
+'''),
 ]

@@ -37,8 +37,11 @@ from __future__ import annotations
 import ast
 import builtins
 import string
+import sys
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -155,7 +158,8 @@ class _Names(ast.NodeVisitor):
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and chain \
                 and chain[0] in self.aliases and id(node) not in self._class_level:
             name, meant = node.targets[0].id, ".".join([self.aliases[chain[0]], *chain[1:]])
-            if self.aliases.get(name, meant) != meant:
+            if self.aliases.get(name, meant) != meant and (
+                    _namespace(self.aliases[name]) or _namespace(meant)):
                 self.rebound.append((node, name, self.aliases[name], meant))
             self.aliases[name] = meant
             self.alias_values.add(id(node.value))
@@ -214,6 +218,18 @@ class _Names(ast.NodeVisitor):
         if isinstance(node, (ast.MatchAs, ast.MatchStar, ast.MatchMapping)):
             self.own |= binds(node)  # names a match pattern captures
         super().generic_visit(node)
+
+
+def _namespace(dotted: str) -> bool:
+    """Whether a dotted name may stand for a module or a class (or for what cannot be
+    found): names read on it (``m.grad``) mean other things as it is bound one way or
+    another. A value (``torch.float32``, ``torch.ceil``, an enum's member) bound one way
+    and then another is read at each binding; its attributes are alike either way."""
+    top, *rest = dotted.split(".")
+    found: Any = sys.modules.get(top)
+    for part in rest:
+        found = getattr(found, part, None)
+    return found is None or isinstance(found, (types.ModuleType, type))
 
 
 def _hint_values(annotation: ast.AST) -> set[int]:

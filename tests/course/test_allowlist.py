@@ -429,6 +429,14 @@ def test_a_module_is_only_imported_read_through_or_named():
     assert _reasons("class A:\n    T = torch\n", rules.METHOD) == {"torch": "module-value"}
     rebound = _reasons("F = torch.nn.functional\nF = torch\n", rules.METHOD)
     assert rebound == {"F, bound to torch.nn.functional and to torch": "module-value"}
+    classes = _reasons("T = torch.Tensor\nT = torch.nn.Module\n", rules.METHOD)
+    assert classes == {"T, bound to torch.Tensor and to torch.nn.Module": "module-value"}
+    # values bound one way, then another (a dtype, a function picked by an if): each read
+    # where it is bound, nothing else read through them
+    values = ("def f(x, up):\n    wide = torch.float64\n    if not up:\n"
+              "        wide = torch.float32\n    rounding = torch.ceil if up else None\n"
+              "    rounding = torch.floor\n    return rounding(x).to(wide)\n")
+    assert _reasons(values, rules.BY_HAND) == {}
 
 
 def test_a_refused_builtin_is_refused_however_it_is_bound():
