@@ -7464,4 +7464,30 @@ def cumprod_backward(x, dim, g):
         out[..., k] = reverse_sums(before * after * g[..., k:])[..., 0]
     return out.movedim(-1, dim)
 '''),
+    Honest('l16-bytes-formula',
+           'a table filled by a cell-level for loop over the activations',
+           '''\
+KEPT_PER_LAYER = {}
+for kind in ("relu", "tanh", "sigmoid", "gelu"):
+    KEPT_PER_LAYER[kind] = 2 if kind == "gelu" else 1  # GELU keeps its input as well
+
+
+def bytes_formula(batch, widths, activation):
+    return 4 * batch * (widths[0] + KEPT_PER_LAYER[activation] * sum(widths[1:-1]))
+'''),
+    Honest('l18-jvp-by-hand',
+           'forward-mode rules in a table filled by a cell-level loop over (name, rule) pairs',
+           '''\
+RULES = {}
+for name, rule in (("tanh", lambda out, dx: (1 - out * out) * dx),
+                   ("affine", lambda W, dx: W @ dx)):
+    RULES[name] = rule
+
+
+def tangent(W, b, x, v):
+    h = torch.tanh(W @ x + b)
+    dh = RULES["tanh"](h, RULES["affine"](W, v))
+    s, ds = x @ x, 2 * (x @ v)
+    return dh * s + h * ds
+'''),
 ]

@@ -167,7 +167,9 @@ class _Reads(ast.NodeVisitor):
         return any(kind == "function" for kind, _ in self.scopes)
 
     def _read(self, name: str) -> None:
-        if not self._local(name):
+        # At the top level, a name the statement has already bound is its own (a loop's
+        # variable read in its body), not an earlier cell's.
+        if not self._local(name) and (self.scopes or name not in self.bound):
             (self.lazy if self._lazy() else self.eager).add(name)
 
     def _bind(self, names: Iterable[str]) -> None:

@@ -276,3 +276,15 @@ def test_an_answer_cell_under_time_is_read_from_the_cell_ipython_ran():
     passed, refused = said.get("PASSED"), said.get("REFUSED", "")
     assert passed == "None", done.stdout + done.stderr
     assert "uses import numpy" in refused and "could not be read" not in refused, refused
+
+
+def test_a_loop_at_the_top_level_reads_its_own_variable_not_an_earlier_cells():
+    """A table filled by a cell-level loop: the loop's variable, read in its body, is the
+    loop's; an earlier cell that bound the same name (a lesson's own ``for name in ...``)
+    is not part of the answer."""
+    cells = ["import torch\nfor name in ('a', 'b'):\n    print(torch.compile)",
+             "KEPT = {}\nfor name in ('relu', 'gelu'):\n    KEPT[name] = len(name)",
+             "def kept(kind):\n    return KEPT[kind]"]
+    assert _taken(cells, ["kept"]) == [(1, "KEPT = {}"), (1, "for name in ('relu', 'gelu'):"),
+                                        (2, "def kept(kind):")]
+    assert sources.free_names(ast.parse("x = x + 1\nfor k in x:\n    y = k")) == {"x"}
