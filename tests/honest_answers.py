@@ -7490,4 +7490,199 @@ def tangent(W, b, x, v):
     s, ds = x @ x, 2 * (x @ v)
     return dh * s + h * ds
 '''),
+    Honest('l02-rule',
+           'a RuleBook object whose register method is the decorator',
+           '''\
+class RuleBook:
+    def __init__(self):
+        self.rules = {}
+
+    def register(self, name):
+        def add(fn):
+            self.rules[name] = fn
+            return fn
+        return add
+
+
+RULES = RuleBook()
+
+
+@RULES.register("AddBackward0")
+def _add(node, g):
+    return [g, g]
+
+
+@RULES.register("SubBackward0")
+def _sub(node, g):
+    return [g, -g]
+
+
+@RULES.register("MulBackward0")
+def _mul(node, g):
+    a, b = node._saved_self, node._saved_other
+    return [None if b is None else g * b, None if a is None else g * a]
+
+
+@RULES.register("DivBackward0")
+def _div(node, g):
+    a, b = node._saved_self, node._saved_other
+    return [g / b, None if a is None else -g * a / b**2]
+
+
+@RULES.register("SinBackward0")
+def _sin(node, g):
+    return [g * torch.cos(node._saved_self)]
+
+
+@RULES.register("ExpBackward0")
+def _exp(node, g):
+    return [g * node._saved_result]
+
+
+@RULES.register("PowBackward0")
+def _pow(node, g):
+    k = node._saved_exponent
+    return [g * k * node._saved_self ** (k - 1)]
+
+
+@RULES.register("SqrtBackward0")
+def _sqrt(node, g):
+    return [g / (2 * node._saved_result)]
+
+
+@RULES.register("TanhBackward0")
+def _tanh(node, g):
+    return [g * (1 - node._saved_result ** 2)]
+
+
+def node_rule(node, grad):
+    sent = RULES.rules[node.name()](node, grad)
+    return [None if fn is None else s for (fn, _), s in zip(node.next_functions, sent)]
+'''),
+    Honest('l02-rule',
+           'a table filled by a setup function called once in the cell',
+           '''\
+RULES = {}
+
+
+def install_rules():
+    RULES["AddBackward0"] = lambda n, g: [g, g]
+    RULES["SubBackward0"] = lambda n, g: [g, -g]
+    RULES["MulBackward0"] = lambda n, g: [
+        None if n._saved_other is None else g * n._saved_other,
+        None if n._saved_self is None else g * n._saved_self]
+    RULES["DivBackward0"] = lambda n, g: [
+        g / n._saved_other,
+        None if n._saved_self is None else -g * n._saved_self / n._saved_other ** 2]
+    RULES["SinBackward0"] = lambda n, g: [g * n._saved_self.cos()]
+    RULES["ExpBackward0"] = lambda n, g: [g * n._saved_result]
+    RULES["PowBackward0"] = lambda n, g: [
+        g * n._saved_exponent * n._saved_self ** (n._saved_exponent - 1)]
+    RULES["SqrtBackward0"] = lambda n, g: [g / (2 * n._saved_result)]
+    RULES["TanhBackward0"] = lambda n, g: [g * (1 - n._saved_result ** 2)]
+
+
+install_rules()
+
+
+def node_rule(node, grad):
+    sent = RULES[node.name()](node, grad)
+    return [None if fn is None else s for (fn, _), s in zip(node.next_functions, sent)]
+'''),
+    Honest('l09-gather',
+           'rules added to a table by calling register(dim, fn)',
+           '''\
+PER_DIM = {}
+
+
+def register(dim, fn):
+    PER_DIM[dim] = fn
+
+
+register(0, lambda x, index, g: torch.zeros_like(x).scatter_add_(0, index, g))
+register(1, lambda x, index, g: torch.zeros_like(x).scatter_add_(1, index, g))
+
+
+def gather_grad(x, dim, index, g):
+    return PER_DIM[dim](x, index, g)
+'''),
+    Honest('l08-shares-vjp',
+           'functools.singledispatch: the tensor case added with .register',
+           '''\
+import functools
+
+
+@functools.singledispatch
+def shares_vjp(x, v):
+    raise TypeError(f"shares_vjp: unsupported input {type(x).__name__}")
+
+
+@shares_vjp.register
+def _(x: torch.Tensor, v):
+    S = x.sum()
+    return v / S - (v * x).sum() / S**2
+'''),
+    Honest('l09-normalize',
+           'an object configured by a method call after it is made',
+           '''\
+class NormalizeVJP:
+    def __init__(self):
+        self.dim = None
+
+    def along(self, dim):
+        self.dim = dim
+        return self
+
+    def __call__(self, x, g):
+        r = x.norm(dim=self.dim, keepdim=True)
+        y = x / r
+        return (g - y * (g * y).sum(dim=self.dim, keepdim=True)) / r
+
+
+normalize_vjp = NormalizeVJP()
+normalize_vjp.along(-1)
+'''),
+    Honest('l02-cubic',
+           'function attributes as static coefficients',
+           '''\
+def cubic_slope(x):
+    a, b = cubic_slope.coefficients
+    return a * x**2 + b * x
+
+
+cubic_slope.coefficients = (3.0, -8.0)   # d/dx of x^3 - 4x^2 + 5
+'''),
+    Honest('l02-cubic',
+           'a method added to the class after its definition',
+           '''\
+class Poly:
+    def __init__(self, coeffs):
+        self.coeffs = list(coeffs)   # constant term first
+
+    def __call__(self, x):
+        return sum(c * x**k for k, c in enumerate(self.coeffs))
+
+
+def _derivative(self):
+    return Poly([k * c for k, c in enumerate(self.coeffs)][1:])
+
+
+Poly.derivative = _derivative
+CUBIC = Poly([5.0, 0.0, -4.0, 1.0])
+
+
+def cubic_slope(x):
+    return CUBIC.derivative()(x)
+'''),
+    Honest('l09-softmax-vjp',
+           'an object configured after it is made (vjp.axis = -1)',
+           '''\
+class SoftmaxVJP:
+    def __call__(self, p, g):
+        return p * (g - (g * p).sum(dim=self.axis, keepdim=True))
+
+
+softmax_vjp = SoftmaxVJP()
+softmax_vjp.axis = -1
+'''),
 ]

@@ -246,8 +246,7 @@ class _Live:
                 self.held(name, part, scope)
         elif self._class_code(type(value)) is not None:  # an instance of a learner's class
             self.cls(type(value))
-            for attr, held in vars(value).items() if hasattr(value, "__dict__") else ():
-                self.held(attr, held, scope)
+            self._attributes(name, vars(value) if hasattr(value, "__dict__") else {}, scope)
         elif self._plain_class(type(value)):
             # An instance of a learner's record class (a dataclass, a named tuple): the
             # class stands in the reading, and what the instance holds is read.
@@ -349,6 +348,7 @@ class _Live:
             self.unread.append(fn.__qualname__)
             return
         self.trees.extend(nodes)
+        self._attributes(fn.__name__, vars(fn), fn.__globals__)
         cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False))
         for name in sorted(set().union(*(free_names(n) for n in nodes))):
             if name in cells:
@@ -372,6 +372,7 @@ class _Live:
         for name in sorted(free_names(nodes[0])):
             if name in scope:
                 self.value(name, scope[name], scope)
+        self._attributes(cls.__name__, {}, scope, names=vars(cls))
         for attr, member in vars(cls).items():
             if isinstance(member, property):  # its getter, setter and deleter are code
                 parts = [member.fget, member.fset, member.fdel]
@@ -387,6 +388,20 @@ class _Live:
                     continue  # written by the class machinery (a dataclass's __init__)
                 if part is not None:
                     self.value(attr, part, scope)
+
+
+    def _attributes(self, owner: str, held: dict[str, Any], scope: dict[str, Any],
+                    names: Any = ()) -> None:
+        """Attributes of the learner's object, set outside its code too (``slope.c = ...``
+        in a cell, a method put on a class after it): known as code setting them makes
+        them; what ``held`` holds is read."""
+        found = [a for a in (*held, *names) if a.isidentifier() and not a.startswith("__")]
+        if owner.isidentifier() and found:
+            self.trees.append(ast.parse("".join(f"{owner}.{a} = None\n"
+                                                for a in dict.fromkeys(found))))
+        for attr, value in held.items():
+            if not attr.startswith("__"):
+                self.held(attr, value, scope)
 
 
 def from_objects(answer: Any) -> tuple[list[ast.AST], dict[str, str], list[str]]:

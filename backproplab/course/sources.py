@@ -365,21 +365,30 @@ def _definition(table: list[_Statement], name: str, before: int) -> list[int]:
     start = _latest(table, name, before)
     if start is None:
         return []
+    # a module is not filled by calling it (``torch.manual_seed(0)``, ``@torch.no_grad()``)
+    imported = isinstance(table[start].tree, (ast.Import, ast.ImportFrom))
     return [start] + [k for k in range(start + 1, before) if name not in table[k].reads.bound
-                      and (name in table[k].reads.fills or _filled_by_decorator(table, name, k))]
+                      and (name in table[k].reads.fills
+                           or _filled_by_call(table, name, k, own=not imported))]
 
 
 def _latest(table: list[_Statement], name: str, before: int) -> int | None:
     return next((k for k in range(before - 1, -1, -1) if name in table[k].reads.bound), None)
 
 
-def _filled_by_decorator(table: list[_Statement], name: str, k: int) -> bool:
-    """Whether statement ``k`` is decorated by a function of the notebook's that sets
-    items of ``name`` (``@register("mul")`` filling a table of rules)."""
-    decorators = getattr(table[k].tree, "decorator_list", [])
-    found = [_latest(table, n.id, k) for d in decorators for n in ast.walk(d)
-             if isinstance(n, ast.Name)]
-    return any(d is not None and name in table[d].reads.lazy_fills for d in found)
+def _filled_by_call(table: list[_Statement], name: str, k: int, own: bool) -> bool:
+    """Whether statement ``k`` may fill or set up ``name`` by a call: a decorator or a call
+    standing alone that is a method of ``name``, an object of the notebook's (``own``:
+    ``@RULES.register("mul")``, ``normalize.along(-1)``), or a function of the notebook's
+    that sets items of ``name`` when called (``@register("mul")``, ``install_rules()``)."""
+    tree = table[k].tree
+    calls = list(getattr(tree, "decorator_list", []))
+    if isinstance(tree, ast.Expr) and isinstance(tree.value, ast.Call):
+        calls.append(tree.value.func)
+    names = [n.id for c in calls for n in ast.walk(c) if isinstance(n, ast.Name)]
+    found = [_latest(table, n, k) for n in names]
+    return (own and name in names) or any(d is not None and name in table[d].reads.lazy_fills
+                                          for d in found)
 
 
 def unreadable_note(unreadable: Sequence[tuple[int, int, str]],

@@ -288,3 +288,19 @@ def test_a_loop_at_the_top_level_reads_its_own_variable_not_an_earlier_cells():
     assert _taken(cells, ["kept"]) == [(1, "KEPT = {}"), (1, "for name in ('relu', 'gelu'):"),
                                         (2, "def kept(kind):")]
     assert sources.free_names(ast.parse("x = x + 1\nfor k in x:\n    y = k")) == {"x"}
+
+
+def test_a_table_set_up_by_calls_comes_with_its_calls_but_a_module_never_does():
+    """A table filled by its own method as a decorator or by a call standing alone, or by
+    a function of the notebook's called once, comes with those statements; calls on a
+    module (``torch.manual_seed(0)``, ``@torch.no_grad()``) never join a module's import."""
+    cells = ["import torch\ntorch.manual_seed(0)\n\n\n@torch.no_grad()\ndef lesson(x):\n"
+             "    return x",
+             "RULES = Book()\n\n\n@RULES.register('mul')\ndef mul(g):\n    return g",
+             "RULES.limit(3)\nTABLE = {}\n\n\ndef install():\n    TABLE['a'] = 1\n\n\n"
+             "install()",
+             "def answer(x):\n    return RULES, TABLE, torch.sin(x)"]
+    assert _taken(cells, ["answer"]) == [
+        (0, "import torch"), (1, "RULES = Book()"), (1, "@RULES.register('mul')"),
+        (2, "RULES.limit(3)"), (2, "TABLE = {}"), (2, "def install():"), (2, "install()"),
+        (3, "def answer(x):")]
