@@ -7685,4 +7685,75 @@ class SoftmaxVJP:
 softmax_vjp = SoftmaxVJP()
 softmax_vjp.axis = -1
 '''),
+    Honest('l18-clip-per-example',
+           "a version fallback: torch.func imports, else functorch's (older torch)",
+           '''\
+try:
+    from torch.func import functional_call, grad, vmap
+except ImportError:  # torch < 2.0 kept these in functorch
+    from functorch import grad, vmap
+    from torch.nn.utils.stateless import functional_call
+
+
+def clipped_mean_gradient(model, X, Y, max_norm):
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def one_loss(p, x, y):
+        return ((functional_call(model, p, (x.unsqueeze(0),)) - y.unsqueeze(0)) ** 2).mean()
+
+    g = vmap(grad(one_loss), in_dims=(None, 0, 0))(params, X, Y)
+    norms = torch.sqrt(sum(t.flatten(1).pow(2).sum(1) for t in g.values()))
+    factor = (max_norm / norms).clamp(max=1.0)
+    return {k: (t * factor.view(-1, *[1] * (t.dim() - 1))).mean(0) for k, t in g.items()}
+'''),
+    Honest('l28-ops-by-node',
+           'typing.TYPE_CHECKING import of OpOverload for the hints, __future__ annotations',
+           '''\
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
+
+
+class OpsLog(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.report: list[tuple[str, list[str]]] = []
+        self.running: list[str] | None = None
+
+    def __torch_dispatch__(self, func: OpOverload, types, args=(), kwargs=None):
+        if self.running is not None:
+            self.running.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def ops_by_node(loss):
+    log = OpsLog()
+
+    def started(node):
+        log.running = []
+        log.report.append((node.name(), log.running))
+
+    def finished(grads_in, grads_out):
+        log.running = None
+
+    handles, todo, seen = [], [loss.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        handles.append(node.register_prehook(lambda grads, node=node: started(node)))
+        handles.append(node.register_hook(finished))
+        todo.extend(fn for fn, _ in node.next_functions)
+    with log:
+        loss.backward()
+    for h in handles:
+        h.remove()
+    return log.report
+'''),
 ]

@@ -197,7 +197,8 @@ _NODE_PRIVATE = {"_input_metadata", "_sequence_nr", "_version", "_base", "_is_vi
 # Bookkeeping modules: safe for any answer, except the parts named below.
 BOOKKEEPING = {"collections", "itertools", "functools", "operator", "heapq", "bisect",
                "typing", "dataclasses", "enum", "numbers", "copy", "statistics", "string",
-               "math", "random", "contextlib", "abc", "re", "pprint", "time", "queue"}
+               "math", "random", "contextlib", "abc", "re", "pprint", "time", "queue",
+               "__future__"}
 _BOOKKEEPING_REFUSED = {
     # the working folder is the operating system's
     "contextlib.chdir": "system",
@@ -441,6 +442,9 @@ def _judge(qualified: str, vocabulary: Vocabulary) -> str | None:
 def _method_torch(qualified: str, vocabulary: Vocabulary) -> str | None:
     """A method answer's torch name: on the list, or refused with the most exact reason."""
     parts = qualified.split(".")
+    if parts[0] == "functorch" and len(parts) > 1 and hasattr(torch.func, parts[1]):
+        parts = ["torch", "func", *parts[1:]]  # torch.func's transforms by their old name
+        qualified = ".".join(parts)
     if qualified == "torch" or (parts[0] == "torch" and len(parts) > 1 and (
             _listed(parts[1], ARITHMETIC["torch"]) or parts[1] in _METHOD_TORCH)):
         return _parts_reason(parts[2:], vocabulary)  # a listed name, then what is read on it

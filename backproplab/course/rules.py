@@ -141,6 +141,7 @@ class _Names(ast.NodeVisitor):
         self.attributes: set[str] = set()
         self.alias_values: set[int] = set()  # ids of ``X = module`` values: a module named
         self.rebound: list[tuple[ast.AST, str, str, str]] = []  # an alias bound twice
+        self.hint_only: set[str] = set()  # bound under ``if TYPE_CHECKING:`` only
         self._class_level: set[int] = set()
 
     def visit_Import(self, node: ast.Import) -> None:
@@ -186,6 +187,15 @@ class _Names(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if not isinstance(node.ctx, ast.Load):
             self.own.add(node.id)
+
+    def visit_If(self, node: ast.If) -> None:
+        if (_chain(node.test) or [""])[-1] == "TYPE_CHECKING":
+            # names a type checker reads in hints: none of them exists when the code runs
+            self.hint_only.update(n for part in node.body for n in binds(part))
+            for part in node.orelse:
+                self.visit(part)
+            return
+        self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if not isinstance(node.ctx, ast.Load):
@@ -331,6 +341,8 @@ class _Reader(ast.NodeVisitor):
         if id(node) in self._literal or not isinstance(node.ctx, ast.Load):
             return
         meant = self._alias(name)
+        if meant is None and name in self.names.hint_only:
+            return  # a hint's name, imported for a type checker only
         if is_dunder(name):
             self._add(node, name, "introspection")
         elif meant is not None:
@@ -399,6 +411,14 @@ class _Reader(ast.NodeVisitor):
             hidden = fields is None and self.vocabulary.by_hand
             if hidden or any("." in f or "[" in f for f in fields or ()):
                 self._add(node, f".{func.attr}(...)", "by-name")
+        self.generic_visit(node)
+
+    def visit_If(self, node: ast.If) -> None:
+        if (_chain(node.test) or [""])[-1] == "TYPE_CHECKING":
+            # never runs: what it imports names hints for a type checker only
+            for part in node.orelse:
+                self.visit(part)
+            return
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:

@@ -19,7 +19,7 @@ from cells import run_cell
 from registry import exercises_of, with_tensor_inputs
 
 import backproplab as bl
-from backproplab.course import grading, rules
+from backproplab.course import allowlist, grading, rules
 from backproplab.course.audit import findings_in
 from backproplab.course.byhand import check_by_hand
 from backproplab.course.grading import ByHand, find_exercise
@@ -512,3 +512,24 @@ def test_an_answer_made_of_pieces_in_a_dict_is_read_in_the_kernel():
         bl.check_exercise("l27-rms-norm-op", {"fake": pieces["fake"],
                                               "setup_context": pieces["setup"],
                                               "backward": pieces["backward"]})
+
+
+def test_what_is_imported_for_a_type_checker_only_is_not_read():
+    """``if TYPE_CHECKING:`` never runs: what it imports names hints only. Its ``else``
+    runs, and is read."""
+    hints = ("from __future__ import annotations\n\nfrom typing import TYPE_CHECKING\n\n"
+             "if TYPE_CHECKING:\n    from torch._ops import OpOverload\n\n\n"
+             "def f(op: OpOverload, x):\n    return torch.sin(x)\n")
+    assert _reasons(hints, rules.METHOD) == {}
+    other = ("import typing\n\nif typing.TYPE_CHECKING:\n    import numpy\nelse:\n"
+             "    import sys\n")
+    assert _reasons(other, rules.METHOD) == {"import sys": "introspection"}
+
+
+def test_functorch_is_torch_func_under_its_old_name():
+    """A version fallback (``except ImportError: from functorch import grad``) names what
+    torch.func holds; functorch's other parts stay outside a method's modules."""
+    assert allowlist.qualified_reason("functorch.vmap", rules.METHOD) is None
+    assert allowlist.qualified_reason("functorch.grad", rules.BY_HAND) == "autograd"
+    assert allowlist.qualified_reason("functorch.compile.aot_function", rules.METHOD) \
+        == "unlisted"
