@@ -64,6 +64,13 @@ def caller_api(direct: str = "autograd", depth: int = 2) -> str:
     if module == "torch._tensor":
         return f"Tensor.{name}()"
     if module.startswith("torch._functorch") or module.startswith("torch.func"):
+        # a transform run by the learner's function inside vmap(...) (``vmap(per_example)``
+        # where per_example calls grad) is batched by that vmap, as ``vmap(grad(f))`` is
+        while frame is not None:
+            if frame.f_globals.get("__name__", "").startswith("torch._functorch") \
+                    and _transform_name(frame.f_code) == "torch.func.vmap":
+                return "torch.func.vmap"
+            frame = frame.f_back
         return _transform_name(outermost.f_code)
     if module == "torch.autograd" or module == "torch.autograd.__init__":
         return f"torch.autograd.{name}"

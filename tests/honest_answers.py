@@ -7756,4 +7756,78 @@ def ops_by_node(loss):
         h.remove()
     return log.report
 '''),
+    Honest('l01-formula',
+           'method-call form: (p - q).sin(), x.exp() (valid Python)',
+           '''\
+def formula(out, names):
+    def leaf_name(t):
+        return next(k for k, v in names.items() if v is t)
+
+    def text(node):
+        if hasattr(node, "variable"):
+            return leaf_name(node.variable)
+        a, b = ([fn for fn, _ in node.next_functions] + [None])[:2]
+        kind = node.name()
+        if kind == "SinBackward0":
+            return f"({text(a)}).sin()"
+        if kind == "ExpBackward0":
+            return f"({text(a)}).exp()"
+        if kind == "PowBackward0":
+            return f"({text(a)}).pow({node._saved_exponent})"
+        if kind == "MulBackward0" and a is None:
+            return f"({node._saved_self.item()} * {text(b)})"
+        if kind == "MulBackward0" and b is None:
+            return f"({text(a)} * {node._saved_other.item()})"
+        sign = {"AddBackward0": "+", "SubBackward0": "-", "MulBackward0": "*"}[kind]
+        return f"({text(a)} {sign} {text(b)})"
+
+    return text(out.grad_fn)
+'''),
+    Honest('l01-formula',
+           'torch function names for every operation: torch.multiply, torch.subtract',
+           '''\
+CALLS = {"AddBackward0": "torch.add", "SubBackward0": "torch.subtract",
+         "MulBackward0": "torch.multiply", "SinBackward0": "torch.sin",
+         "ExpBackward0": "torch.exp", "PowBackward0": "torch.pow"}
+
+
+def formula(out, names):
+    lookup = {id(t): n for n, t in names.items()}
+
+    def text(node):
+        if hasattr(node, "variable"):
+            return lookup[id(node.variable)]
+        kids = [fn for fn, _ in node.next_functions]
+        call = CALLS[node.name()]
+        if node.name() == "PowBackward0":
+            return f"{call}({text(kids[0])}, {node._saved_exponent})"
+        if len(kids) == 1:
+            return f"{call}({text(kids[0])})"
+        left = text(kids[0]) if kids[0] is not None else repr(node._saved_self.item())
+        right = text(kids[1]) if kids[1] is not None else repr(node._saved_other.item())
+        return f"{call}({left}, {right})"
+
+    return text(out.grad_fn)
+'''),
+    Honest('l18-clip-per-example',
+           'vmap over a closure that calls grad (params closed over, not in_dims=None)',
+           '''\
+def clipped_mean_gradient(model, X, Y, max_norm):
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p, x, y):
+        out = functional_call(model, p, (x.unsqueeze(0),))
+        return ((out - y.unsqueeze(0)) ** 2).mean()
+
+    def per_example_grad(x, y):
+        return grad(loss)(params, x, y)
+
+    grads = vmap(per_example_grad)(X, Y)
+    norms = torch.sqrt(sum((g.reshape(len(X), -1) ** 2).sum(1) for g in grads.values()))
+    factor = torch.clamp(max_norm / norms, max=1.0)
+    return {k: (g * factor.view(-1, *([1] * (g.dim() - 1)))).mean(0) for k, g in grads.items()}
+''',
+           earlier='''\
+from torch.func import functional_call, grad, vmap
+'''),
 ]

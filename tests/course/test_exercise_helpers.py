@@ -233,8 +233,11 @@ def test_count_autograd_counts_each_backward_call():
         (lambda f, x, v: grad(lambda t: f(t).sum())(x), 1, 0, "torch.func.grad"),
         (lambda f, x, v: vmap(grad(lambda t: f(t).sum()))(x.expand(2, 3)), 1, 0,
          "torch.func.vmap"),
+        # the learner's own function between vmap and grad: still batched by the vmap
+        (lambda f, x, v: vmap(lambda row: grad(lambda t: f(t).sum())(row))(x.expand(2, 3)),
+         1, 0, "torch.func.vmap"),
     ],
-    ids=["jvp", "jacfwd", "vjp", "jacrev", "grad", "vmap"],
+    ids=["jvp", "jacfwd", "vjp", "jacrev", "grad", "vmap", "vmap of a closure"],
 )
 def test_count_autograd_names_the_transform_the_code_called(run, reverse, forward, named):
     x = torch.randn(3, dtype=torch.float64)

@@ -17,6 +17,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from notebook_runner import NOTEBOOKS
 from stored import markdown_before, printed
 
@@ -138,3 +139,22 @@ def test_paths_adding_up_is_left_to_the_chain_rule_lesson():
     assert set(lesson01.EXERCISES) == {"l01-find-leaves", "l01-formula"}
     graded = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in CELLS}
     assert not any(g and "backward" in g for g in graded)
+
+
+def test_a_formula_may_use_methods_and_torch_names_for_the_operators():
+    """``(p - q).sin()`` and ``torch.subtract(v, p)`` are Python that computes the same as
+    ``torch.sin(p - q)`` and ``v - p``; a method or a name outside the list is refused as
+    Python would refuse it, and nothing is run as code."""
+    from backproplab.course.exercises.lesson01.reading import value
+
+    at = {"p": 0.7, "q": -1.2, "v": 2.5}
+    same = [("torch.sin(p - q) * 0.5", "(p - q).sin() * 0.5"),
+            ("v - p", "torch.subtract(v, p)"), ("v * p", "torch.multiply(v, p)"),
+            ("torch.exp(v) + p ** 2", "v.exp() + p.pow(2)"),
+            ("2 * torch.sin(v - p)", "(v - p).sin().mul(2)")]
+    for plain, other in same:
+        assert value(other, at) == value(plain, at), other
+    for text, error in (("v.__class__()", AttributeError), ("(v).system()", AttributeError),
+                        ("os.system(v)", NameError), ("v.", SyntaxError)):
+        with pytest.raises(error):
+            value(text, at)

@@ -2,9 +2,10 @@
 
 A formula is plain text such as ``'(2.5 * torch.sin(p)) - q ** 2'``. `value` reads it
 with a small grammar of its own (numbers, the leaves' names, ``+ - * / **``, brackets and
-a few calls such as ``torch.sin``) and computes it in float64 at given values of the
-leaves; anything else is refused with the error Python would give. Nothing is handed to
-``eval`` or ``compile``: the text is a learner's, and the grade reads it in the grader.
+a few calls such as ``torch.sin`` or ``torch.subtract``, or as methods, ``(p - q).sin()``)
+and computes it in float64 at given values of the leaves; anything else is refused with
+the error Python would give. Nothing is handed to ``eval`` or ``compile``: the text is a
+learner's, and the grade reads it in the grader.
 
 >>> value("(2.5 * torch.sin(p)) - q ** 2", {"p": 0.0, "q": 3.0})
 -9.0
@@ -20,12 +21,13 @@ __all__ = ["value"]
 
 _TOKEN = re.compile(r"\s*(?:(\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
                     r"|([A-Za-z_][A-Za-z_0-9]*(?:\s*\.\s*[A-Za-z_][A-Za-z_0-9]*)*)"
-                    r"|(\*\*|[-+*/(),=]))")
+                    r"|(\*\*|[-+*/(),=.]))")
 # The calls a formula may make, by their last name (torch.sin, math.sin and sin alike).
 _CALLS = {"sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "exp": torch.exp,
           "log": torch.log, "sqrt": torch.sqrt, "tanh": torch.tanh, "abs": torch.abs,
           "neg": torch.neg, "square": torch.square, "pow": torch.pow, "mul": torch.mul,
-          "add": torch.add, "sub": torch.sub, "div": torch.div}
+          "add": torch.add, "sub": torch.sub, "div": torch.div, "subtract": torch.sub,
+          "multiply": torch.mul, "divide": torch.div, "negative": torch.neg}
 _LONGEST = 10_000  # characters: a formula of this lesson is a few dozen
 
 
@@ -81,6 +83,12 @@ class _Reader:
         if self.peek() in ("+", "-"):
             return ("sign", self.take()[1], self.signed())
         base = self.atom()
+        while self.peek() == ".":  # a method: (p - q).sin()
+            self.take(".")
+            kind, name = self.take()
+            if kind != "name" or "." in name:
+                raise SyntaxError("invalid syntax")
+            base = ("method", name, base, *self.arguments())
         return ("op", self.take()[1], base, self.signed()) if self.peek() == "**" else base
 
     def atom(self) -> tuple:
@@ -95,6 +103,9 @@ class _Reader:
             raise SyntaxError("invalid syntax")
         if self.peek() != "(":
             return ("name", text)
+        return ("call", text, *self.arguments())
+
+    def arguments(self) -> tuple[list, list]:
         self.take("(")
         args, keywords = [], []
         while self.peek() != ")":
@@ -105,7 +116,7 @@ class _Reader:
             if self.peek() != ")":
                 self.take(",")
         self.take(")")
-        return ("call", text, args, keywords)
+        return args, keywords
 
 
 def _compute(tree: tuple, leaves: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -121,11 +132,20 @@ def _compute(tree: tuple, leaves: dict[str, torch.Tensor]) -> torch.Tensor:
         return -inner if tree[1] == "-" else inner
     if kind == "call":
         module, _, last = tree[1].rpartition(".")
+        if module in leaves:  # a leaf's method written as one name: p.sin()
+            return _compute(("method", last, ("name", module), *tree[2:]), leaves)
         if module not in ("", "torch", "math") or last not in _CALLS:
             raise NameError(f"name {tree[1]!r} is not defined")
         if tree[3]:
             raise TypeError(f"{tree[1]}() got an unexpected keyword argument {tree[3][0]!r}")
         return _CALLS[last](*(_compute(a, leaves) for a in tree[2]))
+    if kind == "method":
+        if tree[1] not in _CALLS:
+            raise AttributeError(f"'Tensor' object has no attribute {tree[1]!r} here")
+        if tree[4]:
+            raise TypeError(f"{tree[1]}() got an unexpected keyword argument {tree[4][0]!r}")
+        return _CALLS[tree[1]](_compute(tree[2], leaves), *(_compute(a, leaves)
+                                                             for a in tree[3]))
     a, b = _compute(tree[2], leaves), _compute(tree[3], leaves)
     return {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div,
             "**": torch.pow}[tree[1]](a, b)
