@@ -7830,4 +7830,13 @@ def clipped_mean_gradient(model, X, Y, max_norm):
            earlier='''\
 from torch.func import functional_call, grad, vmap
 '''),
+    Honest('l10-bce',
+           'from math import * for prod',
+           '''\
+from math import *
+
+
+def dlogits_bce(z, y):
+    return (torch.sigmoid(z) - y) / prod(z.shape)
+'''),
 ]

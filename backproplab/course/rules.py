@@ -62,7 +62,7 @@ from .allowlist import (
     qualified_reason,
     resolve,
 )
-from .sources import binds, in_scope, local_names
+from .sources import binds, in_scope, local_names, star_names
 
 __all__ = ["BY_HAND", "METHOD", "SHAPES", "Finding", "Vocabulary", "aliases", "qualified_reason",
            "read", "refusal"]
@@ -150,6 +150,8 @@ class _Names(ast.NodeVisitor):
             self.aliases[a.asname or top] = a.name if a.asname else top
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        for name in star_names(node):  # ``from math import *``: each name, as if listed
+            self.aliases[name] = f"{node.module}.{name}"
         for a in node.names:
             if node.module and not node.level and a.name != "*":
                 self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
@@ -329,6 +331,9 @@ class _Reader(ast.NodeVisitor):
             self._import(node, a.name if a.asname else a.name.split(".")[0])
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.module and star_names(node):  # each name is read where it is used
+            self._import(node, node.module)
+            return
         if node.level or not node.module or any(a.name == "*" for a in node.names):
             self._add(node, f"from {'.' * node.level}{node.module or ''} import ...", "import")
             return

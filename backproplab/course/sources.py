@@ -25,12 +25,13 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 __all__ = ["COMPREHENSIONS", "Piece", "answer_calls", "binds", "defined", "free_names",
-           "from_notebook", "in_scope", "local_names", "readable", "unreadable_note",
-           "without_magics"]
+           "from_notebook", "in_scope", "local_names", "readable", "star_names",
+           "unreadable_note", "without_magics"]
 
 _MAGIC = re.compile(r"^\s*(%|!)")
 # IPython's help syntax: ``name?``, ``name??``, ``?name``: a help page, not code that runs.
@@ -54,12 +55,26 @@ def binds(node: ast.AST) -> set[str]:
     if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
         return {node.id}
     if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+        return {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"} | (
+            set(star_names(node)) if isinstance(node, ast.ImportFrom) else set())
     if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
         return {node.name} if node.name else set()
     if isinstance(node, ast.MatchMapping) and node.rest:
         return {node.rest}
     return set()
+
+
+def star_names(node: ast.ImportFrom) -> list[str]:
+    """The names ``from module import *`` binds, for a module already loaded (reading never
+    imports anything); none for another, or a relative import."""
+    star = any(a.name == "*" for a in node.names)
+    module = sys.modules.get(node.module or "") if star and not node.level else None
+    if module is None:
+        return []
+    names = getattr(module, "__all__", None)
+    if not isinstance(names, (list, tuple)):
+        names = [n for n in vars(module) if not n.startswith("_")]
+    return [n for n in names if isinstance(n, str) and n.isidentifier()]
 
 
 def in_scope(node: ast.AST) -> Iterator[ast.AST]:

@@ -19,7 +19,7 @@ from cells import run_cell
 from registry import exercises_of, with_tensor_inputs
 
 import backproplab as bl
-from backproplab.course import allowlist, grading, rules
+from backproplab.course import allowlist, grading, rules, sources
 from backproplab.course.audit import findings_in
 from backproplab.course.byhand import check_by_hand
 from backproplab.course.grading import ByHand, find_exercise
@@ -533,3 +533,15 @@ def test_functorch_is_torch_func_under_its_old_name():
     assert allowlist.qualified_reason("functorch.grad", rules.BY_HAND) == "autograd"
     assert allowlist.qualified_reason("functorch.compile.aot_function", rules.METHOD) \
         == "unlisted"
+
+
+def test_a_star_import_binds_each_name_of_the_module_and_each_is_read_where_used():
+    """``from math import *`` is read as if every name were listed: the grade takes the
+    statement for ``prod`` (it was dropped, and the answer failed with a NameError), and
+    each name is judged where it is used; a module that is refused stays refused."""
+    assert _reasons("from math import *\n\n\ndef f(x):\n    return prod(x.shape) * x\n",
+                    rules.BY_HAND) == {}
+    assert _reasons("from os import *\n\n\ndef f(x):\n    return x\n", rules.METHOD) \
+        == {"import os": "system"}
+    cells = ["from math import *", "def f(x):\n    return prod(x.shape) * x"]
+    assert [p.cell for p in sources.from_notebook(cells, ["f"])] == [0, 1]
