@@ -217,6 +217,9 @@ class LabServer:
             "--ServerApp.terminals_enabled=False",
             # Kernels on Unix sockets, as everywhere in the suite (tests/conftest.py).
             "--KernelManager.transport=ipc",
+            # A notebook's kernel is shut down once its checks are done: stopped at once,
+            # not left to exit on its own (about a second of CPU with torch loaded).
+            "--KernelManager.shutdown_wait_time=0",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")  # CI containers run as root
@@ -248,16 +251,35 @@ class LabServer:
             f"log:\n{self.log_tail()}"
         )
 
-    def api(self, method: str, path: str) -> Any:
-        """Call the REST API with the token; return the decoded JSON (or None)."""
+    def api(self, method: str, path: str, body: Any = None, timeout: float = 10) -> Any:
+        """Call the REST API with the token (and `body` as JSON); return the decoded JSON
+        (or None)."""
+        headers = {"Authorization": f"token {self.token}"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
         request = urllib.request.Request(
-            f"{self.base_url}/api/{path}",
-            method=method,
-            headers={"Authorization": f"token {self.token}"},
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            body = response.read()
-        return json.loads(body) if body else None
+            f"{self.base_url}/api/{path}", data=data, method=method, headers=headers)
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            answer = response.read()
+        return json.loads(answer) if answer else None
+
+    def start_session(self, path: str) -> None:
+        """Start the session of the notebook `path` with the kernel its metadata names, as
+        JupyterLab does when it opens the notebook (the same request). The server answers
+        once the kernel's process is launched; the kernel then starts up while the page
+        loads and draws the notebook, which JupyterLab gives the session's kernel (it
+        reuses the session of a notebook's path). If the request fails, JupyterLab starts
+        the kernel itself."""
+        try:
+            book = nbformat.read(self.root_dir / path, as_version=4)
+            kernel = book.metadata.get("kernelspec", {}).get("name") or "python3"
+            self.api("POST", "sessions", {"path": path, "type": "notebook",
+                                          "name": Path(path).name, "kernel": {"name": kernel}},
+                     timeout=SERVER_START_TIMEOUT)
+        except Exception:  # noqa: BLE001 - any failure here leaves the start to JupyterLab
+            pass
 
     def lab_url(self) -> str:
         """URL of JupyterLab in a fresh workspace: `?reset` discards a saved one, so no
@@ -568,27 +590,33 @@ def wait_for_run(page: Any, path: str, plans: Sequence[CellPlan], timeout: float
 
     JupyterLab stops "Run All" at the first unexpected error, and the cells
     after it never get a count; so "done" is either every count present, or
-    an idle kernel with no queued cell ("[*]") that stays so for a while.
+    an idle kernel with no queued cell ("[*]") that stays so for a while: a
+    second once the run was seen under way (cells queued; when JupyterLab stops
+    it, it takes the "[*]" off every cell left at once), 4 s if it never was.
+    The run's progress is read from execution counts and prompts alone, five
+    times a second; the whole state (`notebook_state`) once at the end.
     """
     expected = [p.index for p in plans if p.runs]
     deadline = time.monotonic() + timeout
     settled_since: float | None = None
-    state: dict = {}
+    under_way = False
     while time.monotonic() < deadline:
-        state = notebook_state(page, path)
-        cells = state.get("cells", [])
-        idle = state.get("kernel") == "idle"
-        queued = any(c["prompt"].startswith("[*]") for c in cells)
+        progress = page.evaluate(_PROGRESS_JS, path) or {}
+        cells = progress.get("cells", [])
+        idle = progress.get("kernel") == "idle"
+        queued = any(c["queued"] for c in cells)
+        under_way = under_way or queued
         counted = len(cells) == len(plans) and all(cells[i]["count"] is not None for i in expected)
         if idle and not queued and counted:
-            return state
+            return notebook_state(page, path)
         if idle and not queued:
             settled_since = settled_since or time.monotonic()
-            if time.monotonic() - settled_since > 4:
-                return state
+            if time.monotonic() - settled_since > (1 if under_way else 4):
+                return notebook_state(page, path)
         else:
             settled_since = None
-        time.sleep(0.5)
+        time.sleep(0.2)
+    state = notebook_state(page, path)
     state["timed_out"] = True
     return state
 
@@ -604,6 +632,28 @@ def _wait_kernel_idle(page: Any, path: str, timeout: float) -> None:
 # --------------------------------------------------------------------------
 # One cell at a time: read, edit and run it the way a learner does
 # --------------------------------------------------------------------------
+
+# The progress of a run, read cheaply (no outputs): the kernel's status and, per cell,
+# its execution count and whether its prompt shows it queued or running ("[*]").
+_PROGRESS_JS = (
+    "(path) => { const findPanel = "
+    + _PANEL_JS
+    + """;
+  const panel = findPanel(path);
+  if (!panel) { return null; }
+  const kernel = panel.sessionContext.session ? panel.sessionContext.session.kernel : null;
+  const cells = panel.content.widgets.map((cell) => {
+    const m = cell.model;
+    const prompt = cell.node.querySelector('.jp-InputArea-prompt');
+    return {
+      count: m.type === 'code' ? (m.executionCount ?? null) : null,
+      queued: !!prompt && prompt.textContent.trim().startsWith('[*]'),
+    };
+  });
+  return {kernel: kernel ? kernel.status : 'none', cells};
+}"""
+)
+
 
 # Prefix of a function of [path, index] with `app`, `panel` and `cell` bound;
 # it returns null when the notebook or the cell is not on the page.
@@ -633,6 +683,23 @@ _OUTPUT_TEXT_JS = (
     _CELL_PREFIX_JS
     + """  const area = cell.node.querySelector('.jp-Cell-outputArea');
   return area ? (area.innerText || area.textContent || '') : '';
+}"""
+)
+
+# Whether the page shows every output of the cell's model: as many output elements as
+# outputs, each with text or a picture in it.
+_DRAWN_JS = (
+    _CELL_PREFIX_JS
+    + """  const outputs = cell.model.outputs ? cell.model.outputs.length : 0;
+  const area = cell.node.querySelector('.jp-Cell-outputArea');
+  if (!area) { return outputs === 0; }
+  const shown = Array.from(area.children).filter(
+    (child) => child.classList.contains('jp-OutputArea-child'));
+  return shown.length === outputs && shown.every((child) => {
+    const out = child.querySelector('.jp-OutputArea-output');
+    return !!out && ((out.textContent || '').length > 0
+                     || !!out.querySelector('img, svg, canvas, iframe, video'));
+  });
 }"""
 )
 
@@ -764,7 +831,8 @@ def run_cell(page: Any, path: str, index: int, timeout: float = CELL_RUN_TIMEOUT
 
     The cell is made the active one and run with JupyterLab's
     notebook:run-cell command (what Shift+Enter does, without moving on).
-    Done means: a new execution count, no "[*]" prompt, the kernel idle.
+    Done means: a new execution count, no "[*]" prompt, the kernel idle, and
+    the outputs drawn on the page.
     Returns the cell's entry of :func:`notebook_state`; raises TimeoutError
     when the cell has not finished within `timeout` seconds.
     """
@@ -777,14 +845,25 @@ def run_cell(page: Any, path: str, index: int, timeout: float = CELL_RUN_TIMEOUT
         raise RuntimeError(f"cannot run cell {index + 1} of {path}: {outcome}")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        time.sleep(0.3)
-        state = notebook_state(page, path)
-        cell = state.get("cells", [])[index]
+        time.sleep(0.05)
+        progress = page.evaluate(_PROGRESS_JS, path) or {}
+        cell = progress.get("cells", [])[index]
         counted = cell["count"] is not None and cell["count"] != old_count
-        if counted and state.get("kernel") == "idle" and not cell["prompt"].startswith("[*]"):
-            time.sleep(0.3)  # let the page draw the outputs that came with the reply
+        if counted and progress.get("kernel") == "idle" and not cell["queued"]:
+            _wait_drawn(page, path, index)
             return notebook_state(page, path)["cells"][index]
     raise TimeoutError(f"cell {index + 1} did not finish running within {timeout:.0f}s")
+
+
+def _wait_drawn(page: Any, path: str, index: int, timeout: float = 2.0) -> None:
+    """Wait until the page draws every output the cell's model holds (each output's
+    element in place and filled), or `timeout` seconds (an output that draws as
+    nothing at all is read as it is then). Once the cell has its new count, no "[*]"
+    and an idle kernel, the model holds every output of the run; the page draws them
+    a moment later."""
+    deadline = time.monotonic() + timeout * _SCALE
+    while not _cell_call(page, _DRAWN_JS, path, index) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _cell_view(page: Any, path: str, index: int) -> dict:
@@ -916,7 +995,7 @@ def check_notebook(
     report = NotebookReport(name=Path(path).stem)
     plans = plan_notebook(disk_path)
     with notebook_page(lab, path, report, plans=plans, artifacts=artifacts) as page:
-        _run_and_inspect(page, path, plans, report, slider_timeout)
+        _run_and_inspect(page, lab.server, path, plans, report, slider_timeout)
     return report
 
 
@@ -1074,10 +1153,15 @@ _OPENED_JS = (
 )
 
 
-def open_notebook(page: Any, path: str, *, kernel: bool = True) -> None:
+def open_notebook(page: Any, path: str, *, kernel: bool = True,
+                  server: LabServer | None = None) -> None:
     """Open `path` in the page's JupyterLab, as a double click in the file browser does,
     and wait until its kernel is idle (with ``kernel=False``, as Open With > Notebook (no
-    kernel) does, and only until its cells are drawn: for reading, not running)."""
+    kernel) does, and only until its cells are drawn: for reading, not running). Given
+    the `server`, the notebook's session is started first (`LabServer.start_session`), so
+    that its kernel starts while the notebook loads and draws."""
+    if kernel and server is not None:
+        server.start_session(path)
     page.evaluate(
         "([path, kernel]) => { window.jupyterapp.commands.execute('docmanager:open', "
         "{path, factory: 'Notebook', kernelPreference: {shouldStart: kernel, "
@@ -1085,7 +1169,7 @@ def open_notebook(page: Any, path: str, *, kernel: bool = True) -> None:
         [path, kernel],
     )
     timeout = (120_000 if kernel else 60_000) * _SCALE
-    page.wait_for_function(_OPENED_JS, arg=[path, kernel], timeout=timeout, polling=250)
+    page.wait_for_function(_OPENED_JS, arg=[path, kernel], timeout=timeout, polling=100)
 
 
 def open_folds(page: Any) -> None:
@@ -1109,12 +1193,13 @@ def run_all_cells(page: Any) -> None:
 
 def _run_and_inspect(
     page: Any,
+    server: LabServer,
     path: str,
     plans: list[CellPlan],
     report: NotebookReport,
     slider_timeout: float,
 ) -> None:
-    open_notebook(page, path)
+    open_notebook(page, path, server=server)
     # Before anything runs, the stored outputs are all a learner sees: a widget
     # saved as a live view would show "Error displaying widget" here, once its
     # renderer has looked for the widget's model (no other output can show it).

@@ -45,6 +45,9 @@ def run(nb: nbformat.NotebookNode, cwd: Path = NOTEBOOKS, *, allow_errors: bool 
         kernel_manager_class=AsyncIPCKernelManager,  # no TCP port to race for (README)
         allow_errors=allow_errors,
         resources={"metadata": {"path": str(cwd)}},
+        # Once the last cell has run, the kernel has nothing left to say: stopped at once
+        # rather than asked to exit (a second, for a kernel that imported torch).
+        shutdown_kernel="immediate",
     )
     client.execute()
     return nb

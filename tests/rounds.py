@@ -228,7 +228,9 @@ def play(path: Path, variants: dict[str, list[Variant]], timeout: int = 300) -> 
     sanitize = _sanitizer()
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                             kernel_manager_class=AsyncIPCKernelManager,
-                            resources={"metadata": {"path": str(path.parent)}})
+                            resources={"metadata": {"path": str(path.parent)}},
+                            # stopped once the run is read, not asked to exit (a second)
+                            shutdown_kernel="immediate")
     checks = checks_of(nb)
 
     def execute(source: str, index: int, template) -> nbformat.NotebookNode:

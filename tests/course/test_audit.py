@@ -101,13 +101,20 @@ def test_no_tamper_changes_the_grade(tmp_path):
     lessons = tmp_path / "lessons"
     lessons.mkdir()
     nbformat.write(_lesson(), lessons / "02-x.ipynb")
+    # Each tampered notebook is an assignment of one of two students graded at once: two
+    # containers, whose runner forks each answer's child from a state no answer changes
+    # (l02-cubic is by hand, and lesson 02 preloads no module), so each answer meets
+    # what it would meet in a container of its own.
     for k, (_, source, _) in enumerate(TAMPERS):
-        folder = tmp_path / "submitted" / f"student{k}"
+        folder = tmp_path / "submitted" / f"class{k % 2}" / f"student{k}"
         folder.mkdir(parents=True)
         nbformat.write(_tampered(source), folder / "02-x.ipynb")
     verdicts = grade.grade(tmp_path / "submitted", lessons, jobs=2)
-    assert len(verdicts) == len(TAMPERS)
+    assert sorted(v.assignment for v in verdicts) == sorted(
+        f"student{k}" for k in range(len(TAMPERS)))
     assert [v.points for v in verdicts] == [0.0] * len(TAMPERS), verdicts
+    # Each was judged on what its answer returned, none lost to a container left broken.
+    assert {v.verdict for v in verdicts} == {"mismatch"}, verdicts
 
 
 def test_audit_command_names_student_cell_and_line(tmp_path, capsys):

@@ -67,6 +67,7 @@ class Run:
         self.source = course.read_notebook(path)
         (self.dest,) = handout.release(path, out)
         self.student = nbformat.read(self.dest, as_version=4)
+        self.executed: nbformat.NotebookNode | None = None  # see `_executed`
 
 
 @pytest.fixture(scope="module")
@@ -574,8 +575,11 @@ def test_student_version_leaks_nothing(path: Path, kind: str, runs) -> None:
 
 
 def _executed(one: Run) -> nbformat.NotebookNode:
-    # Errors allowed: keep going past the stubs so every check cell runs.
-    return run(copy.deepcopy(one.student), one.dest.parent, timeout=300)
+    """The student version executed, once for the tests below, which only read it.
+    Errors allowed: keep going past the stubs so every check cell runs."""
+    if one.executed is None:
+        one.executed = run(copy.deepcopy(one.student), one.dest.parent, timeout=300)
+    return one.executed
 
 
 @pytest.mark.slow

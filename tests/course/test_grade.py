@@ -70,8 +70,9 @@ def _with(key: str, source: str, earlier: str | None = None,
     return nb
 
 
-def _write(root: Path, student: str, key: str, nb: nbformat.NotebookNode) -> None:
-    folder = root / student / "ps1"
+def _write(root: Path, student: str, key: str, nb: nbformat.NotebookNode,
+           assignment: str = "ps1") -> None:
+    folder = root / student / assignment
     folder.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, folder / _lesson(key).name)
 
@@ -87,9 +88,20 @@ def test_every_shape_and_shortcut_scores_nothing_while_the_honest_rest_scores(tm
     students |= {f"shortcut{k}": shortcut_source.format(
         prelude=SHORTCUTS.PRELUDE, source=s.source.replace("{key}", "l04-grads"))
         for k, s in enumerate(SHORTCUTS.SHORTCUTS)}
-    for student, source in students.items():
-        _write(tmp_path, student, "l04-grads", _with("l04-grads", source))
-    got = _graded(tmp_path, timeout=60)
+    # Each submission is an assignment of one of two students, graded at once: two
+    # containers in all instead of one a submission. What an answer sees is the same
+    # either way: the runner forks each answer's child from a state that no answer
+    # changes, and that is the same for every answer here (lesson 04 preloads no module,
+    # and its exercises are by hand, so no method exercise's modules are loaded either).
+    # Each l04-grads answer is followed in its container by its own notebook's honest
+    # l04-huber, which must score: an answer that left its container broken for the next
+    # would cost that one its point.
+    for k, (student, source) in enumerate(students.items()):
+        _write(tmp_path, f"class{k % 2}", "l04-grads", _with("l04-grads", source),
+               assignment=student)
+    got = {(v.assignment, v.exercise): v
+           for v in grade.grade(tmp_path, LESSONS, jobs=2, timeout=60)}
+    assert len(got) == 2 * len(students)
     kinds = {f"shape{k}": kind for k, (kind, _) in enumerate(SHAPES)}
     kinds |= {f"shortcut{k}": s.kind for k, s in enumerate(SHORTCUTS.SHORTCUTS)}
     scored = [f"{kinds[s]}: {got[s, 'l04-grads'].verdict}" for s in students

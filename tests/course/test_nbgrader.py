@@ -118,6 +118,9 @@ def _configure(root: Path) -> None:
         # Kernels on Unix sockets: students graded at once never race for a TCP port.
         "c.Execute.kernel_manager_class = "
         "'backproplab.course.kernels.AsyncIPCKernelManager'\n"
+        # A notebook's kernel is stopped once its last cell has run, not asked to exit
+        # (which takes a second with torch loaded): its outputs are all in by then.
+        "c.Execute.shutdown_kernel = 'immediate'\n"
     )
 
 

@@ -195,7 +195,7 @@ def test_learner_route_in_browser(lab: LabWindow) -> None:
     plans = plan_notebook(copied)
 
     with notebook_page(lab, path, report, plans=plans, artifacts=artifacts) as page:
-        open_notebook(page, path)
+        open_notebook(page, path, server=lab.server)
         run_all_cells(page)
         state = wait_for_run(page, path, plans, NOTEBOOK_RUN_TIMEOUT)
         assert not state.get("timed_out"), "Run All did not finish"
@@ -365,7 +365,7 @@ def test_the_classifier_walked_step_by_step_in_browser(lab: LabWindow) -> None:
     assert len(steps) == 3
     plans = plan_notebook(copied)
     with notebook_page(lab, path, report, plans=plans, artifacts=artifacts) as page:
-        open_notebook(page, path)
+        open_notebook(page, path, server=lab.server)
         run_all_cells(page)
         state = wait_for_run(page, path, plans, NOTEBOOK_RUN_TIMEOUT)
         assert not state.get("timed_out"), "Run All did not finish"
