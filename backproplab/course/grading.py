@@ -309,7 +309,7 @@ def check_exercise(key: str, answer: Any, *, seed: int = 0) -> None:
     exercise = find_exercise(key)
     if seed != 0:  # a hidden test: its inputs come from the instructor's secret, if set
         seed = grading_seed(key, seed)
-    readable = callable(answer) or isinstance(answer, (tuple, list, dict))  # dict: pieces
+    readable = callable(answer) or isinstance(answer, (tuple, list))
     refused = (source_refusal(answer, exercise.vocabulary)
                if isinstance(exercise, Method) and readable else None)
     if refused is not None:

@@ -499,21 +499,6 @@ def test_an_everyday_word_is_the_learners_own_attribute_once_their_class_sets_it
         (f.used, f.why) for f in rules.read([ast.parse(module_name)], rules.METHOD)]
 
 
-def test_an_answer_made_of_pieces_in_a_dict_is_read_in_the_kernel():
-    """Lesson 27's custom op is handed over as a dict of its pieces: the kernel reads each
-    piece's source as the grade does, before anything runs."""
-    source = ("def fake(x, w, eps):\n    return torch.ops.aten.empty_like(x)\n\n\n"
-              "def setup(ctx, inputs, output):\n    pass\n\n\n"
-              "def backward(ctx, grad):\n    return grad, None, None\n")
-    namespace = {"torch": torch, "__name__": "__main__"}
-    run_cell(source, namespace)
-    pieces = {name: namespace[name] for name in ("fake", "setup", "backward")}
-    with pytest.raises(AssertionError, match="torch.ops.aten.empty_like"):
-        bl.check_exercise("l27-rms-norm-op", {"fake": pieces["fake"],
-                                              "setup_context": pieces["setup"],
-                                              "backward": pieces["backward"]})
-
-
 def test_what_is_imported_for_a_type_checker_only_is_not_read():
     """``if TYPE_CHECKING:`` never runs: what it imports names hints only. Its ``else``
     runs, and is read."""
