@@ -1,6 +1,6 @@
 """How far a reader has to follow one check: a lesson-2 answer through
 ``bl.check_exercise("l02-cubic", ...)`` enters at most twelve modules of the package,
-together at most 3,000 lines of code (each module reads in one sitting: at most 450).
+together at most 3,300 lines of code (each module reads in one sitting: at most 450).
 
 The route is the check's own steps, one module each: the exercise (grading, the lesson's
 module), the answer's source read (live, the live objects' reading, with the cell-reading
@@ -15,6 +15,10 @@ functions held as values, which took sources past its 450 lines. The "predict, t
 questions, which no exercise's check calls, left grading for a module of their own
 (predictions): the room bought fewer refusals of honest code (a tensor method held by a
 partial, an enum, a dtype's itemsize, exp(u) beside exp(2u), comparisons in a search).
+They came back into grading with the hidden seeds (the course floor back to the 18
+modules it had), and a third hunt for honest styles added about 120 lines of reading
+(builtins and type aliases held by name, attributes set outside a class, whole-number
+copies, %%time cells): the budget went from 3,000 to 3,300 lines.
 The files are collected with
 ``sys.setprofile`` (every call into a function of a package file), after one warm-up run
 so that imports made on first use are not counted. Run with ``-s`` to see the route.
@@ -34,7 +38,7 @@ import backproplab as bl
 
 PACKAGE = Path(bl.__file__).parent
 MAX_FILES = 12
-MAX_LINES = 3000
+MAX_LINES = 3300
 
 
 def _right(x):
