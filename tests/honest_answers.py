@@ -7323,69 +7323,6 @@ def mlp_backward(xs, ys, W1, b1, W2, b2):
     z = net(xs)
     return net.backward_by_hand((torch.sigmoid(z) - ys) / z.numel())
 '''),
-    Honest('l21-executor',
-           'queue.PriorityQueue of ready nodes compared by sequence number alone',
-           '''\
-import queue
-
-from torch.autograd.graph import get_gradient_edge
-
-
-class Ready:
-    def __init__(self, node):
-        self.node = node
-
-    def __lt__(self, other):
-        return self.node._sequence_nr() > other.node._sequence_nr()
-
-
-def run_backward(roots, grads, inputs):
-
-    # dependencies: one per edge into a node (the invisible root's edges too)
-    deps, users, stack, seen = {}, {}, [], set()
-    for root in roots:
-        deps[root.grad_fn] = deps.get(root.grad_fn, 0) + 1
-        stack.append(root.grad_fn)
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        for fn, _ in node.next_functions:
-            if fn is not None:
-                deps[fn] = deps.get(fn, 0) + 1
-                users.setdefault(fn, []).append(node)
-                stack.append(fn)
-    needed, stack = set(), [get_gradient_edge(t).node for t in inputs]
-    while stack:
-        node = stack.pop()
-        if node not in needed:
-            needed.add(node)
-            stack.extend(users.get(node, ()))
-
-    buffers, ready, order = {}, queue.PriorityQueue(), []
-
-    def arrive(fn, slot, g):
-        if fn in needed and g is not None:
-            g = g.sum_to_size(fn._input_metadata[slot].shape)
-            buf = buffers.setdefault(fn, [None] * len(fn._input_metadata))
-            buf[slot] = g if buf[slot] is None else buf[slot] + g
-        deps[fn] -= 1
-        if deps[fn] == 0 and fn in needed:
-            ready.put(Ready(fn))
-
-    for root, g in zip(roots, grads):
-        arrive(root.grad_fn, root.output_nr, g)
-    while not ready.empty():
-        node = ready.get().node
-        order.append(node)
-        out = node(*buffers.pop(node, [None] * len(node._input_metadata)))
-        out = out if isinstance(out, tuple) else (out,)
-        for (fn, slot), g in zip(node.next_functions, out):
-            if fn is not None:
-                arrive(fn, slot, g)
-    return order
-'''),
     Honest('l26-flash',
            'buffers made with zeros_like(..., memory_format=torch.contiguous_format)',
            '''\

@@ -197,8 +197,7 @@ _NODE_PRIVATE = {"_input_metadata", "_sequence_nr", "_version", "_base", "_is_vi
 # Bookkeeping modules: safe for any answer, except the parts named below.
 BOOKKEEPING = {"collections", "itertools", "functools", "operator", "heapq", "bisect",
                "typing", "dataclasses", "enum", "numbers", "copy", "statistics", "string",
-               "math", "random", "contextlib", "abc", "re", "pprint", "time", "queue",
-               "__future__"}
+               "math", "random", "contextlib", "abc", "re", "pprint", "time", "__future__"}
 _BOOKKEEPING_REFUSED = {
     # the working folder is the operating system's
     "contextlib.chdir": "system",
@@ -223,8 +222,7 @@ CONTAINERS = {"append", "extend", "insert", "pop", "get", "items", "keys", "valu
               "cache_clear", "_replace", "_asdict", "_fields", "_make", "ljust", "rjust",
               "center", "zfill", "isalnum", "isupper", "islower", "isnumeric", "isdecimal",
               "isidentifier", "swapcase", "expandtabs", "popitem", "symmetric_difference",
-              "difference_update", "intersection_update", "symmetric_difference_update",
-              "put", "get_nowait", "put_nowait", "empty", "qsize", "full"} | {
+              "difference_update", "intersection_update", "symmetric_difference_update"} | {
     # the fields of torch's named-tuple results (frexp's mantissa, slogdet's logabsdet)
     f for kind in vars(torch.return_types).values() if isinstance(kind, type)
     for f, member in vars(kind).items() if type(member).__name__ == "member_descriptor"
