@@ -478,14 +478,21 @@ _PANEL_JS = """
 }
 """
 
-_STATE_JS = (
+# The start of a function of a notebook's path with its `panel` and `kernel` bound; it
+# returns null when the notebook is not on the page.
+_NOTEBOOK_JS = (
     "(path) => { const findPanel = "
     + _PANEL_JS
     + """;
   const panel = findPanel(path);
   if (!panel) { return null; }
   const kernel = panel.sessionContext.session ? panel.sessionContext.session.kernel : null;
-  const cells = panel.content.widgets.map((cell, i) => {
+"""
+)
+
+_STATE_JS = (
+    _NOTEBOOK_JS
+    + """  const cells = panel.content.widgets.map((cell, i) => {
     const m = cell.model;
     const outputs = [];
     if (m.type === 'code') {
@@ -636,13 +643,8 @@ def _wait_kernel_idle(page: Any, path: str, timeout: float) -> None:
 # The progress of a run, read cheaply (no outputs): the kernel's status and, per cell,
 # its execution count and whether its prompt shows it queued or running ("[*]").
 _PROGRESS_JS = (
-    "(path) => { const findPanel = "
-    + _PANEL_JS
-    + """;
-  const panel = findPanel(path);
-  if (!panel) { return null; }
-  const kernel = panel.sessionContext.session ? panel.sessionContext.session.kernel : null;
-  const cells = panel.content.widgets.map((cell) => {
+    _NOTEBOOK_JS
+    + """  const cells = panel.content.widgets.map((cell) => {
     const m = cell.model;
     const prompt = cell.node.querySelector('.jp-InputArea-prompt');
     return {

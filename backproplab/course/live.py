@@ -266,8 +266,8 @@ class _Live:
             owner = getattr(value, "__module__", None) or type(value).__module__
             own = getattr(value, "__qualname__", None) or type(value).__qualname__
             # an object of torch's stands for its class (``torch.no_grad()``: torch.no_grad)
-            typed = None if isinstance(value, type) or callable(value) and hasattr(
-                value, "__name__") else _public_name(type(value))
+            named = isinstance(value, type) or (callable(value) and hasattr(value, "__name__"))
+            typed = None if named else _public_name(type(value))
             self.bound.setdefault(name, _public_name(value) or _op_name(value) or typed
                                   or f"{owner}.{own}")
 
@@ -388,7 +388,6 @@ class _Live:
                     continue  # written by the class machinery (a dataclass's __init__)
                 if part is not None:
                     self.value(attr, part, scope)
-
 
     def _attributes(self, owner: str, held: dict[str, Any], scope: dict[str, Any],
                     names: Any = ()) -> None:

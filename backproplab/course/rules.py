@@ -191,7 +191,7 @@ class _Names(ast.NodeVisitor):
             self.own.add(node.id)
 
     def visit_If(self, node: ast.If) -> None:
-        if (_chain(node.test) or [""])[-1] == "TYPE_CHECKING":
+        if _type_checking(node):
             # names a type checker reads in hints: none of them exists when the code runs
             self.hint_only.update(n for part in node.body for n in binds(part))
             for part in node.orelse:
@@ -230,6 +230,12 @@ class _Names(ast.NodeVisitor):
         if isinstance(node, (ast.MatchAs, ast.MatchStar, ast.MatchMapping)):
             self.own |= binds(node)  # names a match pattern captures
         super().generic_visit(node)
+
+
+def _type_checking(node: ast.If) -> bool:
+    """Whether ``node`` is ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): its body
+    runs for a type checker only, never when the code runs."""
+    return (_chain(node.test) or [""])[-1] == "TYPE_CHECKING"
 
 
 def _namespace(dotted: str) -> bool:
@@ -419,7 +425,7 @@ class _Reader(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_If(self, node: ast.If) -> None:
-        if (_chain(node.test) or [""])[-1] == "TYPE_CHECKING":
+        if _type_checking(node):
             # never runs: what it imports names hints for a type checker only
             for part in node.orelse:
                 self.visit(part)
