@@ -134,7 +134,9 @@ def _observe_hooked(answer, inputs: dict) -> list | dict:
     seen = []
     # Whatever lived before the run cannot be a copy the answer made: frozen, it is left
     # out of the collections and of the look through live objects (`_Watch.kept`), which
-    # then cost what the answer made, not what the whole process holds.
+    # then cost what the answer made, not what the whole process holds. A caller's own
+    # freeze stays: unfreezing would hand its objects back to every later collection.
+    frozen_before = gc.get_freeze_count()
     gc.freeze()
     try:
         for k, case in enumerate(inputs["blocks"]):
@@ -152,7 +154,8 @@ def _observe_hooked(answer, inputs: dict) -> list | dict:
             if ran["used"]:
                 break
     finally:
-        gc.unfreeze()
+        if not frozen_before:
+            gc.unfreeze()
     return seen
 
 
