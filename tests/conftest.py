@@ -28,9 +28,9 @@
   all again at each of its full collections (lesson 03's sweep alone: 49 s -> 18 s).
   It freezes again, after a collection, at the start of each unit of work (below):
   what the units before left alive (a browser, the modules they imported) is kept out
-  of the collector's walks too. (A thawed process is costly: when lesson 16's
-  checkpoint-by-hooks observation still undid every freeze, lesson 03's sweep after it
-  spent 15 s of its 19 in the collector.)
+  of the collector's walks too, and so is the whole process after a check that thaws
+  it (lesson 16's checkpoint-by-hooks observation calls `gc.unfreeze()`, after which
+  lesson 03's sweep spent 15 s of its 19 in the collector).
 - The summary names how many notebooks ran under nbval: .ci/run reads it, since
   a green run that never executed a lesson would prove nothing.
 - Every kernel the suite starts talks over Unix sockets, not TCP ports

@@ -134,9 +134,7 @@ def _observe_hooked(answer, inputs: dict) -> list | dict:
     seen = []
     # Whatever lived before the run cannot be a copy the answer made: frozen, it is left
     # out of the collections and of the look through live objects (`_Watch.kept`), which
-    # then cost what the answer made, not what the whole process holds. A caller's own
-    # freeze stays: unfreezing would hand its objects back to every later collection.
-    frozen_before = gc.get_freeze_count()
+    # then cost what the answer made, not what the whole process holds.
     gc.freeze()
     try:
         for k, case in enumerate(inputs["blocks"]):
@@ -154,8 +152,10 @@ def _observe_hooked(answer, inputs: dict) -> list | dict:
             if ran["used"]:
                 break
     finally:
-        if not frozen_before:
-            gc.unfreeze()
+        # This thaws a caller's own freeze too: CPython thaws only all at once, and asking
+        # whether anything was frozen before (gc.get_freeze_count) walks every frozen
+        # object, tens of milliseconds a call in a process that holds torch.
+        gc.unfreeze()
     return seen
 
 
