@@ -28,6 +28,7 @@ import gc
 import importlib
 import inspect
 import os
+import pkgutil
 import re
 import resource
 import signal
@@ -58,10 +59,9 @@ PRELOAD = ("torch._subclasses.schema_check_mode", "torch.func", "torch.nn.functi
            "torch.utils._python_dispatch", "math", "collections", "itertools", "functools",
            "operator", "heapq", "bisect", "dataclasses", "typing", "copy", "statistics",
            "string", "random", "numbers", "enum", "warnings")
-# And before a method exercise's answer: torch.optim's step, a checkpoint and torch.func's
-# transforms import torch._dynamo, half of a container's start (a by-hand answer may use
-# none of them, so a submission of by-hand exercises alone never loads it); an optimizer's
-# first step or zero_grad imports a profiler module, forward mode its decompositions.
+# And what the method checks meet: torch.optim's step, a checkpoint and torch.func's
+# transforms import torch._dynamo (about 1.5 s of a container's start), an optimizer's first
+# step or zero_grad a profiler module, forward mode its decompositions.
 METHOD_PRELOAD = ("torch._dynamo", "torch._dynamo.aot_compile", "torch.profiler._cupti_monitor",
                   "torch._decomp.decompositions_for_jvp")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -248,11 +248,15 @@ def main() -> None:
     _limits()
     import torch
 
+    from .grading import find_exercise
     from .sandbox import WireError, read_frame, write_frame
 
     torch.set_num_threads(1)
-    for name in PRELOAD:
-        importlib.import_module(name)
+    _load_everything()
+    # What is loaded now lives as long as the runner: kept out of the collector's scans, a
+    # child's full collections (a graph of 5,000 nodes makes many) walk only what the answer
+    # made, not torch's objects, whose pages then stay shared too.
+    gc.freeze()
     write_frame(outbox, {"kind": "ready", "payload": None, "refused": []})
     while True:
         try:
@@ -261,24 +265,14 @@ def main() -> None:
             return
         if not isinstance(request, dict) or request.get("kind") != "answer":
             return
-        try:  # the lesson's module, and what it says its checks load on first use, loaded
-            # here once for every child after this one
-            from .grading import ByHand, find_exercise, lesson_module
-
-            by_hand = isinstance(find_exercise(request["key"]), ByHand)
-            for name in (*getattr(lesson_module(request["key"]), "PRELOAD", ()),
-                         *(() if by_hand else METHOD_PRELOAD)):
-                importlib.import_module(name)
+        try:
+            find_exercise(request["key"])
         except Exception as err:  # noqa: BLE001 - told to the grader as this answer's error
             write_frame(outbox, {"kind": "error", "payload": f"{type(err).__name__}: {err}",
                                  "refused": []})
             write_frame(outbox, {"kind": "ended", "payload": {"signal": None, "code": 0},
                                  "refused": []})
             continue
-        # What is loaded now lives as long as the runner: kept out of the collector's
-        # scans, a child's full collections (a graph of 5,000 nodes makes many) walk only
-        # what the answer made, not torch's objects, whose pages then stay shared too.
-        gc.freeze()
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -288,6 +282,22 @@ def main() -> None:
                 os._exit(1)
         _, status = os.waitpid(pid, 0)
         write_frame(outbox, {"kind": "ended", "payload": _ending(status), "refused": []})
+
+
+def _load_everything() -> None:
+    """Load, before the first answer, every module a check or an answer may meet lazily:
+    PRELOAD, METHOD_PRELOAD, every lesson's checks and what each lesson's PRELOAD names.
+    The hook refuses an import only of what is not loaded yet, so every answer of a
+    submission meets the same runner, whichever answers came before it."""
+    from . import exercises
+
+    for name in (*PRELOAD, *METHOD_PRELOAD):
+        importlib.import_module(name)
+    for found in pkgutil.iter_modules(exercises.__path__):
+        if found.name.startswith("lesson"):
+            lesson = importlib.import_module(f"{exercises.__name__}.{found.name}")
+            for name in getattr(lesson, "PRELOAD", ()):
+                importlib.import_module(name)
 
 
 def _ending(status: int) -> dict:

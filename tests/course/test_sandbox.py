@@ -358,6 +358,27 @@ def test_the_audit_hook_refuses_what_the_answer_tries_while_it_runs():
         assert err.value.kind == "refused"
 
 
+def test_every_answer_meets_the_same_runner_whatever_ran_before_it():
+    """The audit hook refuses an import only of what is not loaded yet, so the runner loads
+    what any check may need before the first answer: an answer of lesson 02 meets the same
+    modules first in a submission as after an answer of lesson 25 (a method exercise, whose
+    lesson preloads AOTAutograd and whose checks meet torch._dynamo)."""
+    probe = "import sys\nLOADED = sorted(sys.modules)\n\n\ndef f(x):\n    return LOADED\n"
+
+    def loaded(box: Sandbox) -> list[str]:
+        with box.answer("l02-cubic", [("<cell 1>", probe)], ["f"]) as run:
+            return run.call((torch.zeros(1),)).got
+
+    with Sandbox(timeout=60) as box:
+        first = loaded(box)
+        with box.answer("l25-flop-compiler", [("<cell 1>", "def f(x):\n    return x\n")],
+                        ["f"]):
+            pass
+        after = loaded(box)
+    assert {"torch._dynamo", "functorch.compile", "multiprocessing.popen_fork"} <= set(first)
+    assert first == after, sorted(set(after) ^ set(first))[:20]
+
+
 def test_record_classes_made_while_an_answer_runs_are_no_compile_of_its_own():
     """namedtuple and dataclass compile their methods from templates: a record class made
     inside an answer (as a function a worker runs must) is let through; the answer's own
