@@ -318,6 +318,7 @@ def compare(
     atol: float | None = None,
     explain: bool = True,
     accumulation: bool = True,
+    advice: str = NEXT_STEPS,
 ) -> Report:
     """Compare a hand-derived value with a reference: shape first, then values.
 
@@ -330,7 +331,8 @@ def compare(
     ``explain=False`` a mismatch gets its numbers but no diagnosis: quicker, for
     a caller that needs only the verdict. With ``accumulation=False`` (a reference the
     caller computed itself, where no ``.grad`` can have accumulated), a factor 2 or 1/2
-    is not said to come from backward passes adding up.
+    is not said to come from backward passes adding up. ``advice`` is what a mismatch
+    that no common mistake explains says to try next (by default, for a derivation).
 
     >>> import torch
     >>> print(compare("dW", torch.ones(3, 5), torch.ones(5, 3)))  # doctest: +ELLIPSIS
@@ -351,7 +353,7 @@ def compare(
         ),))
     m = as_value(manual, "manual")
     return Report((_compare_values(name, m, r, rtol, atol, explain=explain,
-                                   accumulation=accumulation),))
+                                   accumulation=accumulation, advice=advice),))
 
 
 def _compare_values(
@@ -363,6 +365,7 @@ def _compare_values(
     *,
     accumulation: bool = True,
     explain: bool = True,
+    advice: str = NEXT_STEPS,
 ) -> Check:
     rtol_, atol_, note = resolve_tolerance(m, r, rtol, atol)
     a, b = aligned(m, r)
@@ -405,7 +408,7 @@ def _compare_values(
     )  # fmt: skip
     diag = name_mistake(a, b, rtol_, atol_, accumulation=accumulation) if explain else None
     if diag is None and explain:
-        words = f"mismatch, and no single common mistake explains it. {NEXT_STEPS}"
+        words = f"mismatch, and no single common mistake explains it. {advice}"
     else:
         words = "mismatch"
     return Check(name, False, "mismatch", words, diagnosis=diag, max_abs_diff=max_diff,

@@ -303,7 +303,7 @@ def judge_by_hand(exercise: ByHand, call: Callable[[tuple[Any, ...]], Ran], *, s
         return constant
     for i, label in enumerate(labels):
         failure = judge(label, i, runs, exercise.mistakes, exercise.advice, exercise.rtol,
-                        exercise.atol, params, labels)
+                        exercise.atol, params, labels, exercise.reference)
         if failure is not None:
             return Report((_name_entry(failure, exercise.entries), *warned))
     checks = tuple(Check(label, True, "pass", exercise.task.passed(exercise.trials))

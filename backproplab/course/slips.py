@@ -159,10 +159,11 @@ def judge(
     atol: float | None,
     params: Sequence[str] = (),
     labels: Sequence[str] = (),
+    reference: Callable[..., Any] | None = None,
 ) -> Check | None:
     """None when output ``i`` agrees on every trial; else the failed check, naming
     only what holds on every trial (``labels`` names every output, to say which two
-    are swapped)."""
+    are swapped; ``reference``, the exercise's, tests whether an argument is ignored)."""
     results = [_compare(label, r.got[i], r.ref[i], r.ref[i], rtol, atol)[0]
                for r in runs]
     failed = [(r, c) for r, c in zip(runs, results, strict=True) if not c.ok]
@@ -206,7 +207,8 @@ def judge(
                      f"{wrong.text}; it matches on {len(runs) - len(failed)} of {len(runs)} "
                      f"new inputs. {advice}")
     if len(failed) < len(runs):
-        follows = _follows_argument(runs, [r for r, _ in failed], params)
+        follows = _follows_argument(runs, [r for r, _ in failed], params, reference, i,
+                                    rtol, atol)
         return told(
             f"it matches on {len(runs) - len(failed)} of {len(runs)} new inputs but not on "
             "these: " + (follows or "look at what sets them apart (a repeated index, a size-1 "
@@ -386,11 +388,27 @@ def _sizes_along(runs: list[Trial], k: int, dims: tuple[int, ...]) -> list[int] 
     return sizes
 
 
-def _follows_argument(runs: list[Trial], failed: list[Trial],
-                      params: Sequence[str]) -> str | None:
+def _follows_argument(runs: list[Trial], failed: list[Trial], params: Sequence[str],
+                      reference: Callable[..., Any] | None, i: int, rtol: float | None,
+                      atol: float | None) -> str | None:
     """'it is right whenever dim is 0 and wrong whenever it is 1' when a plain number
-    among the inputs sets the right trials apart from the wrong ones."""
+    among the inputs sets the right trials apart from the wrong ones, and on every wrong
+    trial the answer gives what the reference gives with that number put in. (Three trials
+    split by some number are common by chance: without the second test, a slip elsewhere
+    would be put down to whichever argument happened to line up.)"""
+    if reference is None:
+        return None
     right = [r for r in runs if all(r is not f for f in failed)]
+
+    def put_in(run: Trial, k: int, value: int) -> bool:
+        inputs = list(fresh(run.inputs))
+        inputs[k] = value
+        try:
+            wrong = as_outputs(reference(*inputs))
+            return _compare("", run.got[i], wrong[i], run.ref[i], rtol, atol).ok
+        except Exception:  # the reference refuses the value there: not what the answer did
+            return False
+
     for k, x in enumerate(runs[0].inputs):
         if isinstance(x, bool) or not isinstance(x, int):
             continue
@@ -398,7 +416,8 @@ def _follows_argument(runs: list[Trial], failed: list[Trial],
             continue
         good = {r.inputs[k] for r in right}
         bad = {r.inputs[k] for r in failed}
-        if good and bad and not good & bad:
+        if good and bad and not good & bad and all(
+                any(put_in(r, k, v) for v in good) for r in failed):
             name = input_name(k, params)
 
             def listed(values: set[int]) -> str:

@@ -153,6 +153,25 @@ def test_an_argument_not_followed_is_named(seed, fixed):
     assert "does not follow the argument" not in other
 
 
+def _lined_up_inputs(gen):
+    """dim and the number of rows drawn together: 3 rows when dim is 0, 5 when it is 1."""
+    dim = int(torch.randint(0, 2, (1,), generator=gen))
+    return torch.randn(3 if dim == 0 else 5, 4, generator=gen), dim
+
+
+@SETTINGS
+@given(seed=seeds)
+def test_an_argument_that_lines_up_by_chance_is_not_named(seed):
+    """An answer wrong on 5 rows is right where dim is 0 and wrong where it is 1, yet it
+    follows dim: what it gives is not what the reference gives with dim = 0 put in."""
+    report = bl.check_by_hand(lambda x, dim: x.cumsum(dim) * (1 if len(x) == 3 else 2),
+                              _dim_reference, _lined_up_inputs, name="cumsum", trials=6,
+                              seed=seed)
+    text = flat(report)
+    assert not report.ok or "matches on" not in text
+    assert "does not follow the argument" not in text
+
+
 @pytest.mark.parametrize("entries", ["xwb", [1, 2]])
 def test_entries_must_be_names(entries):
     with pytest.raises(TypeError, match="entries: expected a sequence of names"):

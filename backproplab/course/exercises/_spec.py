@@ -42,11 +42,16 @@ from ..rules import BY_HAND, METHOD
 from ..slips import fresh
 
 ENGINE = METHOD.allowing(engine=True)
+# What a method exercise's mismatch that no common mistake explains says to try next (the
+# default speaks of derivatives, which a method exercise does not ask for).
+METHOD_ADVICE = ("Run your code on a tiny case in a scratch cell and follow each step of it "
+                 "against what the exercise asks.")
 
 __all__ = [
     "BY_HAND",
     "ENGINE",
     "METHOD",
+    "METHOD_ADVICE",
     "vjp",
     "randint",
     "AutogradForbidden",
@@ -211,7 +216,8 @@ def compared(label: str, got: Any, want: Any, expected: str, tol: str = "float64
     w = as_value(want, "want").tensor
     scale = max(1.0, float(finite_abs(w).max())) if w.numel() else 1.0  # as `close` scales
     try:
-        check = compare(label, got, want, rtol=rtol, atol=atol * scale).checks[0]
+        check = compare(label, got, want, rtol=rtol, atol=atol * scale,
+                        advice=METHOD_ADVICE).checks[0]
     except (TypeError, ValueError):  # not a tensor, a number nor a list of numbers
         return failure("fail", f"{lead}expected {expected}, got {kind_of(got)}")
     return failure(check.verdict, lead + check.message)

@@ -21,7 +21,16 @@ from typing import Any
 
 import torch
 
-from ._spec import ByHand, Method, Prediction, call_answer, close, compare, count_autograd
+from ._spec import (
+    METHOD_ADVICE,
+    ByHand,
+    Method,
+    Prediction,
+    call_answer,
+    close,
+    compare,
+    count_autograd,
+)
 
 
 def _plural(n: int, word: str) -> str:
@@ -143,7 +152,8 @@ def _explain(inputs: dict[str, Any], got: dict[str, Any], want: dict[str, Any]) 
         return (f"{where}, w.grad ends right, but the backward passes did not each carry one "
                 "piece: what reached w in each pass was not one piece's share of the gradient. "
                 "Call backward() on each piece's own scaled loss.")
-    told = compare("accumulate", got["grad"], want["grad"], rtol=1e-10, atol=1e-12)[0]
+    told = compare("accumulate", got["grad"], want["grad"], rtol=1e-10, atol=1e-12,
+                   advice=METHOD_ADVICE)[0]
     return f"w.grad {where}: {told.message}"
 
 

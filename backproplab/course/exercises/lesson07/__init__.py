@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from ....graph import describe
-from .._spec import Method, Prediction, call_answer, compare, count_autograd
+from .._spec import METHOD_ADVICE, Method, Prediction, call_answer, compare, count_autograd
 from .._spec import first_line as _first_line
 from .engine import ENGINE_FREES
 from .engine import close as _close
@@ -154,7 +154,7 @@ def _explain_one(inputs: dict[str, Any], got: dict[str, Any], want: dict[str, An
         return ("W.grad or w.grad is None after your function: its pass must reach the leaves "
                 "(call .backward(), not torch.autograd.grad).")
     for label, mine, ref in zip(("W.grad", "w.grad"), got["grads"], want["grads"], strict=True):
-        report = compare(label, mine, ref, rtol=1e-5, atol=1e-7)
+        report = compare(label, mine, ref, rtol=1e-5, atol=1e-7, advice=METHOD_ADVICE)
         if not report.ok:
             return f"{label}: {where}: {report[0].message}"
     return f"the gradients differ from the two-pass step's ({where})"
@@ -323,7 +323,7 @@ def _explain_players(inputs: dict[str, Any], got: list[Any], want: list[Any]) ->
                 "rebinds the name; change the tensor itself (p -= lr * g) inside "
                 "torch.no_grad().")
     for label, mine, ref in zip(("D", "c", "G"), got[at], want[at], strict=True):
-        report = compare(label, mine, ref, rtol=1e-5, atol=1e-7)
+        report = compare(label, mine, ref, rtol=1e-5, atol=1e-7, advice=METHOD_ADVICE)
         if not report.ok:
             return f"{label}: ({where}) {report[0].message}"
     return f"({where}) the weights differ from the step's"
