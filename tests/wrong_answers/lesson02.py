@@ -121,6 +121,10 @@ WRONG = {
         # A constant's unsaved factor used anyway: it is None.
         (_rule(("[None if b is None else grad * b, None if a is None else grad * a]",
                 "[grad * b, grad * a]")), "send None along an edge whose node is None"),
+        # Only the second factor guarded: right for x * c, not for c * x.
+        (_rule(("[None if b is None else grad * b, None if a is None else grad * a]",
+                "[grad * b, None if a is None else grad * a]")),
+         "send None along an edge whose node is None"),
         # The quotient rule's sign lost.
         (_rule(("-grad * a / b**2", "grad * a / b**2")), "wrong sign: y sits in the denominator"),
         # The numerator left out of the divisor's gradient.

@@ -17,10 +17,11 @@ __all__ = ["OPS", "PROBES", "build", "make_inputs", "rule"]
 # The kinds of node the check tries, by node name.
 OPS = ("AddBackward0", "SubBackward0", "MulBackward0", "DivBackward0", "SinBackward0",
        "ExpBackward0", "PowBackward0", "SqrtBackward0", "TanhBackward0")
-# One graph per entry, in this order. A product and a quotient are tried twice: with two
-# leaves, and with a constant (an input with no node, whose factor may not be saved).
-PROBES = ("x * y", "x * c", "x + y", "x - y", "x / y", "x / c", "SinBackward0",
-          "ExpBackward0", "PowBackward0", "SqrtBackward0", "TanhBackward0")
+# One graph per entry, in this order. A product and a quotient are tried three times: with
+# two leaves, and with a constant on either side (an input with no node, whose factor may
+# not be saved: a rule must guard each edge, not only the one a constant usually takes).
+PROBES = ("x * y", "x * c", "c * x", "x + y", "x - y", "x / y", "x / c", "c / y",
+          "SinBackward0", "ExpBackward0", "PowBackward0", "SqrtBackward0", "TanhBackward0")
 
 
 @torch.no_grad()
@@ -97,8 +98,9 @@ def build(spec: dict[str, Any]) -> Any:
     """The graph made new from its data; returns its one node."""
     x, y = spec["x"].clone().requires_grad_(), spec["y"].clone().requires_grad_()
     made = {"x * y": lambda: x * y, "x * c": lambda: x * spec["c"],
-            "x + y": lambda: x + y, "x - y": lambda: x - y,
+            "c * x": lambda: spec["c"] * x, "x + y": lambda: x + y, "x - y": lambda: x - y,
             "x / y": lambda: x / y, "x / c": lambda: x / spec["c"],
+            "c / y": lambda: spec["c"] / y,
             "SinBackward0": lambda: torch.sin(x), "ExpBackward0": lambda: torch.exp(x),
             "PowBackward0": lambda: x ** spec["n"], "SqrtBackward0": lambda: torch.sqrt(x),
             "TanhBackward0": lambda: torch.tanh(x)}[spec["probe"]]()

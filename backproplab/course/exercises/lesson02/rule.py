@@ -112,10 +112,10 @@ def _reference(inputs: dict[str, Any]) -> list[list[Any]]:
 
 
 def _where(op: str) -> str:
-    if op in ("x * y", "x * c", "x / y", "x / c"):
+    if op in ("x * y", "x * c", "c * x", "x / y", "x / c", "c / y"):
         kind = "MulBackward0" if "*" in op else "DivBackward0"
         return f"on the graph {op} (one {kind} node" + (
-            ", c a constant with no node)" if op.endswith("c") else ")")
+            ", c a constant with no node)" if "c" in op else ")")
     if op in ("x + y", "x - y"):
         return f"on the graph {op} (one {'AddBackward0' if '+' in op else 'SubBackward0'} node)"
     return f"on a graph with one {op} node"
