@@ -135,8 +135,11 @@ def _clipped(per_example, scale):
 _CLIP_SLIPS = (
     "the plain mean of the per-example gradients, nothing clipped: that is the batch gradient",
     "the batch gradient clipped once: clip every example's gradient first, then average",
-    "max_norm / norm without the clamp at 1 scales the small gradients UP to max_norm; an "
-    "example within the limit keeps its gradient (scale = min(1, max_norm / norm))",
+    "every example's gradient came out scaled to norm max_norm, the small ones UP too. "
+    "max_norm / norm without the clamp at 1 does that (an example within the limit keeps "
+    "its gradient: scale = min(1, max_norm / norm)); so do per-example gradients larger "
+    "than they should be, which all pass the limit (each example's loss is the mean of its "
+    "squared errors)",
     "each parameter's gradient clipped on its own: an example's norm is taken over all its "
     "parameters together, then one scale multiplies all of them",
     "the clipped gradients are added up, not averaged (divide by the number of examples)",
