@@ -39,7 +39,7 @@ def _core(**slip: str) -> str:
     return _fn(HEADS, CORE.format(**(RIGHT | slip)))
 
 
-# The blockwise backward, with {row}, {mask}, {blocks}, {dQ} as a slip writes them.
+# The blockwise backward, with {row}, {mask}, {blocks}, {dQ}, {dK} as a slip writes them.
 BLOCKS = """T, scale = Q.shape[-2], Q.shape[-1] ** -0.5
 row = (dO * O).sum(-1, keepdim=True)
 dQ, dK, dV = torch.zeros_like(Q), torch.zeros_like(K), torch.zeros_like(V)
@@ -50,11 +50,12 @@ for start in {blocks}:
     dP = dO @ V[..., start:stop, :].mT
     dS = P * (dP - {row})
     {dQ}
-    dK[..., start:stop, :] = dS.mT @ Q * scale
+    dK[..., start:stop, :] = {dK}
     dV[..., start:stop, :] = P.mT @ dO
 return dQ, dK, dV"""
 BLOCK_RIGHT = {"row": "row", "mask": "torch.arange(start, stop) > torch.arange(T)[:, None]",
-               "blocks": "range(0, T, block)", "dQ": "dQ += dS @ K[..., start:stop, :] * scale"}
+               "blocks": "range(0, T, block)", "dQ": "dQ += dS @ K[..., start:stop, :] * scale",
+               "dK": "dS.mT @ Q * scale"}
 
 
 def _blocks(**slip: str) -> str:
@@ -101,6 +102,9 @@ WRONG = {
          "counted its keys from 0"),
         (_blocks(blocks="range(0, T - T % block, block)"), "the last, shorter block"),
         (_blocks(dQ="dQ = dS @ K[..., start:stop, :] * scale"), "dQ holds the last block's"),
+        (_blocks(dK="dS.mT @ Q"), "the 1/sqrt(d) is missing from dK"),
+        (_blocks(dK="dS.mT @ Q", dQ="dQ += dS @ K[..., start:stop, :]"),
+         "the 1/sqrt(d) is missing from dQ and dK"),
         # The block's mask cut from the (T, T) one: refused for its size.
         (_blocks(mask="future_mask(T)[:, start:stop]"), "which this exercise asks you to do"),
         # Exercise 2's answer, whole rows at once: refused for its size.

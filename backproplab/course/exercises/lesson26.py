@@ -250,7 +250,7 @@ def _flash_ref(Q, K, V, O, lse, dO, block):
 
 
 def _blocks(Q, K, V, O, lse, dO, block, *, row_sum="whole", mask="global", last=True,
-            add=True):
+            add=True, unscaled=()):
     """The blockwise backward with one thing changed, as each slip below has it."""
     T, scale = Q.shape[-2], Q.shape[-1] ** -0.5
     whole = (dO * O).sum(-1, keepdim=True)
@@ -268,8 +268,9 @@ def _blocks(Q, K, V, O, lse, dO, block, *, row_sum="whole", mask="global", last=
         dP = dO @ V[..., keys, :].mT
         D = whole if row_sum == "whole" else (dP * P).sum(-1, keepdim=True)
         dS = P * (dP - D)
-        dQ = dQ + dS @ K[..., keys, :] * scale if add else dS @ K[..., keys, :] * scale
-        dK[..., keys, :] = dS.mT @ Q * scale
+        part = dS @ K[..., keys, :] * (1.0 if "dQ" in unscaled else scale)
+        dQ = dQ + part if add else part
+        dK[..., keys, :] = dS.mT @ Q * (1.0 if "dK" in unscaled else scale)
         dV[..., keys, :] = P.mT @ dO
     return dQ, dK, dV
 
@@ -298,6 +299,10 @@ FLASH = ByHand(
             lambda *a: _blocks(*a, last=False),
         "dQ holds the last block's part only: every block of keys adds its part to dQ "
         "(+=, not =)": lambda *a: _blocks(*a, add=False),
+        "the 1/sqrt(d) is missing from dK: the scores were divided by sqrt(d), so the "
+        "gradient of every K block is too, as dQ's is": lambda *a: _blocks(*a, unscaled=("dK",)),
+        "the 1/sqrt(d) is missing from dQ and dK: the scores were divided by sqrt(d), so "
+        "their gradients are too": lambda *a: _blocks(*a, unscaled=("dQ", "dK")),
     },
     advice="For one block of keys, everything the full backward does to those columns can be "
            "done with the block alone, once each row's softmax sum is known. dK and dV of "
