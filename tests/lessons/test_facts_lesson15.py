@@ -89,14 +89,16 @@ def test_no_use_of_lesson_12s_byte_counts(cells):
     assert not any("saved_memory" in c.source for c in cells.values())
 
 
-def _hunt(model, x, threshold, *, use="grad_input", walk="from the loss", remove=True):
+def _hunt(model, x, threshold, *, use="grad_input", walk="from the loss", remove=True,
+          full=True):
     """The exercise's answer, with a slip switched on when asked."""
     norms, handles = {}, []
     for name, layer in model.named_children():
         def record(module, grad_input, grad_output, name=name):
             grads = grad_input if use == "grad_input" else grad_output
             norms[name] = grads[0].norm().item()
-        handles.append(layer.register_full_backward_hook(record))
+        register = layer.register_full_backward_hook if full else layer.register_backward_hook
+        handles.append(register(record))
     model(x).sum().backward()
     if remove:
         for handle in handles:
@@ -112,6 +114,7 @@ def _hunt(model, x, threshold, *, use="grad_input", walk="from the loss", remove
     (dict(walk="from the input"), "wrong way"),
     (dict(use="grad_output"), "grad_output"),
     (dict(remove=False), "still registered"),
+    (dict(full=False), "old form"),  # every check has a Linear culprit, where it shows
 ])
 def test_the_vanishing_hunt_names_its_slips(slip, words):
     from backproplab.course.grading import find_exercise
@@ -129,7 +132,8 @@ def test_the_broken_networks_vary_the_culprit():
     from backproplab.course.exercises.lesson15 import broken_network
 
     gen = torch.Generator().manual_seed(3)
-    culprits = {broken_network(gen, kind)[3] for kind in ("gate", "sigmoid", "tanh") * 3}
+    culprits = {broken_network(gen, kind)[3]
+                for kind in ("gate", "sigmoid", "tanh", "linear") * 3}
     assert len(culprits) >= 3  # not one fixed place a lookup could learn
     assert broken_network(gen, "healthy")[3] is None
 

@@ -153,18 +153,23 @@ def test_the_truncation_check_states_what_a_right_answer_measures():
         assert f"{((cut - full).norm() / full.norm()).item():.4f}" == shown
 
 
-def test_every_byte_count_check_meets_gelu_and_another_activation():
-    """The byte formula's check runs three trials on generators whose seeds follow each other:
-    on every seed one has GELU and one another activation, each with a hidden layer, so that
-    "each hidden layer counted twice" and "GELU's input missing" fail on every seed."""
+def test_every_byte_count_check_meets_every_activation():
+    """The byte formula's check runs five trials on generators whose seeds follow each other:
+    on every seed each activation comes with a hidden layer, so that a slip about one of them
+    (ReLU taken to keep a 1-byte mask) fails on every seed; and the GELU network shares its
+    batch size with a network of another activation, so that an answer right for one of them
+    only is never said to ignore the batch size."""
     import torch
 
-    from backproplab.course.exercises.lesson16 import _new_mlp_shape
+    from backproplab.course.exercises.lesson16 import ACTIVATIONS, BYTES, _new_mlp_shape
 
+    assert BYTES.trials == 5
     for seed in range(300):
-        shapes = [_new_mlp_shape(torch.Generator().manual_seed(seed + k)) for k in range(3)]
-        hidden = [activation for _, widths, activation in shapes if len(widths) > 2]
-        assert "gelu" in hidden and any(a != "gelu" for a in hidden), (seed, shapes)
+        shapes = [_new_mlp_shape(torch.Generator().manual_seed(seed + k)) for k in range(5)]
+        hidden = {activation for _, widths, activation in shapes if len(widths) > 2}
+        assert hidden == set(ACTIVATIONS), (seed, shapes)
+        gelu = next(batch for batch, _, activation in shapes if activation == "gelu")
+        assert any(b == gelu for b, _, a in shapes if a != "gelu"), (seed, shapes)
 
 
 def test_bytes_are_called_bytes_and_the_input_batch_is_named(cells):

@@ -135,6 +135,10 @@ WRONG = {
         (_fn(CONV_DX, TURNED.format(kernel="w.transpose(2, 3)")),
          "the kernel was transposed (rows and columns swapped)"),
         (_fn(CONV_DX, NO_STRIDE), "the stride is missing"),
+        # The kernel's matrix from w with its channels transposed: right only for 1 channel in.
+        (_fn(CONV_DX, FOLDED.replace("w.reshape(", "w.transpose(0, 1).reshape(").format(
+            crop="padded[:, :, padding:padding + H, padding:padding + W]")),
+         "the kernel's matrix mixes up the channels"),
         (_fn(CONV_DX, "return F.conv_transpose2d(dout, w, stride=stride, padding=padding)"),
          "dx lacks the last rows or columns of x"),
         (_fn(CONV_DX, "return torch.zeros_like(x)"), "hard-coded"),
@@ -163,6 +167,12 @@ WRONG = {
         (_fn(POOL, PICKED.format(pick=TIED)), "every tied maximum received the whole gradient"),
         (_fn(POOL, PICKED.format(pick=LAST)), "the gradient went to the last of the tied maxima"),
         (_fn(POOL, WRITTEN), "kept one window's gradient"),
+        # unfold's rows read channel-last: right only for one channel.
+        (_fn(POOL, PICKED.replace("N, C, kernel * kernel, -1", "N, kernel * kernel, C, -1")
+             .replace("N, C, 1, -1", "N, 1, C, -1").format(
+                 pick="share = torch.zeros_like(windows).scatter_(\n"
+                      "    1, windows.argmax(dim=1, keepdim=True), 1.0)")),
+         "mixed up with the channels"),
         (_fn(POOL, PICKED.format(pick="share = torch.ones_like(windows) / (kernel * kernel)")),
          "spread over the whole window"),
     ],

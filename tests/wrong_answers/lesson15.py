@@ -68,6 +68,12 @@ WRONG = {
             + FROM_THE_LOSS,
             "grad_output",
         ),
+        # The old register_backward_hook: on a Linear its grad_input[0] is the bias's gradient.
+        (
+            VANISH.format(HOOKED_INPUTS.replace("register_full_backward_hook",
+                                                "register_backward_hook")) + FROM_THE_LOSS,
+            "old form",
+        ),
         # The same slip with tensor hooks on each layer's output.
         (
             VANISH.format(

@@ -88,6 +88,14 @@ WRONG = {
         (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
                         "    return 4 * (widths[0] + k * sum(widths[1:-1]))\n"),
          "multiply by the batch size"),
+        # ReLU taken to keep a 1-byte bool mask, not its float32 output.
+        (FORMULA.format("    per = {'gelu': 8, 'relu': 1}.get(activation, 4)\n"
+                        "    return batch * (4 * widths[0] + per * sum(widths[1:-1]))\n"),
+         "1-byte mask"),
+        # GELU's factor 2 applied to the input batch too.
+        (FORMULA.format("    k = 2 if activation == 'gelu' else 1\n"
+                        "    return 4 * batch * k * sum(widths[:-1])\n"),
+         "applied to the input batch too"),
         # The lesson's MLP, hard-coded.
         (FORMULA.format("    return 3840\n"), "hard-coded"),
     ],
@@ -149,6 +157,22 @@ WRONG = {
             "        kept -= inside[i]\n"
             "    return chosen\n",
             "more than the budget still needed",
+        ),
+        # The cost counted in blocks: the fewest blocks that fit the budget.
+        (
+            "def choose_checkpoints(blocks, x):\n"
+            "    h, inside = x, []\n"
+            "    for block in blocks:\n"
+            "        h, nbytes = kept_inside(block, h)\n"
+            "        inside.append(nbytes)\n"
+            "    plain = len(blocks) * x.untyped_storage().nbytes() + sum(inside)\n"
+            "    fits = []\n"
+            "    for mask in range(2 ** len(blocks)):\n"
+            "        chosen = {i for i in range(len(blocks)) if mask >> i & 1}\n"
+            "        if plain - sum(inside[i] for i in chosen) <= 0.6 * plain:\n"
+            "            fits.append(chosen)\n"
+            "    return min(fits, key=len)\n",
+            "not the number of blocks",
         ),
         # Only the first block: not enough.
         ("def choose_checkpoints(blocks, x):\n    return {0}\n", "over the budget"),

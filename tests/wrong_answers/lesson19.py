@@ -235,6 +235,16 @@ WRONG = {
          "max shift is forgotten in backward"),
         # The max shift forgotten in forward.
         (NAIVE_FORWARD, "Shift by the row's maximum"),
+        # The shift by the whole tensor's maximum, not each row's: rows far apart fail.
+        (LSE.replace("x.amax(dim=-1, keepdim=True)", "x.amax().expand(*x.shape[:-1], 1)")
+         .format(SAVE_X_OUT, READ_X_OUT + "grad_output.unsqueeze(-1) * "
+                                          "torch.exp(x - out.unsqueeze(-1))"),
+         "not by the whole tensor's maximum"),
+        # The same in backward only.
+        (LSE.format(SAVE_X_OUT, "x, _ = ctx.saved_tensors\n        e = torch.exp(x - x.amax())\n"
+                                "        return grad_output.unsqueeze(-1) * e "
+                                "/ e.sum(-1, keepdim=True)"),
+         "its shift is not each row's own maximum"),
         # The softmax weights kept on ctx, not saved.
         (LSE.format("ctx.p = torch.exp(x - out.unsqueeze(-1))",
                     "return grad_output.unsqueeze(-1) * ctx.p"),

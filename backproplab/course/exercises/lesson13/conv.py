@@ -14,10 +14,19 @@ def fresh_conv(gen):
     """(x, w, dout, stride, padding) of a new convolution: a batch of 2 or 3, square
     kernels of 2 to 4, stride 2 or 3, padding 1 up to half the kernel, images 5 to 9 on a
     side: the height often, the width always, not a whole number of strides, so the last
-    rows (columns) are never read."""
-    N, C_in, C_out = randint(2, 4, gen), randint(1, 4, gen), randint(2, 5, gen)
-    k = randint(2, 5, gen)
-    stride, padding = randint(2, 4, gen), randint(1, k // 2 + 1, gen)
+    rows (columns) are never read.
+
+    A check's three trials have seeds that follow each other, one of each kind ``seed % 3``:
+    1 input channel, stride 3, padding 1; 2 or 3 channels, stride 2, padding 1; 2 or 3
+    channels, stride 3, padding 2 (a kernel of 4). So every check has both strides, both
+    paddings and both kinds of channel count, and the trial of one channel shares its stride
+    with one trial of several and its padding with the other: an answer right for one
+    channel only is not taken for one that ignores the stride or the padding."""
+    kind = gen.initial_seed() % 3
+    N, C_out = randint(2, 4, gen), randint(2, 5, gen)
+    C_in = 1 if kind == 0 else randint(2, 4, gen)
+    k = 4 if kind == 2 else randint(2, 5, gen)
+    stride, padding = ((3, 1), (2, 1), (3, 2))[kind]
     H, W = randint(5, 10, gen), randint(5, 10, gen)
     if (W + 2 * padding - k) % stride == 0:  # a column past the last stride, within 5..9
         W += 1 if W == 5 else -1
@@ -60,9 +69,10 @@ def _turned(x, w, dout, stride, padding, kernel):
                               output_padding=_extra(x, w, dout, stride, padding))
 
 
-def _padded_dx(x, w, dout, stride, padding):
-    """The gradient at the padded image, border included."""
-    cols = w.reshape(w.shape[0], -1).T @ dout.flatten(2)
+def _padded_dx(x, w, dout, stride, padding, matrix=None):
+    """The gradient at the padded image, border included (``matrix``: the kernel as a
+    matrix, if not w.reshape(C_out, -1))."""
+    cols = (w.reshape(w.shape[0], -1) if matrix is None else matrix).T @ dout.flatten(2)
     size = (x.shape[2] + 2 * padding, x.shape[3] + 2 * padding)
     return F.fold(cols, size, w.shape[-1], stride=stride)
 
@@ -79,6 +89,13 @@ CONV_DX = ByHand(
         "the padding was cut from one side only: the zeros went around x on every side, so "
         "x starts p rows and p columns into the padded image; keep [p:p + H, p:p + W]":
             lambda x, w, dout, s, p: _padded_dx(x, w, dout, s, p)[..., :x.shape[2], :x.shape[3]],
+        "the kernel's matrix mixes up the channels: the forward pass multiplied by "
+        "w.reshape(C_out, -1), one row per output channel, its entries in the order of "
+        "unfold's rows (input channel, then kernel row and column); a reshape of w with its "
+        "channels transposed reads them in another order (it agrees only when C_in is 1)":
+            lambda x, w, dout, s, p: _padded_dx(
+                x, w, dout, s, p, w.transpose(0, 1).reshape(w.shape[0], -1)
+            )[..., p:p + x.shape[2], p:p + x.shape[3]],
         "the kernel was not turned: pixel (r, c) meets kernel entry (r - i, c - j) at output "
         "(i, j), so as the output moves right the kernel is read leftwards; correlating dout "
         "with the kernel as it is reads it the wrong way round (flip dims 2 and 3)":

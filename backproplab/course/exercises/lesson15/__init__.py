@@ -4,7 +4,8 @@ The exercise is a method check (module ``vanishing``): it searches with hooks fo
 layer where the gradient vanishes in a broken network; its check counts the hooks
 registered, the backward passes and the hooks left behind, and knows the slips of that
 hunt: .grad read on a non-leaf, the walk started from the input, grad_output taken for
-grad_input.
+grad_input, the old register_backward_hook (a zeroed Linear layer among the broken networks
+shows it).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Lesson 15's exercise (``l15-vanishing``): a search with hooks for the layer where the
-gradient vanishes in a broken network. The check watches the answer on three new broken
-networks (a shut gate, a saturated sigmoid, a saturated tanh) and a healthy one: the hooks
-it registers, its backward passes, the hooks it leaves behind, a non-leaf .grad read, and
-the layer it names; and knows the slips of that hunt: the walk started from the input,
-grad_output taken for grad_input.
+gradient vanishes in a broken network. The check watches the answer on four new broken
+networks (a shut gate, a saturated sigmoid, a saturated tanh, a Linear layer zeroed) and a
+healthy one: the hooks it registers, its backward passes, the hooks it leaves behind, a
+non-leaf .grad read, and the layer it names; and knows the slips of that hunt: the walk
+started from the input, grad_output taken for grad_input, the old register_backward_hook
+(on a Linear it sees the bias's gradient, so only a Linear culprit shows it).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class Gate(nn.Module):
 def _draft(gen: torch.Generator, kind: str) -> tuple[nn.Sequential, torch.Tensor, float]:
     """One random network of Linear -> tanh or sigmoid blocks with an open gate somewhere;
     ``kind`` breaks it: "gate" shuts a gate, "sigmoid" or "tanh" saturates a block's
-    activation (a huge bias in front of it), "healthy" leaves it whole."""
+    activation (a huge bias in front of it), "linear" zeroes a block's weight (nothing gets
+    back through it), "healthy" leaves it whole."""
     blocks, width, d_in = randint(3, 6, gen), randint(3, 7, gen), randint(2, 5, gen)
     broken = randint(2, blocks + 1, gen)  # never the first block: something lies below
     gate_after = randint(1, blocks + 1, gen)
@@ -61,6 +63,9 @@ def _draft(gen: torch.Generator, kind: str) -> tuple[nn.Sequential, torch.Tensor
                 signs = torch.randint(0, 2, (width,), generator=gen).double() * 2 - 1
                 fc.bias.copy_(signs * (25 + 10 * torch.rand(width, generator=gen,
                                                             dtype=torch.float64)))
+        if kind == "linear" and k == broken:
+            with torch.no_grad():
+                fc.weight.zero_()
         layers += [(f"fc{k}", fc), (f"act{k}", nn.Sigmoid() if sigmoid else nn.Tanh())]
         if k == gate_after:
             layers.append((f"gate{k}", Gate(0.0 if kind == "gate" and k > 1 else 1.0)))
@@ -74,16 +79,22 @@ def _draft(gen: torch.Generator, kind: str) -> tuple[nn.Sequential, torch.Tensor
     return nn.Sequential(OrderedDict(layers)), x, threshold
 
 
-def input_grad_norms(model: nn.Sequential, x: torch.Tensor) -> dict[str, float]:
+def input_grad_norms(model: nn.Sequential, x: torch.Tensor,
+                     full: bool = True) -> dict[str, float]:
     """Each layer's gradient with respect to its input, as a norm, for model(x).sum():
-    full backward hooks, removed afterwards."""
+    full backward hooks, removed afterwards. ``full=False``: what the old
+    register_backward_hook sees instead, the gradients of the layer's last operation (on a
+    Linear, the bias's gradient first)."""
     norms, handles = {}, []
     for name, layer in model.named_children():
         def record(module, grad_input, grad_output, name=name):
             norms[name] = grad_input[0].norm().item()
-        handles.append(layer.register_full_backward_hook(record))
+        register = layer.register_full_backward_hook if full else layer.register_backward_hook
+        handles.append(register(record))
     try:
-        model(x.detach().clone().requires_grad_()).sum().backward()
+        with warnings.catch_warnings():  # the old form warns that it is deprecated
+            warnings.simplefilter("ignore")
+            model(x.detach().clone().requires_grad_()).sum().backward()
     finally:
         for handle in handles:
             handle.remove()
@@ -149,9 +160,10 @@ def _network(layers: list[dict]) -> nn.Sequential:
 
 
 def _vanishing_inputs(gen: torch.Generator) -> dict:
-    """Three broken networks (a shut gate, a saturated sigmoid, a saturated tanh, in a new
-    order) and a healthy one, each with its input and threshold."""
-    kinds = [("gate", "sigmoid", "tanh")[i] for i in torch.randperm(3, generator=gen).tolist()]
+    """Four broken networks (a shut gate, a saturated sigmoid, a saturated tanh, a Linear
+    zeroed, in a new order) and a healthy one, each with its input and threshold."""
+    kinds = [("gate", "sigmoid", "tanh", "linear")[i]
+             for i in torch.randperm(4, generator=gen).tolist()]
     networks = []
     for kind in [*kinds, "healthy"]:
         model, x, threshold, _, _ = broken_network(gen, kind)
@@ -219,19 +231,25 @@ def _hunted(got: dict, want: dict) -> bool:
             and got["said"] == want["said"])
 
 
-def _facts(network: dict) -> tuple[list[str], dict[str, float], str | None]:
+def _facts(network: dict, full: bool = True) -> tuple[list[str], dict[str, float], str | None]:
     names = [layer["name"] for layer in network["layers"]]
-    norms = input_grad_norms(_network(network["layers"]), network["x"])
+    norms = input_grad_norms(_network(network["layers"]), network["x"], full)
     return names, norms, _culprit(norms, names, network["threshold"])
 
 
-def _said(inputs: dict, pick) -> list[dict]:
-    """The observation of hunts naming ``pick(names, norms, threshold, culprit)``."""
+def _said(inputs: dict, pick, full: bool = True) -> list[dict]:
+    """The observation of hunts naming ``pick(names, norms, threshold, culprit)``, the
+    norms measured with full backward hooks or (``full=False``) the old ones."""
     said = []
     for network in inputs["networks"]:
-        names, norms, culprit = _facts(network)
+        names, norms, culprit = _facts(network, full)
         said.append({"said": pick(names, norms, network["threshold"], culprit)})
     return said
+
+
+def _found(names, norms, threshold, culprit):
+    """The first layer from the loss whose input gradient is under the threshold."""
+    return culprit
 
 
 def _bottom(names, norms, threshold, culprit):
@@ -253,6 +271,10 @@ _GRAD_OUTPUT = ("you found the layer just below the culprit: you measured the gr
                 "arriving at each layer's output (grad_output). The layer that kills the "
                 "gradient receives a healthy one and sends back a tiny one: measure what each "
                 "layer sends back to its input (grad_input)")
+_OLD_HOOK = ("the zeroed Linear layer was missed: register_backward_hook, the old form, sees "
+             "only a module's last operation, and a Linear's is adding the bias, so its "
+             "grad_input[0] is the bias's gradient, healthy above a dead layer. "
+             "register_full_backward_hook gives the gradient at the module's input")
 
 
 def _how(hunt: dict) -> str | None:
@@ -309,12 +331,14 @@ VANISHING = Method(
     name=VANISH,
     make_inputs=_vanishing_inputs,
     observe=_observe_vanishing,
-    reference=lambda inputs: _said(inputs, lambda names, norms, threshold, culprit: culprit),
+    reference=lambda inputs: _said(inputs, _found),
     explain=_explain_vanishing,
     mistakes={f"{_WRONG_WAY}.": lambda inputs: _said(inputs, _bottom),
-              f"{_GRAD_OUTPUT}.": lambda inputs: _said(inputs, _below)},
+              f"{_GRAD_OUTPUT}.": lambda inputs: _said(inputs, _below),
+              f"{_OLD_HOOK}.": lambda inputs: _said(inputs, _found, full=False)},
     trials=1,
     agree=every_case(_hunted),
-    passed="the right layer on 3 new broken networks (a shut gate, a saturated sigmoid, a "
-           "saturated tanh) and None on a healthy one; one backward pass, every hook removed",
+    passed="the right layer on 4 new broken networks (a shut gate, a saturated sigmoid, a "
+           "saturated tanh, a Linear layer zeroed) and None on a healthy one; one backward "
+           "pass, every hook removed",
 )

@@ -62,14 +62,20 @@ def _bytes_reference(batch, widths, activation):
 
 
 def _new_mlp_shape(gen):
-    """A batch size, 2 to 5 widths and an activation, all new. The trials' generators have
-    seeds that follow each other, so of any three trials one has GELU and one another
-    activation, each with a hidden layer: every kept slip shows on one of them."""
-    kind = gen.initial_seed() % 3
-    batch = int(torch.randint(1, 65, (1,), generator=gen))
-    depth = int(torch.randint(2 if kind == 2 else 3, 6, (1,), generator=gen))
+    """A batch size, 2 to 5 widths and an activation, all new. A check's five trials have
+    seeds that follow each other, so it meets every kind of ``seed % 5``: each activation
+    with a hidden layer (a slip about one of them shows on every check), and a network of
+    any depth, its activation not GELU. Kinds 2 to 4 of one run of five share a batch size:
+    the GELU network then has a network of another activation with its batch next to it in
+    every check, and an answer right for one activation only cannot look as if it followed
+    the batch size."""
+    seed = gen.initial_seed()
+    kind = seed % 5
+    shared = torch.Generator().manual_seed(seed // 5) if kind >= 2 else gen
+    batch = int(torch.randint(2, 65, (1,), generator=shared))  # 1 would hide "per example"
+    depth = int(torch.randint(2 if kind == 4 else 3, 6, (1,), generator=gen))
     widths = tuple(int(w) for w in torch.randint(1, 33, (depth,), generator=gen))
-    names = [["gelu"], [a for a in ACTIVATIONS if a != "gelu"], list(ACTIVATIONS)][kind]
+    names = [a for a in ACTIVATIONS if a != "gelu"] if kind == 4 else [list(ACTIVATIONS)[kind]]
     activation = names[int(torch.randint(0, len(names), (1,), generator=gen))]
     return batch, widths, activation
 
@@ -93,6 +99,13 @@ BYTES_SLIPS = {
     "GELU's input is missing: ReLU, tanh and sigmoid keep their output, which the next "
     "layer keeps anyway, but GELU keeps its input, a tensor of its own":
         lambda n, w, a: 4 * n * (w[0] + sum(w[1:-1])),
+    "ReLU's output was counted as a 1-byte mask: ReLU keeps its output, float32 like every "
+    "other activation (4 bytes a number), and the next Linear keeps that same tensor":
+        lambda n, w, a: n * (4 * w[0] + (1 if a == "relu" else 4 * _per_hidden(a))
+                             * sum(w[1:-1])),
+    "GELU's factor 2 is applied to the input batch too: GELU keeps its input besides its "
+    "output in every hidden layer, but the input batch is kept once, by the first Linear":
+        lambda n, w, a: 4 * n * _per_hidden(a) * sum(w[:-1]),
     "the network's output is counted: nothing keeps it (the sum after it saves no tensor)":
         lambda n, w, a: 4 * n * (w[0] + _per_hidden(a) * sum(w[1:-1]) + w[-1]),
     "the bytes are for one example: multiply by the batch size":
@@ -257,6 +270,7 @@ BYTES = ByHand(
     make_inputs=_new_mlp_shape,
     mistakes=BYTES_SLIPS,
     advice=BYTES_ADVICE,
+    trials=5,  # one per kind of `_new_mlp_shape`
     task=Task(asks_for="a formula", result="the count",
               how="Work out what each node keeps and count it with plain arithmetic.",
               reference="what saved_memory() measures",

@@ -80,10 +80,19 @@ def _two_or_more_dims(seed: int):
 
 def _lse_inputs(gen: torch.Generator) -> dict[str, Any]:
     """The by-hand trials (the first also the Function's own run), an input of 2 or more
-    dimensions, and one whose rows are moved far from 0."""
+    dimensions, and one of 2 or more dimensions (several rows) to move far from 0."""
     seed = gen.initial_seed()
     return {"trials": by_hand_trials(lse_inputs, gen), "wide": _two_or_more_dims(seed),
-            "far": list(lse_inputs(torch.Generator().manual_seed(seed + 77)))}
+            "far": _two_or_more_dims(seed + 72)}
+
+
+def _shifts(x: torch.Tensor) -> list[tuple[Any, str]]:
+    """Each shift of the far test and the words for its rows: every row by +1000, every row
+    by -1000, and the rows by +1000 and -1000 in turn (a shift by the whole tensor's
+    maximum, not each row's, fails only there)."""
+    turns = torch.arange(x[..., 0].numel()).reshape(x.shape[:-1]).unsqueeze(-1) % 2
+    return [(_FAR, "rows near +1000"), (-_FAR, "rows near -1000"),
+            (_FAR - 2 * _FAR * turns.to(x.dtype), "rows near +1000 and -1000 in turn")]
 
 
 def _shape_slip(fn_class: type, x: torch.Tensor, g: torch.Tensor) -> dict | None:
@@ -103,9 +112,9 @@ def _shape_slip(fn_class: type, x: torch.Tensor, g: torch.Tensor) -> dict | None
 
 
 def _far(fn_class: type, x: torch.Tensor, g: torch.Tensor) -> list[dict[str, Any]]:
-    """Forward through autograd and backward alone on rows near +1000 and -1000."""
+    """Forward through autograd and backward alone on each of the `_shifts`."""
     found = []
-    for shift in (_FAR, -_FAR):
+    for shift, _ in _shifts(x):
         out, failed = call_answer(lambda t: fn_class.apply(t).detach(), x + shift, what="it")
         if failed is not None:
             found.append({"raised": failed["detail"]})
@@ -149,7 +158,7 @@ def _lse_want(inputs: dict[str, Any]) -> dict[str, Any]:
     x, g = inputs["far"]
     return {"trials": inputs["trials"], "far": inputs["far"],
             "grads": [_lse_reference(x.clone(), g.clone()) for x, g in inputs["trials"]],
-            "far_grads": [_lse_reference(x + shift, g.clone()) for shift in (_FAR, -_FAR)]}
+            "far_grads": [_lse_reference(x + shift, g.clone()) for shift, _ in _shifts(x)]}
 
 
 def _saved_slip(saved: dict[str, Any]) -> str | None:
@@ -167,31 +176,40 @@ def _saved_slip(saved: dict[str, Any]) -> str | None:
 def _far_slip(far: list[dict[str, Any]], x: torch.Tensor, grads: list[torch.Tensor]
               ) -> str | None:
     """Forward and backward on rows far from 0, where exp alone overflows or underflows:
-    the max shift in forward, exp(x - out) in backward."""
-    for shift, found, reference in zip((_FAR, -_FAR), far, grads, strict=True):
+    the max shift in forward, exp(x - out) in backward; then on rows far from each other,
+    where only each row's own maximum will do (the shifts before passed)."""
+    for (shift, rows), found, reference in zip(_shifts(x), far, grads, strict=True):
+        mixed = isinstance(shift, torch.Tensor)
         want = torch.logsumexp(x + shift, dim=-1)
         out = found.get("out")
         if out is None:
             return found["raised"]
         if not isinstance(out, torch.Tensor) or not torch.isfinite(out).all():
-            shown = out.flatten()[0].item() if isinstance(out, torch.Tensor) else out
-            return (f"forward gives {shown} on rows whose entries are near {shift:+.0f}: exp "
-                    "of them overflows (or underflows to 0) in float64. Shift by the row's "
-                    "maximum m first: out = m + log(sum(exp(x - m))).")
+            shown = out[~torch.isfinite(out)][0].item() if isinstance(out, torch.Tensor) else out
+            if mixed:
+                return (f"forward gives {shown} on {rows}, though not when every row is near "
+                        "the same number: the shift is not each row's own maximum. Shift by "
+                        "x.amax(dim=-1, keepdim=True), not by the whole tensor's maximum.")
+            return (f"forward gives {shown} on {rows}: exp of them overflows (or underflows "
+                    "to 0) in float64. Shift by the row's maximum m first: out = m + "
+                    "log(sum(exp(x - m))).")
         if out.shape != want.shape or not torch.allclose(out, want, rtol=1e-12, atol=0):
-            return (f"forward does not compute log(sum(exp(x))) along the last dimension on "
-                    f"rows near {shift:+.0f}.")
+            return f"forward does not compute log(sum(exp(x))) along the last dimension on {rows}."
         if "raised" in found:
             return found["raised"]
         got = found["grad"]
         if isinstance(got, torch.Tensor) and not torch.isfinite(got).all():
-            return (f"backward returns nan or inf on rows near {shift:+.0f} although forward "
-                    "is fine there: the max shift is forgotten in backward. exp(x) / "
-                    "exp(x).sum() overflows to inf / inf (or underflows to 0 / 0); "
-                    "exp(x - out), with the saved output, never does.")
+            if mixed:
+                return (f"backward returns nan or inf on {rows}, though not when every row is "
+                        "near the same number: its shift is not each row's own maximum. "
+                        "exp(x - out), with the saved output, needs none.")
+            return (f"backward returns nan or inf on {rows} although forward is fine there: "
+                    "the max shift is forgotten in backward. exp(x) / exp(x).sum() overflows "
+                    "to inf / inf (or underflows to 0 / 0); exp(x - out), with the saved "
+                    "output, never does.")
         if not (isinstance(got, torch.Tensor) and got.shape == reference.shape
                 and torch.allclose(got, reference, rtol=1e-10, atol=1e-300)):
-            return f"backward is wrong on rows near {shift:+.0f}."
+            return f"backward is wrong on {rows}."
     return None
 
 
@@ -243,6 +261,7 @@ LOGSUMEXP = Method(
     explain=lambda inputs, got, want: _lse_slip(got, want),
     trials=1,
     passed="backward matches autograd on 3 new random inputs; far from 0: forward and "
-           "backward finite and right on rows near +1000 and -1000; gradcheck: passed in "
-           "float64; gradgradcheck: passed (backward is itself differentiable and correct)",
+           "backward finite and right on rows near +1000, near -1000 and near both in turn; "
+           "gradcheck: passed in float64; gradgradcheck: passed (backward is itself "
+           "differentiable and correct)",
 )
