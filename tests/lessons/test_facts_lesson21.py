@@ -24,7 +24,7 @@ import torch
 from stored import output_text as _text
 
 from backproplab.course.exercises import lesson21 as lesson
-from backproplab.course.exercises.lesson21 import engine, graphs
+from backproplab.course.exercises.lesson21 import engine, graphs, layers
 
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "21-inside-torchs-engine.ipynb"
 ACC = 2**64 - 1
@@ -300,6 +300,15 @@ def _heap(n_tied: int, n_waiting: int) -> list[object]:
     for k in range(n_tied):
         heapq.heappush(heap, _Key(ACC, k))
     return [heapq.heappop(heap).label for _ in range(n_tied)]
+
+
+def test_the_layers_check_has_a_root_parameter_and_nested_layers():
+    """"every module of model": the check's networks have a parameter on the root (name
+    '') and layers one level down, which a walk of named_children() alone misses."""
+    for seed in range(20):
+        model, _ = layers.layer_model(torch.Generator().manual_seed(seed))
+        own = layers._own(model)
+        assert "" in own and any("." in name for name in own)
 
 
 def test_heapq_ties_are_torchs_for_more_sizes():

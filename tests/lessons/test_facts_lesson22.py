@@ -312,11 +312,13 @@ def test_the_worked_examples_of_the_exercises(cells):
 
 def test_the_hinge_check_meets_every_kink_on_every_trial():
     """The inputs the check makes hit relu's kink, a clip bound with the margin positive,
-    a score beyond the bound and a zero pair of weights, on every seed."""
+    a score beyond the bound and a zero pair of weights, on every seed; and a violated
+    margin inside the clip, so the hinge always sends a gradient (its sign shows)."""
     for seed in range(40):
         X, y, w, lam = hinge.hinge_inputs(torch.Generator().manual_seed(seed))
         s = X @ w
         assert ((y * s) == 1).any() and ((y * s) == -2).any() and ((y * s) == -3).any()
+        assert ((y * s) == -1).any()
         assert (w.view(-1, 2).abs().sum(dim=1) == 0).any() and lam > 0
 
 

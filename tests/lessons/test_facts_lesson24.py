@@ -129,6 +129,21 @@ def test_gradscaler_equals_the_loop_by_hand(cells):
     assert "same parameters, bit for bit: True" in out
 
 
+def test_the_scale_check_has_a_zero_and_a_negative_largest_on_every_trial():
+    """dL/dy has an exact zero (left out of "every nonzero entry"), and the largest |dL/dW|
+    or |dL/db| is negative with every positive entry under half its size (so a max without
+    abs lands on another power of two)."""
+    lesson = _lesson_module()
+    for seed in range(40):
+        x, W, b, t = lesson._new_layer(torch.Generator().manual_seed(seed))
+        W, b = W.requires_grad_(), b.requires_grad_()
+        y = x @ W.T + b
+        gy, gW, gb = torch.autograd.grad(F.mse_loss(y, t), (y, W, b))
+        assert (gy == 0).any()
+        both = torch.cat([gW.flatten(), gb])
+        assert both.max() < both.abs().max() / 2 and both.min() == -both.abs().max()
+
+
 def test_a_compensated_step_keeps_what_rounding_drops():
     lesson = _lesson_module()
     # Section 4's float16 run, compensated, ends where its float32 master weights do.

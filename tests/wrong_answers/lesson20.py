@@ -161,6 +161,12 @@ WRONG = {
         (engine(("        if overwrite:\n            part(to_old).zero_()",
                  "        if overwrite and a.base is not None:\n            part(to_old).zero_()")),
          "An overwrite sends nothing to the old values it covers, here all of them"),
+        # The early return moved above the write: with no gradient needed, nothing written.
+        (engine(("    old_node, b_node = grad_fn(owner), grad_fn(b)\n",
+                 "    old_node, b_node = grad_fn(owner), grad_fn(b)\n"
+                 "    if old_node is None and b_node is None:\n"
+                 "        return a\n")),
+         "a write where neither the memory nor b needs a gradient never happens"),
         # A new tensor where the memory should change: the base never sees the write.
         (engine(("        a.data.add_(b.data)\n", "        a.data = a.data + b.data\n")),
          "the value backward started from"),

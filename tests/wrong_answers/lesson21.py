@@ -130,6 +130,11 @@ WRONG = {
         (_layers(("params = dict(module.named_parameters(recurse=False))",
                   "params = dict(module.named_parameters())")),
          "no parameters of its own"),
+        # The root module skipped: the check's model has a parameter of its own.
+        (_layers(("        if not params:\n", "        if not params or not name:\n")),
+         "The model itself is one of model.named_modules()"),
+        # The top level only: the check's first block is nested.
+        (_layers(("model.named_modules()", "model.named_children()")), "named_children() only"),
         # .grad reported instead of the gradients the hook receives.
         (_layers(("            report(name, dict(zip(keys, grads, strict=True)))\n",
                   "            report(name, {k: p.grad for k, p in module.named_parameters(recurse=False)})\n"),

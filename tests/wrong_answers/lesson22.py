@@ -79,6 +79,9 @@ WRONG = {
         (_fn(LINEAR, "return (G @ W.mH).conj(), (x.mH @ G).conj(), G.sum(0).conj()"),
          "the conjugates sit on G"),
         (_fn(LINEAR, "return G @ W.mH, x.mH @ G, G.sum(0).conj()"), "db is conjugated"),
+        # The conjugate put on G in one product only: that output alone is mirrored.
+        (_fn(LINEAR, "return G.conj() @ W.T, x.mH @ G, G.sum(0)"), "dx is the conjugate"),
+        (_fn(LINEAR, "return G @ W.mH, x.T @ G.conj(), G.sum(0)"), "dW is the conjugate"),
         (_fn(LINEAR, "return G @ W.mH, x.mH @ G, G.mean(0)"), "db is a mean"),
         (_fn(LINEAR, "return G @ W.mH, G.mH @ x, G.sum(0)"), "has shape"),
     ],
@@ -88,6 +91,12 @@ WRONG = {
         (_hinge(passes="((s >= -2.0) & (s <= 2.0)).to(s.dtype)"), "the clip's bounds let"),
         (_hinge(passes="torch.ones_like(s)"), "the clip was ignored"),
         (_hinge(unit="pairs / lengths"), "a pair of zero weights gave NaN"),
+        # The minus of 1 - y * s lost: every trial has a violated margin, so it shows.
+        (_hinge().replace("X.T @ (-y * active * passes)", "X.T @ (y * active * passes)"),
+         "the wrong sign"),
+        # The hinge averaged, as a mean loss would be.
+        (_hinge().replace("X.T @ (-y * active * passes)", "X.T @ (-y * active * passes) / len(y)"),
+         "averaged over the examples"),
         # The penalty taken for an L1 one: a plain mismatch, no slip of the list.
         (_hinge(unit="pairs.sign()"), "mismatch"),
         # The lesson's worked example copied in.

@@ -49,6 +49,11 @@ WRONG = {
         # dL/db taken as dL/dy itself, without the sum over the batch.
         (_range(big=("dW", "dy")), "column sums of dL/dy"),
         (_range(up="", down=""), "not powers of two"),
+        # The zeros of dL/dy kept: the smallest |dL/dy| is 0 and the lowest scale inf.
+        (_range().replace("dy.abs()[dy != 0].min()", "dy.abs().min()"), "zero entries"),
+        # The largest gradient by sign, not by size: the largest |dL/db| is negative.
+        (_range().replace("torch.maximum(dW.abs().max(), db.abs().max())",
+                          "torch.maximum(dW.max(), db.max())"), "without abs"),
         (_range(up="torch.floor", down="torch.ceil"), "rounded the wrong way"),
         # A pair of scales that worked once, written in.
         ("def scale_range(x, W, b, t):\n    return 2.0**10, 2.0**20\n", "hard-coded"),

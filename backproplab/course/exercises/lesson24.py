@@ -66,7 +66,12 @@ def _new_layer(gen):
     residual leans one way (an offset of 2 to 3, in units of its size), so dL/db, a sum
     over N >= 6 rows, is several times every entry of dL/dy; x is small (sd 0.05), so dL/dW
     stays several times below dL/db; and one entry of the residual is a hundred times
-    smaller than the rest, so the smallest and largest entries of dL/dy are far apart."""
+    smaller than the rest, so the smallest and largest entries of dL/dy are far apart.
+    Every column leans negative, so the largest |dL/db| is negative and every positive
+    entry of dL/dW and dL/db is several times smaller: a max taken without abs misses it.
+    The last row of x is zeros and one residual there is 0, so t equals y exactly at that
+    entry however y is computed: dL/dy has an exact zero, which "every nonzero entry"
+    leaves out."""
     n = int(torch.randint(6, 41, (1,), generator=gen))
     k = int(torch.randint(1, 9, (1,), generator=gen))
     m = int(torch.randint(4, 9, (1,), generator=gen))  # 4 or more: no slip mimics another
@@ -74,10 +79,11 @@ def _new_layer(gen):
     W = 0.5 * torch.randn(m, k, generator=gen, dtype=torch.float64)
     b = 0.1 * torch.randn(m, generator=gen, dtype=torch.float64)
     size = 10.0 ** float(-5 + 4 * torch.rand(1, generator=gen, dtype=torch.float64))
-    sign = torch.randint(0, 2, (m,), generator=gen).to(torch.float64) * 2 - 1
-    offset = sign * (2 + torch.rand(m, generator=gen, dtype=torch.float64))
+    x[-1] = 0.0  # y's last row is b exactly, so a zero residual there stays exactly zero
+    offset = -(2 + torch.rand(m, generator=gen, dtype=torch.float64))
     residual = offset + 0.3 * torch.randn(n, m, generator=gen, dtype=torch.float64)
     residual[0, 0] *= 0.01
+    residual[-1, -1] = 0.0
     t = x @ W.T + b - size * residual
     return x, W, b, t
 
@@ -111,6 +117,14 @@ SCALE_SLIPS = {
     "the bias gradient was left out of the highest scale: dL/db, the column sums of dL/dy, "
     "is a float16 number of this backward too, and a sum over the batch can be the largest":
         lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t)[:2], torch.zeros(1)),
+    "the zero entries of dL/dy were kept: the smallest |dL/dy| is then 0, and no scale "
+    "lifts 0 (the lowest came out inf). Take the smallest over the nonzero entries":
+        lambda x, W, b, t: (torch.tensor(float("inf"), dtype=torch.float64),
+                            scale_bounds(*_grads(x, W, b, t))[1]),
+    "the largest gradient was taken without abs: a negative entry of dL/dW or dL/db can be "
+    "the largest in size, and float16's limit is on the size, |dL/dW| and |dL/db|":
+        lambda x, W, b, t: (scale_bounds(*_grads(x, W, b, t))[0], torch.exp2(torch.floor(
+            torch.log2(FP16_MAX / torch.maximum(*(g.max() for g in _grads(x, W, b, t)[1:])))))),
     "the scales are not powers of two: round the lowest up and the highest down to a power "
     "of two (2 ** ceil(log2 ...), 2 ** floor(log2 ...))":
         lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t),

@@ -229,6 +229,12 @@ def _same_base(s, p):
     s.do("backward", s.do("total", s.do("mul", y, y)))
 
 
+def _constants(s, p):
+    buffer = s.const(zeros=True)  # neither side of the write needs a gradient
+    s.do("copy_", s.view(buffer, p["block"]), s.view(s.const(), p["block"]))
+    s.do("backward", s.do("total", s.do("mul", buffer, s.leaf())))
+
+
 _HISTORY = ("A write through a view changes the base: the base needs a new node (torch's "
             "CopySlices) whose inputs are its old node and b's node, and whose rule passes g "
             "on to the old node and g's part under the view to b.")
@@ -288,4 +294,8 @@ CASES = {
     "copy_whole": Case(_copy_whole, "copy_(w) into the whole of y = x * k, then y read", (),
                        ("x", "w"), why_grads=_HISTORY + " An overwrite sends nothing to the "
                        "old values it covers, here all of them: x.grad is zeros."),
+    "constants": Case(_constants, "copy_ of a constant into a view of a constant buffer of "
+                      "zeros, then the buffer times a leaf x read", ("block",), ("x",),
+                      why_grads="A write where nothing needs a gradient makes no node, but "
+                      "it still writes: x.grad is the buffer's new values."),
 }

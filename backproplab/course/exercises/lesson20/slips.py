@@ -41,6 +41,10 @@ SLIPS = {
         "a write into a view of a leaf that requires grad runs in your engine; torch refuses "
         "it with a RuntimeError, as it refuses a write into the leaf itself: check the memory's "
         "owner (the view's base), not only the Var written.",
+    "no_write":
+        "a write where neither the memory nor b needs a gradient never happens in your "
+        "engine: the copy_ of one constant into another left it as it was. Only the node is "
+        "unneeded there; the data must change and the counter move all the same.",
 }
 
 
@@ -81,6 +85,8 @@ def solution(space: dict[str, Any], slip: str) -> tuple:
             raise RuntimeError("a leaf that requires grad is being changed in place")
         owner = a if a.base is None else a.base
         before, b_fn = grad_fn(owner), grad_fn(b)
+        if slip == "no_write" and before is None and b_fn is None:
+            return a
         a.data.copy_(b.data) if overwrite else a.data.add_(b.data)
         a.version.value += 0 if slip == "no_bump" else 1
         if (before is None and b_fn is None) or (slip == "history_kept" and a.base is not None):

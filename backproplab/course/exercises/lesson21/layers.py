@@ -14,17 +14,33 @@ from .._spec import Method, call_answer, count_autograd, failure, plain
 LAYERS = "watch_layers"
 
 
-def layer_model(gen: torch.Generator) -> tuple[nn.Sequential, list[torch.Tensor]]:
+class ScaledNet(nn.Sequential):
+    """A Sequential with a parameter of its own, a scale on each input feature: the root
+    module (name "") has parameters too, as "every module of model" includes it."""
+
+    def __init__(self, width: int, *layers: nn.Module) -> None:
+        super().__init__(*layers)
+        # (1, width): the first of model.parameters() still has the input width as shape[1]
+        self.scale = nn.Parameter(torch.ones(1, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x * self.scale)
+
+
+def layer_model(gen: torch.Generator) -> tuple[nn.Module, list[torch.Tensor]]:
     """A new small network in float64 (sizes, layers and weights from ``gen``), and three
-    input batches. The global random generator is left as it was."""
+    input batches. The first block is nested (its layers are "0.0", "0.2"...), and the root
+    has a parameter of its own, so that a walk over the top level alone, or one that skips
+    the root, misses some. The global random generator is left as it was."""
     sizes = [int(torch.randint(2, 5, (1,), generator=gen)) for _ in range(3)]
     with torch.random.fork_rng(devices=[]):
-        layers: list[nn.Module] = [nn.Linear(sizes[0], sizes[1]), nn.Tanh()]
+        block: list[nn.Module] = [nn.Linear(sizes[0], sizes[1]), nn.Tanh()]
         if bool(torch.rand((), generator=gen) < 0.5):
-            layers.append(nn.LayerNorm(sizes[1]))
-        layers += [nn.Linear(sizes[1], sizes[2], bias=bool(torch.rand((), generator=gen) < 0.5)),
-                   nn.Tanh(), nn.Linear(sizes[2], 1)]
-        model = nn.Sequential(*layers).double()
+            block.append(nn.LayerNorm(sizes[1]))
+        model = ScaledNet(sizes[0], nn.Sequential(*block),
+                          nn.Linear(sizes[1], sizes[2],
+                                    bias=bool(torch.rand((), generator=gen) < 0.5)),
+                          nn.Tanh(), nn.Linear(sizes[2], 1)).double()
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
@@ -34,7 +50,7 @@ def layer_model(gen: torch.Generator) -> tuple[nn.Sequential, list[torch.Tensor]
 
 
 PASSES = ("a first backward pass", "a second backward pass (.grad not zeroed in between)",
-          "a pass with inputs=[first weight, last parameter]")
+          "a pass with inputs=[first layer's weight, last parameter]")
 
 
 def _own(model: nn.Module) -> dict[str, dict[str, torch.Tensor]]:
@@ -45,9 +61,8 @@ def _own(model: nn.Module) -> dict[str, dict[str, torch.Tensor]]:
 
 def _passes(model: nn.Module, batches: list[torch.Tensor]) -> list[Callable[[], None]]:
     """The backward passes the check runs, in the order of `PASSES`."""
-    own = _own(model)
-    first, last = next(iter(own.values())), list(own.values())[-1]
-    some = [next(iter(first.values())), list(last.values())[-1]]
+    layers = [params for name, params in _own(model).items() if name]  # the root's aside
+    some = [layers[0]["weight"], list(layers[-1].values())[-1]]
 
     def full(x: torch.Tensor) -> Callable[[], None]:
         return lambda: model(x).pow(2).sum().backward()
@@ -146,7 +161,10 @@ def _pass_problem(own: dict[str, list[str]], events: list[dict], what: str) -> s
             return (f"in {what}, you reported {module!r}, though this pass computes none of "
                     "its gradients.")
         if grads and not mine:
-            return _never(module, what, len(grads), len(params))
+            computed = {e["name"] for e in events if e["kind"] == "grad"}
+            missed = [m for m, ps in own.items() if m not in names
+                      and any((f"{m}.{k}" if m else k) in computed for k in ps)]
+            return _never(missed, what, len(grads), len(params))
         if not grads:
             continue
         (at, report), last = mine[0], grads[-1][0]
@@ -169,13 +187,20 @@ def _pass_problem(own: dict[str, list[str]], events: list[dict], what: str) -> s
     return None
 
 
-def _never(module: str, what: str, computed: int, owned: int) -> str:
+def _never(missed: list[str], what: str, computed: int, owned: int) -> str:
+    """Words for modules this pass computes gradients for, never reported; ``computed`` and
+    ``owned`` count the first one's gradients."""
     if computed < owned:
         return (f"in {what}, which computes only {computed} of the {owned} gradients of "
-                f"{module!r}, you never reported it: wait for the gradients this pass "
+                f"{missed[0]!r}, you never reported it: wait for the gradients this pass "
                 "computes, not for all of them, and give None for the others. "
                 "register_multi_grad_hook's mode 'all' asks the engine which will come.")
-    return f"in {what}, you never reported {module!r}."
+    # The two ways to miss a module of named_modules(): the root, and nested ones.
+    hints = [" The model itself is one of model.named_modules() (its name is ''), with "
+             "parameters of its own." if "" in missed else "",
+             " Modules inside other modules count too: named_modules() walks every level, "
+             "named_children() only the top one." if any("." in m for m in missed) else ""]
+    return f"in {what}, you never reported {', '.join(map(repr, missed))}.{''.join(hints)}"
 
 
 def _values_problem(module: str, params: list[str], full: dict[str, str],

@@ -114,6 +114,10 @@ COMPLEX_LINEAR = ByHand(
         "answer (∂L/∂z, the other convention)":
             lambda x, W, b, G: _linear(x, W, b, G, dx=(G @ W.mH).conj(), dW=(x.mH @ G).conj(),
                                        db=G.sum(0).conj()),
+        "dx is the conjugate of torch's: G.conj() @ W.T is conj(G @ W.mH); the conjugate "
+        "belongs on W, not on G": lambda x, W, b, G: _linear(x, W, b, G, dx=(G @ W.mH).conj()),
+        "dW is the conjugate of torch's: x.T @ G.conj() is conj(x.mH @ G); the conjugate "
+        "belongs on x, not on G": lambda x, W, b, G: _linear(x, W, b, G, dW=(x.mH @ G).conj()),
         "db is conjugated: b is added, and an addition passes G on unchanged (summed over the "
         "rows), with no conjugate": lambda x, W, b, G: _linear(x, W, b, G, db=G.sum(0).conj()),
         "db is a mean over the rows: every row's contribution adds up, G.sum(0)":

@@ -36,7 +36,8 @@ def hinge_inputs(gen: torch.Generator) -> tuple:
     """X, y, w (small integers in float64) and lam, made so that every trial meets each
     kink: a margin exactly 0 (y * score = 1), a score exactly at a clip bound with its
     margin positive (y * score = -2), a score beyond the bound (|score| = 3) and a pair
-    of weights that is exactly (0, 0)."""
+    of weights that is exactly (0, 0). One row is plainly violated (y * score = -1), so
+    the hinge always sends a gradient: its sign and its sum show on every trial."""
     pairs = randint(3, 5, gen)
     w = torch.randint(-1, 2, (pairs, 2), generator=gen).to(F64)
     w[0] = torch.randint(0, 2, (2,), generator=gen).to(F64) * 2 - 1  # two pairs of nonzeros
@@ -44,7 +45,7 @@ def hinge_inputs(gen: torch.Generator) -> tuple:
     w[2] = 0.0  # a pair exactly at the norm's kink
     w = w[torch.randperm(pairs, generator=gen)].flatten()
     rows, labels = [], []
-    for kind in (1, -2, -3):  # y * score for: relu's kink, the clip's bound, beyond it
+    for kind in (1, -2, -3, -1):  # y * score: relu's kink, the clip's bound, beyond, inside
         label = float(torch.randint(0, 2, (1,), generator=gen)) * 2 - 1
         rows.append(_hinge_row(int(kind * label), w, gen))
         labels.append(label)
@@ -63,7 +64,8 @@ def _hinge_reference(X, y, w, lam):
     return torch.autograd.grad(hinge_loss(X, y, w, lam), w)[0]
 
 
-def _hinge_slip(relu_at_kink=0.0, bounds=False, clip=True, zero_pair=True):
+def _hinge_slip(relu_at_kink=0.0, bounds=False, clip=True, zero_pair=True, sign=1.0,
+                mean=False):
     """dL/dw with one of torch's choices made otherwise."""
     def grad(X, y, w, lam):
         s = X @ w
@@ -78,7 +80,8 @@ def _hinge_slip(relu_at_kink=0.0, bounds=False, clip=True, zero_pair=True):
         pairs = w.view(-1, 2)
         norm = pairs.norm(dim=1, keepdim=True)
         unit = torch.where(norm > 0, pairs / norm, 0.0) if zero_pair else pairs / norm
-        return X.T @ (-y * slope * inside) + lam * unit.flatten()
+        hinge = X.T @ (-sign * y * slope * inside) / (len(y) if mean else 1)
+        return hinge + lam * unit.flatten()
     return grad
 
 
@@ -97,6 +100,10 @@ HINGE = ByHand(
         "no gradient": _hinge_slip(clip=False),
         "a pair of zero weights gave NaN: w / norm is 0 / 0 there, while torch's norm sends "
         "0 at the zero vector (its smallest subgradient)": _hinge_slip(zero_pair=False),
+        "the hinge's gradient has the wrong sign: d/ds relu(1 - y s) is -y where the margin "
+        "is positive (the minus comes from 1 - y s)": _hinge_slip(sign=-1.0),
+        "the hinge was averaged over the examples: the loss sums it, so each row counts in "
+        "full, with no division by their number": _hinge_slip(mean=True),
     },
     advice="Go through the loss op by op and ask, at each kink the inputs can hit, what "
            "torch sends back there (sections 1 to 3): relu at 0, hardtanh at a bound, the "
