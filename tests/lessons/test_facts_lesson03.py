@@ -240,3 +240,22 @@ def test_cpu_nodes_run_on_the_thread_that_called_backward(cells):
     assert "backward() was called on: MainThread" in printed
     assert "a thread per device" not in cells["l03-33"].source
     assert "thread that called `backward()`" in cells["l03-33"].source
+
+
+@pytest.mark.parametrize("slip, told, not_told", [
+    (("paths = {id(root): 1}", "paths = {id(root): 0}"), "every count came out 0",
+     "parents first"),
+    (("reversed(topo_order(root))", "topo_order(root)"), "parents first",
+     "every count came out 0"),
+])
+def test_a_count_of_zeros_is_not_blamed_on_the_order(slip, told, not_told):
+    """The output's count started at 0, and the order not reversed, both give 0 on most
+    graphs; c = a * a + a (3 paths, 1 when handed on parents first) tells them apart, so
+    neither is named for the other, on any seed."""
+    space = _engine()
+    run_cell(WRONG._paths(*slip), space)
+    for seed in (0, 1, 4096):
+        with pytest.raises(AssertionError) as info:
+            bl.check_exercise("l03-paths", space["count_paths"], seed=seed)
+        message = " ".join(str(info.value).split())
+        assert told in message and not_told not in message, message

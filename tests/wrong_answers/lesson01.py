@@ -123,6 +123,13 @@ WRONG = {
         # No brackets: (a + b) * c read as a + b * c.
         (slip(BOTH, "        return f'{text(first)} {signs[kind]} {text(second)}'\n"),
          "lost its brackets"),
+        # Brackets only around + and -, a product (and a constant factor) left bare, as if *
+        # always bound first: (c * sin(p)) ** 2 comes out as c * sin(p) ** 2.
+        (slip(BOTH, "        if kind == 'MulBackward0':\n"
+                    "            return f'{text(first)} * {text(second)}'\n" + BOTH).replace(
+            SELF, "            return f'{node._saved_self.item()} * {text(second)}'\n").replace(
+            OTHER, "            return f'{text(first)} * {node._saved_other.item()}'\n"),
+         ") ** 2), your formula"),
         # A constant factor skipped as an input that needs no gradient.
         (slip(SELF, "            return text(second)\n").replace(
             OTHER, "            return text(first)\n"), "constant factor is missing"),

@@ -107,6 +107,8 @@ WRONG = {
         (ops(exp={"rule": "a.grad += out.grad"}), "without exp's derivative"),
         # a sign slip
         (ops(log={"rule": "a.grad -= (1 / a.data) * out.grad"}), "sign is flipped"),
+        # ... made in the local derivative instead: the same numbers, so the same message
+        (ops(log={"rule": "a.grad += (-1 / a.data) * out.grad"}), "minus sign in the local"),
         # no rule at all
         (ops(power={"rule": "pass"}), "gets nothing through the new operation"),
         # the rule is right, but a is not among the parents: backward never reaches it
@@ -191,6 +193,12 @@ WRONG = {
             "    return count\n",
             "one by one",
         ),
+        # the leaf looked up with [] where the output does not reach it: a KeyError, not 0
+        (_paths("return paths.get(id(leaf), 0)", "return paths[id(leaf)]"),
+         "return 0 then"),
+        # the output's own count started at 0: every count is 0, as with the order not
+        # reversed on most graphs, but c = a * a + a tells the two apart
+        (_paths("paths = {id(root): 1}", "paths = {id(root): 0}"), "every count came out 0"),
         # a float, not a count
         (_paths("return paths.get(id(leaf), 0)", "return float(paths.get(id(leaf), 0))"),
          "expected a whole number"),

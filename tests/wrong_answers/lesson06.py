@@ -68,6 +68,12 @@ WRONG = {
         (WHERE.format("    if cleared:\n        return 'before step'\n"
                       "    if not same(held, g0):\n        return 'each micro-batch'\n"
                       + SECOND_STEP), "right after opt.step()"),
+        # A None .grad taken for "end" before asking whether the weights moved: the step
+        # that zeroes before step() with set_to_none=True leaves None too, and never moves.
+        (WHERE.format("    if all(g is None for g in held):\n        return 'end'\n"
+                      + RIGHT_START + "    if not same(held, g0):\n"
+                      "        return 'each micro-batch'\n" + SECOND_STEP),
+         "set_to_none=True): the step zeroes between the last backward and opt.step()"),
         # No comparison with the full batch's gradient: the micro-batch kind goes unseen.
         (WHERE.format(RIGHT_START + SECOND_STEP), "only the last micro-batch's part"),
         # Labels of its own.

@@ -4,7 +4,7 @@
 from the outside, where a training step it cannot read zeroes its gradients
 (at the start, right after ``step()``, between the last ``backward()`` and
 ``step()``, before every micro-batch, or never). The check builds steps of every
-kind on new models and data for every seed, ``set_to_none`` either way, and
+kind on new models and data for every seed, each with ``set_to_none`` both ways, and
 names what the step the learner misread leaves in the weights and in ``.grad``.
 ``l06-momentum`` is by hand: the weights that lesson 04's line reaches when its
 loop never zeroes and its optimizer has momentum (two accumulators stacked:
@@ -70,8 +70,8 @@ def _make_step(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, k: int,
 
 def _where_inputs(gen: torch.Generator) -> dict[str, Any]:
     """One trial, as plain data: a float64 Linear(d, 1) or a small tanh MLP (its widths and
-    starting weights), a batch of k * m rows, the learning rate, and the five steps to
-    tell apart, in a random order, each with set_to_none drawn."""
+    starting weights), a batch of k * m rows, the learning rate, and the ten steps to tell
+    apart, in a random order: each place with set_to_none=True and with False."""
     d, k, m = (int(torch.randint(lo, hi, (1,), generator=gen)) for lo, hi in ((1, 4), (2, 5),
                                                                              (2, 4)))
     hidden = int(torch.randint(0, 4, (1,), generator=gen))  # 0: a straight line
@@ -83,10 +83,12 @@ def _where_inputs(gen: torch.Generator) -> dict[str, Any]:
         weights += [torch.randn(n_out, n_in, generator=gen, dtype=torch.float64),
                     torch.randn(n_out, generator=gen, dtype=torch.float64)]
     lr = round(0.05 + 0.15 * float(torch.rand((), generator=gen)), 3)
-    order = [PLACES[int(i)] for i in torch.randperm(len(PLACES), generator=gen)]
-    set_to_none = [bool(torch.randint(0, 2, (1,), generator=gen)) for _ in order]
+    # Every place both ways, on every trial: None and zeros left in .grad read differently,
+    # and a detector that handles only one of them must fail on every seed.
+    steps = [(place, none) for place in PLACES for none in (True, False)]
+    drawn = [steps[int(i)] for i in torch.randperm(len(steps), generator=gen)]
     return {"widths": widths, "weights": weights, "X": X, "y": y, "k": k, "lr": lr,
-            "order": order, "set_to_none": set_to_none}
+            "order": [place for place, _ in drawn], "set_to_none": [none for _, none in drawn]}
 
 
 def _where_model(inputs: dict[str, Any]) -> torch.nn.Sequential:
@@ -123,6 +125,8 @@ def _explain_where(inputs: dict[str, Any], got: list[Any], want: list[str]) -> s
     parameters = sum(a * b + b for a, b in zip(inputs["widths"], inputs["widths"][1:],
                                                strict=False))
     where = f"on a new model ({parameters} parameters) with k = {inputs['k']} micro-batches"
+    if want[at] != "never":  # the step that never zeroes never calls zero_grad
+        where += f" and zero_grad(set_to_none={inputs['set_to_none'][at]})"
     said = got[at]
     if not isinstance(said, str) or said not in PLACES:
         shown = said["returned"] if isinstance(said, dict) else repr(said)
@@ -137,8 +141,8 @@ WHERE = Method(
     observe=_observe_where,
     reference=lambda inputs: list(inputs["order"]),
     explain=_explain_where,
-    passed=f"tells apart the {len(PLACES)} places on 2 new problems ({2 * len(PLACES)} steps "
-           "it could not read)",
+    passed=f"tells apart the {len(PLACES)} places, set_to_none either way, on 2 new problems "
+           f"({2 * 2 * len(PLACES)} steps it could not read)",
 )
 
 

@@ -3,7 +3,8 @@
 A trial is nine small formulas, written as trees of plain data (a leaf's name, or
 ``[kind, ...]``): six probes that each isolate one thing to get right (the order of a
 subtraction, brackets, a constant kept as ``_saved_self`` or ``_saved_other``, an
-exponent, a leaf used twice) and three random formulas that need all of them. The
+exponent, a leaf used twice; a product and a constant factor each under a power, where
+their brackets matter) and three random formulas that need all of them. The
 observation is the text the learner's function returns for each graph; the grader
 reads it with `reading.value` at new values of the leaves and compares it with the
 formula's own values there. A slip is the formula the solution's walk writes with that
@@ -129,10 +130,12 @@ def make_inputs(gen: torch.Generator) -> dict[str, Any]:
     and two new sets of values to read the learner's formula at."""
     a, b, d = (_LEAF_NAMES[int(i)] for i in torch.randperm(len(_LEAF_NAMES), generator=gen)[:3])
     c = _pick(gen, _CONSTANTS)
+    # A constant factor and a product under a power: (c * x) ** 2 written without the
+    # product's brackets reads as c * x ** 2, a slip no other probe shows.
     probes = [("order", ["sub", a, b]), ("brackets", ["mul", ["add", a, b], d]),
-              ("self", ["scale", c, ["sin", a], True]),
+              ("self", ["pow", ["scale", c, ["sin", a], True], 2]),
               ("other", ["scale", c, ["exp", a], False]),
-              ("power", ["pow", a, 3]), ("twice", ["mul", ["sin", a], a])]
+              ("power", ["pow", ["mul", a, b], 3]), ("twice", ["mul", ["sin", a], a])]
     for _ in range(3):
         leaves = [_LEAF_NAMES[int(i)] for i in torch.randperm(len(_LEAF_NAMES), generator=gen)[
             :int(torch.randint(2, 4, (1,), generator=gen))]]

@@ -24,8 +24,9 @@ over the engine's pieces along with the answer:
   paths from the output down to a leaf, which is the leaf's gradient when every local
   derivative is 1, counted as backward computes a gradient (module ``paths``). The check
   watches the calls it makes (recursion is refused) and the reads of ``.parents`` (a walk
-  of the paths one by one is stopped), on new random graphs, a chain of squares, a ladder
-  of 2**120 paths and a chain 10,000 operations deep.
+  of the paths one by one is stopped), on new random graphs, a chain of squares,
+  c = a * a + a (and a leaf it does not use: 0 paths), a ladder of 2**120 paths and a
+  chain 10,000 operations deep.
 
 Exercises 1 and 2 live in module ``engine``, Exercise 3 in ``paths``: each observes
 what the learner's code did as plain data, and the grader judges it.

@@ -10,10 +10,11 @@ share per edge (``x * x`` is two edges to ``x``). Counting from the leaf up is a
 The check runs it where the answer lives, watched (`CallWatch`: a function seen inside
 itself is recursion, which section 3 showed stops at Python's limit), with backward passes
 refused, on graphs given as plain data: new random graphs, a chain of squares (each node
-takes its parent twice), a ladder whose paths double at each rung (2**LADDER of them: every
-read of ``.parents`` is counted, and a walk that reads more than a few per node is stopped),
-and a chain 10,000 deep. The observation is the counts, graph by graph; the reference is the
-check's own count over the parent lists.
+takes its parent twice), c = a * a + a (for a, and for a leaf b it does not use), a ladder
+whose paths double at each rung (2**LADDER of them: every read of ``.parents`` is counted,
+and a walk that reads more than a few per node is stopped), and a chain 10,000 deep. The
+observation is the counts, graph by graph; the reference is the check's own count over the
+parent lists.
 """
 
 from __future__ import annotations
@@ -104,6 +105,14 @@ def _make_inputs(gen: torch.Generator) -> dict[str, Any]:
     squares = _squares(gen)
     graphs.append({"what": f"a chain of {len(squares) - 1} squares, y = x * x",
                    "parents": squares, "leaf": 0})
+    # c = a * a + a has 3 paths to a, but a walk that hands counts on parents first gives 1
+    # and one whose output starts at 0 gives 0: the two slips differ here. No path reaches
+    # b, which c does not use: the count must be 0 there, not an error.
+    small = [[], [], [0, 0], [2, 0]]
+    graphs.append({"what": "c = a * a + a, counting the paths to a", "parents": small,
+                   "leaf": 0})
+    graphs.append({"what": "c = a * a + a, counting the paths to a leaf b that c does not "
+                           "use", "parents": small, "leaf": 1})
     graphs.append({"what": f"a ladder of {LADDER} rungs, each two nodes and their sum",
                    "parents": _ladder(LADDER), "leaf": 0})
     graphs.append({"what": f"a chain {CHAIN:,} operations deep",
@@ -118,6 +127,18 @@ _RECURSIVE = ("your count is recursive ({name} calls itself): it needs one neste
               "level, and a chain 10,000 deep is far past Python's recursion limit of about "
               "1,000 (section 3); raising the limit only moves that wall. Walk the nodes in "
               "an order of your own instead, such as reversed(topo_order(root)).")
+
+
+def _raised(spec: dict[str, Any]):
+    """How an error on ``spec`` is told: where it happened, and, for a KeyError on a leaf
+    no path reaches, that the count is 0 there."""
+    def told(err: Exception) -> str:
+        message = f"on {spec['what']}: count_paths raised {type(err).__name__}: {err}."
+        if isinstance(err, KeyError) and not _reachable(spec):
+            message += (" No path from the output reaches this leaf, so no count was ever "
+                        "handed to it: return 0 then (a dict's .get takes a default).")
+        return message
+    return told
 
 
 def _observe(answer: Any, inputs: dict[str, Any]) -> list[Any] | dict:
@@ -141,7 +162,7 @@ def _observe(answer: Any, inputs: dict[str, Any]) -> list[Any] | dict:
                     how="Count them from each node's parents, as a backward pass would add "
                         "up gradients of 1."):
                 got, failed = call_answer(run, answer, nodes[-1], nodes[spec["leaf"]],
-                                          what="count_paths")
+                                          what="count_paths", raised=_raised(spec))
         except _TooManyReads:
             said.append({"walked": nodes[0]._reads[0]})
             continue
@@ -221,6 +242,12 @@ PATHS = Method(
     reference=_reference,
     explain=_explain,
     mistakes={
+        # The root's count started at 0 and a lookup under the wrong key both give this;
+        # c = a * a + a tells it from handing the counts on parents first (which gives 1).
+        "every count came out 0, even where paths reach the leaf (c = a * a + a has 3 to a): "
+        "no count ever reached the leaf's entry. Did the output's own count start at 1 (one "
+        "path, from the output to itself)? Are counts stored and read under the same key?":
+            lambda inputs: [0 for _ in inputs["graphs"]],
         "your count says only whether the leaf can be reached (1, or 0): a node's count was "
         "set, not added to. Either each share overwrote the one before (section 5's bug, "
         "`=` where the shares must add up, `+=`), or a set of visited nodes let every node "

@@ -54,7 +54,9 @@ def slips(op):
         "the rule sets a.grad with = instead of adding with +=, so the product's direct "
         "path to u is overwritten (u is used twice here)":
             lambda u, fu, d, k: d * (u + 1),
-        "the sign is flipped: the rule subtracts from a.grad (-=) where it should add":
+        # -= and a minus sign in the local derivative give the same numbers: name both.
+        "the sign is flipped: the rule's share of a.grad has the wrong sign (-= where += "
+        "belongs, or a minus sign in the local derivative)":
             lambda u, fu, d, k: fu - d * (u + 1),
         "the rule leaves out out.grad: it must multiply the local derivative by the gradient "
         "that reached the operation's output (here u + 1, not 1)":
