@@ -122,7 +122,8 @@ WRONG = {
         ("def choose_checkpoints(blocks, x):\n    return set()\n", "over the budget"),
         # Every block: within the budget, but every block is recomputed.
         ("def choose_checkpoints(blocks, x):\n    return set(range(len(blocks)))\n", "would do"),
-        # The blocks that keep the most first, whatever their cost to recompute.
+        # The blocks that keep the most first, whatever their cost to recompute (on seed 0
+        # that is the fewest blocks that fit, which the message then says).
         (
             "def choose_checkpoints(blocks, x):\n"
             "    h, inside = x, []\n"
@@ -137,7 +138,7 @@ WRONG = {
             "        chosen.add(i)\n"
             "        kept -= inside[i]\n"
             "    return chosen\n",
-            "taken first, until the budget is met, would recompute",
+            "You took the fewest blocks that fit",
         ),
         # Section 3's ranking as the plan: the most bytes per multiply-add first, until the
         # budget is met. Its last block overshoots what the budget still needs.

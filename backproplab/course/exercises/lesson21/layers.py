@@ -153,7 +153,9 @@ def _pass_problem(own: dict[str, list[str]], events: list[dict], what: str) -> s
                    "does a count or a record carry over from the pass before?")
             return (f"in {what}, you reported {name!r} {names.count(name)} times; once per pass "
                     f"({why}).")
-    for module, params in own.items():
+    # The root last: its parameter is the first used in forward, so the last one backward
+    # reaches, and a slip shows first on the layers (as on a model without one).
+    for module, params in sorted(own.items(), key=lambda item: item[0] == ""):
         full = {f"{module}.{k}" if module else k: k for k in params}
         grads = [(k, e) for k, e in enumerate(events) if e["kind"] == "grad" and e["name"] in full]
         mine = [(k, e) for k, e in reports if e["name"] == module]
@@ -222,8 +224,9 @@ def _values_problem(module: str, params: list[str], full: dict[str, str],
             return (f"in {what}, you gave {module!r}.{key} a gradient, but this pass computes "
                     "none for it: give None.")
         if want is not None and (not isinstance(got, torch.Tensor) or not torch.equal(got, want)):
-            return (f"in {what}, the gradient you reported for {module}.{key} is not the one "
-                    "this pass computed for it.")
+            return (f"in {what}, the gradient you reported for "
+                    f"{f'{module}.{key}' if module else key} is not the one this pass computed "
+                    "for it.")
     return None
 
 
