@@ -229,6 +229,9 @@ WRONG = {
     ],
     "l23-buckets": [
         (_buckets(full="sum(q.numel() for q in bucket) >= cap"), "counted in values"),
+        # a bucket that holds exactly the cap left open: > where the rule says "or more"
+        (_buckets(full="sum(q.numel() * q.element_size() for q in bucket) > cap"),
+         "only once it held more than the cap"),
         (_buckets(send_when="full"), "the last bucket was never sent"),
         (_buckets(reset=""), "start every backward with an empty bucket"),
         (_buckets(divide=""), "the sum over the 2 processes, not the average"),

@@ -91,9 +91,16 @@ WRONG = {
         (policy(flops="2 * out.numel() * args[0].shape[-1]"), "first argument, the bias"),
         # bmm forgotten
         (policy(products="torch.ops.aten.mm.default, torch.ops.aten.addmm.default"),
-         "bmm was left out"),
+         "bmm was never kept"),
+        # bmm counted without its batch: (m, n) read from the result's last two sizes
+        (policy(flops="2 * out.shape[-2] * out.shape[-1] * args[-2].shape[-1]"),
+         "without the batch"),
         # numbers, not bytes
         (policy(worth="flops > ratio * out.numel()"), "bytes were counted as numbers"),
+        # 4 bytes a number, float32's, whatever the dtype
+        (policy(worth="flops > ratio * out.numel() * 4"), "4 a number"),
+        # a product exactly at the ratio kept too
+        (policy(worth="flops >= ratio * out.nbytes"), "exactly at the ratio"),
         # multiply-adds, not FLOPs
         (policy(flops="out.numel() * args[-2].shape[-1]"), "counted as multiply-adds"),
         # section 5's policy: every product kept

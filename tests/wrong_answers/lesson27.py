@@ -163,6 +163,10 @@ WRONG = {
         (_vmap(w="w.movedim(w_dim, 0)"), "raised"),
         # the batch assumed at dim 0 for x
         (_vmap(x="x"), "shape"),
+        # x's batch brought forward by a swap: its other dimensions out of order from dim 2 on
+        (_vmap(x="x.transpose(0, x_dim)"), "kept in order"),
+        # movedim's arguments the wrong way round: the front dimension sent to x_dim
+        (_vmap(x="x.movedim(0, x_dim)"), "kept in order"),
         # one call of the forward per example
         ("def rms_norm_vmap(info, in_dims, x, w, eps):\n"
          "    x_dim, w_dim, _ = in_dims\n"

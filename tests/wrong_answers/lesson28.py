@@ -5,8 +5,9 @@ node's list that never ends (the engine's sum goes to the node before), one that
 the node before ends (backward()'s ones_like and the engine's sum go to the next node), the
 silent nodes left out, a dict keyed by the node's name, backward run outside the mode, the
 op's overload or namespace dropped, tensors kept alive by the mode (AccumulateGrad copies),
-a dict returned. cumprod: the textbook division (NaN at zeros), the NaN replaced by 0, the
-sum the wrong way, x_k left in, one term only. atan2: numerators swapped, a sign, the
+a dict returned, the hooks left on the graph. cumprod: the textbook division (NaN at
+zeros), the NaN replaced by 0, the sum the wrong way, x_k left in, one term only, dim moved
+back the wrong way. atan2: numerators swapped, a sign, the
 distance for its square, the broadcast not summed.
 """
 
@@ -122,6 +123,9 @@ WRONG = {
                     "self.results = getattr(self, 'results', []) + [out]\n        return out"),
          "AccumulateGrad copied the gradient"),
         (_mode(report="dict(mode.report)"), "returned a dict"),
+        # the hooks never removed: a later backward through a leaf adds to the report
+        (_mode().replace("    for handle in handles:\n        handle.remove()\n", ""),
+         "hooks were left on the graph"),
     ],
     "l28-cumprod": [
         (_fn(CUMPROD, f"return {DIVIDED}"), "NaN where it is"),
@@ -134,6 +138,14 @@ WRONG = {
          "x_k itself was left in"),
         (_fn(CUMPROD, "return g * torch.cumprod(x, dim) / x"), "only y_k's own term"),
         (_fn(CUMPROD, "return torch.zeros_like(x)"), "hard-coded"),
+        # dim moved to the end and back, but "back" is the same move again
+        (_fn(CUMPROD, "x, g = x.movedim(dim, -1), g.movedim(dim, -1)\n"
+                      "n = x.shape[-1]\n"
+                      "others = x.unsqueeze(-2).repeat_interleave(n, dim=-2)\n"
+                      "others.diagonal(dim1=-2, dim2=-1).fill_(1.0)\n"
+                      "later = torch.ones(n, n, dtype=torch.bool).triu()\n"
+                      "dx = (others.cumprod(dim=-1) * later * g.unsqueeze(-2)).sum(dim=-1)\n"
+                      "return dx.movedim(dim, -1)"), "moved back with movedim(dim, -1)"),
     ],
     "l28-atan2": [
         (_fn(ATAN2, "r2 = x * x + y * y\nreturn -g * y / r2, (g * x / r2).sum_to_size(x.shape)"),

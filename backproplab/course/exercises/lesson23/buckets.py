@@ -61,16 +61,17 @@ def ready_order(widths: list[int]) -> list[int]:
 
 
 def buckets(sizes: list[int], cap: int, bytes_per_value: int = 4,
-            before_passing: bool = False) -> list[int]:
+            before_passing: bool = False, past: int = 0) -> list[int]:
     """Values per bucket: ``sizes`` taken in turn, a bucket closed once it holds ``cap``
-    bytes or more (or, ``before_passing``, before the gradient that would pass the cap)."""
+    bytes or more (``past`` = 1: more than ``cap`` bytes; or, ``before_passing``, before the
+    gradient that would pass the cap)."""
     out, current = [], 0
     for n in sizes:
         if before_passing and current and (current + n) * bytes_per_value > cap:
             out.append(current)
             current = 0
         current += n
-        if not before_passing and current * bytes_per_value >= cap:
+        if not before_passing and current * bytes_per_value >= cap + past:
             out.append(current)
             current = 0
     return out + ([current] if current else [])
@@ -92,6 +93,8 @@ def _slips(sizes: list[int], cap: int) -> dict[str, list[int]]:
         "the buckets follow model.parameters(), the forward order; gradients become ready "
         "the other way, the last layer first, and a bucket fills in that order":
             list(reversed(buckets(list(reversed(sizes)), cap))),
+        "a bucket was closed only once it held more than the cap; DDP's close once they hold "
+        "cap bytes or more (>=, not >)": buckets(sizes, cap, past=1),
         "the last bucket was never sent: it does not reach the cap, so send what is left "
         "once every parameter's gradient is in": buckets(sizes, cap)[:-1],
         "everything went in one all-reduce: close a bucket as soon as it holds the cap or "
@@ -102,12 +105,13 @@ def _slips(sizes: list[int], cap: int) -> dict[str, list[int]]:
 def pick(seed: int) -> tuple[list[int], int]:
     """Widths (5 in, three hidden layers of 4 to 12, 3 out) and a cap in bytes under which
     the buckets, and every slip's, differ from each other; the last bucket stays under the
-    cap, so it must be sent at the end."""
+    cap, so it must be sent at the end. A bucket holds exactly the cap (the > slip needs
+    that to differ), which few widths allow: the loop draws until some do."""
     gen = torch.Generator().manual_seed(seed)
     while True:
         widths = [5, *(int(v) for v in torch.randint(4, 13, (3,), generator=gen)), 3]
         sizes, good = ready_order(widths), []
-        for cap in range(4 * min(sizes), 2 * sum(sizes)):
+        for cap in range(4 * min(sizes), 2 * sum(sizes), 4):  # only these can be held exactly
             want = buckets(sizes, cap)
             layouts = [want, *_slips(sizes, cap).values()]
             if (len(want) > 1 and 4 * want[-1] < cap

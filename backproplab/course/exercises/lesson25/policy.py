@@ -47,20 +47,9 @@ def _size(gen, low, high):
     return int(torch.randint(low, high + 1, (), generator=gen))
 
 
-def _case(gen, dtype, small_mm):
-    """A block of new sizes in ``dtype`` and a ratio. With t = ratio * bytes per number / 2,
-    a product is kept when its inner size exceeds t. The Linear's input width d and the
-    bmm's inner size p lie between t and 2t: kept, but not if FLOPs were counted once per
-    multiply-add. The mm's inner size h (the Linear's output width) is below t: recomputed;
-    above ratio / 2 (kept if bytes were counted as numbers) unless ``small_mm``, where the
-    bmm's output width q is above t instead (so a size read from the result, not the left
-    factor, decides unlike any slip). So every slip below decides differently on one of the
-    two blocks, and no two slips alike."""
-    ratio = _size(gen, 4, 5) if small_mm else _size(gen, 2, 5)
-    t = ratio * torch.empty((), dtype=dtype).element_size() // 2
-    h = _size(gen, 2, ratio // 2) if small_mm else _size(gen, ratio // 2 + 1, t - 1)
-    d, p = _size(gen, t + 1, 2 * t), _size(gen, t + 1, 2 * t)
-    q = _size(gen, t + 1, 2 * t) if small_mm else _size(gen, 2, 4)  # the bmm's output width
+def _block(gen, dtype, ratio, h, d, p, q):
+    """A block in ``dtype`` at ``ratio``: a Linear d -> h, a product h -> p, a bmm of two
+    products p -> q."""
     batches, rows = 2, _size(gen, 2, 3)
 
     def randn(*shape):
@@ -71,9 +60,29 @@ def _case(gen, dtype, small_mm):
 
 
 def policy_inputs(gen):
-    """Two blocks, one in float32 and one in float64 (4 and 8 bytes a number)."""
-    return {"cases": [_case(gen, torch.float32, small_mm=False),
-                      _case(gen, torch.float64, small_mm=True)]}
+    """Two blocks, one in float32 and one in float64 (4 and 8 bytes a number). A product is
+    kept when its inner size exceeds t = ratio * bytes per number / 2 (2 FLOPs a
+    multiply-add). Each slip below decides unlike the right policy on one block, and no two
+    slips decide alike on both.
+
+    float32: the Linear's input width d and the bmm's inner size p lie between t and 2t:
+    kept, but not if FLOPs were counted once per multiply-add. The mm's inner size h is below
+    t (recomputed) but above ratio / 2 (kept if bytes were counted as numbers).
+
+    float64: d is exactly t, which only a policy that keeps at the ratio itself (>=) keeps.
+    p lies between ratio * 2 and t: kept if bytes were counted as 4 a number. h is at most
+    ratio / 2: recomputed even if bytes were counted as numbers. The bmm's output width q
+    is above t, so a size read from the result instead of the left factor decides unlike
+    any slip."""
+    ratio = _size(gen, 2, 5)
+    t = 2 * ratio
+    f32 = _block(gen, torch.float32, ratio, h=_size(gen, ratio // 2 + 1, t - 1),
+                 d=_size(gen, t + 1, 2 * t), p=_size(gen, t + 1, 2 * t), q=_size(gen, 2, 4))
+    ratio = _size(gen, 4, 5)
+    t = 4 * ratio
+    f64 = _block(gen, torch.float64, ratio, h=_size(gen, 2, ratio // 2), d=t,
+                 p=_size(gen, 2 * ratio + 1, t - 1), q=_size(gen, t + 1, 2 * t))
+    return {"cases": [f32, f64]}
 
 
 def _run(policy, case) -> dict | Any:
@@ -145,12 +154,18 @@ SLIPS = {
     "addmm's size was read from its first argument, the bias: addmm(bias, a, b) multiplies "
     "a @ b, so the inner size is a's last (args[1], or args[-2])":
         _policy(lambda op, args: args[0].shape[-1]),
-    "bmm was left out: torch.bmm is a matrix product too (aten.bmm), a batch of them, whose "
-    "FLOPs count 2 per multiply-add like the others":
+    # Counting bmm's FLOPs without its batch decides as this does on these blocks: the
+    # words fit both.
+    "bmm was never kept: it was left out of the products, or its FLOPs were counted without "
+    "the batch. torch.bmm (aten.bmm) is a batch of b products, 2 * b * m * k * n FLOPs for "
+    "(m, k) @ (k, n) ones":
         _policy(_inner, products=PRODUCTS[:2]),
     "bytes were counted as numbers: a float64 result takes 8 bytes a number and float32 4 "
     "(out.nbytes, or out.numel() * out.element_size())":
         _policy(_inner, bytes_of=lambda out: out.numel()),
+    "bytes were counted as 4 a number, float32's: a float64 result takes 8 (out.nbytes, or "
+    "out.numel() * out.element_size())":
+        _policy(_inner, bytes_of=lambda out: out.numel() * 4),
     "FLOPs were counted as multiply-adds: Exercise 2's count is 2 FLOPs per multiply-add, "
     "2 * m * k * n for an (m, k) @ (k, n) product":
         _policy(_inner, flops_per_entry=1),
@@ -160,6 +175,9 @@ SLIPS = {
     "the comparison is the wrong way round: a product is worth keeping when computing it "
     "again costs more than ratio FLOPs per byte, not less":
         _policy(_inner, worth=lambda flops, budget: flops < budget),
+    "a product exactly at the ratio was kept: keep one only when computing it again costs "
+    "more than ratio FLOPs a byte (>, not >=)":
+        _policy(_inner, worth=lambda flops, budget: flops >= budget),
     "every result was kept, the element-wise ones too, so nothing is computed again: "
     "they cost about one FLOP a number to compute again, far below any ratio here, so the "
     "answer for everything but a product worth its bytes is PREFER_RECOMPUTE":

@@ -3,11 +3,11 @@ runs a whole batch in one call of the numpy forward.
 
 The learner's rule, ``rms_norm_vmap(info, in_dims, x, w, eps)``, is registered on a fresh
 op (the lesson's forward, with a right fake and backward), and ``torch.vmap`` of the op runs
-on four new cases: x batched at dim 0; x batched at dim 1; x and w batched; w alone batched,
-at its dim 1. Where the answer runs, the observation keeps each result and how many times
-the rule called ``rms_norm_forward`` (its name in the answer's namespace is watched); the
-grader holds each result against the norm applied example by example, and a rule that
-calls the forward once per example is named as such.
+on four new cases: x batched at dim 0; x batched at dim 1; x (at its last dim, 2) and w
+batched; w alone batched, at its dim 1. Where the answer runs, the observation keeps each
+result and how many times the rule called ``rms_norm_forward`` (its name in the answer's
+namespace is watched); the grader holds each result against the norm applied example by
+example, and a rule that calls the forward once per example is named as such.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from .op import NAMESPACE, fresh_name, inverse_rms, quiet, rms_norm_forward, rms
 
 NAME = "rms_norm_vmap"
 # (x's batch dimension, w's): None where that input is one example's, shared by the batch.
-KINDS = ((0, None), (1, None), (0, 0), (None, 1))
+# x batched at dim 2 tells movedim(x_dim, 0) from transpose(0, x_dim) and movedim(0, x_dim),
+# which agree with it at dims 0 and 1.
+KINDS = ((0, None), (1, None), (2, 0), (None, 1))
 
 
 def _fake(x, w, eps):
@@ -73,11 +75,15 @@ def _op_with(rule):
     return op
 
 
+# Where both are batched, the mistake may be x's or w's: the advice covers both.
+LINE_UP = ("Move each batched input's batch dimension to the front, its other dimensions "
+           "kept in order (movedim(dim, 0)), and give w a row dimension, (batch, 1, d), so "
+           "that each example's weights line up with its rows of x")
+
+
 def _raised(err: Exception, in_dims: tuple) -> str:
     said = str(err).splitlines()[0].rstrip(" .") if str(err) else ""
-    hint = (". A batched w has one weight per example: move its batch dimension to the front "
-            "and give it a row dimension, (batch, 1, d), so that it lines up with x"
-            if in_dims[1] is not None else "")
+    hint = f". {LINE_UP}" if in_dims[1] is not None else ""
     return f"torch.vmap of the op with in_dims={in_dims} raised {type(err).__name__}: {said}{hint}"
 
 
@@ -149,9 +155,7 @@ def _problem(got, want, cases=None) -> str | None:
         if not torch.allclose(out, right, rtol=1e-10, atol=1e-12):
             return (f"{where}torch.vmap's result differs from the norm applied example by "
                     f"example by up to {(out - right).abs().max():.3g}"
-                    + (". A batched w has one weight per example: line its batch dimension "
-                       "up with x's and broadcast it over the rows, (batch, 1, d)"
-                       if want["w batched"][k] else ""))
+                    + (f". {LINE_UP}" if want["w batched"][k] else ""))
         if got["watched"] and run["calls"] == 0:
             return (f"{where}your rule never called rms_norm_forward: a vmap rule runs the "
                     "op's own kernel on the whole batch, not the norm computed another way")
@@ -176,6 +180,6 @@ VMAP_RULE = Method(
     vocabulary=METHOD.allowing("torch.library.", "numpy", "numpy.", "Tensor.numpy",
                                "torch.from_numpy"),
     passed="torch.vmap of the op with your rule equals the norm applied example by example "
-           "on 4 new batches (x batched at dim 0 and at dim 1, x and w batched, w alone "
-           "batched), each in one call of the forward",
+           "on 4 new batches (x batched at dim 0 and at dim 1, x at dim 2 and w batched, w "
+           "alone batched), each in one call of the forward",
 )

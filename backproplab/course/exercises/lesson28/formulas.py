@@ -27,9 +27,14 @@ F64 = torch.float64
 
 def _cumprod_inputs(gen: torch.Generator) -> tuple:
     """x (1 to 3 dimensions, float64) with exact zeros: one slice along ``dim`` with two of
-    them and one that starts with one, more at random; ``dim`` (either sign); g."""
-    shape = [randint(3, 7, gen) for _ in range(randint(1, 4, gen))]
-    dim = randint(-len(shape), len(shape), gen)
+    them and one that starts with one, more at random; ``dim`` (either sign); g. Every
+    third seed (one trial of each check) has a 3-D x and dim 0 or -3: there, moving dim to
+    the end is a rotation, so moving it back takes movedim(-1, dim), not movedim(dim, -1)."""
+    if gen.initial_seed() % 3 == 0:
+        shape, dim = [randint(3, 7, gen) for _ in range(3)], (0, -3)[randint(0, 2, gen)]
+    else:
+        shape = [randint(3, 7, gen) for _ in range(randint(1, 4, gen))]
+        dim = randint(-len(shape), len(shape), gen)
     x = torch.randn(*shape, generator=gen, dtype=F64)
     x = x.masked_fill(torch.rand(*shape, generator=gen) < 0.15, 0.0)
     rows = x.movedim(dim, -1).reshape(-1, shape[dim])  # a copy: the slices along dim
@@ -75,6 +80,10 @@ CUMPROD = ByHand(
             lambda x, dim, g: _reversed_cumsum(g * torch.cumprod(x, dim), dim),
         "only y_k's own term: x_k is a factor of every later output of its slice too, so their "
         "gradients add up": lambda x, dim, g: g * torch.cumprod(x, dim) / x,
+        "dim was moved back with movedim(dim, -1), the same move again: movedim(-1, dim) "
+        "undoes it (for a 3-D x and dim 0, moving a dimension to the end is a rotation, not "
+        "a swap)":
+            lambda x, dim, g: _cumprod_reference(x, dim, g).movedim(dim, -1).movedim(dim, -1),
     },
     advice="Write one output y_i = x_0 x_1 ... x_i and ask which outputs contain x_k, and what "
            "is left of each when x_k is taken out (lesson 09: one entry first). Then "

@@ -21,7 +21,7 @@ import torch
 
 from ....watch import QuietDispatchMode
 
-__all__ = ["build", "describe", "make_inputs", "timeline"]
+__all__ = ["build", "describe", "leaves", "make_inputs", "timeline"]
 
 F64 = torch.float64
 UNARY = {
@@ -116,6 +116,11 @@ def _nodes(loss: torch.Tensor) -> list[Any]:
         found.append(node)
         todo.extend(fn for fn, _ in node.next_functions)
     return found
+
+
+def leaves(loss: torch.Tensor) -> list[torch.Tensor]:
+    """The leaves the graph's AccumulateGrad nodes hold."""
+    return [node.variable for node in _nodes(loss) if hasattr(node, "variable")]
 
 
 class _Recorder(QuietDispatchMode):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._spec import METHOD, Method, call_answer
-from .graphs import build, describe, make_inputs, timeline
+from .graphs import build, describe, leaves, make_inputs, timeline
 
 __all__ = ["OPS_BY_NODE"]
 
@@ -47,20 +47,38 @@ def _entry(entry: Any) -> Any:
     return [name, [_op(op) for op in ops]]
 
 
+def _plain(got: Any) -> Any:
+    return [_entry(e) for e in got] if isinstance(got, (list, tuple)) \
+        else {"returned": type(got).__name__}
+
+
+def _hooks_left(loss: Any, got: Any) -> bool:
+    """Whether hooks of the answer's are still on the graph: a later backward through its
+    leaves (their AccumulateGrad nodes are the graph's own) adds to the report returned, or
+    raises in them."""
+    before = _plain(got)
+    try:
+        sum(leaf.sum() for leaf in leaves(loss)).backward()
+    except Exception:  # our backward is plain: what raised is a hook of the answer's
+        return True
+    return _plain(got) != before
+
+
 def _observe(answer: Any, inputs: dict[str, Any]) -> list[Any] | dict:
-    """What the learner's function returned on each graph, as plain data."""
+    """What the learner's function returned on each graph, as plain data; where a later
+    backward shows hooks it left on the graph, only that."""
     said = []
     for spec in inputs["graphs"]:
+        loss = build(spec)
         got, failed = call_answer(
-            answer, build(spec), what="ops_by_node",
+            answer, loss, what="ops_by_node",
             not_callable=f"expected the function ops_by_node(loss), got "
                          f"{type(answer).__name__}.",
             raised=lambda err, spec=spec: (f"on a new graph ({describe(spec)}), ops_by_node "
                                            f"raised {type(err).__name__}: {err}"))
         if failed is not None:
             return failed
-        said.append([_entry(e) for e in got] if isinstance(got, (list, tuple))
-                    else {"returned": type(got).__name__})
+        said.append({"hooks left": True} if _hooks_left(loss, got) else _plain(got))
     return said
 
 
@@ -150,6 +168,10 @@ def _explain(inputs: dict[str, Any], got: list[Any], want: list[Any]) -> str:
               if not _same_graph(g, w))
     where = f"on a new graph ({describe(inputs['graphs'][at])})"
     said, right = _plain_names(got[at]), _plain_names(want[at])
+    if isinstance(said, dict) and "hooks left" in said:
+        return f"{where}, the hooks were left on the graph: after ops_by_node returned, " \
+               "another backward through the same leaves still ran them. Remove every " \
+               "hook you registered (handle.remove()) before returning."
     if isinstance(said, dict):
         return f"{where}, ops_by_node returned a {said['returned']}; expected a list of pairs " \
                "(node name, list of ops), one per node that ran, in the order they ran."
