@@ -117,11 +117,13 @@ def _explain_leaves(inputs: dict[str, Any], got: dict[str, Any], want: dict[str,
                 "graph (copies, or tensors from the notebook?). Return each leaf as .variable "
                 "gives it.")
     if not got["leaves"]:
-        return (f"{where}: it returned no leaf at all. Does the walk recognise a leaf's node? "
-                "It is the AccumulateGrad node, the one with .variable; its name() is the full "
-                "'torch::autograd::AccumulateGrad'.")
+        return (f"{where}: it returned no leaf at all. Either the walk does not recognise a "
+                "leaf's node (the AccumulateGrad node, the one with .variable; its name() is "
+                "the full 'torch::autograd::AccumulateGrad'), or it stops before reaching one: "
+                "a leaf can lie several nodes down, so go on from every node you reach.")
     return (f"{where}: it missed {n - len(set(got['leaves']))} of the {n} leaves. Follow every "
-            "entry of next_functions, from every node.")
+            "entry of next_functions, from every node, and remember the nodes you have seen by "
+            "the node itself: two nodes can have the same name().")
 
 
 FIND_LEAVES = Method(
