@@ -56,6 +56,15 @@ TBPTT = (
     "{}"
 )
 
+# The start of a plan of one's own: what each block keeps inside, and the plain total.
+KEPT_INSIDE = ("def choose_checkpoints(blocks, x):\n"
+               "    h, inside = x, []\n"
+               "    for block in blocks:\n"
+               "        h, nbytes = kept_inside(block, h)\n"
+               "        inside.append(nbytes)\n"
+               "    plain = len(blocks) * x.untyped_storage().nbytes() + sum(inside)\n")
+
+
 WRONG = {
     "l16-predict-recompute": [
         ("runs_guess = 1\n", "not quite"),  # nothing recomputed
@@ -125,12 +134,7 @@ WRONG = {
         # The blocks that keep the most first, whatever their cost to recompute (on seed 0
         # that is the fewest blocks that fit, which the message then says).
         (
-            "def choose_checkpoints(blocks, x):\n"
-            "    h, inside = x, []\n"
-            "    for block in blocks:\n"
-            "        h, nbytes = kept_inside(block, h)\n"
-            "        inside.append(nbytes)\n"
-            "    plain = len(blocks) * x.untyped_storage().nbytes() + sum(inside)\n"
+            KEPT_INSIDE +
             "    chosen, kept = set(), plain\n"
             "    for i in sorted(range(len(blocks)), key=lambda i: inside[i], reverse=True):\n"
             "        if kept <= 0.6 * plain:\n"
@@ -143,12 +147,7 @@ WRONG = {
         # Section 3's ranking as the plan: the most bytes per multiply-add first, until the
         # budget is met. Its last block overshoots what the budget still needs.
         (
-            "def choose_checkpoints(blocks, x):\n"
-            "    h, inside = x, []\n"
-            "    for block in blocks:\n"
-            "        h, nbytes = kept_inside(block, h)\n"
-            "        inside.append(nbytes)\n"
-            "    plain = len(blocks) * x.untyped_storage().nbytes() + sum(inside)\n"
+            KEPT_INSIDE +
             "    ratio = [inside[i] / multiply_adds(b) for i, b in enumerate(blocks)]\n"
             "    chosen, kept = set(), plain\n"
             "    for i in sorted(range(len(blocks)), key=lambda i: ratio[i], reverse=True):\n"
@@ -161,12 +160,7 @@ WRONG = {
         ),
         # The cost counted in blocks: the fewest blocks that fit the budget.
         (
-            "def choose_checkpoints(blocks, x):\n"
-            "    h, inside = x, []\n"
-            "    for block in blocks:\n"
-            "        h, nbytes = kept_inside(block, h)\n"
-            "        inside.append(nbytes)\n"
-            "    plain = len(blocks) * x.untyped_storage().nbytes() + sum(inside)\n"
+            KEPT_INSIDE +
             "    fits = []\n"
             "    for mask in range(2 ** len(blocks)):\n"
             "        chosen = {i for i in range(len(blocks)) if mask >> i & 1}\n"
