@@ -350,8 +350,9 @@ def input_name(k: int, params: Sequence[str]) -> str:
 def _mean_for_sum(runs: list[Trial], i: int, rtol: float | None, atol: float | None,
                   params: Sequence[str]) -> str | None:
     """'exactly 1/N x the reference' when N is the number of entries along the same
-    dimensions of the same input on every trial (a mean where a sum belongs). Where N is
-    2 (or 3) on every trial, a missing factor 2 (or 3) is as likely, and said too."""
+    dimensions of the same input on every trial (a mean where a sum belongs), or 'exactly
+    N x' (a sum where the loss takes a mean). Where N is 2 (or 3) on every trial, a missing
+    factor 2 (or 3) is as likely, and said too."""
     first = runs[0].inputs
     for k, x in enumerate(first):
         if not isinstance(x, torch.Tensor) or x.ndim == 0 or x.ndim > 4:
@@ -361,21 +362,33 @@ def _mean_for_sum(runs: list[Trial], i: int, rtol: float | None, atol: float | N
                 sizes = _sizes_along(runs, k, dims)
                 if sizes is None or min(sizes) < 2:
                     continue
-                if not all(_compare("", run.got[i] * n if isinstance(run.got[i], torch.Tensor)
-                                    else None, run.ref[i], run.ref[i], rtol, atol).ok
+                for power in (1, -1):  # got * N == ref: a mean; got / N == ref: a sum
+                    if all(_compare("", run.got[i] * n ** power
+                                    if isinstance(run.got[i], torch.Tensor) else None,
+                                    run.ref[i], run.ref[i], rtol, atol).ok
                            for run, n in zip(runs, sizes, strict=True)):
-                    continue
-                what = ("the size of " if r == 1 else "the number of entries along ") + (
-                    f"dimension {dims[0]}" if r == 1
-                    else "dimensions " + ", ".join(map(str, dims[:-1])) + f" and {dims[-1]}")
-                mean = (f"({what} of {input_name(k, params)}): a mean where the gradient "
-                        "needs a sum (every entry's contribution adds up, none is averaged)")
-                if len(set(sizes)) == 1 and sizes[0] in (2, 3):
-                    n = sizes[0]
-                    return (f"your answer is exactly 1/{n} × the reference; either a missing "
-                            f"factor {n}, or 1/N with N = {n} {mean}")
-                return f"your answer is exactly 1/N × the reference, N = {sizes[0]} {mean}"
+                        return _factor_words(power, sizes, r, dims, input_name(k, params))
     return None
+
+
+def _factor_words(power: int, sizes: list[int], r: int, dims: tuple[int, ...],
+                  name: str) -> str:
+    what = ("the size of " if r == 1 else "the number of entries along ") + (
+        f"dimension {dims[0]}" if r == 1
+        else "dimensions " + ", ".join(map(str, dims[:-1])) + f" and {dims[-1]}")
+    if power == -1:
+        sum_ = f"({what} of {name}): a sum where the loss takes a mean (a missing 1/N)"
+        if len(set(sizes)) == 1 and sizes[0] in (2, 3):
+            return (f"your answer is exactly {sizes[0]} × the reference; either a stray factor "
+                    f"{sizes[0]}, or N = {sizes[0]} {sum_}")
+        return f"your answer is exactly N × the reference, N = {sizes[0]} {sum_}"
+    mean = (f"({what} of {name}): a mean where the gradient needs a sum (every entry's "
+            "contribution adds up, none is averaged)")
+    if len(set(sizes)) == 1 and sizes[0] in (2, 3):
+        n = sizes[0]
+        return (f"your answer is exactly 1/{n} × the reference; either a missing "
+                f"factor {n}, or 1/N with N = {n} {mean}")
+    return f"your answer is exactly 1/N × the reference, N = {sizes[0]} {mean}"
 
 
 def _sizes_along(runs: list[Trial], k: int, dims: tuple[int, ...]) -> list[int] | None:

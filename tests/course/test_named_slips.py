@@ -24,6 +24,7 @@ seeds = st.integers(0, 10_000)
 KEPT = "keepdim=True (or an unsqueeze) left a size-1 dimension"
 VIEW = "a view not undone"
 MEAN = "a mean where the gradient needs a sum"
+SUM = "a sum where the loss takes a mean"
 
 
 def flat(obj: object) -> str:
@@ -109,7 +110,15 @@ def test_a_mean_for_a_sum_is_named_as_one_over_n(seed, which):
 @given(seed=seeds, factor=st.sampled_from([-1.0, 2.0, 0.5, 1.7]))
 def test_another_factor_is_not_named_a_mean(seed, factor):
     text = flat(_check(lambda x, g: (factor * _reference(x, g)[0], g.sum(0)), seed))
-    assert MEAN not in text
+    assert MEAN not in text and SUM not in text
+
+
+@SETTINGS
+@given(seed=seeds)
+def test_a_sum_for_a_mean_is_named_as_n_times(seed):
+    text = flat(_check(lambda x, g: (_reference(x, g)[0] * len(x), g.sum(0)), seed))
+    assert SUM in text and "exactly N × the reference" in text
+    assert "the size of dimension 0 of x" in text and text.startswith("✗ dw:")
 
 
 @SETTINGS
