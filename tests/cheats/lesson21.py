@@ -60,7 +60,9 @@ CHEATS = {
             "    return []\n",
             "ran a backward pass",
         ),
-        # A module hook, which runs when the gradient reaches the module's input, reading .grad.
+        # A module hook reading .grad. The check's model scales its input by a parameter of
+        # the root, so every module's input needs a gradient and each hook runs once the
+        # engine has accumulated that module's parameters: it hands over .grad itself.
         (
             "def watch_layers(model, report):\n"
             "    handles = []\n"
@@ -71,7 +73,7 @@ CHEATS = {
             "                lambda m, gi, go, name=name, params=params:\n"
             "                report(name, {k: p.grad for k, p in params.items()})))\n"
             "    return handles\n",
-            "before any of the gradients",
+            "with the parameters' .grad tensors themselves",
         ),
     ],
 }
