@@ -25,6 +25,9 @@ WRONG = {
         # The row sum taken over the first dimension.
         ("def softmax_vjp(p, g):\n    return p * (g - (g * p).sum(dim=0, keepdim=True))\n",
          "summed over the wrong dimension"),
+        # The row sum over dim=1: right for 2-D p only (the check alternates 2-D and 3-D).
+        ("def softmax_vjp(p, g):\n    return p * (g - (g * p).sum(dim=1, keepdim=True))\n",
+         "dim=1 is the last dimension only"),
         # log_softmax's VJP.
         ("def softmax_vjp(p, g):\n    return g - p * g.sum(dim=-1, keepdim=True)\n",
          "log_softmax"),
@@ -50,6 +53,10 @@ WRONG = {
         (NORMALIZE.format("(g - y * (g * y).sum(dim=-1)) / r"), "raised RuntimeError"),
         # the derivative of the norm alone, x / r, taken for the whole gradient
         (NORMALIZE.format("g * y"), "mismatch"),
+        # the length and the sum along dim=1: right for 2-D x only
+        ("def normalize_vjp(x, g):\n    r = x.norm(dim=1, keepdim=True)\n    y = x / r\n"
+         "    return (g - y * (g * y).sum(dim=1, keepdim=True)) / r\n",
+         "dim=1 is the last dimension only"),
     ],
     "l09-bilinear": [
         # g left out everywhere

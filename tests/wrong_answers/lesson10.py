@@ -27,6 +27,9 @@ WRONG = {
     "l10-bce": [
         (BCE.format("torch.sigmoid(z) - y"), "1/N of the mean is missing"),
         (BCE.format("(torch.sigmoid(z) - y) / len(z)"), "number of rows only"),
+        # Rows times columns: right for 2-D z only (the check alternates 2-D and 3-D).
+        (BCE.format("(torch.sigmoid(z) - y) / (z.shape[0] * z.shape[1])"),
+         "first two sizes only"),
         (BCE.format("(z - y) / z.numel()"), "z stands where sigmoid(z) belongs"),
         (BCE.format("(y - torch.sigmoid(z)) / z.numel()"), "sign is flipped"),
         (
@@ -57,6 +60,8 @@ WRONG = {
         (MSE.format("2 * (p - y) / z.numel()"), "own derivative p(1 − p) is missing"),
         (MSE.format("2 * (p - y) * p * (1 - p)"), "1/N of the mean is missing"),
         (MSE.format("(p - y) * p * (1 - p) / z.numel()"), "factor 2 from the derivative"),
+        (MSE.format("2 * (p - y) * p * (1 - p) / (z.shape[0] * z.shape[1])"),
+         "first two sizes only"),
         (
             "def dlogits_sigmoid_mse(z, y):\n"
             "    z = z.requires_grad_()\n"

@@ -24,7 +24,8 @@ from .lesson08 import _randn, _sizes
 
 def _new_softmax(gen):
     """p = softmax(z) along the last dimension, and a gradient g for it; 2 or 3 dims."""
-    dims = int(torch.randint(2, 4, (1,), generator=gen))
+    # consecutive trials alternate 2-D and 3-D: a sum over dim=1, right only in 2-D, fails
+    dims = 2 + gen.initial_seed() % 2
     shape = _sizes(gen, dims, 2, 7)
     p = torch.softmax(2 * _randn(gen, *shape), dim=-1)
     return p, _randn(gen, *shape)
@@ -43,7 +44,8 @@ def _softmax_vjp_reference(p, g):
 
 def _new_normalize(gen):
     """x of 2 or 3 dimensions, every size different, and a gradient g for y."""
-    dims = int(torch.randint(2, 4, (1,), generator=gen))
+    # consecutive trials alternate 2-D and 3-D: a sum over dim=1, right only in 2-D, fails
+    dims = 2 + gen.initial_seed() % 2
     shape = _sizes(gen, dims, 2, 7)
     return _randn(gen, *shape), _randn(gen, *shape)
 
@@ -60,6 +62,13 @@ def _normalize_slip(vjp):
         r = x.norm(dim=-1, keepdim=True)
         return vjp(g, x / r, r)
     return wrong
+
+
+def _along_dim1(x, g):
+    """The whole VJP along dim=1, which is the last dimension of a 2-D x only."""
+    r = x.norm(dim=1, keepdim=True)
+    y = x / r
+    return (g - y * (g * y).sum(1, keepdim=True)) / r
 
 
 # --------------------------------------------------------------------------
@@ -161,6 +170,9 @@ EXERCISES = {
             f"{_SUMMED}: the sum (g * p).sum(...) runs along the softmax's dimension, the "
             "last one (dim=-1, keepdim=True)":
                 lambda p, g: p * (g - (g * p).sum(0, keepdim=True)),
+            f"{_SUMMED}: dim=1 is the last dimension only when p is 2-D; the sum runs along "
+            "the softmax's dimension, dim=-1":
+                lambda p, g: p * (g - (g * p).sum(1, keepdim=True)),
             "that is the VJP of log_softmax (g - p * g.sum(-1, keepdim=True)), not of softmax":
                 lambda p, g: g - p * g.sum(-1, keepdim=True),
         },
@@ -189,6 +201,9 @@ EXERCISES = {
             f"{_SUMMED}: the sum (g * y).sum(...) runs along the dimension the length is "
             "taken over, the last one (dim=-1, keepdim=True)":
                 _normalize_slip(lambda g, y, r: (g - y * (g * y).sum(0, keepdim=True)) / r),
+            f"{_SUMMED}: dim=1 is the last dimension only when x is 2-D; the length and the "
+            "sum both run along dim=-1":
+                _along_dim1,
         },
         advice="Write y_i = x_i / r with r = sqrt(sum_k x_k ** 2), differentiate one entry "
                "(d y_i / d x_j: x_j appears in x_i when i = j, and in r always), then sum "

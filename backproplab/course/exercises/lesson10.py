@@ -27,12 +27,22 @@ def _bce_reference(z, y):
     return z.grad
 
 
+def _with_depth(gen, shape):
+    """``shape`` with a leading size of 2 or 3 on every other seed: consecutive trials meet
+    2-D and 3-D inputs, so an answer that divides by rows times columns ("any shape" asks for
+    the number of entries) fails on the 3-D one."""
+    if gen.initial_seed() % 2:
+        shape = [int(torch.randint(2, 4, (1,), generator=gen)), *shape]
+    return shape
+
+
 def _new_logits_and_labels(gen):
-    """Logits of a new shape (2 to 6 rows, 2 to 5 columns) and 0/1 targets."""
+    """Logits of a new shape (2 to 6 rows, 2 to 5 columns, 3-D on odd seeds), 0/1 targets."""
     rows = int(torch.randint(2, 7, (1,), generator=gen))
     cols = int(torch.randint(2, 6, (1,), generator=gen))
-    z = torch.randn(rows, cols, generator=gen) * 2
-    y = (torch.rand(rows, cols, generator=gen) < 0.5).float()
+    shape = _with_depth(gen, [rows, cols])
+    z = torch.randn(*shape, generator=gen) * 2
+    y = (torch.rand(*shape, generator=gen) < 0.5).float()
     return z, y
 
 
@@ -43,6 +53,9 @@ BCE_SLIPS = {
     "divided by the number of rows only: the mean runs over every entry of z, so divide by "
     "z.numel(), not len(z)":
         lambda z, y: (torch.sigmoid(z) - y) / len(z),
+    "divided by the first two sizes only: the mean runs over every entry of z, whatever its "
+    "shape, so divide by z.numel()":
+        lambda z, y: (torch.sigmoid(z) - y) / (z.shape[0] * z.shape[1]),
     "z stands where sigmoid(z) belongs: the loss compares the probability p = sigmoid(z) "
     "with y, so the gradient is (p − y)/N":
         lambda z, y: (z - y) / z.numel(),
@@ -65,9 +78,10 @@ def _sigmoid_mse_reference(z, y):
 
 
 def _new_logits_and_targets(gen):
-    """Logits of a new shape (2 to 5 rows and columns) and targets anywhere in [0, 1]."""
-    rows, cols = (int(k) for k in torch.randint(2, 6, (2,), generator=gen))
-    return torch.randn(rows, cols, generator=gen) * 2, torch.rand(rows, cols, generator=gen)
+    """Logits of a new shape (2 to 5 rows and columns, 3-D on odd seeds) and targets anywhere
+    in [0, 1]."""
+    shape = _with_depth(gen, [int(k) for k in torch.randint(2, 6, (2,), generator=gen)])
+    return torch.randn(*shape, generator=gen) * 2, torch.rand(*shape, generator=gen)
 
 
 def _p(z):
@@ -84,6 +98,9 @@ SIGMOID_MSE_SLIPS = {
         lambda z, y: 2 * (_p(z) - y) * _p(z) * (1 - _p(z)),
     "the factor 2 from the derivative of the square is missing":
         lambda z, y: (_p(z) - y) * _p(z) * (1 - _p(z)) / z.numel(),
+    "divided by the first two sizes only: the mean runs over every entry of z, whatever its "
+    "shape, so divide by z.numel()":
+        lambda z, y: 2 * (_p(z) - y) * _p(z) * (1 - _p(z)) / (z.shape[0] * z.shape[1]),
 }
 
 # --------------------------------------------------------------------------- Exercise 3
