@@ -137,6 +137,8 @@ WRONG = {
         (_shift(dlogits="dshifted"), "dlogits has only the direct path"),
         # The max's gradient broadcast over the row, as if every entry had been the max.
         (_shift(dlogits="dshifted + dmaxes"), "went to every entry of the row"),
+        # one_hot without num_classes: a column short when the last class is no row's max.
+        (_shift().replace(", num_classes=logits.shape[1]", ""), "raised RuntimeError"),
     ],
     "l12-weighted": [
         (_weighted(total="len(y)"), "not by the number of rows n"),
@@ -145,6 +147,8 @@ WRONG = {
         (_weighted(scale="1"), "the weights are missing from the rows"),
         # The fused form of section 3 as it stands.
         (_weighted(scale="1", total="len(y)"), "the class weights are left out"),
+        # one_hot without num_classes: a column short when the last class is no row's target.
+        (_weighted().replace(", num_classes=logits.shape[1]", ""), "raised RuntimeError"),
     ],
     "l12-scale-normalise": [
         (_scale(dxhat="dhbn"), "the gain is missing from dxhat"),
@@ -203,6 +207,12 @@ WRONG = {
          "went back in the wrong order"),
         # The concatenation undone, the view not: named as a view, not as keepdim.
         (_embedding(back="dxin[:, 2:]"), "(a view not undone: the gradient of x.view(...)"),
+        # The table sized from the tokens: a row short when its last row is never looked up.
+        (_embedding(add="dC = F.one_hot(tokens.flatten()).to(dxin.dtype).T @ "
+                        "demb.reshape(-1, dim)"), "dC has shape"),
+        (_embedding(add="dC = torch.zeros(int(tokens.max()) + 1, dim, dtype=dxin.dtype)\n"
+                        "dC.index_add_(0, tokens.flatten(), demb.reshape(-1, dim))"),
+         "dC has shape"),
     ],
     "l12-predict-db1": [
         # The size of dW1's entries, as if a bias learned like a weight.

@@ -142,6 +142,11 @@ WRONG = {
         (_fn(CONV_DX, "return F.conv_transpose2d(dout, w, stride=stride, padding=padding)"),
          "dx lacks the last rows or columns of x"),
         (_fn(CONV_DX, "return torch.zeros_like(x)"), "hard-coded"),
+        # H and W swapped: right on a square image only.
+        (_fn(CONV_DX, "N, C_in, H, W = x.shape\n"
+                      "dcols = w.reshape(w.shape[0], -1).T @ dout.flatten(2)\n"
+                      "return F.fold(dcols, (W, H), w.shape[-1], stride=stride, padding=padding)"),
+         "dx has shape"),
     ],
     "l13-conv-dw": [
         (_fn(CONV_DW, DW.format(dw="dw", db="dout.sum(dim=(2, 3))")),
@@ -175,6 +180,11 @@ WRONG = {
          "mixed up with the channels"),
         (_fn(POOL, PICKED.format(pick="share = torch.ones_like(windows) / (kernel * kernel)")),
          "spread over the whole window"),
+        # H and W swapped: right on a square image only.
+        (_fn(POOL, PICKED.replace("(H, W)", "(W, H)").format(
+            pick="share = torch.zeros_like(windows).scatter_(\n"
+                 "    2, windows.argmax(dim=2, keepdim=True), 1.0)")),
+         "has shape"),
     ],
     "l13-dropout": [
         (_fn(DROPOUT, "return dout * mask if training else dout"), "the scale is missing"),
@@ -195,6 +205,8 @@ WRONG = {
         (_step(dg="1"), "tanh's derivative is missing from g"),
         (_step(dc_all="dc_new + dh_new * o * (1 - c_new**2)"), "1 - c_new**2"),
         (_step(order="di, df, do, dg"), "the gates are in the wrong order"),
+        # Gates concatenated along the batch, then reshaped: right only for a batch of 1.
+        (_step().replace("], dim=1)", "]).reshape(len(di), -1)"), "dz:"),
     ],
     "l13-lstm-bptt": [
         (_bptt(dc="torch.zeros_like(c0)"), "the cell state's path through time is missing"),
@@ -204,6 +216,10 @@ WRONG = {
         (_bptt(accumulate="dW, db = xh.T @ dz, dz.sum(0)"), "one step's term only"),
         (_bptt(step="step_back", before=ONE_PATH_STEP),
          "inside the step, the path through h_new is missing"),
+        # Averaged over the batch: right only for a batch of 1.
+        (_bptt(accumulate="dW, db = dW + xh.T @ dz / len(dz), db + dz.mean(0)"),
+         "averaged over the batch"),
+        (_bptt(accumulate="dW, db = dW + xh.T @ dz, db + dz.mean(0)"), "db:"),
     ],
     "l13-predict-pool-tie": [
         ("pool_tie_guess = [0.0, 0.5, 0.5, 0.0]\n", "not quite"),

@@ -75,6 +75,15 @@ def _shift(logits, counts, dcounts, exp_slope=True, max_sum=True, max_sign=-1, m
     return dshifted, dmaxes, dshifted + back
 
 
+def _shift_inputs(gen):
+    """A fresh batch's (logits, counts, dcounts) with the last class the smallest logit of
+    every row: no row's max, so one_hot(argmax) without num_classes is a column short."""
+    logits, dcounts = inputs_of("logits", "dcounts")(gen)
+    logits = logits.clone()
+    logits[:, -1] = logits.min(1).values - 0.5
+    return logits, (logits - logits.max(1, keepdim=True).values).exp(), dcounts
+
+
 # --------------------------------------------------------------------------
 # Transfer: class weights in the fused form
 # --------------------------------------------------------------------------
@@ -83,7 +92,8 @@ def _shift(logits, counts, dcounts, exp_slope=True, max_sum=True, max_sign=-1, m
 def _weighted_inputs(gen):
     n, classes = randint(6, 13, gen), randint(3, 6, gen)
     logits = torch.randn(n, classes, generator=gen, dtype=torch.float64) * 2
-    y = torch.randint(0, classes, (n,), generator=gen)
+    # the last class is no row's target: one_hot(y) without num_classes is a column short
+    y = torch.randint(0, classes - 1, (n,), generator=gen)
     weight = torch.rand(classes, generator=gen, dtype=torch.float64) * 2.5 + 0.25
     return logits, y, weight
 
@@ -150,7 +160,7 @@ NORMALISE = ByHand(
 SHIFT = ByHand(
     name="exp and the max",
     reference=_shift_ref,
-    make_inputs=inputs_of("logits", "counts", "dcounts"),
+    make_inputs=_shift_inputs,
     outputs=["dshifted", "dlogit_maxes", "dlogits"],
     mistakes=slips(_shift, {
         "exp's local derivative is missing: d/dz exp(z) = exp(z), which the forward pass "

@@ -42,10 +42,18 @@ def _lookup(dxin, tokens, num_rows, columns="last", order="tokens", write="add",
     return demb, dC
 
 
+def _lookup_inputs(gen):
+    """A fresh batch's (dxin, tokens, num_rows), with one more row in the table than the
+    tokens use: a table sized from the tokens (tokens.max() + 1 rows, or one_hot without
+    num_classes) has a row too few on every trial."""
+    dxin, tokens, num_rows = inputs_of("dxin", "tokens", "num_rows")(gen)
+    return dxin, tokens, num_rows + 1
+
+
 EMBEDDING = ByHand(
     name="back to the table",
     reference=_lookup_ref,
-    make_inputs=inputs_of("dxin", "tokens", "num_rows"),
+    make_inputs=_lookup_inputs,
     outputs=["demb", "dC"],
     mistakes=slips(_lookup, {
         "the first columns were taken: torch.cat put the point's 2 coordinates first, so "

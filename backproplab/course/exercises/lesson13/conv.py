@@ -14,7 +14,7 @@ def fresh_conv(gen):
     """(x, w, dout, stride, padding) of a new convolution: a batch of 2 or 3, square
     kernels of 2 to 4, stride 2 or 3, padding 1 up to half the kernel, images 5 to 9 on a
     side: the height often, the width always, not a whole number of strides, so the last
-    rows (columns) are never read.
+    rows (columns) are never read; never square, so that H and W mixed up show.
 
     A check's three trials have seeds that follow each other, one of each kind ``seed % 3``:
     1 input channel, stride 3, padding 1; 2 or 3 channels, stride 2, padding 1; 2 or 3
@@ -30,6 +30,8 @@ def fresh_conv(gen):
     H, W = randint(5, 10, gen), randint(5, 10, gen)
     if (W + 2 * padding - k) % stride == 0:  # a column past the last stride, within 5..9
         W += 1 if W == 5 else -1
+    if H == W:  # a square image would pass an answer that mixes up H and W
+        H += 1 if H < 9 else -1
     x, w = randn(gen, N, C_in, H, W), randn(gen, C_out, C_in, k, k)
     H_out = (H + 2 * padding - k) // stride + 1
     W_out = (W + 2 * padding - k) // stride + 1

@@ -22,10 +22,11 @@ def fresh_pool(gen):
 
     x holds small whole numbers (0 to 3), so most windows have a tie; one pixel where
     the first four windows overlap is the largest of them all (it collects their four
-    gradients); the last window of every channel gets two equal maxima of its own. Of a
-    check's three trials (seeds that follow each other) two have 2 channels, one of them 2
-    images, so an answer that mixes up unfold's rows (channel by channel) with the windows'
-    entries fails on every check."""
+    gradients); the last window of every channel gets two equal maxima of its own. The
+    image is never square, so that H and W mixed up show. Of a check's three trials (seeds
+    that follow each other) two have 2 channels, one of them 2 images, so an answer that
+    mixes up unfold's rows (channel by channel) with the windows' entries fails on every
+    check."""
     kind = gen.initial_seed() % 3
     kernel = randint(2, 4, gen)
     stride = randint(1, kernel, gen)  # below the kernel: windows overlap
@@ -33,6 +34,8 @@ def fresh_pool(gen):
     C = 1 if kind == 0 else 2
     low = kernel + 2 * stride  # the last window starts below the overlapping pixel
     H, W = randint(low, low + 3, gen), randint(low, low + 3, gen)
+    if H == W:  # a square image would pass an answer that mixes up H and W
+        W += 1 if W < low + 2 else -1
     x = torch.randint(0, 4, (N, C, H, W), generator=gen).to(torch.float64)
     x[:, :, stride, stride] = PEAK
     top, left = (H - kernel) // stride * stride, (W - kernel) // stride * stride
