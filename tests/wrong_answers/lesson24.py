@@ -55,6 +55,12 @@ WRONG = {
         (_range().replace("torch.maximum(dW.abs().max(), db.abs().max())",
                           "torch.maximum(dW.max(), db.max())"), "without abs"),
         (_range(up="torch.floor", down="torch.ceil"), "rounded the wrong way"),
+        # The next power of two as floor + 1 (2 ** frexp's exponent): twice too big where the
+        # ratio is itself a power of two, which every check meets.
+        (_range().replace("2.0 ** torch.ceil(", "2.0 ** (1 + torch.floor(").replace(
+            "/ smallest))", "/ smallest)))"), "lowest scale"),
+        # round for ceil: too small where the ratio's log2 has a fraction under one half.
+        (_range(up="torch.round"), "lowest scale"),
         # A pair of scales that worked once, written in.
         ("def scale_range(x, W, b, t):\n    return 2.0**10, 2.0**20\n", "hard-coded"),
         # autograd instead of the chain rule.

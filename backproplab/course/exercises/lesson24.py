@@ -21,6 +21,7 @@ weight gradient that come out all zero.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -72,12 +73,13 @@ def _new_layer(gen):
     The last row of x is zeros and one residual there is 0, so t equals y exactly at that
     entry however y is computed: dL/dy has an exact zero, which "every nonzero entry"
     leaves out."""
-    n = int(torch.randint(6, 41, (1,), generator=gen))
+    n = 2 ** int(torch.randint(3, 6, (1,), generator=gen))  # N * M a power of two: see below
     k = int(torch.randint(1, 9, (1,), generator=gen))
-    m = int(torch.randint(4, 9, (1,), generator=gen))  # 4 or more: no slip mimics another
+    m = 4 * int(torch.randint(1, 3, (1,), generator=gen))  # 4 or more: no slip mimics another
     x = 0.05 * torch.randn(n, k, generator=gen, dtype=torch.float64)
     W = 0.5 * torch.randn(m, k, generator=gen, dtype=torch.float64)
     b = 0.1 * torch.randn(m, generator=gen, dtype=torch.float64)
+    b[0] = torch.round(b[0] * 64) / 64  # a short binary fraction: see below
     size = 10.0 ** float(-5 + 4 * torch.rand(1, generator=gen, dtype=torch.float64))
     x[-1] = 0.0  # y's last row is b exactly, so a zero residual there stays exactly zero
     offset = -(2 + torch.rand(m, generator=gen, dtype=torch.float64))
@@ -85,6 +87,15 @@ def _new_layer(gen):
     residual[0, 0] *= 0.01
     residual[-1, -1] = 0.0
     t = x @ W.T + b - size * residual
+    # The smallest nonzero |dL/dy| is set exactly: on even seeds a power of two, where ceil
+    # and floor + 1 (or 2 ** frexp's exponent) part; on odd seeds 1.5 times one, where ceil
+    # and round part. Trials use consecutive seeds, so both show in every check. It sits in
+    # the last row, where y is b exactly; with b[0] a short binary fraction and N * M a power
+    # of two, 2 * (y - t) / (N * M) is exact however it is computed, and it is smaller than
+    # every other entry (under half of residual[0, 0]).
+    power = 2.0 ** math.floor(math.log2(0.004 * size * 2 / (n * m)))
+    power *= 1.5 if gen.initial_seed() % 2 else 1.0
+    t[-1, 0] = b[0] + power * n * m / 2
     return x, W, b, t
 
 
