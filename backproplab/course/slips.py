@@ -197,7 +197,7 @@ def judge(
     if partner is not None and partner < len(labels):
         return told(f"{label} and {labels[partner]} are swapped: each is right, but returned in "
                     f"the other's place (return them in the order {', '.join(labels)}).")
-    averaged = _mean_for_sum(runs, i, rtol, atol, params)
+    averaged = _mean_or_sum(runs, i, rtol, atol, params)
     if averaged:
         return told(f"{averaged}.")
     shaped = next(((r, c) for r, c in failed if c.verdict == "shape"), None)
@@ -347,12 +347,12 @@ def input_name(k: int, params: Sequence[str]) -> str:
     return params[k] if k < len(params) else f"argument {k + 1}"
 
 
-def _mean_for_sum(runs: list[Trial], i: int, rtol: float | None, atol: float | None,
+def _mean_or_sum(runs: list[Trial], i: int, rtol: float | None, atol: float | None,
                   params: Sequence[str]) -> str | None:
     """'exactly 1/N x the reference' when N is the number of entries along the same
     dimensions of the same input on every trial (a mean where a sum belongs), or 'exactly
     N x' (a sum where the loss takes a mean). Where N is 2 (or 3) on every trial, a missing
-    factor 2 (or 3) is as likely, and said too."""
+    (or stray) factor 2 (or 3) is as likely, and said too."""
     first = runs[0].inputs
     for k, x in enumerate(first):
         if not isinstance(x, torch.Tensor) or x.ndim == 0 or x.ndim > 4:
@@ -373,6 +373,8 @@ def _mean_for_sum(runs: list[Trial], i: int, rtol: float | None, atol: float | N
 
 def _factor_words(power: int, sizes: list[int], r: int, dims: tuple[int, ...],
                   name: str) -> str:
+    """The words for a result N times (``power`` -1) or 1/N times (1) the reference, N
+    the number of entries along ``dims`` of input ``name``."""
     what = ("the size of " if r == 1 else "the number of entries along ") + (
         f"dimension {dims[0]}" if r == 1
         else "dimensions " + ", ".join(map(str, dims[:-1])) + f" and {dims[-1]}")
