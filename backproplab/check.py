@@ -342,6 +342,8 @@ def compare(
     """
     if not isinstance(name, str):
         raise TypeError(f"name: expected a str, got {type_name(name)}")
+    if not isinstance(advice, str):
+        raise TypeError(f"advice: expected a str, got {type_name(advice)}")
     r = as_value(reference, "reference")
     if manual is None:
         # In a graded cell this is an unanswered exercise or a .grad that was

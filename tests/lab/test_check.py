@@ -188,6 +188,8 @@ def test_bool_tensor_and_bad_name_rejected():
         compare("dx", torch.tensor([True]), torch.tensor([1.0]))
     with pytest.raises(TypeError, match="name: expected a str"):
         compare(3, 1.0, 1.0)
+    with pytest.raises(TypeError, match="advice: expected a str, got NoneType"):
+        compare("dx", 1.0, 2.0, advice=None)
 
 
 # --------------------------------------------------------------------------
