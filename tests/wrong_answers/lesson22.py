@@ -124,6 +124,13 @@ WRONG = {
         (_fn(SOFT, "bx = beta * x\n"
                    "return torch.where(bx > 20, x, (torch.log1p(torch.exp(bx)) / beta).detach())"),
          "at the entries with beta * x <= 20 (yours 0"),
+        # The threshold moved a little off 20, on either side: the values near 20 differ.
+        (_fn(SOFT, "bx = beta * x\nbig = bx > 19.75\ntame = torch.where(big, 0.0, bx)\n"
+                   "return torch.where(big, x, torch.log1p(torch.exp(tame)) / beta)"),
+         "the values differ from soft_relu's at the entries with beta * x <= 20"),
+        (_fn(SOFT, "bx = beta * x\nbig = bx > 20.25\ntame = torch.where(big, 0.0, bx)\n"
+                   "return torch.where(big, x, torch.log1p(torch.exp(tame)) / beta)"),
+         "the values differ from soft_relu's at the entries with 20 < beta * x"),
         (_fn(SOFT, "return 0.0"), "returned float"),
         # float32 arithmetic: right to 1e-7, not to round-off.
         (_fn(SOFT, "bx = (beta * x).float()\nbig = bx > 20\n"

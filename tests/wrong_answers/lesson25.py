@@ -60,6 +60,9 @@ WRONG = {
         # The mean taken over the rows of y, not over all its entries.
         (BACKWARD.format("    dy = -2 * g * torch.cos(y) * torch.sin(y) / y.shape[0]\n"
                          "    return dy @ w_t, x_t @ dy\n"), "not over its rows"),
+        # The mean's N read from x (n * k entries), not from y (n * m): right only if k == m.
+        (BACKWARD.format("    dy = -2 * g * torch.cos(y) * torch.sin(y) / x_t.numel()\n"
+                         "    return dy @ w_t, x_t @ dy\n"), "no single common mistake"),
         # The incoming gradient left out: right only when g = 1.
         (BACKWARD.format("    dy = -2 * torch.cos(y) * torch.sin(y) / y.numel()\n"
                          "    return dy @ w_t, x_t @ dy\n"), "incoming gradient g is missing"),

@@ -15,8 +15,10 @@ def mean_cos_squared(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def _saved_inputs(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
     """What min-cut's forward hands its backward for mean_cos_squared, on new sizes: x @ w,
-    x.T, w.T, and the incoming gradient (any number: the loss may be scaled further on)."""
-    n, k, m = (int(s) for s in torch.randint(2, 9, (3,), generator=gen))
+    x.T, w.T, and the incoming gradient (any number: the loss may be scaled further on).
+    The three sizes differ, so no count of entries stands in for another (x.numel() for
+    y.numel() is right only when k equals m)."""
+    n, k, m = (int(s) + 2 for s in torch.randperm(7, generator=gen)[:3])
     x = torch.randn(n, k, generator=gen, dtype=torch.float64)
     w = torch.randn(k, m, generator=gen, dtype=torch.float64)
     g = torch.randn((), generator=gen, dtype=torch.float64)
