@@ -64,6 +64,8 @@ WRONG = {
         (windows(start="max(0, t - k2 - 1)"), "one too many"),
         # An update for the leftover steps at the end as well.
         (windows(ends="sorted(set(range(k1, len(xs) + 1, k1)) | {len(xs)})"), "leftover"),
+        # Updates over range(k1, len(xs), k1): the one on the last step is lost.
+        (windows(ends="range(k1, len(xs), k1)"), "gradients; expected"),
         # Only the loss of the update's own step.
         (windows(losses="1"), "only the last step's loss"),
         # The gradients stacked into one tensor.

@@ -16,16 +16,17 @@ from .._spec import Method, as_plain, call_answer, every_case, kind_of, same
 WINDOWS = "tbptt_gradients"
 
 
-def overlap_case(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+def overlap_case(gen: torch.Generator, leftover: bool = True,
+                 ) -> tuple[torch.Tensor, torch.Tensor, int, int]:
     """A new loop (W, xs) with its k1 < k2: every window reaches past the start of the one
     before it, the last window starts at step 2 or later (h_1 = tanh(x_1) does not depend
-    on W, so a window from h_1 has the gradient of one from h_0), and a leftover shorter
-    than k1 ends it."""
+    on W, so a window from h_1 has the gradient of one from h_0), and, with ``leftover``,
+    a leftover shorter than k1 ends it (without, the last update falls on the last step)."""
     units = int(torch.randint(2, 5, (1,), generator=gen))
     k1 = int(torch.randint(2, 5, (1,), generator=gen))
     k2 = k1 + int(torch.randint(2, 6, (1,), generator=gen))
     windows = -(-(k2 + k1 + 1) // k1) + int(torch.randint(0, 2, (1,), generator=gen))
-    steps = k1 * windows + int(torch.randint(1, k1, (1,), generator=gen))
+    steps = k1 * windows + (int(torch.randint(1, k1, (1,), generator=gen)) if leftover else 0)
     W = torch.randn(units, units, generator=gen, dtype=torch.float64)
     W = 1.2 * W / torch.linalg.eigvals(W).abs().max()  # a loop that remembers
     xs = 0.5 * torch.randn(steps, units, generator=gen, dtype=torch.float64)
@@ -62,10 +63,11 @@ def window_gradients(W: torch.Tensor, xs: torch.Tensor, k1: int, k2: int, *,
 
 
 def _windows_inputs(gen: torch.Generator) -> dict:
-    """Three new loops, each with its k1 and k2."""
+    """Three new loops, each with its k1 and k2; the last has no leftover steps, so an
+    update falls on the last step (a loop over range(k1, len(xs), k1) misses it)."""
     loops = []
-    for _ in range(3):
-        W, xs, k1, k2 = overlap_case(gen)
+    for leftover in (True, True, False):
+        W, xs, k1, k2 = overlap_case(gen, leftover)
         loops.append({"W": W, "xs": xs, "k1": k1, "k2": k2})
     return {"loops": loops}
 
