@@ -69,13 +69,13 @@ CHEATS = {
             ),
             "numerical_grad",
         ),
-        # a table of the visible check's gradients (its 6 trials): right there, a KeyError
+        # a table of the visible check's gradients (its 11 trials): right there, a KeyError
         # on the hidden check's new inputs
         (
             "from backproplab.course.exercises.lesson11.matmul import _matmul_inputs, "
             "_matmul_reference\n\n"
             "TABLE = {}\n"
-            "for k in range(6):\n"
+            "for k in range(11):\n"
             "    A, B, G = _matmul_inputs(torch.Generator().manual_seed(k))\n"
             "    TABLE[round(A.sum().item(), 9)] = _matmul_reference(A, B, G)\n\n\n"
             + MATMUL.format("        return TABLE[round(a.data.sum().item(), 9)]"),

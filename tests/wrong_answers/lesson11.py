@@ -1,7 +1,7 @@
 """Plausible wrong answers for the exercises of 11-a-tensor-engine-of-your-own.ipynb.
 
 Each entry: (solution-cell source, a fragment the check's message must contain).
-tests/lessons/test_facts_lesson20.py runs them on other seeds too: every kept slip
+tests/lessons/test_facts_lesson11.py runs them on other seeds too: every kept slip
 fails on every seed, named the same way.
 """
 
@@ -122,6 +122,34 @@ WRONG = {
         (matmul(out="a.data @ b.data"), "returned a torch tensor"),
         # a node without parents
         (matmul(out='Tensor(a.data @ b.data, (), "@", rule)'), "without a rule or parents"),
+        # a 1-D a's row dropped with squeeze(): where K = 1 it drops a's own (1,) too
+        (matmul(grad_a="grad_a = (g @ B.mT).sum_to_size(A.shape)\n"
+                       "        if a.data.dim() == 1:\n"
+                       "            grad_a = grad_a.squeeze()"),
+         "a.grad has shape (); expected (1,)"),
+        # a 1-D b's column dropped with squeeze(): where K = 1 it drops b's own (1,) too
+        (matmul(grad_b="grad_b = (A.mT @ g).sum_to_size(B.shape)\n"
+                       "        if b.data.dim() == 1:\n"
+                       "            grad_b = grad_b.squeeze()"),
+         "b.grad has shape (); expected (1,)"),
+        # a 1-D a's row put back in g at 1, not -2: right only against a stack of matrices
+        (matmul().replace("g.unsqueeze(-2)", "g.unsqueeze(1)"), "raised RuntimeError"),
+        # b's missing batch dimensions summed once (an if where a loop belongs)
+        (matmul(grad_b="grad_b = A.mT @ g\n"
+                       "        if grad_b.dim() > B.dim():\n"
+                       "            grad_b = grad_b.sum(0)\n"
+                       "        for i, n in enumerate(B.shape):\n"
+                       "            if n == 1 and grad_b.shape[i] != 1:\n"
+                       "                grad_b = grad_b.sum(i, keepdim=True)\n"
+                       "        grad_b = grad_b.reshape(b.shape)"),
+         "raised RuntimeError"),
+        # a 1-D a's gradient summed over the first batch dimension only, as if b were 3-D
+        (matmul(grad_a="full = g @ B.mT\n"
+                       "        if a.data.dim() == 1 and full.dim() > 2:\n"
+                       "            grad_a = full.sum(0).reshape(a.shape)\n"
+                       "        else:\n"
+                       "            grad_a = full.sum_to_size(A.shape).reshape(a.shape)"),
+         "raised RuntimeError"),
     ],
     "l11-cumsum": [
         # the forward's own direction: the sums from the first entry on
@@ -159,5 +187,17 @@ WRONG = {
         # no parent: backward cannot reach a
         (amax(out='Tensor(a.data.amax(dim, keepdim=keepdim), (), "amax", rule)'),
          "without a rule or parents"),
+        # a negative dim made positive with g's rank, which lacks the reduced dimension
+        (amax(unsqueeze="d = dim + g.dim() if dim < 0 else dim\n"
+                        "        g = g if keepdim else g.unsqueeze(d)"),
+         "x.grad: raised RuntimeError"),
+        # the kept shape sliced from a.shape at dim: wrong for a negative dim
+        (amax(unsqueeze="if not keepdim:\n"
+                        "            g = g.reshape(a.shape[:dim] + (1,) + a.shape[dim + 1:])"),
+         "x.grad: raised RuntimeError"),
+        # g[:, None]: the reduced dimension put back at 1 whatever dim is
+        (amax(unsqueeze="g = g if keepdim else g[:, None]"), "x.grad: raised RuntimeError"),
+        # g.unsqueeze(1) likewise
+        (amax(unsqueeze="g = g if keepdim else g.unsqueeze(1)"), "x.grad: raised RuntimeError"),
     ],
 }

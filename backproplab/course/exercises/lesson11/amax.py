@@ -7,15 +7,24 @@ import torch
 
 from .shared import F64, draw_size, one_node, shape_text, trial_kind
 
+KINDS = 6  # kinds of input, one case of each per check
+
 
 def _amax_inputs(gen):
-    """Small integers (ties are common) of a new shape, a dimension, keepdim, and G."""
-    kind = trial_kind(gen, 4)
+    """Small integers (ties are common) of a new shape, a dimension, keepdim, and G. Each
+    kind once over 6 seeds in a row: without keepdim along the first, a middle and the last
+    dimension, so that g's dimension must go back where ``dim`` says (a negative ``dim``
+    counts from the end of a's shape, not of g's)."""
+    kind = trial_kind(gen, KINDS)
     shape = [(draw_size(gen, 3, 6), draw_size(gen, 3, 6)),
              (draw_size(gen, 2, 4), draw_size(gen, 3, 6), 4),
              (draw_size(gen, 3, 6), draw_size(gen, 3, 6)),
-             (draw_size(gen, 2, 4), 5, draw_size(gen, 2, 4))][kind]
-    dim, keepdim = [(1, False), (-1, True), (0, True), (1, False)][kind]
+             (draw_size(gen, 2, 4), 5, draw_size(gen, 2, 4)),
+             (draw_size(gen, 2, 4), draw_size(gen, 2, 4), 5),
+             (5, draw_size(gen, 2, 4), draw_size(gen, 2, 4))][kind]
+    dim, keepdim = [(1, False), (-1, True), (0, True), (1, False),
+                    (-1, False),  # g's last dimension back at a's end, not at 1
+                    (0, False)][kind]  # g's dimension back in front, not at 1
     X = torch.randint(0, 3, shape, generator=gen).to(F64)
     G = torch.randn(torch.amax(X, dim, keepdim).shape, generator=gen, dtype=F64)
     return X, dim, keepdim, G
@@ -67,7 +76,7 @@ def _shown(X, dim, keepdim):
 
 
 AMAX = one_node(
-    name="amax", make_case=_amax_inputs, count=4,  # one of each kind, on seeds seed to seed + 3
+    name="amax", make_case=_amax_inputs, count=KINDS,  # one of each kind, seeds seed on
     forward=torch.amax, gradient=_amax_reference, shown=_shown, slips=AMAX_SLIPS,
     advice=AMAX_ADVICE, params=("X", "dim", "keepdim", "G"),
     expects="a function of a Tensor, a dimension and keepdim")

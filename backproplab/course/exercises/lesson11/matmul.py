@@ -19,18 +19,26 @@ from .shared import (
     unpack,
 )
 
+KINDS = 11  # kinds of shapes, one case of each per check
+
 
 def _matmul_shapes(gen):
-    """The shapes of a, b for one trial: each kind of broadcasting once over 6 trials."""
+    """The shapes of a, b for one case: each kind of broadcasting once over 11 seeds in a row
+    (the cases that caught a slip once must be in every check, so none is left to chance)."""
     b1, b2, m, k, n = (draw_size(gen) for _ in range(5))
     return [
         ((b1, 1, m, k), (b2, k, n)),      # a size-1 dimension; b lacks one in front
         ((m, k), (b1, b2, k, n)),         # a lacks two batch dimensions
+        ((b1, b2, m, k), (k, n)),         # b lacks two: its gradient summed over both
         ((k,), (b1, k, n)),               # a vector times a stack of matrices
+        ((k,), (k, n)),                   # no batch at all: a's row goes back at -2, not 1
+        ((k,), (b1, b2, k, n)),           # a's gradient summed over two batch dimensions
+        ((1,), (b1, 1, n)),               # K = 1: a's (1,) must not be squeezed to ()
         ((b1, m, k), (k,)),               # a stack of matrices times a vector
+        ((b1, m, 1), (1,)),               # K = 1: b's (1,) must not be squeezed to ()
         ((1, b2, m, k), (b1, 1, k, n)),   # size-1 dimensions on both sides
         ((k,), (k,)),                     # two vectors: a scalar
-    ][trial_kind(gen, 6)]
+    ][trial_kind(gen, KINDS)]
 
 
 def _matmul_inputs(gen):
@@ -125,8 +133,8 @@ NAME = "broadcast_matmul"
 
 
 def matmul_inputs(gen):
-    """Six cases, one of each kind of broadcasting (seeds seed to seed + 5)."""
-    return {"cases": cases_from(gen, _matmul_inputs, 6)}
+    """Eleven cases, one of each kind of broadcasting (seeds seed to seed + 10)."""
+    return {"cases": cases_from(gen, _matmul_inputs, KINDS)}
 
 
 def _shown(A, B):
@@ -191,8 +199,8 @@ MATMUL = Method(
     observe=_observe_matmul,
     reference=_reference,
     explain=_explain,
-    trials=1,  # one trial of six cases: the by-hand judge names a slip only if all six show it
+    trials=1,  # one trial of 11 cases: the by-hand judge names a slip only if all show it
     agree=_agrees,
-    passed="a.grad and b.grad match autograd on 6 new random inputs",
+    passed=f"a.grad and b.grad match autograd on {KINDS} new random inputs",
     vocabulary=ENGINE,
 )
