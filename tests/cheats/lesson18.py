@@ -52,10 +52,11 @@ CHEATS = {
             "    return total\n",
             "loop over the examples",
         ),
-        # A table of the visible check's answer: right there, wrong on the hidden check's batch.
+        # A table of the answer on the visible check's first model and batch (seed 0: the
+        # model of seed 15, 5 examples): right there, wrong on every other batch.
         (
             "from backproplab.course.exercises.lesson18 import _new_net, _loop_gradients\n\n"
-            "_net, _X, _Y = _new_net(15)\n"
+            "_net, _X, _Y = _new_net(15, 5)\n"
             "_G = _loop_gradients(_net, _X, _Y)\n\n\n"
             "def clipped_mean_gradient(model, X, Y, max_norm):\n"
             "    grads = vmap(grad(lambda w, x, y: ((functional_call(model, w, (x[None],))\n"
@@ -67,7 +68,7 @@ CHEATS = {
             "    s = (max_norm / n).clamp(max=1.0)\n"
             "    return {k: (g * s.reshape(-1, *[1] * (g.dim() - 1))).mean(0)\n"
             "            for k, g in _G.items()}\n",
-            "nothing clipped",
+            "differs from a loop",
         ),
     ],
 }

@@ -44,6 +44,25 @@ WRONG = {
             "    return -d1 / d2\n",
             "create_graph=True",
         ),
+        # f' and f'' from five-point finite-difference stencils, no autograd.
+        (
+            "def newton_step(f, x):\n"
+            "    h = 0.1\n"
+            "    a, b, c, d, e = f(x - 2 * h), f(x - h), f(x), f(x + h), f(x + 2 * h)\n"
+            "    d1 = (a - 8 * b + 8 * d - e) / (12 * h)\n"
+            "    d2 = (-a + 16 * b - 30 * c + 16 * d - e) / (12 * h * h)\n"
+            "    return -d1 / d2\n",
+            "no autograd pass ran",
+        ),
+        # The second pass from the mean of f': f'' divided by the number of points.
+        (
+            "def newton_step(f, x):\n"
+            "    x = x.detach().requires_grad_()\n"
+            "    (d1,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)\n"
+            "    (d2,) = torch.autograd.grad(d1.mean(), x)\n"
+            "    return -d1.detach() / d2\n",
+            "N times the right one",
+        ),
     ],
     "l17-weight-penalty": [
         # create_graph forgotten: the input-gradient has no graph for the second pass.
@@ -72,6 +91,15 @@ WRONG = {
         (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), x, create_graph=True)\n"
                         "    return torch.autograd.grad(g.sum(), w)[0]"),
          "not of their squares"),
+        # The input-gradient detached before it is squared: the second pass finds no graph.
+        (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), x, create_graph=True)\n"
+                        "    g = g.detach()\n"
+                        "    return torch.autograd.grad((g**2).sum(), w)[0]"),
+         "not detached afterwards"),
+        # Each example's penalty averaged over the batch, not the whole batch's |g|^2.
+        (PENALTY.format("(g,) = torch.autograd.grad(f(x, w), x, create_graph=True)\n"
+                        "    return torch.autograd.grad((g**2).sum(1).mean(), w)[0]"),
+         "divided by n, the number of examples"),
         # Hessian blocks built in full.
         ("def penalty_grad(f, x, w):\n"
          "    H = torch.autograd.functional.hessian(f, (x, w))\n"

@@ -107,6 +107,9 @@ WRONG = {
         # Summed, not averaged.
         (CLIP.format("x_one.unsqueeze(0)", NORMS + "    scale = (max_norm / norms).clamp(max=1.0)\n"
                      + SCALED.format("sum(0)")), "not averaged"),
+        # The mean taken over a batch of 7 written in, whatever the batch's size.
+        (CLIP.format("x_one.unsqueeze(0)", NORMS + "    scale = (max_norm / norms).clamp(max=1.0)\n"
+                     + SCALED.format("sum(0) / 7")), "off by a constant factor"),
         # Nothing clipped: the plain mean.
         (CLIP.format("x_one.unsqueeze(0)", "    return {k: g.mean(0) for k, g in grads.items()}\n"),
          "nothing clipped"),

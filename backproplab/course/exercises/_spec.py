@@ -215,9 +215,9 @@ def compared(label: str, got: Any, want: Any, expected: str, tol: str = "float64
     rtol, atol = TOLERANCE[tol]
     w = as_value(want, "want").tensor
     scale = max(1.0, float(finite_abs(w).max())) if w.numel() else 1.0  # as `close` scales
-    try:
+    try:  # the check made the reference itself: no .grad of it can have accumulated
         check = compare(label, got, want, rtol=rtol, atol=atol * scale,
-                        advice=METHOD_ADVICE).checks[0]
+                        accumulation=False, advice=METHOD_ADVICE).checks[0]
     except (TypeError, ValueError):  # not a tensor, a number nor a list of numbers
         return failure("fail", f"{lead}expected {expected}, got {kind_of(got)}")
     return failure(check.verdict, lead + check.message)

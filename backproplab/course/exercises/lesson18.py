@@ -8,8 +8,9 @@
   forward-mode rules are named.
 - Exercise 3 (``l18-clip-per-example``): ``clipped_mean_gradient(model, X, Y, max_norm)``
   clips every example's gradient to ``max_norm`` and averages, from ONE vmapped call: the
-  check counts the reverse passes and the calls, compares with a loop of its own, and
-  names each typical slip when the learner's result equals it.
+  check counts the reverse passes and the calls, compares with a loop of its own (on two
+  new models, with batches of different sizes), and names each typical slip when the
+  learner's result equals it.
 
 The predictions run the lesson's experiments again: the pass counts of the table, of
 lesson 08's Jacobian, and of the three functions of Exercise 1.
@@ -93,8 +94,8 @@ _TANGENT_SLIPS = {
 # --------------------------------------------------------------------------- Exercise 3
 
 
-def _new_net(seed):
-    """A small model whose inputs are 2 x 3 grids, with a batch of 7 examples."""
+def _new_net(seed, batch):
+    """A small model whose inputs are 2 x 3 grids, with a batch of ``batch`` examples."""
     gen = torch.Generator().manual_seed(seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
@@ -102,8 +103,8 @@ def _new_net(seed):
     # Inputs and targets off to one side, so that the examples pull the same way: the batch
     # gradient is then about as large as theirs, and clipping it once is told apart from
     # clipping each.
-    X = torch.randn(7, 2, 3, generator=gen, dtype=torch.float64) + 2
-    Y = torch.randn(7, 2, generator=gen, dtype=torch.float64) + 3
+    X = torch.randn(batch, 2, 3, generator=gen, dtype=torch.float64) + 2
+    Y = torch.randn(batch, 2, generator=gen, dtype=torch.float64) + 3
     return net, X, Y
 
 
@@ -185,29 +186,38 @@ def _telling_max_norm(per_example, norms):
     return None
 
 
+def _batch_size(gen: torch.Generator) -> int:
+    """5 to 9 examples, one more with each trial (9 is followed by 5): the two trials of a
+    check have batches of different sizes, so that a count of examples written into the
+    answer fails one of them."""
+    return 5 + gen.initial_seed() % 5
+
+
 def _clip_inputs(gen: torch.Generator) -> dict:
-    """A new model and batch (by the seed `_new_net` makes them from) and a max_norm under
-    which the answer and every slip differ: new draws until one has it (the inputs are off
-    to one side, so nearly always the first)."""
+    """A new model and batch (by the seed and the size `_new_net` makes them from) and a
+    max_norm under which the answer and every slip differ: new draws until one has it (the
+    inputs are off to one side, so nearly always the first)."""
+    batch = _batch_size(gen)
     for draw in range(50):
         seed = gen.initial_seed() + 15 + 7717 * draw
-        per_example, norms = _per_example(seed)
+        per_example, norms = _per_example(seed, batch)
         max_norm = _telling_max_norm(per_example, norms)
         if max_norm is not None:
-            return {"net": seed, "max_norm": max_norm}
+            return {"net": seed, "batch": batch, "max_norm": max_norm}
     raise AssertionError("no model and max_norm tell per-example clipping from its slips")
 
 
-def _per_example(seed: int):
-    """The per-example gradients of `_new_net`'s model for ``seed``, and their norms."""
-    per_example = _loop_gradients(*_new_net(seed))
+def _per_example(seed: int, batch: int):
+    """The per-example gradients of `_new_net`'s model for ``seed`` and ``batch``, and their
+    norms."""
+    per_example = _loop_gradients(*_new_net(seed, batch))
     norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in per_example.values()]).sum(0).sqrt()
     return per_example, norms
 
 
 def _observe_clip(answer, inputs: dict) -> dict:
     """The autograd calls the answer made, its reverse passes, and what it returned."""
-    net, X, Y = _new_net(inputs["net"])
+    net, X, Y = _new_net(inputs["net"], inputs["batch"])
     with count_autograd() as seen:
         got, failed = call_answer(answer, net, X.clone(), Y.clone(), inputs["max_norm"],
                                   what="it", raised=_clip_error,
@@ -220,14 +230,14 @@ def _observe_clip(answer, inputs: dict) -> dict:
 
 
 def _clip_reference(inputs: dict) -> dict:
-    per_example, norms = _per_example(inputs["net"])
+    per_example, norms = _per_example(inputs["net"], inputs["batch"])
     return {"result": _clipped(per_example, (inputs["max_norm"] / norms).clamp(max=1.0))}
 
 
 def _clip_slip(words: str):
     """The observation of the slip ``words`` names."""
     def slip(inputs: dict) -> dict:
-        per_example, _ = _per_example(inputs["net"])
+        per_example, _ = _per_example(inputs["net"], inputs["batch"])
         return {"result": _clip_slips(per_example, inputs["max_norm"])[words]}
     return slip
 
@@ -244,7 +254,7 @@ def _clip_agree(got: dict, want: dict) -> bool:
 
 
 def _explain_clip(inputs: dict, got: dict, want: dict) -> str:
-    result, right, n = got["result"], want["result"], len(_new_net(inputs["net"])[1])
+    result, right, n = got["result"], want["result"], inputs["batch"]
     if _passes(got) > 1:
         return failure("method", f"{_passes(got)} backward passes for {n} examples: a loop "
                        "over the examples. The exercise asks for ONE vmapped call, "
@@ -279,10 +289,11 @@ CLIP = Method(
     explain=_explain_clip,
     mistakes={f"your result is {words}": _clip_slip(words)
               for words in _CLIP_SLIPS},
-    trials=1,
+    trials=2,
     agree=_clip_agree,
-    passed="one vmapped pass, and the same as a loop of 7 backward calls on a new model (some "
-           "of its 7 examples clipped, the others not)",
+    passed="one vmapped pass, and the same as a loop of backward calls, one per example, on 2 "
+           "new models with batches of different sizes (some examples clipped, the others "
+           "not)",
 )
 
 
