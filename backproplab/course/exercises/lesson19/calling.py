@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ...byhand import run_answer
-from .._spec import Report, failure, judge_runs
+from .._spec import Report, failure, is_failure, judge_runs
 from .._spec import first_line as _first_line
 
 
@@ -93,33 +93,53 @@ def not_a_function(answer: Any) -> dict | None:
 def real_run(fn_class: type, inputs: tuple[Any, ...], labels: list[str]) -> dict | None:
     """Run the Function through autograd once: the `failure` of a structural slip (one
     gradient per input of forward, None for a plain number), or None."""
-    xs = tuple(t.detach().clone().requires_grad_() if isinstance(t, torch.Tensor) else t
-               for t in inputs)
-    wrt = [t for t in xs if isinstance(t, torch.Tensor)]
+    ran = through_autograd(fn_class, inputs, labels)
+    return ran if is_failure(ran) else None
+
+
+def through_autograd(fn_class: type, inputs: tuple[Any, ...], labels: list[str],
+                     grad_output: torch.Tensor | None = None, constant: str | None = None
+                     ) -> dict[str, Any]:
+    """Run the Function through autograd once, every tensor input requiring grad except the
+    one labelled ``constant`` (then ``ctx.needs_input_grad`` is False in its place, as for y
+    in section 5's ScaledProduct): {label: the gradient that reached that input (None when
+    none came)} for each input that requires grad, ``grad_output`` (ones when None) sent
+    back; or the `failure` of a structural slip (one gradient per input of forward, None
+    for a plain number)."""
+    xs = tuple(t.detach().clone().requires_grad_(label != constant)
+               if isinstance(t, torch.Tensor) else t for t, label in zip(inputs, labels,
+                                                                         strict=True))
+    wanted = [label for t, label in zip(xs, labels, strict=True)
+              if isinstance(t, torch.Tensor) and t.requires_grad]
+    wrt = [t for t in xs if isinstance(t, torch.Tensor) and t.requires_grad]
+    when = (f"with {constant} not requiring grad (ctx.needs_input_grad[{labels.index(constant)}] "
+            "False), " if constant else "")
     try:
         out = fn_class.apply(*xs)
         if not isinstance(out, torch.Tensor) or out.grad_fn is None:
-            return failure("fail", "forward must return a tensor computed from the inputs; "
-                                   f"got {type(out).__name__}")
-        torch.autograd.grad(out, wrt, torch.ones_like(out), allow_unused=True,
-                            retain_graph=True)
+            return failure("fail", f"{when}forward must return a tensor computed from the "
+                                   f"inputs; got {type(out).__name__}")
+        sent = torch.ones_like(out) if grad_output is None else grad_output.clone()
+        grads = torch.autograd.grad(out, wrt, sent, allow_unused=True, retain_graph=True)
     except NotImplementedError:
         return failure("missing", "not written yet: a method still raises NotImplementedError.")
     except RuntimeError as err:
         text = _first_line(err)
         if "incorrect number of gradients" in text:
             got = text.rsplit("got ", 1)[-1].rstrip(")")
-            return failure("error", f"backward returned {got} entries, but forward has "
+            return failure("error", f"{when}backward returned {got} entries, but forward has "
                                     f"{len(inputs)} inputs ({', '.join(labels)}): return one "
-                                    "entry per input, None for the plain number.")
+                                    "entry per input, None for the plain number"
+                                    + (f", and for {constant} None or its gradient (autograd "
+                                       "drops it)." if constant else "."))
         if "different than None" in text:
-            return failure("error", f"backward returned a gradient for a plain number "
+            return failure("error", f"{when}backward returned a gradient for a plain number "
                                     f"({text}): return None in the place of every input that "
                                     "is not a tensor.")
-        return failure("error", f"raised RuntimeError: {text}")
+        return failure("error", f"{when}raised RuntimeError: {text}")
     except Exception as err:  # the learner's bug, reported as a failed check
-        return failure("error", f"raised {type(err).__name__}: {_first_line(err)}")
-    return None
+        return failure("error", f"{when}raised {type(err).__name__}: {_first_line(err)}")
+    return {label: plain(g) for label, g in zip(wanted, grads, strict=True)}
 
 
 def plain(value: Any, depth: int = 0) -> Any:

@@ -34,11 +34,15 @@ _FAR = torch.tensor([-800.0, -30.0, -1.0, 0.0, 1.5, 30.0, 800.0], dtype=torch.fl
 
 
 def softplus_inputs(gen: torch.Generator):
-    """(x, grad_output) of a new shape, x spread over about -7 to 7."""
+    """(x, grad_output) of a new shape, x spread over about -7 to 7. Its first entry is
+    negative and its second positive, in every trial: the stable formula treats the two
+    signs apart, and the check of forward (on the first trial) must see both."""
     shape = (int(torch.randint(2, 6, (1,), generator=gen)),)
     if int(torch.randint(2, (1,), generator=gen)):
         shape = (*shape, int(torch.randint(2, 4, (1,), generator=gen)))
     x = torch.randn(shape, generator=gen, dtype=torch.float64) * 2.5
+    first_two = x.view(-1)[:2]
+    first_two.copy_(first_two.abs() * torch.tensor([-1.0, 1.0], dtype=torch.float64))
     return x, torch.randn(shape, generator=gen, dtype=torch.float64)
 
 
@@ -139,8 +143,10 @@ def _in_place_slip(written: dict[str, Any], x: torch.Tensor) -> str | None:
         return ("forward returned a new tensor, so x's memory was not reused: write softplus "
                 "into x itself (x.copy_(...), or in-place operations), return x and declare "
                 "it with ctx.mark_dirty.")
-    if not same(written["out"], F.softplus(x), rtol=1e-12):
-        return "forward does not compute softplus(x) = log(1 + exp(x))."
+    want = F.softplus(x)
+    if not same(written["out"], want, rtol=1e-12):
+        return "forward does not compute softplus(x) = log(1 + exp(x))" + _first_wrong(
+            written["out"], want, x)
     if written["node"] != f"{written['function']}Backward":
         return (f"x was changed in place, but its grad_fn is still {written['node_name']}: "
                 "without ctx.mark_dirty(x) the graph does not know, and gradients through x "
@@ -159,6 +165,19 @@ def _in_place_slip(written: dict[str, Any], x: torch.Tensor) -> str | None:
         return ("a copy of the input x is saved: that is the memory writing in place was to "
                 "spare. Save the output y and write the derivative with y.")
     return None
+
+
+def _first_wrong(out: Any, want: torch.Tensor, x: torch.Tensor) -> str:
+    """': at x = -1.2 it gives 1.5, where softplus(x) = 0.26.' for the first entry where
+    forward's output differs, or '.' when it cannot be told entry by entry."""
+    if not (isinstance(out, torch.Tensor) and out.shape == want.shape):
+        return "."
+    wrong = ~torch.isclose(out.double(), want, rtol=1e-12, atol=0.0)
+    if not bool(wrong.any()):
+        return "."
+    k = int(wrong.view(-1).nonzero()[0])
+    return (f": at x = {float(x.view(-1)[k]):.4g} it gives {float(out.view(-1)[k]):.4g}, where "
+            f"softplus(x) = {float(want.view(-1)[k]):.4g}.")
 
 
 def _far_slip(far: dict[str, Any]) -> str | None:
