@@ -226,6 +226,60 @@ WRONG = {
             ),
             "ready-made fp16_compress_hook",
         ),
+        # Sum first in float16 and, where that overflowed, the bucket all-reduced again in
+        # float32: right averages, but two calls for a bucket, one of them float32.
+        (
+            HOOK.format(
+                "    world = dist.get_world_size()\n"
+                "    half = bucket.buffer().to(torch.float16)\n"
+                "    dist.all_reduce(half)\n"
+                "    if torch.isfinite(half).all():\n"
+                "        result = half.to(torch.float32) / world\n"
+                "    else:\n"
+                "        full = bucket.buffer().clone()\n"
+                "        dist.all_reduce(full)\n"
+                "        result = full / world\n"
+                "    done = torch.futures.Future()\n"
+                "    done.set_result(result)\n"
+                "    return done\n"
+            ),
+            "sending float16 and float32, for the 1 bucket",
+        ),
+        # Divided first, but scaled by 1024 as a loss scale would be: the float16 conversion
+        # itself overflows, before any sum.
+        (
+            HOOK.format(
+                "    world = dist.get_world_size()\n"
+                "    half = (bucket.buffer() * 1024 / world).to(torch.float16)\n"
+                "    sent = dist.all_reduce(half, async_op=True).get_future()\n"
+                "    return sent.then(lambda done: done.value()[0].to(torch.float32) / 1024)\n"
+            ),
+            "held inf already, before any sum",
+        ),
+        # dist.all_gather and a local sum: the right average, but no all-reduce.
+        (
+            HOOK.format(
+                "    world = dist.get_world_size()\n"
+                "    half = (bucket.buffer() / world).to(torch.float16)\n"
+                "    parts = [torch.empty_like(half) for _ in range(world)]\n"
+                "    dist.all_gather(parts, half)\n"
+                "    done = torch.futures.Future()\n"
+                "    done.set_result(torch.stack(parts).sum(0).to(torch.float32))\n"
+                "    return done\n"
+            ),
+            "made no dist.all_reduce call; the exercise asks for one per bucket",
+        ),
+        # dist.reduce: only rank 0 gets the sum.
+        (
+            HOOK.format(
+                "    half = (bucket.buffer() / dist.get_world_size()).to(torch.float16)\n"
+                "    dist.reduce(half, dst=0)\n"
+                "    done = torch.futures.Future()\n"
+                "    done.set_result(half.to(torch.float32))\n"
+                "    return done\n"
+            ),
+            "made no dist.all_reduce call; the exercise asks for one per bucket",
+        ),
     ],
     "l23-buckets": [
         (_buckets(full="sum(q.numel() for q in bucket) >= cap"), "counted in values"),
@@ -236,6 +290,12 @@ WRONG = {
         (_buckets(reset=""), "start every backward with an empty bucket"),
         (_buckets(divide=""), "the sum over the 2 processes, not the average"),
         (_buckets(world="2"), "divided by 2 while 3 processes were running"),
+        # Only the ranks other than 0 divide: rank 0 keeps the sum.
+        (_buckets(divide="        if dist.get_rank() != 0:\n            flat /= world"),
+         "rank 0's gradients are the sum over the 2 processes"),
+        # Started with async_op=True and never waited for: the sum is read while it travels.
+        (_buckets().replace("dist.all_reduce(flat)", "dist.all_reduce(flat, async_op=True)"),
+         "made with async_op=True were never waited for"),
         (_buckets(full="False"), "everything went in one all-reduce"),
         (_buckets(full="True"), "one all-reduce per parameter"),
         # The average computed into a copy: the .grad backward left is unchanged.
@@ -329,6 +389,29 @@ WRONG["l23-shard-mean"] = [
      "            total += part\n"
      "    return total / world\n",
      "A blocking dist.send waits until the other rank receives"),
+    # Blocking receives first on every rank: each waits for a send no rank has started.
+    ("def shard_mean(grad):\n"
+     "    rank, world = dist.get_rank(), dist.get_world_size()\n"
+     "    size = math.ceil(grad.shape[0] / world)\n"
+     "    total = grad[rank * size:(rank + 1) * size].clone()\n"
+     "    for other in range(world):\n"
+     "        if other != rank:\n"
+     "            part = torch.empty_like(total)\n"
+     "            dist.recv(part, other)\n"
+     "            total += part\n"
+     "    for other in range(world):\n"
+     "        if other != rank:\n"
+     "            dist.send(grad[other * size:(other + 1) * size].contiguous(), other)\n"
+     "    return total / world\n",
+     "A blocking dist.recv waits until the other rank sends"),
+    # Receive buffers made with torch.empty(shape): float32, for float64 rows.
+    (_shard(("received.append(torch.empty_like(mine))",
+             "received.append(torch.empty(mine.shape))")),
+     "Check that every send has a matching receive on the other rank"),
+    # Each rank sends every other rank its own rows, sized for itself, not for the receiver.
+    (_shard(("dist.isend(rows_of(other).contiguous(), other)",
+             "dist.isend(rows_of(rank).contiguous(), other)")),
+     "Check that every send has a matching receive on the other rank"),
     # The mean computed but not returned.
     (_shard(("    return total / world", "    total /= world")), "returned NoneType"),
 ]

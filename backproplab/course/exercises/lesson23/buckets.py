@@ -8,7 +8,8 @@ flat tensor, sent as soon as its last gradient is ready, and what is left sent w
 last gradient. The check runs two steps of a model whose widths and cap come from the
 seed (chosen so that every slip below gives other bucket sizes), in 2 and in 3
 processes. Inside the workers the observation records every all-reduce (its size,
-whether it ran inside backward) and how many had been sent when each gradient was ready.
+whether it ran inside backward, and for one made with async_op=True whether its work was
+waited for) and how many had been sent when each gradient was ready.
 The verdict compares the sizes with the buckets the rule gives, the moments with the
 earliest possible ones, and the gradients with what DDP's averaging gives on the same
 data (computed in the grader's own process). A slip is named only when the sizes are
@@ -34,9 +35,12 @@ from .common import (
     _factor,
     _flat,
     _is_local,
+    _never_waited,
     _scale_slip,
+    _unwaited,
     _watch_all_reduce,
     _watch_ddp,
+    _whose,
     averaged,
     each_world,
 )
@@ -157,10 +161,11 @@ def _bucket_trial(answer: Any, seed: int, widths: list[int], cap: int) -> dict[s
         except Exception as err:  # told after the sizes of the steps before, which may say why
             steps.append({"error": f"{type(err).__name__}: {err}".splitlines()[0]})
             break
-        steps.append({"sizes": [n for _, n, _ in sent[before:]],
-                      "inside": all(inside for _, _, inside in sent[before:]),
+        steps.append({"sizes": [call["size"] for call in sent[before:]],
+                      "inside": all(call["inside"] for call in sent[before:]),
                       "seen": [k - before for k in seen]})
-    return {"used_ddp": len(made), "steps": steps, "grads": grads_by_name(model)}
+    return {"used_ddp": len(made), "steps": steps, "unwaited": _unwaited(sent),
+            "grads": grads_by_name(model)}
 
 
 def _earliest(want: list[int], sizes: list[int]) -> list[int]:
@@ -222,7 +227,7 @@ def _values_slip(results: list[dict], want: dict, world: int, where: str) -> str
         c = _factor(mine, exact)
         slip = None if c is None else _scale_slip(c, world)
         if slip is not None:
-            return f"{where} the gradients are {slip}."
+            return f"{where} {_whose(results, exact, c, r)} are {slip}."
         worst = float((mine - exact).abs().max())
         return (f"{where} rank {r}'s gradients differ from DDP's by up to {worst:.2g}: is "
                 "each slice of the averaged bucket written back to its own parameter?")
@@ -240,7 +245,8 @@ def _world_slip(results: list[dict], want: dict, world: int) -> str | None:
                 "buckets without DDP: dist.all_reduce in gradient hooks.")
     steps, sizes = results[0]["steps"], ready_order(widths)
     if not any(step.get("sizes") for step in steps) and "error" not in steps[0]:
-        return f"{where} made no dist.all_reduce call: each rank kept its own gradient."
+        return (f"{where} made no dist.all_reduce call; the exercise sends each bucket in "
+                "one all-reduce of a flat tensor.")
     done = [step for step in steps if "error" not in step]
     slip = _sizes_slip(done, sizes, cap, where)
     if slip is None and len(done) < len(steps):
@@ -249,7 +255,8 @@ def _world_slip(results: list[dict], want: dict, world: int) -> str | None:
             "" if done else ".")
     if slip is None and len(done) != STEPS:  # never from a run that went through
         slip = f"{where} {len(done)} of its {STEPS} steps were sent back."
-    return (slip or _timing_slip(done, sizes, cap, where)
+    return (slip or _never_waited(results[0]["unwaited"], where)
+            or _timing_slip(done, sizes, cap, where)
             or _values_slip(results, want, world, where))
 
 

@@ -11,6 +11,7 @@ file and the results), and import what the results' pickles name.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -34,20 +35,57 @@ VOCABULARY = METHOD.allowing("torch.distributed.", "torch.futures.")
 # --------------------------------------------------------------------------
 
 
-def _watch_all_reduce() -> list[tuple[str, int, bool]]:
-    """Record every dist.all_reduce call in this worker: (dtype, size, inside backward?)."""
-    sent: list[tuple[str, int, bool]] = []
+def _watch_all_reduce() -> list[dict[str, Any]]:
+    """Record every dist.all_reduce call in this worker: the dtype and size it sent, whether
+    it ran inside backward, the values sent (a copy, taken before the call sums them), and
+    for a call with async_op=True, "waited": whether its work's wait() or get_future() was
+    ever called (the tensor holds the sum only once that work is done)."""
+    sent: list[dict[str, Any]] = []
+    started: list[tuple[Any, dict[str, Any]]] = []  # (work, call): held, so each stays itself
     original = dist.all_reduce
 
     def all_reduce(tensor, *args, **kwargs):
-        in_backward = torch._C._current_autograd_node() is not None
-        sent.append((str(tensor.dtype).removeprefix("torch."), tensor.numel(), in_backward))
-        return original(tensor, *args, **kwargs)
+        call = {"dtype": str(tensor.dtype).removeprefix("torch."), "size": tensor.numel(),
+                "inside": torch._C._current_autograd_node() is not None,
+                "values": tensor.detach().clone()}
+        sent.append(call)
+        work = original(tensor, *args, **kwargs)
+        if work is not None:  # async_op=True
+            call["waited"] = False
+            started.append((work, call))
+        return work
+
+    def watched(method):
+        def waiting(self, *args, **kwargs):
+            for work, call in started:
+                if work is self:
+                    call["waited"] = True
+            return method(self, *args, **kwargs)
+        return waiting
 
     # A worker process is thrown away afterwards, so it may be patched freely.
     dist.all_reduce = all_reduce
     dist.distributed_c10d.all_reduce = all_reduce
+    Work = dist.distributed_c10d.Work  # noqa: N806 - the class, named as torch names it
+    Work.wait = watched(Work.wait)
+    Work.get_future = watched(Work.get_future)
     return sent
+
+
+def _unwaited(calls: list[dict[str, Any]]) -> int:
+    """How many of ``calls`` were made with async_op=True and their work never waited for."""
+    return sum(1 for call in calls if call.get("waited") is False)
+
+
+def _never_waited(count: int, where: str) -> str | None:
+    """The slip of ``count`` all-reduce calls made with async_op=True and never waited for."""
+    if not count:
+        return None
+    some = "an all-reduce" if count == 1 else f"{count} all-reduces"
+    return (f"{where} {some} made with async_op=True {'was' if count == 1 else 'were'} never "
+            "waited for (neither the returned work's wait() nor its get_future() was "
+            "called): the tensor holds the sum only once wait() has returned, so read it "
+            "after that.")
 
 
 def _watch_ddp() -> list[int]:
@@ -94,13 +132,41 @@ def _my_share(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 # --------------------------------------------------------------------------
 
 
+# What to check when what one rank sent did not fit what another expected (gloo aborts the
+# receiving process: "Received data size doesn't match expected size"), or when a rank lost
+# its connection to one that had ended before it ("Connection reset by peer").
+_SAME_CALLS = ("Check that every rank makes the same all-reduce calls, on tensors of the same "
+               "size and dtype.")
+_SIZE_MISMATCH = "Received data size doesn't match expected size"
+_PEER_GONE = ("Connection reset by peer", "Connection closed by peer")
+
+
+def _broken_link(err: WorkerError, summary: str, mismatch: str) -> str | None:
+    """What to say of a worker's error (``summary``, the first line of ``err``) that says
+    data did not fit, or that a rank lost its connection to one that had ended; else None."""
+    if _SIZE_MISMATCH in summary:
+        return f"{summary} ({mismatch})"
+    gone = next((words for words in _PEER_GONE if words in summary), None)
+    if gone is None:
+        return None
+    # A rank killed by a signal wrote no error of its own: `run` names it after the others
+    # (on the message's second line), though the connections to it broke because it ended.
+    killed = re.findall(r"rank (\d+): the process ended \((killed by signal \d+)\)", str(err))
+    return (f"rank {err.rank} lost its connection to a rank that had ended before it "
+            f"({summary[:summary.index(gone) + len(gone)]})"
+            + "".join(f"; rank {rank}'s process was {how}, without a Python error"
+                      for rank, how in killed)
+            + f". {mismatch}")
+
+
 def _trials(worker: Any, answer: Any, seed: int, timeout: float = TIMEOUT,
             waiting: str = "does every rank make the same all-reduce calls?",
             worlds: tuple[int, ...] = WORLD_SIZES,
-            extra: tuple[Any, ...] = ()) -> list[list[dict]] | dict:
+            extra: tuple[Any, ...] = (), mismatch: str = _SAME_CALLS) -> list[list[dict]] | dict:
     """Run ``worker(answer, seed + world, *extra)`` in 2 and then 3 processes (or in
     ``worlds``): each run's results, rank by rank, or the `failure` of the first run
-    that raised or hung."""
+    that raised or hung (``mismatch``: what to check when data that one rank sent did not
+    fit what another expected)."""
     if not callable(answer):
         return failure("missing", f"expected a function, got {type(answer).__name__}")
     results = []
@@ -114,8 +180,8 @@ def _trials(worker: Any, answer: Any, seed: int, timeout: float = TIMEOUT,
             if summary.startswith("NotImplementedError"):
                 return failure("missing", "not written yet: the function still raises "
                                           "NotImplementedError.")
-            return failure("error", f"raised in the worker processes ({world} of them): "
-                                    f"{summary}" + _advice(summary))
+            said = _broken_link(err, summary, mismatch) or summary + _advice(summary)
+            return failure("error", f"raised in the worker processes ({world} of them): {said}")
         except WorkerTimeout:
             return failure("error", f"the {world} worker processes were still waiting after "
                                     f"{timeout:g} s: {waiting}")
@@ -187,6 +253,17 @@ def _scale_slip(c: float, world: int) -> str | None:
         return (f"divided by 2 while {world} processes were running: ask "
                 "dist.get_world_size() rather than assume two")
     return None
+
+
+def _whose(results: list[dict], exact: torch.Tensor, c: float, r: int) -> str:
+    """Whose gradients are ``c`` times ``exact``: "the gradients" when every rank's are,
+    else rank ``r``'s (a slip made on some ranks only)."""
+    for result in results:
+        mine = _flat(result["grads"])
+        if mine is None or mine.shape != exact.shape or (mine - c * exact).abs().max() > (
+                1e-2 * exact.abs().max()):
+            return f"rank {r}'s gradients"
+    return "the gradients"
 
 
 def _is_local(grads: dict, local: dict) -> bool:

@@ -4,7 +4,8 @@ Inside the workers the observation counts the hook's all-reduce calls (one per b
 hands it), notes the dtype each call sends and the dtype the hook hands back (float32),
 and keeps the gradients; then once more with gradients near 40,000 on every rank, where a
 float16 sum over the ranks overflows and only dividing before the all-reduce gives a
-finite average. The verdict compares them with DDP's exact average, computed in the
+finite average: there it keeps the calls too, and the values each sent, which say where
+an inf came from. The verdict compares them with DDP's exact average, computed in the
 grader's own process (the mean over the ranks of each rank's gradient)."""
 
 from __future__ import annotations
@@ -25,14 +26,18 @@ from .common import (
     _flat,
     _is_local,
     _my_share,
+    _never_waited,
     _scale_slip,
     _trials,
+    _unwaited,
     _watch_all_reduce,
     _watch_ready_made_hooks,
+    _whose,
     averaged,
 )
 
 BUCKET_BYTES = 300  # several buckets per step in tiny_mlp
+FLOAT16_MAX = 65504.0
 
 
 def _hook_trial(hook: Any, seed: int) -> dict[str, Any]:
@@ -60,11 +65,20 @@ def _hook_trial(hook: Any, seed: int) -> dict[str, Any]:
     for _ in range(2):  # the first step has one bucket; the second, rebuilt, has three
         ddp.zero_grad()
         mse(ddp, x, y).backward()
-    found = {"buckets": len(buckets), "sent": list(sent), "ready_made": sorted(set(ready_made)),
-             "grads": grads_by_name(model)}
-    found["big"] = _big_step(checked, seed)
+    found = {**_calls_since(sent, buckets, ready_made), "grads": grads_by_name(model)}
+    start = len(sent), len(buckets), len(ready_made)
+    big = _big_step(checked, seed)
+    found["big"] = {**_calls_since(sent, buckets, ready_made, start), "grads": big}
     found["returned"] = sorted({_value_dtype(future) for future in futures})
     return found
+
+
+def _calls_since(sent: list[dict], buckets: list[int], ready_made: list[str],
+                 start: tuple[int, int, int] = (0, 0, 0)) -> dict[str, Any]:
+    """The all-reduce calls, the number of buckets DDP handed the hook and torch's ready-made
+    hooks used, from the counts in ``start`` on."""
+    return {"sent": sent[start[0]:], "buckets": len(buckets) - start[1],
+            "ready_made": sorted(set(ready_made[start[2]:]))}
 
 
 def _big_scale(seed: int) -> tuple[float, torch.Tensor, torch.Tensor]:
@@ -99,23 +113,30 @@ def _value_dtype(future: Any) -> str:
     return type(value).__name__
 
 
-def _fp16_calls_slip(first: dict, where: str) -> str | None:
-    """What is wrong with the all-reduce calls of one run, if anything."""
-    calls = first["sent"]
-    if first["ready_made"]:
-        return (f"it hands the bucket to torch's ready-made {first['ready_made'][-1]}; the "
+def _fp16_calls_slip(found: dict, where: str) -> str | None:
+    """What is wrong with the all-reduce calls of one rank's steps (``found``: its calls, the
+    buckets DDP handed the hook, the ready-made hooks used), if anything."""
+    calls, count = found["sent"], found["buckets"]
+    if found["ready_made"]:
+        return (f"it hands the bucket to torch's ready-made {found['ready_made'][-1]}; the "
                 "exercise asks you to write the hook yourself, from dist.all_reduce.")
     if not calls:
-        return (f"{where} made no dist.all_reduce call: each rank kept its own gradient. "
-                "All-reduce the bucket's buffer.")
-    if len(calls) != first["buckets"]:
-        return (f"{where} {len(calls)} all-reduce calls for the {first['buckets']} buckets DDP "
-                "handed the hook: send each bucket's flat buffer, bucket.buffer(), in one call.")
-    dtypes = sorted({dtype for dtype, _, _ in calls})
+        return (f"{where} the hook made no dist.all_reduce call; the exercise asks for one per "
+                "bucket, of the bucket's buffer in float16.")
+    dtypes = list(dict.fromkeys(call["dtype"] for call in calls))  # in the order sent
+    if len(calls) != count:
+        sending = f", sending {' and '.join(dtypes)}," if len(dtypes) > 1 else ""
+        return (f"{where} the hook made {_counted(len(calls), 'all-reduce call')}{sending} for "
+                f"the {_counted(count, 'bucket')} DDP handed it: send each bucket's flat buffer, "
+                "bucket.buffer(), in one call.")
     if dtypes != ["float16"]:
-        return (f"{where} the all-reduce calls sent {', '.join(dtypes)}; the exercise asks to "
-                "send float16 (buffer.to(torch.float16)), half the bytes of float32.")
-    return None
+        return (f"{where} the all-reduce calls sent {', '.join(sorted(dtypes))}; the exercise "
+                "asks to send float16 (buffer.to(torch.float16)), half the bytes of float32.")
+    return _never_waited(_unwaited(calls), where)
+
+
+def _counted(n: int, thing: str) -> str:
+    return f"{n} {thing}{'s' * (n != 1)}"
 
 
 def _fp16_values_slip(results: list[dict], want: dict, world: int) -> str | None:
@@ -132,7 +153,7 @@ def _fp16_values_slip(results: list[dict], want: dict, world: int) -> str | None
         c = _factor(mine, exact)
         slip = None if c is None else _scale_slip(c, world)
         if slip is not None:
-            return f"{where} the gradients are {slip}."
+            return f"{where} {_whose(results, exact, c, r)} are {slip}."
         if _is_local(result["grads"], local):
             return (f"{where} each rank kept its own gradient: return a Future whose value is "
                     "the all-reduced, averaged buffer.")
@@ -152,19 +173,45 @@ def _overflow_slip(results: list[dict], want: dict, world: int) -> str | None:
     """What is wrong when the step with gradients near 40,000 did not give their average."""
     exact = _flat(want["big"])
     for r, result in enumerate(results):
-        mine = _flat(result["big"])
+        mine = _flat(result["big"]["grads"])
         if mine is None:
             return f"({world} processes) some .grad is None after backward on rank {r}."
         if not torch.isfinite(mine).all():
             return (f"({world} processes) with a gradient entry of 40,000 on every rank, rank "
-                    f"{r}'s gradients hold inf: the float16 sum over the processes passed "
-                    "65,504, float16's largest value, and overflowed. Divide by "
-                    "dist.get_world_size() before the all-reduce, so the sum stays in range.")
+                    f"{r}'s gradients hold inf: "
+                    + _overflow_cause(results, float(exact.abs().max()), world))
         worst = float((mine - exact).abs().max())
         if worst > 5e-3 * float(exact.abs().max()):
             return (f"({world} processes) with gradients near 40,000, rank {r}'s differ from "
                     f"DDP's average by up to {worst:.2g}, more than float16 rounding explains.")
     return None
+
+
+def _overflow_cause(results: list[dict], largest: float, world: int) -> str:
+    """Where an inf came from in the step whose gradients reach ``largest`` (40,000), read
+    from the values each rank sent to the all-reduce (one float16 call per bucket: the
+    calls were checked first): sent already, made by the sum, or made after it."""
+    sent = [[call["values"].double() for call in result["big"]["sent"]] for result in results]
+    for k, calls in enumerate(sent):
+        if not all(torch.isfinite(values).all() for values in calls):
+            return (f"the tensor rank {k} sent to the all-reduce held inf already, before any "
+                    "sum. A value past 65,504, float16's largest, turns into inf when "
+                    f"converted to float16; the gradients here reach only {largest:,.0f}, so "
+                    "the inf came from what the hook did to them before the conversion.")
+    peak = max(float(values.abs().max()) for calls in sent for values in calls)
+    total = max(float(sum(parts).abs().max()) for parts in zip(*sent, strict=False))
+    if total <= FLOAT16_MAX:
+        return (f"what the ranks all-reduced was finite, and its sum stays within float16's "
+                f"range (up to {total:,.0f}): the inf came after the all-reduce.")
+    if peak >= largest * (1 - 1e-3):  # the largest gradient entry went out as it is
+        return (f"the float16 sum over the processes passed 65,504, float16's largest value, "
+                f"and overflowed: the ranks sent values up to {peak:,.0f}, the gradients "
+                "undivided. Divide by dist.get_world_size() before the all-reduce, so the sum "
+                "stays in range.")
+    return (f"the float16 sum over the processes passed 65,504, float16's largest value, and "
+            f"overflowed: the ranks sent values up to {peak:,.0f}, more than the gradients "
+            f"divided by the world size ({largest / world:,.0f} at most). Send the gradients "
+            "divided by dist.get_world_size(), so the sum stays in range.")
 
 
 def _observe_fp16(hook: Any, inputs: dict[str, Any]) -> Any:
@@ -199,9 +246,15 @@ def _fp16_slip(got: dict[str, Any], wants: list[dict[str, Any]]) -> str | None:
                 or _fp16_values_slip(results, want, world))
         if slip is not None:
             return slip
-    # Large gradients only once the ordinary ones pass: a slip there is named first.
-    return next(filter(None, (_overflow_slip(results, want, world)
-                              for world, results, want in runs)), None)
+    # Large gradients only once the ordinary ones pass: a slip there is named first. Their
+    # calls are checked as the others were, before the values.
+    for world, results, want in runs:
+        slip = (_fp16_calls_slip(results[0]["big"], f"({world} processes) with gradients near "
+                                                    "40,000 on every rank,")
+                or _overflow_slip(results, want, world))
+        if slip is not None:
+            return slip
+    return None
 
 
 FP16_HOOK = Method(
@@ -212,10 +265,10 @@ FP16_HOOK = Method(
     agree=lambda got, want: _fp16_slip(got, want) is None,
     explain=lambda inputs, got, want: _fp16_slip(got, want),
     trials=1,
-    passed="one float16 all-reduce per bucket (4 buckets in 2 steps), float32 handed back, "
-           "and the gradients agree with DDP's exact average to float16 precision (relative "
-           "error under 5e-3) in 2 and in 3 processes, also where they are near 40,000 and a "
-           "float16 sum would overflow",
+    passed="one float16 all-reduce per bucket (4 buckets in 2 steps, then 1 in a step with "
+           "gradients near 40,000), float32 handed back, and the gradients agree with DDP's "
+           "exact average to float16 precision (relative error under 5e-3) in 2 and in 3 "
+           "processes, in that step too, where a float16 sum would overflow",
     allows=ALLOWS,
     vocabulary=VOCABULARY,
 )

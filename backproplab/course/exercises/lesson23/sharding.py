@@ -26,9 +26,23 @@ SHARD_TIMEOUT = 20.0  # the whole run: starting the processes, forming the group
 # returns within milliseconds; one still inside it after this long waits for a message
 # that never comes, the typical slip here (a deadlock): said without waiting out the run.
 ANSWER_SECONDS = 5.0
-_WAITING = ("A blocking dist.send waits until the other rank receives, so when every rank "
-            "sends first, none ever receives: start the sends with dist.isend and the "
-            "receives with dist.irecv, then wait() on each.")
+# Why ranks still inside the answer wait, by the last transfer each had started (the wire
+# sees dist.recv and dist.irecv alike), and what to do.
+_WAITING = {
+    "send": "A blocking dist.send waits until the other rank receives, so when every rank "
+            "sends first, none ever receives",
+    "recv": "A blocking dist.recv waits until the other rank sends, so when every rank "
+            "receives first, none ever sends",
+    None: "A blocking dist.send waits until the other rank receives, and a blocking dist.recv "
+          "until the other rank sends, so when every rank starts with the same one, none "
+          "ever reaches the other",
+}
+_UNBLOCK = (": start the sends with dist.isend and the receives with dist.irecv, then wait() "
+            "on each.")
+_TRANSFER = {"send": "a send", "recv": "a receive"}
+# What to check when what a rank received did not fit what was sent (gloo aborts).
+_MISMATCH = ("Check that every send has a matching receive on the other rank, into a buffer "
+             "of the same size and dtype as what is sent.")
 SHARD_NAMES = ("layer1.weight", "layer1.bias", "layer2.weight", "layer2.bias")
 _MOVES_NO_DATA = {"barrier", "monitored_barrier"}
 
@@ -68,6 +82,7 @@ class _Wire(TorchDispatchMode):
         super().__init__()
         self.sent = self.received = 0
         self.others: list[str] = []
+        self.last: str | None = None  # the last transfer started: "send" or "recv"
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if "c10d" in func.namespace:
@@ -77,8 +92,10 @@ class _Wire(TorchDispatchMode):
                          if isinstance(t, torch.Tensor))
             if name == "send":
                 self.sent += values
+                self.last = "send"
             elif name.startswith("recv"):
                 self.received += values
+                self.last = "recv"
             elif name not in _MOVES_NO_DATA:
                 self.others.append(name)
         return func(*args, **(kwargs or {}))
@@ -108,7 +125,8 @@ def _wired(wire: _Wire, answer: Any, grad: torch.Tensor) -> Any:
 
 def _shard_trial(answer: Any, seed: int, seconds: float) -> dict[str, Any]:
     """Call the learner's function on each of this rank's gradients (runs in each worker);
-    {"waiting": name} when it had not returned after ``seconds``."""
+    {"waiting": name, "last": its last transfer} when it had not returned after
+    ``seconds``."""
     rank, world = dist.get_rank(), dist.get_world_size()
     found = {}
     for name, grad in _shard_gradients(seed, rank, world).items():
@@ -117,7 +135,7 @@ def _shard_trial(answer: Any, seed: int, seconds: float) -> dict[str, Any]:
         if "error" in box:
             raise box["error"]
         if "value" not in box:
-            return {"waiting": name}
+            return {"waiting": name, "last": wire.last}
         result = box["value"]
         kept = result.detach().clone() if isinstance(result, torch.Tensor) else None
         found[name] = {"result": kept, "type": type(result).__name__,
@@ -267,7 +285,8 @@ def _observe_shard(answer: Any, inputs: dict[str, Any]) -> Any:
     returned and what it sent (a `failure` when the first run raised or hung)."""
     found = each_world(_shard_trial, answer, inputs["seed"], timeout=SHARD_TIMEOUT,
                        extra=lambda world: (ANSWER_SECONDS,), failed=_still_waiting,
-                       waiting="every rank was waiting. " + _WAITING)
+                       waiting="every rank was waiting. " + _WAITING[None] + _UNBLOCK,
+                       mismatch=_MISMATCH)
     return found if is_failure(found) else {"runs": found}
 
 
@@ -277,10 +296,15 @@ def _still_waiting(world: int, results: list[dict]) -> dict | None:
     if not waiting:
         return None
     ranks = ", ".join(map(str, waiting))
+    lasts = {results[rank]["last"] for rank in waiting}
+    last = lasts.pop() if len(lasts) == 1 else None
+    started = "" if last is None else (
+        f"; the last transfer {'each' if len(waiting) > 1 else 'it'} had started was "
+        f"{_TRANSFER[last]}")
     return failure("error", f"({world} processes) rank{'s' * (len(waiting) > 1)} {ranks} "
                             f"still waiting inside the function {ANSWER_SECONDS:g} s after "
-                            f"every rank had called it (for {results[waiting[0]]['waiting']}). "
-                            + _WAITING)
+                            f"every rank had called it (for {results[waiting[0]]['waiting']})"
+                            f"{started}. {_WAITING[last]}{_UNBLOCK}")
 
 
 def _shard_want(inputs: dict[str, Any]) -> list[dict[str, Any]]:
