@@ -169,3 +169,29 @@ def test_a_global_module_hook_is_a_hook_and_one_left_behind_is_named():
     finally:
         for handle in handles:
             handle.remove()
+
+
+def test_every_check_has_the_networks_that_expose_a_measure_or_a_walk():
+    """On every seed: the first layer is a culprit (a walk by index that stops before 0
+    misses it); a gate lets the gradient back at 1.4 to 1.7 times the threshold, its largest
+    entry and the batch's norm over sqrt(batch) under it (a squared norm, model(x).mean(),
+    one entry, an average of the samples' norms name it); sample 0 alone vanishes."""
+    import torch
+
+    from backproplab.course.exercises.lesson15 import input_grad_norms, vanishing
+
+    for seed in range(20):
+        *_, first, near, one_row = vanishing._vanishing_inputs(
+            torch.Generator().manual_seed(seed))["networks"]
+        names, norms, culprit = vanishing._facts(first)
+        assert culprit == names[0] == "fc1"
+        names, norms, culprit = vanishing._facts(near)
+        model, x = vanishing._network(near["layers"]), near["x"].clone().requires_grad_()
+        (g,) = torch.autograd.grad(model(x).sum(), x)
+        assert culprit is None and names[0] == "gate0"
+        assert 1.4 < norms["gate0"] / near["threshold"] < 1.7
+        assert g.abs().max() < near["threshold"] / 1.4
+        assert g.norm() / len(x) ** 0.5 < near["threshold"] / 1.4
+        names, norms, culprit = vanishing._facts(one_row)
+        sample0 = input_grad_norms(vanishing._network(one_row["layers"]), one_row["x"][:1])
+        assert culprit is None and min(sample0.values()) < one_row["threshold"] / 100

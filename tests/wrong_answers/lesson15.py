@@ -18,6 +18,12 @@ FROM_THE_LOSS = (
     "    return None\n"
 )
 
+
+def _measured(measure: str) -> str:
+    """HOOKED_INPUTS with each layer's gradient measured by ``measure``, not its norm."""
+    return HOOKED_INPUTS.replace("grad_input[0].norm().item()", measure)
+
+
 WRONG = {
     "l15-predict-pileup": [
         # One hook only: the piling up overlooked.
@@ -115,6 +121,72 @@ WRONG = {
                 "        handle.remove()\n"
             ) + FROM_THE_LOSS,
             "backward passes",
+        ),
+        # The walk by index stops before 0: range(len(names) - 1, 0, -1) never looks at the
+        # first layer (every check has a network whose first layer is the culprit).
+        (
+            VANISH.format(HOOKED_INPUTS) + (
+                "    names = [name for name, _ in model.named_children()]\n"
+                "    for i in range(len(names) - 1, 0, -1):\n"
+                "        if norms[names[i]] < threshold:\n"
+                "            return names[i]\n"
+                "    return None\n"
+            ),
+            "does vanish in this network: 'fc1'",
+        ),
+        # The squared norm (no square root) compared with the threshold.
+        (VANISH.format(_measured("(grad_input[0] ** 2).sum().item()")) + FROM_THE_LOSS,
+         "it does not vanish there"),
+        # The first sample's gradient only, grad_input[0][0].
+        (VANISH.format(_measured("grad_input[0][0].norm().item()")) + FROM_THE_LOSS,
+         "it does not vanish there"),
+        # The loss taken as model(x).mean(): every norm divided by the batch size.
+        (VANISH.format(HOOKED_INPUTS.replace("model(x).sum()", "model(x).mean()"))
+         + FROM_THE_LOSS, "it does not vanish there"),
+        # The gradient's (signed) sum instead of its norm.
+        (VANISH.format(_measured("grad_input[0].sum().item()")) + FROM_THE_LOSS,
+         "it does not vanish there"),
+        # The largest entry instead of the norm.
+        (VANISH.format(_measured("grad_input[0].abs().max().item()")) + FROM_THE_LOSS,
+         "it does not vanish there"),
+        # The mean entry instead of the norm.
+        (VANISH.format(_measured("grad_input[0].abs().mean().item()")) + FROM_THE_LOSS,
+         "it does not vanish there"),
+        # The average of the samples' norms instead of the batch's norm.
+        (VANISH.format(_measured("grad_input[0].norm(dim=1).mean().item()")) + FROM_THE_LOSS,
+         "it does not vanish there"),
+        # The closure without name=name: every hook writes to the last layer's name, and the
+        # walk reads the others as infinite.
+        (
+            VANISH.format(
+                HOOKED_INPUTS.replace(", name=name):", "):")
+            ) + FROM_THE_LOSS.replace("norms[name]", "norms.get(name, float('inf'))"),
+            "it does not vanish there",
+        ),
+        # The walk from the loss returns the last layer above the threshold, the one before
+        # the culprit.
+        (
+            VANISH.format(HOOKED_INPUTS) + (
+                "    previous = None\n"
+                "    for name, _ in reversed(list(model.named_children())):\n"
+                "        if norms[name] < threshold:\n"
+                "            return previous\n"
+                "        previous = name\n"
+                "    return None\n"
+            ),
+            "it does not vanish there",
+        ),
+        # No break: the walk from the loss goes on and keeps the last layer under the
+        # threshold, the one nearest the input.
+        (
+            VANISH.format(HOOKED_INPUTS) + (
+                "    found = None\n"
+                "    for name, _ in reversed(list(model.named_children())):\n"
+                "        if norms[name] < threshold:\n"
+                "            found = name\n"
+                "    return found\n"
+            ),
+            "goes on past the first one",
         ),
         # The position instead of the name.
         (

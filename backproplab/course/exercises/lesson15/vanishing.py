@@ -1,10 +1,13 @@
 """Lesson 15's exercise (``l15-vanishing``): a search with hooks for the layer where the
-gradient vanishes in a broken network. The check watches the answer on four new broken
-networks (a shut gate, a saturated sigmoid, a saturated tanh, a Linear layer zeroed) and a
-healthy one: the hooks it registers, its backward passes, the hooks it leaves behind, a
-non-leaf .grad read, and the layer it names; and knows the slips of that hunt: the walk
-started from the input, grad_output taken for grad_input, the old register_backward_hook
-(on a Linear it sees the bias's gradient, so only a Linear culprit shows it).
+gradient vanishes in a broken network. The check watches the answer on five new broken
+networks (a shut gate, a saturated sigmoid, a saturated tanh, a Linear layer zeroed, the
+first layer zeroed) and three healthy ones (one plain, one behind a gate that lets the
+gradient back just above the threshold, one whose first sample alone saturates): the
+hooks it registers, its backward passes, the hooks it leaves behind, a non-leaf .grad read,
+and the layer it names; and knows the slips of that hunt: the layer under the threshold
+nearest the input named (the walk started from the input), grad_output taken for
+grad_input, the old register_backward_hook (on a Linear it sees the bias's gradient, so only
+a Linear culprit shows it).
 """
 
 from __future__ import annotations
@@ -17,7 +20,16 @@ from torch import nn
 from torch.nn.modules import module as module_hooks
 from torch.utils.hooks import RemovableHandle
 
-from .._spec import Method, as_plain, call_answer, count_autograd, every_case, kind_of, randint
+from .._spec import (
+    Method,
+    as_plain,
+    call_answer,
+    count_autograd,
+    every_case,
+    kind_of,
+    randint,
+    seeded,
+)
 
 VANISH = "first_vanishing_layer"
 
@@ -40,17 +52,26 @@ class Gate(nn.Module):
         return f"factor={self.factor}"
 
 
-def _draft(gen: torch.Generator, kind: str) -> tuple[nn.Sequential, torch.Tensor, float]:
+def _linear(n_in: int, n_out: int) -> nn.Linear:
+    """A float64 Linear whose weights the caller sets: made with torch's generator `seeded`,
+    so that its own first draws move neither the learner's generator nor the check's inputs."""
+    with seeded():
+        return nn.Linear(n_in, n_out).double()
+
+
+def _draft(gen: torch.Generator, kind: str,
+           first: bool = False) -> tuple[nn.Sequential, torch.Tensor, float]:
     """One random network of Linear -> tanh or sigmoid blocks with an open gate somewhere;
     ``kind`` breaks it: "gate" shuts a gate, "sigmoid" or "tanh" saturates a block's
     activation (a huge bias in front of it), "linear" zeroes a block's weight (nothing gets
-    back through it), "healthy" leaves it whole."""
+    back through it), "healthy" leaves it whole. The broken block is never the first, so
+    something lies below it, unless ``first``."""
     blocks, width, d_in = randint(3, 6, gen), randint(3, 7, gen), randint(2, 5, gen)
-    broken = randint(2, blocks + 1, gen)  # never the first block: something lies below
+    broken = 1 if first else randint(2, blocks + 1, gen)
     gate_after = randint(1, blocks + 1, gen)
     layers, prev = [], d_in
     for k in range(1, blocks + 1):
-        fc = nn.Linear(prev, width).double()
+        fc = _linear(prev, width)
         with torch.no_grad():
             fc.weight.copy_(torch.randn(width, prev, generator=gen, dtype=torch.float64)
                             / prev**0.5)
@@ -70,9 +91,10 @@ def _draft(gen: torch.Generator, kind: str) -> tuple[nn.Sequential, torch.Tensor
         if k == gate_after:
             layers.append((f"gate{k}", Gate(0.0 if kind == "gate" and k > 1 else 1.0)))
         prev = width
-    out = nn.Linear(prev, 1).double()
+    out = _linear(prev, 1)
     with torch.no_grad():
         out.weight.copy_(torch.randn(1, prev, generator=gen, dtype=torch.float64))
+        out.bias.zero_()  # no layer's input gradient depends on it
     layers.append(("out", out))
     x = torch.randn(randint(4, 9, gen), d_in, generator=gen, dtype=torch.float64)
     threshold = 10 ** -(6 + 2 * float(torch.rand((), generator=gen)))
@@ -106,13 +128,13 @@ def _culprit(norms: dict[str, float], names: list[str], threshold: float) -> str
     return next((n for n in reversed(names) if norms[n] < threshold), None)
 
 
-def broken_network(gen: torch.Generator, kind: str) -> tuple[nn.Sequential, torch.Tensor,
-                                                               float, str | None, dict]:
+def broken_network(gen: torch.Generator, kind: str, first: bool = False
+                   ) -> tuple[nn.Sequential, torch.Tensor, float, str | None, dict]:
     """(model, x, threshold, the layer that kills the gradient or None, every layer's input
     gradient norm): drafts until the gradient is far above the threshold down to the
-    culprit and far below it there."""
+    culprit and far below it there. ``first``: the first block is the broken one."""
     while True:
-        model, x, threshold = _draft(gen, kind)
+        model, x, threshold = _draft(gen, kind, first)
         names = [n for n, _ in model.named_children()]
         norms = input_grad_norms(model, x)
         culprit = _culprit(norms, names, threshold)
@@ -146,7 +168,7 @@ def _network(layers: list[dict]) -> nn.Sequential:
     built = []
     for layer in layers:
         if layer["kind"] == "linear":
-            fc = nn.Linear(layer["weight"].shape[1], layer["weight"].shape[0]).double()
+            fc = _linear(layer["weight"].shape[1], layer["weight"].shape[0])
             with torch.no_grad():
                 fc.weight.copy_(layer["weight"])
                 fc.bias.copy_(layer["bias"])
@@ -159,16 +181,56 @@ def _network(layers: list[dict]) -> nn.Sequential:
     return nn.Sequential(OrderedDict(built))
 
 
+def _near_miss(gen: torch.Generator) -> tuple[nn.Sequential, torch.Tensor, float]:
+    """A healthy network behind a nearly shut gate, "gate0" in front of fc1, the input in
+    large units to match (so the rest runs as before): the gradient the gate sends back has
+    a norm about 1.5 times the threshold, so it does not vanish and None is right; but a
+    squared norm, a loss taken as model(x).mean(), an average of the samples' norms, the
+    largest entry or the mean entry all fall under the threshold there."""
+    while True:
+        model, x, threshold, _, _ = broken_network(gen, "healthy")
+        x = x.clone().requires_grad_()
+        (g,) = torch.autograd.grad(model(x).sum(), x)
+        # each of those measures is at least `short` times under the norm here
+        short = min(len(x) ** 0.5, float(g.norm() / g.abs().max()))
+        if short >= 2:
+            break
+    factor = short**0.5 * threshold / float(g.norm())
+    gated = nn.Sequential(OrderedDict([("gate0", Gate(factor)), *model.named_children()]))
+    return gated, (x / factor).detach(), threshold
+
+
+def _one_row_saturated(gen: torch.Generator) -> tuple[nn.Sequential, torch.Tensor, float]:
+    """A healthy network whose first sample alone drives block 1 into saturation (each of
+    its pre-activations about 40 or more from 0): the gradient of the whole batch stays
+    above the threshold at every layer, so None is right, while sample 0's alone vanishes at
+    act1 (an answer measuring one sample, grad_input[0][0], names a layer)."""
+    while True:
+        model, x, threshold, _, _ = broken_network(gen, "healthy")
+        with torch.no_grad():
+            x = x.clone()
+            x[0] *= 40 / (model.fc1.weight @ x[0]).abs().min()
+        batch, sample0 = input_grad_norms(model, x), input_grad_norms(model, x[:1])
+        if (min(batch.values()) > 100 * threshold
+                and min(sample0.values()) < threshold / 100):
+            return model, x, threshold
+
+
 def _vanishing_inputs(gen: torch.Generator) -> dict:
-    """Four broken networks (a shut gate, a saturated sigmoid, a saturated tanh, a Linear
-    zeroed, in a new order) and a healthy one, each with its input and threshold."""
+    """Eight networks, each with its input and threshold; every check has all of them:
+    four broken ones (a shut gate, a saturated sigmoid, a saturated tanh, a Linear zeroed,
+    in a new order) and a healthy one, the culprit somewhere new; the first Linear zeroed
+    (the culprit is the first layer: a walk that stops before index 0 misses it); a healthy
+    network behind a gate just above the threshold (`_near_miss`: a measure other than
+    the norm of model(x).sum()'s gradient names it); a healthy network whose first sample
+    alone saturates (`_one_row_saturated`: a measure of one sample names a layer)."""
     kinds = [("gate", "sigmoid", "tanh", "linear")[i]
              for i in torch.randperm(4, generator=gen).tolist()]
-    networks = []
-    for kind in [*kinds, "healthy"]:
-        model, x, threshold, _, _ = broken_network(gen, kind)
-        networks.append({"layers": _layers(model), "x": x, "threshold": threshold})
-    return {"networks": networks}
+    drawn = [broken_network(gen, kind)[:3] for kind in [*kinds, "healthy"]]
+    drawn += [broken_network(gen, "linear", first=True)[:3], _near_miss(gen),
+              _one_row_saturated(gen)]
+    return {"networks": [{"layers": _layers(model), "x": x, "threshold": threshold}
+                         for model, x, threshold in drawn]}
 
 
 # --------------------------------------------------------------------------- the answer watched
@@ -258,15 +320,17 @@ def _bottom(names, norms, threshold, culprit):
 
 
 def _below(names, norms, threshold, culprit):
-    """The layer just below the culprit: where the gradient it sends back arrives."""
-    return names[names.index(culprit) - 1] if culprit else None
+    """The layer just below the culprit, where the gradient it sends back arrives; None
+    when the culprit is the first layer (every layer's output gradient is healthy)."""
+    return names[names.index(culprit) - 1] if culprit and culprit != names[0] else None
 
 
-_WRONG_WAY = ("the walk went the wrong way: from the input up. Once the gradient has "
-              "vanished, every layer below gets almost nothing too, so the first small one "
-              "from the input is merely downstream of the damage. Walk from the loss down "
-              "(the last layer first), as backward does, and stop at the first layer whose "
-              "input gradient is under the threshold")
+_WRONG_WAY = ("you named the layer under the threshold nearest the input, as a walk the "
+              "wrong way (from the input up) finds, or a walk from the loss that goes on past "
+              "the first one. Once the gradient has vanished, every layer below gets almost "
+              "nothing too, so those layers are merely downstream of the damage. Walk from "
+              "the loss down (the last layer first), as backward does, and stop at the first "
+              "layer whose input gradient is under the threshold")
 _GRAD_OUTPUT = ("you found the layer just below the culprit: you measured the gradient "
                 "arriving at each layer's output (grad_output). The layer that kills the "
                 "gradient receives a healthy one and sends back a tiny one: measure what each "
@@ -297,6 +361,51 @@ def _how(hunt: dict) -> str | None:
     return None
 
 
+def _diagnose(names, norms, threshold, culprit, said) -> tuple:
+    """What the layer named shows on a network where the answer disagrees, as data: a tag
+    and what the words need. Only what the observation tells apart is told apart."""
+    if said is not None and not isinstance(said, str):
+        return ("not a name", kind_of(said))
+    if said is None:
+        return ("missed", culprit, norms[culprit])
+    if said not in norms:
+        return ("not a layer", said)
+    if culprit is not None and said == _bottom(names, norms, threshold, culprit):
+        return ("nearest the input",)
+    if culprit is not None and said == _below(names, norms, threshold, culprit):
+        return ("below",)
+    if norms[said] >= threshold:
+        return ("above", said, norms[said], culprit is None)
+    return ("not the first", said, norms[said], culprit)
+
+
+def _diagnosis_words(diagnosis: tuple, threshold: float) -> str:
+    """The sentence for a diagnosis of `_diagnose`."""
+    tag, *facts = diagnosis
+    if tag == "not a name":
+        return (f"returned {facts[0]}; expected a layer's name (a str, as "
+                "model.named_children() gives it) or None")
+    if tag == "missed":
+        culprit, norm = facts
+        return (f"you returned None, but the gradient does vanish in this network: {culprit!r} "
+                f"sends back to its input a gradient of norm {norm:.2e}, under the threshold")
+    if tag == "not a layer":
+        return f"{facts[0]!r} is not a layer of this network"
+    if tag == "nearest the input":
+        return _WRONG_WAY
+    if tag == "below":
+        return _GRAD_OUTPUT
+    said, norm = facts[:2]
+    sent = (f"the gradient {said!r} sends back to its input (for model(x).sum(), the whole "
+            f"batch) has norm {norm:.2e}")
+    if tag == "above":
+        rest = ("; it stays above the threshold at every layer of this network: expected None"
+                if facts[2] else "")
+        return f"{sent}, above the threshold {threshold:.1e}: it does not vanish there{rest}"
+    return (f"{sent}, under the threshold, but {facts[2]!r}, nearer the loss, is under it "
+            "already: return the first one, walking back from the loss")
+
+
 def _explain_vanishing(inputs: dict, got: list, want: list) -> str:
     at = next(i for i, (g, w) in enumerate(zip(got, want, strict=False)) if not _hunted(g, w))
     network, hunt = inputs["networks"][at], got[at]
@@ -305,26 +414,9 @@ def _explain_vanishing(inputs: dict, got: list, want: list) -> str:
              f"threshold {network['threshold']:.1e}")
     if _how(hunt) is not None:
         return f"{where}: {_how(hunt)}"
-    said = hunt["said"]
-    if said is not None and not isinstance(said, str):
-        return (f"returned {kind_of(said)}; expected a layer's name (a str, as "
-                "model.named_children() gives it) or None.")
-    if culprit is None:
-        return (f"{where}: the gradient stays above the threshold at every layer here, yet "
-                f"you returned {said!r}; expected None.")
-    if said == _bottom(names, norms, network["threshold"], culprit):
-        slip = _WRONG_WAY
-    elif said == _below(names, norms, network["threshold"], culprit):
-        slip = _GRAD_OUTPUT
-    elif said is None:
-        slip = "you returned None, but the gradient does vanish in this network"
-    elif said not in norms:
-        slip = f"{said!r} is not a layer of this network"
-    else:
-        slip = (f"the gradient {said!r} sends back to its input has norm {norms[said]:.2e}, "
-                "and the layers between it and the loss are not all above the threshold: it "
-                "is not the first one, walking back from the loss")
-    return f"{where}: {slip}."
+    diagnosis = _diagnose(names, norms, network["threshold"], culprit, hunt["said"])
+    words = _diagnosis_words(diagnosis, network["threshold"])
+    return f"{words}." if diagnosis[0] == "not a name" else f"{where}: {words}."
 
 
 VANISHING = Method(
@@ -338,7 +430,9 @@ VANISHING = Method(
               f"{_OLD_HOOK}.": lambda inputs: _said(inputs, _found, full=False)},
     trials=1,
     agree=every_case(_hunted),
-    passed="the right layer on 4 new broken networks (a shut gate, a saturated sigmoid, a "
-           "saturated tanh, a Linear layer zeroed) and None on a healthy one; one backward "
-           "pass, every hook removed",
+    passed="the right layer on 5 new broken networks (a shut gate, a saturated sigmoid, a "
+           "saturated tanh, a Linear layer zeroed, the first layer zeroed) and None on 3 "
+           "healthy ones (one behind a gate that lets the gradient back just above the "
+           "threshold, one whose first sample alone saturates); one backward pass, every "
+           "hook removed",
 )
