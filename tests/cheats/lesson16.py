@@ -58,11 +58,11 @@ CHEATS = {
          "        return checkpoint(block, x, use_reentrant=True)\n", "did the work"),
     ],
     "l16-checkpoint": [
-        # One of the visible stack's cheapest choices, copied (its first cheap block and three
-        # of its wide ones): the hidden stack has other blocks in those places.
+        # One of the visible stack's cheapest choices, copied (its first two cheap blocks and
+        # two of its wide ones): the hidden stack has other blocks in those places.
         (
             "def choose_checkpoints(blocks, x):\n"
-            "    return {0, 1, 3, 5}\n",
+            "    return {0, 1, 2, 5}\n",
             "choose_checkpoints",
         ),
     ],

@@ -85,14 +85,16 @@ def test_uneven_blocks_make_the_choice_matter(cells):
 def test_the_budget_exercise_asks_more_than_the_ranking(cells, seed):
     """Exercise 4's stacks are drawn so that section 3's ranking, taken as a plan (the most
     bytes per multiply-add first until the budget is met), overshoots with its last block
-    and costs more than the cheapest choice; the check's one-run count of what each block
-    keeps equals what checkpointing that block alone saves, measured; and the lesson no
-    longer says that the ranking is the rule."""
+    and costs more than the cheapest choice; their cheapest choice keeps exactly the budget
+    (60 % of the plain bytes, so "below 60 %" misses it); the check's one-run count of what
+    each block keeps equals what checkpointing that block alone saves, measured; and the
+    lesson no longer says that the ranking is the rule."""
     from backproplab.course.exercises.lesson16.budget import budget_stack, kept_bytes, run_stack
 
     blocks, x, found = budget_stack(seed)
     assert found["by_ratio_cost"] > found["cheapest"]
     assert found["by_ratio_kept"] < found["budget"]  # the last block saves more than needed
+    assert found["on_budget"] and found["budget"] * 100 == found["plain"] * 60
     plain = kept_bytes(blocks, lambda: run_stack(blocks, x, set()))[1]
     assert plain == found["plain"]
     assert found["saves"] == [plain - kept_bytes(blocks, lambda i=i: run_stack(blocks, x, {i}))[1]

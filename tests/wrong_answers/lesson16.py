@@ -8,25 +8,28 @@ HOOKED = (
     "{pack}"
     "    def unpack(position):\n"
     "{unpack}"
-    "    with saved_tensors_hooks(pack, unpack):\n"
+    "    with {forward}:\n"
     "        return block(x)\n"
 )
 PACK_POSITION = "        saves.append(1)\n        return len(saves) - 1\n\n"
 
 
-def recompute(again="x.detach().requires_grad_(x.requires_grad)", grad_mode=True, rng=True,
-              every_time=False, hand_out="recomputed[position]"):
-    """The unpack of Exercise 3's answer, with one part changed."""
+def recompute(again="x.detach().requires_grad_(x.requires_grad)", grad_mode=True,
+              restore="torch.set_rng_state(rng_state)", fork=True, every_time=False,
+              hand_out="recomputed[position]"):
+    """The unpack of Exercise 3's answer, with one part changed (``restore`` None: the
+    random state not restored)."""
     lines = []
     if not every_time:
         lines.append("        if not recomputed:")
     pad = "            " if not every_time else "        "
     if every_time:
         lines.append(pad + "recomputed.clear()")
-    contexts = ["torch.random.fork_rng()"] + (["torch.enable_grad()"] if grad_mode else [])
+    contexts = (["torch.random.fork_rng()"] if fork else []) + (
+        ["torch.enable_grad()"] if grad_mode else [])
     lines.append(pad + f"with {', '.join(contexts)}:")
-    if rng:
-        lines.append(pad + "    torch.set_rng_state(rng_state)")
+    if restore:
+        lines.append(pad + f"    {restore}")
     lines.append(pad + "    with saved_tensors_hooks(lambda t: recomputed.append(t) or t, "
                        "lambda t: t):")
     lines.append(pad + f"        block({again})")
@@ -34,8 +37,17 @@ def recompute(again="x.detach().requires_grad_(x.requires_grad)", grad_mode=True
     return "\n".join(lines) + "\n\n"
 
 
-def hooked(pack=PACK_POSITION, **unpack):
-    return HOOKED.format(pack=pack, unpack=recompute(**unpack))
+def hooked(pack=PACK_POSITION, forward="saved_tensors_hooks(pack, unpack)", **unpack):
+    return HOOKED.format(pack=pack, unpack=recompute(**unpack), forward=forward)
+
+
+def leaky(default_argument):
+    """Exercise 3's answer with its list of recomputed tensors made once for every call: as
+    a default argument, or at module level."""
+    source = hooked().replace("    recomputed, saves = [], []\n", "    saves = []\n")
+    if default_argument:
+        return source.replace("(block, x):", "(block, x, recomputed=[]):")
+    return "recomputed = []\n\n\n" + source
 
 
 FORMULA = "def bytes_formula(batch, widths, activation):\n{}"
@@ -118,13 +130,30 @@ WRONG = {
         # The recomputation in backward's grad mode: it records nothing.
         (hooked(grad_mode=False), "grad mode off"),
         # The random state not restored: a new dropout mask.
-        (hooked(rng=False), "new mask"),
+        (hooked(restore=None), "new mask"),
+        # Reseeded with torch.initial_seed(), not the saved state: a new mask unless the
+        # call came right after torch.manual_seed.
+        (hooked(restore="torch.manual_seed(torch.initial_seed())"), "new mask"),
+        # The saved state restored outside fork_rng: backward rewinds the global generator.
+        (hooked(fork=False), "backward set the global random state back"),
+        # The forward pass inside fork_rng too: the generator never moves on, and every call
+        # draws the same mask.
+        (hooked(forward="torch.random.fork_rng(), saved_tensors_hooks(pack, unpack)"),
+         "draw this same mask again"),
+        # The recomputed tensors in a default argument: the next call finds the last one's.
+        (leaky(default_argument=True), "a second call on the same block and input fails"),
+        # ... or in a list at module level.
+        (leaky(default_argument=False), "something the first call left behind"),
         # The recomputation's input never requires grad: its saves no longer line up.
         (hooked(again="x.detach()"), "require grad as x does"),
         # The tensors handed out in the order backward asks, not by the pack's position.
         (hooked(pack="        return None\n\n", hand_out="recomputed.pop()"), "its own order"),
         # No hooks at all: the plain block.
         ("def checkpoint_by_hooks(block, x):\n    return block(x)\n", "still in memory"),
+        # The output detached: nothing to backpropagate through.
+        ("def checkpoint_by_hooks(block, x):\n"
+         "    with saved_tensors_hooks(lambda t: None, lambda p: None):\n"
+         "        return block(x).detach()\n", "the output does not require grad"),
     ],
     "l16-checkpoint": [
         # No checkpoint at all.
@@ -171,6 +200,30 @@ WRONG = {
         ),
         # Only the first block: not enough.
         ("def choose_checkpoints(blocks, x):\n    return {0}\n", "over the budget"),
+        # "At most 60 %" read as "below 60 %": the cheapest choice, exactly on the budget, is
+        # left out.
+        (
+            KEPT_INSIDE +
+            "    fits = []\n"
+            "    for mask in range(2 ** len(blocks)):\n"
+            "        chosen = {i for i in range(len(blocks)) if mask >> i & 1}\n"
+            "        if plain - sum(inside[i] for i in chosen) < 0.6 * plain:\n"
+            "            fits.append(chosen)\n"
+            "    return min(fits, key=lambda c: sum(multiply_adds(blocks[i]) for i in c))\n",
+            "lets a choice keep that much",
+        ),
+        # The right choice as a mask, a True or False per block, not as indices.
+        (
+            KEPT_INSIDE +
+            "    fits = []\n"
+            "    for mask in range(2 ** len(blocks)):\n"
+            "        chosen = {i for i in range(len(blocks)) if mask >> i & 1}\n"
+            "        if plain - sum(inside[i] for i in chosen) <= 0.6 * plain:\n"
+            "            fits.append(chosen)\n"
+            "    best = min(fits, key=lambda c: sum(multiply_adds(blocks[i]) for i in c))\n"
+            "    return [i in best for i in range(len(blocks))]\n",
+            "got bools",
+        ),
     ],
     "l16-tbptt": [
         # Never detached: both gradients are the full one.

@@ -3,11 +3,12 @@
 The blocks cost unequal amounts to recompute. The check draws its stack so that the rule
 of section 3 taken as a plan, the blocks with the most bytes per multiply-add first until
 the budget is met, is *not* the cheapest choice: its last block saves more than the budget
-still needs, and another mix fits for less. The answer only chooses. What its choice keeps
-and what backward recomputes follow from one plain run of the stack (the bytes each block
-keeps, its multiply-adds: sums, which lesson 16's facts test measures against real
-checkpointed runs), and the choice is compared with the cheapest of every choice within
-the budget.
+still needs, and another mix fits for less; and so that the cheapest choice keeps exactly
+the budget, 60 % of the plain bytes ("at most" read as "below" misses it). The answer only
+chooses. What its choice keeps and what backward recomputes follow from one plain run of
+the stack (the bytes each block keeps, its multiply-adds: sums, which lesson 16's facts
+test measures against real checkpointed runs), and the choice is compared with the
+cheapest of every choice within the budget.
 """
 
 from __future__ import annotations
@@ -92,9 +93,11 @@ def plan(blocks, x):
     """What the stack keeps plainly, the bytes checkpointing each block alone saves, each
     block's multiply-adds, and the cost of three choices within the budget: the cheapest of
     all, the rule of thumb's (most bytes per multiply-add first, until the budget is met),
-    and the cheapest of those with the fewest blocks. One
-    plain run: each saved storage is counted once, for the block that saved it first, and
-    a block's input is kept either way (by the checkpoint when the block is checkpointed)."""
+    and the cheapest of those with the fewest blocks; the cost of the cheapest choice that
+    keeps less than the budget, and whether every cheapest choice keeps the budget exactly.
+    One plain run: each saved storage is counted once, for the block that saved it first,
+    and a block's input is kept either way (by the checkpoint when the block is
+    checkpointed)."""
     params = {p.untyped_storage().data_ptr() for p in blocks.parameters()}
     seen, inputs, running = {}, set(), [0]
 
@@ -115,10 +118,11 @@ def plan(blocks, x):
              for b in range(len(blocks))]
     costs = [multiply_adds(b) for b in blocks]
     budget = plain * BUDGET_PERCENT // 100
-    fits = [(sum(costs[i] for i in c), c) for r in range(len(blocks) + 1)
-            for c in itertools.combinations(range(len(blocks)), r)
+    fits = [(sum(costs[i] for i in c), plain - sum(saves[i] for i in c), c)
+            for r in range(len(blocks) + 1) for c in itertools.combinations(range(len(blocks)), r)
             if plain - sum(saves[i] for i in c) <= budget]
-    fewest = min(len(c) for _, c in fits)
+    cheapest = min(cost for cost, _, _ in fits)
+    fewest = min(len(c) for _, _, c in fits)
     by_ratio, kept = [], plain
     for i in sorted(range(len(blocks)), key=lambda i: saves[i] / costs[i], reverse=True):
         if kept <= budget:
@@ -126,21 +130,36 @@ def plan(blocks, x):
         by_ratio.append(i)
         kept -= saves[i]
     return {"plain": plain, "saves": saves, "costs": costs, "budget": budget,
-            "cheapest": min(fits)[0], "by_ratio": sorted(by_ratio), "by_ratio_kept": kept,
+            "cheapest": cheapest, "by_ratio": sorted(by_ratio), "by_ratio_kept": kept,
             "by_ratio_cost": sum(costs[i] for i in by_ratio),
-            "fewest": fewest, "fewest_cost": min(cost for cost, c in fits if len(c) == fewest)}
+            "fewest": fewest, "fewest_cost": min(cost for cost, _, c in fits if len(c) == fewest),
+            "below_cost": min(cost for cost, k, _ in fits if k < budget),
+            "on_budget": budget * 100 == plain * BUDGET_PERCENT
+                         and all(k == budget for cost, k, _ in fits if cost == cheapest)}
+
+
+# What the check's stack must show, each as a test of its plan (`plan`): a plan that is
+# wrong in that way costs more than the cheapest choice, on every check, and (the last)
+# costs what neither of the others does, so that the message can tell them apart.
+WANTED = {
+    "the rule of thumb taken as the plan": lambda found: found["by_ratio_cost"] > found["cheapest"],
+    "a cost counted in blocks, not in multiply-adds":
+        lambda found: found["fewest_cost"] > found["cheapest"],
+    "a budget read as strictly below 60 %":
+        lambda found: found["on_budget"]
+        and found["below_cost"] not in (found["by_ratio_cost"], found["fewest_cost"]),
+}
 
 
 @functools.lru_cache(maxsize=64)  # a sweep asks for the same seed once per answer
 def _budget_seed(seed):
-    """The seed of the check's stack for ``seed``: the first of a run of new stacks on which
-    neither the rule of thumb nor the fewest blocks is the cheapest choice (a cost counted
-    in blocks, not in multiply-adds, would pass on the others)."""
-    for draw in range(200):
+    """The seed of the check's stack for ``seed``: the first of a run of new stacks that
+    shows every mistake of `WANTED` (about one stack in thirty does)."""
+    for draw in range(1000):
         found = plan(*uneven_stack(1000 * seed + 17 + draw))
-        if found["cheapest"] < min(found["by_ratio_cost"], found["fewest_cost"]):
-            break
-    return 1000 * seed + 17 + draw
+        if all(shows(found) for shows in WANTED.values()):
+            return 1000 * seed + 17 + draw
+    raise RuntimeError(f"no stack for seed {seed} shows every mistake of WANTED")
 
 
 def budget_stack(seed):
@@ -153,6 +172,13 @@ def _too_costly(chosen, cost, found):
     """The message for a choice within the budget that recomputes more than it must."""
     said = (f"within the budget, but backward recomputes {cost:,} multiply-adds per example "
             f"where {found['cheapest']:,} would do. ")
+    kept = _kept(chosen, found)
+    if found["on_budget"] and kept < found["budget"] and cost == found["below_cost"]:
+        return said + (
+            f"Yours keeps {kept:,} bytes, below the budget, and is the cheapest of the choices "
+            f"that keep less than the budget; the cheapest choices within it keep exactly "
+            f"{found['budget']:,}, the budget itself ({BUDGET_PERCENT} % of the plain "
+            f"{found['plain']:,}): \"at most {BUDGET_PERCENT} %\" lets a choice keep that much")
     kinds = [(found["saves"][i], found["costs"][i]) for i in range(len(found["costs"]))]
     if sorted(kinds[i] for i in chosen) == sorted(kinds[i] for i in found["by_ratio"]):
         over = found["budget"] - found["by_ratio_kept"]
@@ -175,7 +201,8 @@ def _too_costly(chosen, cost, found):
 
 def _observe_choice(answer, inputs):
     """The blocks the answer chose for the stack, each once and in order (an index that is
-    not an int as its repr), or what it returned instead of a collection."""
+    not an int as its repr), or what it returned instead of a collection of indices (bools,
+    a True or False per block, are no indices: Python would take them for 0 and 1)."""
     blocks, x = uneven_stack(inputs["stack"])
     chosen, failed = call_answer(answer, blocks, x, what="it", raised=first_error,
                                  not_callable=f"expected a function (blocks, x) -> block "
@@ -183,10 +210,12 @@ def _observe_choice(answer, inputs):
     if failed is not None:
         return failed
     try:
-        chosen = sorted(set(chosen))
+        indices = sorted(set(chosen))
     except TypeError:
         return {"returned": type(chosen).__name__}
-    return [i if isinstance(i, int) else repr(i)[:40] for i in chosen]
+    if any(isinstance(i, bool) for i in indices):
+        return {"returned": "bools"}
+    return [i if isinstance(i, int) else repr(i)[:40] for i in indices]
 
 
 def _cheapest_choices(inputs):
@@ -209,6 +238,9 @@ def _kept(chosen, found):
 def _explain_choice(inputs, got, want):
     found = plan(*uneven_stack(inputs["stack"]))
     n = len(found["costs"])
+    if got == {"returned": "bools"}:
+        return ("expected block indices, got bools: return the indices of the blocks to "
+                "checkpoint, such as {0, 3}, not a True or False for each block")
     if isinstance(got, dict):
         return f"expected a set or list of block indices, got {got['returned']}"
     if not all(isinstance(i, int) and 0 <= i < n for i in got):

@@ -1,8 +1,10 @@
 """Lesson 16's Exercise 3 (``l16-checkpoint-by-hooks``): checkpointing built from
 saved-tensor hooks. The check runs the learner's function on new blocks (dropout in some,
-an input that requires grad in some), looks with weak references (and, once, through every
-live tensor) for what the block made and should not keep, counts the block's runs and
-their grad mode, and compares the gradients with the plain block's.
+an input that requires grad in some, the first block called twice), looks with weak
+references (and, once, through every live tensor) for what the block made and should not
+keep, counts the block's runs and their grad mode, compares the gradients with the plain
+block's, and the global random state after the forward and the backward pass with where
+a plain run leaves it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,12 @@ _KINDS = ((False, False), (False, True), (True, False), (True, True))  # dropout
 def _hooked_inputs(gen: torch.Generator) -> dict:
     """Four new blocks (dropout in two, an input that requires grad in two), each as its
     sizes, its two activations and the seed of its weights, with its input, the gradient
-    that arrives at its output, and the seed of its run (its dropout mask)."""
+    that arrives at its output, and the seed of its run (its dropout mask).
+
+    The first block is called a second time right after it (``again``): a function that
+    keeps something from one call to the next (a list as a default argument, or at module
+    level) meets it there, on a block it has just passed, before a new kind of block
+    could take the blame."""
     cases = []
     for dropout, wants_grad in _KINDS:
         width, hidden, batch, seed = (int(torch.randint(low, high, (1,), generator=gen))
@@ -41,7 +48,9 @@ def _hooked_inputs(gen: torch.Generator) -> dict:
         cases.append({"width": width, "hidden": hidden, "seed": seed, "dropout": dropout,
                       "activations": activations, "x": x, "wants_grad": wants_grad,
                       "upstream": torch.randn(x.shape, generator=gen, dtype=torch.float64),
-                      "run_seed": int(torch.randint(0, 2**31, (1,), generator=gen))})
+                      "run_seed": int(torch.randint(0, 2**31, (1,), generator=gen)),
+                      "again": False})
+    cases.insert(1, dict(cases[0], again=True))
     return {"blocks": cases}
 
 
@@ -107,24 +116,44 @@ def _torch_checkpoint_used(run):
                 setattr(owner, name, value)
 
 
-def _plain_run(block, x, wants_grad, upstream, seed):
-    """The block run plainly: its output, and the gradients of (out * upstream).sum()."""
-    leaf = x.clone().requires_grad_(wants_grad)
+def _seed_the_run(seed) -> torch.Tensor:
+    """Seed the global generator for one run, then draw once, so that the state at the call
+    is not one a seed starts (reseeding with torch.initial_seed() cannot stand in for the
+    saved state); the state at the call."""
     torch.manual_seed(seed)
+    torch.rand(1)
+    return torch.get_rng_state()
+
+
+def _between_the_passes() -> torch.Tensor:
+    """A draw between the forward and the backward pass, as a later dropout layer makes
+    (a backward that sets the global state back would lose it); the state before backward."""
+    torch.rand(1)
+    return torch.get_rng_state()
+
+
+def _plain_run(block, x, wants_grad, upstream, seed):
+    """The block run plainly: its output, the gradients of (out * upstream).sum(), and the
+    global random state after the forward and after the backward pass."""
+    leaf = x.clone().requires_grad_(wants_grad)
+    _seed_the_run(seed)
     out = block(leaf * 1.0 if wants_grad else leaf)
+    after_forward = torch.get_rng_state()
+    _between_the_passes()
     block.zero_grad()
     (out * upstream).sum().backward()
-    return out.detach(), [p.grad.clone() for p in block.parameters()] + [leaf.grad]
+    return (out.detach(), [p.grad.clone() for p in block.parameters()] + [leaf.grad],
+            {"forward": after_forward, "backward": torch.get_rng_state()})
 
 
 def _hooked_reference(inputs: dict) -> list[dict]:
-    """Each block's output and gradients, run plainly."""
+    """Each block's output, gradients and random states, run plainly."""
     want = []
     for case in inputs["blocks"]:
         with torch.random.fork_rng():
-            out, grads = _plain_run(_block(case), case["x"], case["wants_grad"],
-                                    case["upstream"], case["run_seed"])
-        want.append({"out": out, "grads": grads})
+            out, grads, rng = _plain_run(_block(case), case["x"], case["wants_grad"],
+                                         case["upstream"], case["run_seed"])
+        want.append({"out": out, "grads": grads, "rng": rng})
     return want
 
 
@@ -160,13 +189,15 @@ def _observe_hooked(answer, inputs: dict) -> list | dict:
 
 
 def _watched(answer, block, case, watch, copies_too) -> tuple[dict, dict | None]:
-    """One block through the answer: whether torch's checkpoint did the work, the output,
-    the grad mode of each forward run, how many of the tensors the block's layers made are
-    still in memory (or copies of them, when ``copies_too``) once it returned, then the
-    backward pass's error, its runs of the block and the gradients; and the answer's
-    failure, if any."""
+    """One block through the answer: whether torch's checkpoint did the work, the output
+    (and whether it requires grad), the grad mode of each forward run, the random state
+    after it, how many of the tensors the block's layers made are still in memory (or
+    copies of them, when ``copies_too``) once it returned, then the backward pass's error,
+    its runs of the block, the gradients and the random state after it; and the answer's
+    failure, if any. The random states before the call and before backward come along,
+    to say where a state that moved was moved to."""
     leaf = case["x"].clone().requires_grad_(case["wants_grad"])
-    torch.manual_seed(case["run_seed"])
+    before_call = _seed_the_run(case["run_seed"])
     watch.armed = True
     (out, failed), used = _torch_checkpoint_used(lambda: call_answer(
         answer, block, leaf * 1.0 if case["wants_grad"] else leaf, what="checkpoint_by_hooks",
@@ -176,14 +207,18 @@ def _watched(answer, block, case, watch, copies_too) -> tuple[dict, dict | None]
     ran = {"used": used, "out": as_plain(out), "forward": list(watch.runs)}
     if used or failed is not None:
         return ran, failed
-    ran.update(kept=watch.kept(out, copies_too), made=len(watch.made), error=None)
+    rng = {"before call": before_call, "forward": torch.get_rng_state()}
+    ran.update(kept=watch.kept(out, copies_too), made=len(watch.made), error=None,
+               requires_grad=isinstance(out, torch.Tensor) and out.requires_grad)
+    rng["before backward"] = _between_the_passes()
     watch.runs.clear()
     block.zero_grad()
     try:
         (out * case["upstream"]).sum().backward()
     except Exception as err:  # the learner's hooks, run by backward
         ran["error"] = first_error(err)
-    ran.update(backward=list(watch.runs),
+    rng["backward"] = torch.get_rng_state()
+    ran.update(backward=list(watch.runs), rng=rng,
                grads=[as_plain(p.grad) for p in block.parameters()] + [as_plain(leaf.grad)])
     return ran, None
 
@@ -191,10 +226,16 @@ def _watched(answer, block, case, watch, copies_too) -> tuple[dict, dict | None]
 _exact = functools.partial(same, rtol=1e-12, atol=1e-15)  # float64 round-off, no more
 
 
+def _same_rng(got: dict, want: dict) -> bool:
+    """Whether the global random state after the forward and after the backward pass is
+    where the plain run left it."""
+    return all(torch.equal(got["rng"][k], want["rng"][k]) for k in ("forward", "backward"))
+
+
 def _hooked_agree(got: dict, want: dict) -> bool:
     return (not got["used"] and len(got["forward"]) == 1 and _exact(got["out"], want["out"])
             and got["kept"] == 0 and got["error"] is None and len(got["backward"]) == 1
-            and _exact(got["grads"], want["grads"]))
+            and _exact(got["grads"], want["grads"]) and _same_rng(got, want))
 
 
 ORDER = ("Each unpack must return the tensor its own pack received, recomputed: the "
@@ -207,17 +248,78 @@ def _explain_hooked(inputs: dict, got: list, want: list) -> str:
               if not _hooked_agree(g, w))
     case, ran = inputs["blocks"][at], got[at]
     block = _block(case)
-    where = (f"on a new block ({', '.join(type(m).__name__ for m in block)}), "
+    where = (f"on {'the first block again' if case['again'] else 'a new block'} "
+             f"({', '.join(type(m).__name__ for m in block)}), "
              f"{'an input that requires grad' if case['wants_grad'] else 'an input of data'}")
     passed = [(c["dropout"], c["wants_grad"]) for c in inputs["blocks"][:at]]
     return f"{where}: {_what_went_wrong(case, ran, want[at], passed)}"
 
 
+def _symptom(ran: dict, want: dict) -> str:
+    """What one run did differently from a right answer's, in a few words and no advice."""
+    out = ran["out"]
+    if not isinstance(out, torch.Tensor) or out.shape != want["out"].shape:
+        return f"it returned {kind_of(out)}"
+    if ran["error"] is not None:
+        return f"backward {ran['error']}"
+    if len(ran["backward"]) != 1:
+        return f"the block ran {len(ran['backward'])} times during backward"
+    if not _exact(ran["grads"], want["grads"]):
+        return "the gradients differ from the plain block's"
+    return "its run differs from the first call's"
+
+
+# Where backward may have set the random state back to: states the check notes on the way
+# (`_watched`), each in words.
+_SET_BACK_TO = {"before call": "where it stood before the call",
+                "forward": "where the forward pass left it"}
+
+
+def _set_back_to(rng: dict) -> str | None:
+    """The words for the earlier state that the state after backward equals, if any."""
+    return next((words for k, words in _SET_BACK_TO.items()
+                 if torch.equal(rng["backward"], rng[k])), None)
+
+
+FORK = ("restore the saved state inside torch.random.fork_rng(), which puts the generator "
+        "back once the recomputation is done, as torch.utils.checkpoint does")
+
+
+def _rng_out_of_place(ran: dict, want: dict) -> str:
+    """The words for a run whose output and gradients are right but whose global random
+    state, after the forward or the backward pass, is not where a plain run leaves it."""
+    said = "the output and the gradients are right, but "
+    if not torch.equal(ran["rng"]["forward"], want["rng"]["forward"]):
+        if torch.equal(ran["rng"]["forward"], ran["rng"]["before call"]):
+            return said + (
+                "after the call the global random state is where it stood before it, yet "
+                "block(x) draws its dropout mask and moves the generator on: a next call would "
+                "draw this same mask again. Only the recomputation belongs inside "
+                "torch.random.fork_rng(), not the forward pass")
+        return said + ("after the call the global random state is not where block(x) leaves "
+                       "it: the forward pass must draw exactly what block(x) draws")
+    back_to = _set_back_to(ran["rng"])
+    if back_to is not None:
+        return said + (
+            f"backward set the global random state back to {back_to}, so the draws made since "
+            "(among them one the check makes between the two passes) come out again. A plain "
+            f"backward draws nothing and leaves the generator where it found it: {FORK}")
+    return said + ("backward moved the global random state, where a plain backward draws "
+                   f"nothing and leaves the generator where it found it: {FORK}")
+
+
 def _what_went_wrong(case: dict, ran: dict, want: dict, passed: list) -> str:
     """The words for one block's run that is not what a right answer gives, in the order a
-    learner can act on: the work done by torch, the forward pass, what was kept, backward."""
+    learner can act on: the work done by torch, a second call that fails where the first
+    passed, the forward pass, what was kept, backward, the random state."""
     if ran["used"]:
         return "torch.utils.checkpoint did the work: build it from saved_tensors_hooks instead"
+    if case["again"]:  # the first block, called again right after it passed
+        return (f"a second call on the same block and input fails where the first call passed "
+                f"({_symptom(ran, want)}): something the first call left behind changes the "
+                "second, such as a list given as a default argument (def f(block, x, "
+                "saved=[])) or kept at module level. Each call must start from nothing of an "
+                "earlier one")
     out = ran["out"]
     if not isinstance(out, torch.Tensor) or out.shape != want["out"].shape:
         return f"returned {kind_of(out)}; expected the block's output, block(x)"
@@ -225,6 +327,10 @@ def _what_went_wrong(case: dict, ran: dict, want: dict, passed: list) -> str:
         return f"the block ran {len(ran['forward'])} times in the forward pass; once is enough"
     if not _exact(out, want["out"]):
         return "the output differs from block(x) run plainly"
+    if not ran["requires_grad"]:
+        return ("the output does not require grad, where block(x) does (the block's weights "
+                "require grad), so backward cannot reach the block: return the output the "
+                "block made, not a detached copy nor one made under torch.no_grad()")
     if ran["kept"]:
         return (f"{ran['kept']} of the {ran['made']} tensors the block's layers made are still "
                 "in memory (or copies of them) between the forward and the backward pass. "
@@ -245,6 +351,8 @@ def _what_went_wrong(case: dict, ran: dict, want: dict, passed: list) -> str:
         return (f"the block ran {len(ran['backward'])} times during backward; it must run "
                 "exactly once: recompute on the first unpack, and hand every later unpack its "
                 "tensor from that run")
+    if _exact(ran["grads"], want["grads"]):
+        return _rng_out_of_place(ran, want)
     if case["dropout"] and (False, case["wants_grad"]) in passed:
         return ("the gradients differ from the plain block's, and this block draws a dropout "
                 "mask where the block without one passed: the recomputation drew a new mask. "
@@ -261,7 +369,8 @@ HOOKED_CHECKPOINT = Method(
     explain=_explain_hooked,
     trials=1,
     agree=every_case(_hooked_agree),
-    passed="on 4 new blocks (dropout in two, an input that requires grad in two): nothing "
-           "made inside the block kept between forward and backward, the block run once more "
-           "in backward, the plain block's gradients",
+    passed="on 4 new blocks (dropout in two, an input that requires grad in two), the first "
+           "called twice: nothing made inside the block kept between forward and backward, "
+           "the block run once more in backward, the plain block's gradients, the random "
+           "state left where a plain run leaves it",
 )
