@@ -30,7 +30,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -83,9 +84,29 @@ class Ran:
     largest: int = 0
 
 
+@contextmanager
+def seeded(seed: int = 0) -> Iterator[None]:
+    """Torch's global random generator seeded with ``seed`` inside the block and put back as
+    it was after it. An answer runs inside it (`run_answer`, `Method.run`), and so does what
+    a check builds at random (an nn.Linear's first weights): what they draw is the same
+    whatever ran before, in the kernel and in the grade's sandbox, and the learner's own
+    draws after a check go on as if it had not run.
+
+    >>> with seeded(0):
+    ...     a = torch.rand(1)
+    >>> with seeded(0):
+    ...     b = torch.rand(1)
+    >>> bool(a == b)
+    True
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
 def run_answer(answer: Callable[..., Any], args: Sequence[Any]) -> Ran:
-    """``answer(*args)`` with autograd off and refused and every operation watched for
-    inputs moved by a step; warnings are kept, not shown.
+    """``answer(*args)`` with autograd off and refused, every operation watched for inputs
+    moved by a step, and torch's generator `seeded`; warnings are kept, not shown.
 
     >>> import torch
     >>> run_answer(lambda x: x.backward(), [torch.ones(1)]).failure
@@ -99,7 +120,7 @@ def run_answer(answer: Callable[..., Any], args: Sequence[Any]) -> Ran:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with torch.no_grad(), forbid_autograd(), seen:
+            with seeded(), torch.no_grad(), forbid_autograd(), seen:
                 got = answer(*args)
         except NudgeSeen:
             pass

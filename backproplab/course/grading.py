@@ -41,7 +41,7 @@ import torch
 
 from ..check import Check, Report, compare, wrap
 from . import rules
-from .byhand import ADVICE, Task, feedback, source_refusal
+from .byhand import ADVICE, Task, feedback, seeded, source_refusal
 from .slips import fail
 
 __all__ = [
@@ -179,7 +179,13 @@ class Method:
         if unknown:
             raise ValueError(f"Method {self.name!r}: allows: unknown families {sorted(unknown)}")
         object.__setattr__(self, "check", lambda answer, seed=0: judge_method(
-            self, lambda inputs: self.observe(answer, inputs), seed=seed))
+            self, lambda inputs: self.run(answer, inputs), seed=seed))
+
+    def run(self, answer: Any, inputs: Any) -> Any:
+        """``observe(answer, inputs)`` with torch's generator `seeded`: an answer that draws
+        random numbers draws the same ones in the kernel and in the sandbox, on every run."""
+        with seeded():
+            return self.observe(answer, inputs)
 
 
 def failure(kind: str, detail: str) -> dict[str, str]:

@@ -155,7 +155,7 @@ class _Serve:
                     self.reply("ran", [_plain(ran.got), ran.failure, ran.detail, ran.nudged,
                                        list(ran.warnings), ran.largest])
                 elif what == "observe":
-                    self.reply("observed", self.exercise.observe(self.answer, request["inputs"]))
+                    self.reply("observed", self.exercise.run(self.answer, request["inputs"]))
                 else:
                     return
             except MemoryError:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import backproplab as bl
 from backproplab.course import rules, slips
+from backproplab.course.grading import Method
 
 
 def _cube(x):
@@ -226,6 +227,43 @@ def test_check_exercise_runs_a_lesson_check_and_returns_nothing(capsys):
     assert "matches autograd" in capsys.readouterr().out
     with pytest.raises(AssertionError, match=r"numerical\s+estimate"):
         bl.check_exercise("l02-cubic", _central_differences)
+
+
+def _coin_slope(x):
+    """Right, or off by one everywhere, as torch's generator decides."""
+    return 3 * x**2 - 8 * x + (torch.rand(()) < 0.5)
+
+
+def _coin_method() -> Method:
+    """A method exercise whose answer draws: a number under 0.5 passes."""
+    return Method(name="coin", make_inputs=lambda gen: {"n": 3},
+                  observe=lambda answer, inputs: float(answer(inputs["n"])),
+                  reference=lambda inputs: 0.5, explain=lambda inputs, got, want: "too big",
+                  agree=lambda got, want: got < want)
+
+
+@pytest.mark.parametrize("run", [lambda: _check(_coin_slope),
+                                 lambda: _coin_method().check(lambda n: torch.rand(()))],
+                         ids=["by hand", "method"])
+def test_an_answer_that_draws_gets_one_verdict_and_leaves_the_learners_generator(run):
+    # The answer runs with torch's generator seeded, in the kernel as in the sandbox: its
+    # verdict does not depend on what the learner drew before, and the learner's next
+    # draws are those they would have had without the check.
+    verdicts = set()
+    for before in range(8):
+        torch.manual_seed(before)
+        state = torch.get_rng_state()
+        verdicts.add(run().ok)
+        assert torch.equal(torch.get_rng_state(), state)
+    assert len(verdicts) == 1
+
+
+@pytest.mark.parametrize("key", ["l10-predict-layer", "l10-predict-std"])
+def test_a_prediction_built_from_seeded_layers_leaves_the_learners_generator(key):
+    torch.manual_seed(5)
+    state = torch.get_rng_state()
+    bl.reveal(key)
+    assert torch.equal(torch.get_rng_state(), state)
 
 
 def test_hidden_seeds_defeat_a_table_of_the_visible_inputs():

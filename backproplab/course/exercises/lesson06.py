@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from ... import data
-from ._spec import ByHand, Method, Prediction, call_answer
+from ._spec import ByHand, Method, Prediction, call_answer, seeded
 
 # --------------------------------------------------------------------------
 # l06-where: where does a step the learner cannot read zero its gradients?
@@ -94,8 +94,9 @@ def _where_inputs(gen: torch.Generator) -> dict[str, Any]:
 def _where_model(inputs: dict[str, Any]) -> torch.nn.Sequential:
     widths = inputs["widths"]
     layers: list[torch.nn.Module] = []
-    for n_in, n_out in zip(widths, widths[1:], strict=False):
-        layers += [torch.nn.Linear(n_in, n_out).double(), torch.nn.Tanh()]
+    with seeded():  # the weights are copied in below: the draws must not move the learner's
+        for n_in, n_out in zip(widths, widths[1:], strict=False):
+            layers += [torch.nn.Linear(n_in, n_out).double(), torch.nn.Tanh()]
     model = torch.nn.Sequential(*layers[:-1])
     with torch.no_grad():
         for p, w in zip(model.parameters(), inputs["weights"], strict=True):
@@ -247,8 +248,7 @@ def _forgot_answer() -> str:
     """Run the lesson's loop that never zeroes for 400 steps: is it still near the best fit?"""
     x, y = data.linear_data()
     best = torch.linalg.lstsq(torch.cat([x, torch.ones_like(x)], dim=1), y).solution.flatten()
-    with torch.random.fork_rng():
-        torch.manual_seed(1)  # the lesson's starting weights
+    with seeded(1):  # the lesson's starting weights
         model = torch.nn.Linear(1, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     distances = []

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ... import data
-from ._spec import ByHand, Prediction
+from ._spec import ByHand, Prediction, seeded
 
 # --------------------------------------------------------------------------- Exercise 1
 
@@ -211,16 +211,17 @@ INITS = {
 
 
 def deep_net(activation, init="Kaiming", depth=8, width=16):
-    """The lesson's deep net: ``depth`` hidden layers of ``width`` units, 10 inputs, 1 output."""
-    torch.manual_seed(0)
-    layers, n_in = [], 10
-    for _ in range(depth):
-        linear = nn.Linear(n_in, width)
-        INITS[init](linear.weight)
-        nn.init.zeros_(linear.bias)
-        layers += [linear, activation()]
-        n_in = width
-    return nn.Sequential(*layers, nn.Linear(width, 1))
+    """The lesson's deep net: ``depth`` hidden layers of ``width`` units, 10 inputs, 1 output,
+    its weights drawn as the lesson draws them (from seed 0)."""
+    with seeded(0):
+        layers, n_in = [], 10
+        for _ in range(depth):
+            linear = nn.Linear(n_in, width)
+            INITS[init](linear.weight)
+            nn.init.zeros_(linear.bias)
+            layers += [linear, activation()]
+            n_in = width
+        return nn.Sequential(*layers, nn.Linear(width, 1))
 
 
 def _hidden_weight_grads(activation, init):

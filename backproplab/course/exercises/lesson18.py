@@ -33,6 +33,7 @@ from ._spec import (
     count_autograd,
     failure,
     kind_of,
+    seeded,
 )
 
 # --------------------------------------------------------------------------- Exercise 2
@@ -97,8 +98,7 @@ _TANGENT_SLIPS = {
 def _new_net(seed, batch):
     """A small model whose inputs are 2 x 3 grids, with a batch of ``batch`` examples."""
     gen = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
+    with seeded(seed):
         net = nn.Sequential(nn.Flatten(), nn.Linear(6, 4), nn.Tanh(), nn.Linear(4, 2)).double()
     # Inputs and targets off to one side, so that the examples pull the same way: the batch
     # gradient is then about as large as theirs, and clipping it once is told apart from

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._spec import ByHand, Method, Prediction, failure, is_failure
+from ._spec import ByHand, Method, Prediction, failure, is_failure, seeded
 
 FP16_NORMAL = torch.finfo(torch.float16).tiny  # 2**-14, the smallest normal float16
 FP16_SUBNORMAL = 2.0**-24  # the smallest positive float16 of all
@@ -412,8 +412,7 @@ ROW_FACTORS = (3e-3, 5e-5, 4e-7, 2e-8)
 def zero_rows_experiment() -> torch.Tensor:
     """The prediction's experiment: Linear(3, 4) on torch.ones(8, 3) under float16
     autocast, loss (y * c).sum() with c = ROW_FACTORS; the weight gradient."""
-    with torch.random.fork_rng():
-        torch.manual_seed(17)
+    with seeded(17):
         layer = nn.Linear(3, 4)
     with torch.autocast("cpu", dtype=torch.float16):
         y = layer(torch.ones(8, 3))

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ...byhand import run_answer
-from .._spec import Report, failure, is_failure, judge_runs
+from .._spec import Report, failure, is_failure, judge_runs, seeded
 from .._spec import first_line as _first_line
 
 
@@ -190,8 +190,7 @@ def torch_check(test: Callable[..., Any], apply: Callable[..., Any],
                if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs)
     # gradgradcheck draws its grad_outputs from the global generator: seeded here, so that
     # a verdict depends on the inputs alone, not on what ran before it.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+    with seeded(0):
         try:
             return [bool(test(apply, xs, raise_exception=False)), ""]
         except Exception as err:  # the learner's backward raising under the test

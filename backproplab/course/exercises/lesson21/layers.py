@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._spec import Method, call_answer, count_autograd, failure, plain
+from .._spec import Method, call_answer, count_autograd, failure, plain, seeded
 
 LAYERS = "watch_layers"
 
@@ -33,7 +33,7 @@ def layer_model(gen: torch.Generator) -> tuple[nn.Module, list[torch.Tensor]]:
     has a parameter of its own, so that a walk over the top level alone, or one that skips
     the root, misses some. The global random generator is left as it was."""
     sizes = [int(torch.randint(2, 5, (1,), generator=gen)) for _ in range(3)]
-    with torch.random.fork_rng(devices=[]):
+    with seeded():
         block: list[nn.Module] = [nn.Linear(sizes[0], sizes[1]), nn.Tanh()]
         if bool(torch.rand((), generator=gen) < 0.5):
             block.append(nn.LayerNorm(sizes[1]))

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from ....graph import describe
-from .._spec import Prediction
+from .._spec import Prediction, seeded
 from .flops import FLOP_COMPILER
 from .min_cut import MIN_CUT
 from .policy import SAC_POLICY
@@ -93,8 +93,7 @@ def _min_cut_bytes_answer() -> int:
     """Bytes beyond x and w that the min-cut forward keeps for section 2's function."""
     from functorch.compile import aot_function, min_cut_rematerialization_partition
 
-    with torch.random.fork_rng():
-        torch.manual_seed(2)
+    with seeded(2):
         x = torch.randn(64, 32, requires_grad=True)
         w = torch.randn(32, 16, requires_grad=True)
     compiled = aot_function(_sin_cos, fw_compiler=_nop, bw_compiler=_nop,
@@ -118,8 +117,7 @@ def _branch_answer() -> int:
     _reset_dynamo()
     backend, counts = _graph_counter()
     compiled = torch.compile(_branchy, backend=backend)
-    with torch.random.fork_rng():
-        torch.manual_seed(3)
+    with seeded(3):
         x, w = torch.randn(6, 4), torch.randn(4, 3, requires_grad=True)
     for sign in (1, -1):
         compiled(sign * x, w).backward()
@@ -139,8 +137,7 @@ CHANGES = {
 @functools.cache
 def _break_answer() -> str | tuple[str, ...]:
     """The change (or changes) after which the function compiles into more than one graph."""
-    with torch.random.fork_rng():
-        torch.manual_seed(4)
+    with seeded(4):
         x, w = torch.randn(6, 4), torch.randn(4, 3, requires_grad=True)
     breaking = []
     for key, change in CHANGES.items():
