@@ -77,6 +77,20 @@ KEPT_INSIDE = ("def choose_checkpoints(blocks, x):\n"
                "    plain = len(blocks) * x.untyped_storage().nbytes() + sum(inside)\n")
 
 
+def every_fit(within: str = "<=", then: str = "    return min(fits, key=len)\n") -> str:
+    """An answer that tries every choice of blocks, keeps those whose bytes are ``within``
+    the budget, and ``then`` picks one of them."""
+    return (KEPT_INSIDE +
+            "    fits = []\n"
+            "    for mask in range(2 ** len(blocks)):\n"
+            "        chosen = {i for i in range(len(blocks)) if mask >> i & 1}\n"
+            f"        if plain - sum(inside[i] for i in chosen) {within} 0.6 * plain:\n"
+            "            fits.append(chosen)\n" + then)
+
+
+CHEAPEST = "min(fits, key=lambda c: sum(multiply_adds(blocks[i]) for i in c))"
+
+
 WRONG = {
     "l16-predict-recompute": [
         ("runs_guess = 1\n", "not quite"),  # nothing recomputed
@@ -188,40 +202,16 @@ WRONG = {
             "more than the budget still needed",
         ),
         # The cost counted in blocks: the fewest blocks that fit the budget.
-        (
-            KEPT_INSIDE +
-            "    fits = []\n"
-            "    for mask in range(2 ** len(blocks)):\n"
-            "        chosen = {i for i in range(len(blocks)) if mask >> i & 1}\n"
-            "        if plain - sum(inside[i] for i in chosen) <= 0.6 * plain:\n"
-            "            fits.append(chosen)\n"
-            "    return min(fits, key=len)\n",
-            "not the number of blocks",
-        ),
+        (every_fit(), "not the number of blocks"),
         # Only the first block: not enough.
         ("def choose_checkpoints(blocks, x):\n    return {0}\n", "over the budget"),
         # "At most 60 %" read as "below 60 %": the cheapest choice, exactly on the budget, is
         # left out.
-        (
-            KEPT_INSIDE +
-            "    fits = []\n"
-            "    for mask in range(2 ** len(blocks)):\n"
-            "        chosen = {i for i in range(len(blocks)) if mask >> i & 1}\n"
-            "        if plain - sum(inside[i] for i in chosen) < 0.6 * plain:\n"
-            "            fits.append(chosen)\n"
-            "    return min(fits, key=lambda c: sum(multiply_adds(blocks[i]) for i in c))\n",
-            "lets a choice keep that much",
-        ),
+        (every_fit("<", f"    return {CHEAPEST}\n"), "lets a choice keep that much"),
         # The right choice as a mask, a True or False per block, not as indices.
         (
-            KEPT_INSIDE +
-            "    fits = []\n"
-            "    for mask in range(2 ** len(blocks)):\n"
-            "        chosen = {i for i in range(len(blocks)) if mask >> i & 1}\n"
-            "        if plain - sum(inside[i] for i in chosen) <= 0.6 * plain:\n"
-            "            fits.append(chosen)\n"
-            "    best = min(fits, key=lambda c: sum(multiply_adds(blocks[i]) for i in c))\n"
-            "    return [i in best for i in range(len(blocks))]\n",
+            every_fit(then=f"    best = {CHEAPEST}\n"
+                           "    return [i in best for i in range(len(blocks))]\n"),
             "got bools",
         ),
     ],

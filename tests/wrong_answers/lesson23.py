@@ -129,6 +129,26 @@ BEFORE_PASSING = """def bucketed_averaging(model, cap):
 """
 
 
+# Blocking point-to-point loops for shard_mean, each over every other rank.
+SENDS = ("    for other in range(world):\n"
+         "        if other != rank:\n"
+         "            dist.send(grad[other * size:(other + 1) * size].contiguous(), other)\n")
+RECEIVES = ("    for other in range(world):\n"
+            "        if other != rank:\n"
+            "            part = torch.empty_like(total)\n"
+            "            dist.recv(part, other)\n"
+            "            total += part\n")
+
+
+def _blocking(first: str, then: str) -> str:
+    """shard_mean with blocking sends and receives, ``first`` on every rank before ``then``."""
+    return ("def shard_mean(grad):\n"
+            "    rank, world = dist.get_rank(), dist.get_world_size()\n"
+            "    size = math.ceil(grad.shape[0] / world)\n"
+            "    total = grad[rank * size:(rank + 1) * size].clone()\n"
+            + first + then + "    return total / world\n")
+
+
 WRONG = {
     "l23-predict-buckets": [
         # One bucket per layer.
@@ -375,35 +395,9 @@ WRONG["l23-shard-mean"] = [
             ("dist.isend(rows_of(other).contiguous(), other)", "dist.isend(grad, other)")),
      "returned the whole gradient of layer1.weight"),
     # Blocking sends first on every rank: each waits for a receive no rank has started.
-    ("def shard_mean(grad):\n"
-     "    rank, world = dist.get_rank(), dist.get_world_size()\n"
-     "    size = math.ceil(grad.shape[0] / world)\n"
-     "    total = grad[rank * size:(rank + 1) * size].clone()\n"
-     "    for other in range(world):\n"
-     "        if other != rank:\n"
-     "            dist.send(grad[other * size:(other + 1) * size].contiguous(), other)\n"
-     "    for other in range(world):\n"
-     "        if other != rank:\n"
-     "            part = torch.empty_like(total)\n"
-     "            dist.recv(part, other)\n"
-     "            total += part\n"
-     "    return total / world\n",
-     "A blocking dist.send waits until the other rank receives"),
+    (_blocking(SENDS, RECEIVES), "A blocking dist.send waits until the other rank receives"),
     # Blocking receives first on every rank: each waits for a send no rank has started.
-    ("def shard_mean(grad):\n"
-     "    rank, world = dist.get_rank(), dist.get_world_size()\n"
-     "    size = math.ceil(grad.shape[0] / world)\n"
-     "    total = grad[rank * size:(rank + 1) * size].clone()\n"
-     "    for other in range(world):\n"
-     "        if other != rank:\n"
-     "            part = torch.empty_like(total)\n"
-     "            dist.recv(part, other)\n"
-     "            total += part\n"
-     "    for other in range(world):\n"
-     "        if other != rank:\n"
-     "            dist.send(grad[other * size:(other + 1) * size].contiguous(), other)\n"
-     "    return total / world\n",
-     "A blocking dist.recv waits until the other rank sends"),
+    (_blocking(RECEIVES, SENDS), "A blocking dist.recv waits until the other rank sends"),
     # Receive buffers made with torch.empty(shape): float32, for float64 rows.
     (_shard(("received.append(torch.empty_like(mine))",
              "received.append(torch.empty(mine.shape))")),
