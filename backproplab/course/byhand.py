@@ -56,7 +56,7 @@ if TYPE_CHECKING:  # grading imports this module; the type is only named here
     from .grading import ByHand
 
 __all__ = ["ADVICE", "Ran", "Task", "check_by_hand", "feedback", "judge_by_hand", "run_answer",
-           "source_refusal"]
+           "seeded", "source_refusal"]
 
 ADVICE = (
     "Work one entry out on paper for a tiny input (one or two elements) and compare it "

@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 
 from .._spec import Prediction
-from .vanishing import VANISHING, Gate, broken_network, input_grad_norms
+from .networks import Gate, broken_network, input_grad_norms
+from .vanishing import VANISHING
 
 __all__ = ["EXERCISES", "PREDICTIONS", "Gate", "broken_network", "input_grad_norms"]
 
