@@ -86,7 +86,7 @@ class Ran:
 
 @contextmanager
 def seeded(seed: int = 0) -> Iterator[None]:
-    """Torch's global random generator seeded with ``seed`` inside the block and put back as
+    """Torch's global (CPU) random generator seeded with ``seed`` inside the block and put back as
     it was after it. An answer runs inside it (`run_answer`, `Method.run`), and so does what
     a check builds at random (an nn.Linear's first weights): what they draw is the same
     whatever ran before, in the kernel and in the grade's sandbox, and the learner's own
@@ -99,8 +99,10 @@ def seeded(seed: int = 0) -> Iterator[None]:
     >>> bool(a == b)
     True
     """
+    # The CPU generator alone: torch.manual_seed would also queue a CUDA seeding, and that
+    # queue records the caller's stack, reading torch's source files inside the sandbox.
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)
         yield
 
 

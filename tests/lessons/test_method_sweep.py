@@ -59,6 +59,18 @@ def _answer(nb: nbformat.NotebookNode, graded: grade.Graded, exercise: Method,
         return None
 
 
+_INPUTS: dict[tuple[int, int], object] = {}
+
+
+def _inputs(exercise: Method, trial: int):
+    """The inputs of trial seed ``trial``, made once for every answer of the sweep and copied
+    for each, since an answer may change what it is given."""
+    key = (id(exercise), trial)
+    if key not in _INPUTS:
+        _INPUTS[key] = exercise.make_inputs(torch.Generator().manual_seed(trial))
+    return copy.deepcopy(_INPUTS[key])
+
+
 _REFERENCES: dict[tuple[int, int], object] = {}
 
 
@@ -68,15 +80,13 @@ def _reference(exercise: Method, trial: int):
     copied for each comparison, so that no comparison can change what the next one sees."""
     key = (id(exercise), trial)
     if key not in _REFERENCES:
-        inputs = exercise.make_inputs(torch.Generator().manual_seed(trial))
-        _REFERENCES[key] = exercise.reference(inputs)
+        _REFERENCES[key] = exercise.reference(_inputs(exercise, trial))
     return copy.deepcopy(_REFERENCES[key])
 
 
 def _agrees_on(exercise: Method, answer, trial: int) -> bool:
     """Whether the answer's observation on trial seed ``trial`` agrees with the reference."""
-    inputs = exercise.make_inputs(torch.Generator().manual_seed(trial))
-    got = exercise.run(answer, inputs)  # as the kernel and the sandbox run it
+    got = exercise.run(answer, _inputs(exercise, trial))  # as the kernel and the sandbox do
     return not is_failure(got) and (exercise.agree or same)(got, _reference(exercise, trial))
 
 

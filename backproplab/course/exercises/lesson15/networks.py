@@ -13,7 +13,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from .._spec import randint, seeded
+from .._spec import randint
 
 
 class Gate(nn.Module):
@@ -35,10 +35,9 @@ class Gate(nn.Module):
 
 
 def _linear(n_in: int, n_out: int) -> nn.Linear:
-    """A float64 Linear whose weights the caller sets: made with torch's generator `seeded`,
-    so that its own first draws move neither the learner's generator nor the check's inputs."""
-    with seeded():
-        return nn.Linear(n_in, n_out).double()
+    """A float64 Linear whose weights the caller sets: made without drawing them, so that it
+    moves neither the learner's random generator nor the check's inputs."""
+    return nn.utils.skip_init(nn.Linear, n_in, n_out, dtype=torch.float64)
 
 
 def _draft(gen: torch.Generator, kind: str,
