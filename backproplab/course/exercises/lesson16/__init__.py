@@ -33,6 +33,7 @@ from .._spec import (
     every_case,
     kind_of,
     relative,
+    seeded,
 )
 from .budget import CHECKPOINT, run_stack
 from .hooked import HOOKED_CHECKPOINT, first_error
@@ -53,8 +54,7 @@ def make_mlp(widths, activation):
 
 
 def _bytes_reference(batch, widths, activation):
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
+    with seeded(0):
         model = make_mlp(widths, activation)
         inputs = torch.randn(batch, widths[0])
     memory = describe(model(inputs).sum()).saved_memory()
@@ -290,8 +290,7 @@ EXERCISES = {
 
 def _recompute_answer():
     """How often the first of eight checkpointed blocks runs in one forward and backward."""
-    with torch.random.fork_rng():
-        torch.manual_seed(3)
+    with seeded(3):
         blocks = nn.ModuleList(
             nn.Sequential(nn.Linear(256, 256), nn.Tanh(), nn.Linear(256, 256), nn.Tanh())
             for _ in range(8))

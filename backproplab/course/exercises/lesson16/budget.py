@@ -21,7 +21,7 @@ from torch import nn
 from torch.autograd.graph import saved_tensors_hooks
 from torch.utils.checkpoint import checkpoint
 
-from .._spec import Method, call_answer
+from .._spec import Method, call_answer, seeded
 from .hooked import first_error
 
 
@@ -54,8 +54,7 @@ def uneven_stack(seed, width=64):
     hidden = 128 * int(torch.randint(1, 4, (1,), generator=gen))
     n_cheap = int(torch.randint(2, 6, (1,), generator=gen))
     order = torch.randperm(8, generator=gen).tolist()
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
+    with seeded(seed):
         blocks = nn.ModuleList(cheap_block(width, depth) if order[i] < n_cheap
                                else wide_block(width, hidden) for i in range(8))
     x = torch.randn(32, width, generator=gen)

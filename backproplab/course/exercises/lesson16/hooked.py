@@ -16,7 +16,7 @@ import weakref
 import torch
 from torch import nn
 
-from .._spec import Method, as_plain, call_answer, every_case, kind_of, same
+from .._spec import Method, as_plain, call_answer, every_case, kind_of, same, seeded
 
 HOOKED = "checkpoint_by_hooks"
 
@@ -58,8 +58,7 @@ def _block(case: dict) -> nn.Sequential:
     """A case's block (float64, two activations, a dropout layer when asked)."""
     first, second = (_ACTIVATIONS[i] for i in case["activations"])
     width, hidden = case["width"], case["hidden"]
-    with torch.random.fork_rng():
-        torch.manual_seed(case["seed"])
+    with seeded(case["seed"]):
         layers = [nn.Linear(width, hidden), first(),
                   *([nn.Dropout(0.3)] if case["dropout"] else []),
                   nn.Linear(hidden, hidden), second(), nn.Linear(hidden, width)]
@@ -119,8 +118,9 @@ def _torch_checkpoint_used(run):
 def _seed_the_run(seed) -> torch.Tensor:
     """Seed the global generator for one run, then draw once, so that the state at the call
     is not one a seed starts (reseeding with torch.initial_seed() cannot stand in for the
-    saved state); the state at the call."""
-    torch.manual_seed(seed)
+    saved state); the state at the call. The CPU generator alone, as `seeded` seeds it: the
+    dropout masks draw from it, and torch.manual_seed would also queue a CUDA seeding."""
+    torch.default_generator.manual_seed(seed)
     torch.rand(1)
     return torch.get_rng_state()
 
