@@ -339,8 +339,15 @@ def _ranks(ranks: Sequence[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
+# What a rank raises when a peer ended under it: never the cause, always a consequence.
+PEER_GONE = ("Connection reset by peer", "Connection closed by peer")
+
+
 def _failure(processes: list[Any], folder: str) -> WorkerError:
-    """The error of the rank that failed first, with a line about any other."""
+    """The error of the rank that failed first, with a line about any other. A rank that lost
+    its connection to a peer comes after every other: it failed because that peer ended (a
+    peer killed by a signal, as gloo kills a rank that received data of the wrong size, wrote
+    no error and would otherwise come last)."""
     reports = {}
     for rank, p in enumerate(processes):
         path = os.path.join(folder, f"error{rank}.pkl")
@@ -349,7 +356,8 @@ def _failure(processes: list[Any], folder: str) -> WorkerError:
                 reports[rank] = pickle.load(f)
         elif p.exitcode not in (None, 0):
             reports[rank] = (math.inf, _death(p.exitcode, folder, rank), "")
-    first = min(reports, key=lambda r: (reports[r][0], r))
+    first = min(reports, key=lambda r: (any(w in reports[r][1] for w in PEER_GONE),
+                                        reports[r][0], r))
     _, summary, remote = reports[first]
     message = f"rank {first} of {len(processes)} failed: {summary}"
     others = [f"rank {r}: {_short(reports[r][1])}" for r in sorted(reports) if r != first]

@@ -60,6 +60,15 @@ def die_without_a_word():
     return "alive"
 
 
+def send_more_than_received():
+    if dist.get_rank() == 0:  # gloo aborts this process when 24 values arrive for 12
+        dist.recv(torch.zeros(12, dtype=torch.float64), src=1)
+    else:
+        dist.send(torch.zeros(24, dtype=torch.float64), dst=0)
+        dist.barrier()  # then loses its connection to rank 0
+    return "done"
+
+
 def chatty():
     print("printed by a worker")
     print("warned by a worker", file=sys.stderr)
@@ -191,6 +200,17 @@ def test_a_worker_killed_by_a_signal_is_reported():
         bd.run(die_without_a_word, 2, timeout=30)
     assert info.value.rank == 0
     assert "killed by signal 9" in str(info.value)
+    _assert_no_worker_left()
+
+
+def test_the_rank_that_died_comes_before_the_rank_that_lost_it():
+    with pytest.raises(bd.WorkerError) as info:
+        bd.run(send_more_than_received, 2, timeout=30)
+    # Rank 0 died without a Python error; rank 1's lost connection came after, because of it.
+    assert info.value.rank == 0
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("rank 0 of 2 failed: the process ended (killed by signal 6)")
+    assert "Received data size doesn't match expected size" in first
     _assert_no_worker_left()
 
 

@@ -11,13 +11,13 @@ file and the results), and import what the results' pickles name.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from ....processes import PEER_GONE
 from ...distributed import WorkerError, WorkerTimeout, grads_by_name, make_batch, mse, run
 from .._spec import METHOD, failure, is_failure
 
@@ -138,25 +138,19 @@ def _my_share(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 _SAME_CALLS = ("Check that every rank makes the same all-reduce calls, on tensors of the same "
                "size and dtype.")
 _SIZE_MISMATCH = "Received data size doesn't match expected size"
-_PEER_GONE = ("Connection reset by peer", "Connection closed by peer")
 
 
 def _broken_link(err: WorkerError, summary: str, mismatch: str) -> str | None:
     """What to say of a worker's error (``summary``, the first line of ``err``) that says
-    data did not fit, or that a rank lost its connection to one that had ended; else None."""
+    data did not fit, or that a rank lost its connection to one that had ended; else None.
+    (`run` names a rank that lost its connection only when no rank failed otherwise.)"""
     if _SIZE_MISMATCH in summary:
-        return f"{summary} ({mismatch})"
-    gone = next((words for words in _PEER_GONE if words in summary), None)
+        return f"rank {err.rank}: {summary} ({mismatch})"
+    gone = next((words for words in PEER_GONE if words in summary), None)
     if gone is None:
         return None
-    # A rank killed by a signal wrote no error of its own: `run` names it after the others
-    # (on the message's second line), though the connections to it broke because it ended.
-    killed = re.findall(r"rank (\d+): the process ended \((killed by signal \d+)\)", str(err))
     return (f"rank {err.rank} lost its connection to a rank that had ended before it "
-            f"({summary[:summary.index(gone) + len(gone)]})"
-            + "".join(f"; rank {rank}'s process was {how}, without a Python error"
-                      for rank, how in killed)
-            + f". {mismatch}")
+            f"({summary[:summary.index(gone) + len(gone)]}). {mismatch}")
 
 
 def _trials(worker: Any, answer: Any, seed: int, timeout: float = TIMEOUT,
