@@ -262,6 +262,9 @@ KINDS: dict[str, Callable[[Diagnosis, str, str], str]] = {
     "round-off-32": _fixed("the difference is small enough to be float32 round-off (they "
                            "agree to rtol=1e-4): part of the computation probably ran in "
                            "float32"),
+    "near": _fixed("the difference is small (they agree to rtol=1e-4) but too large for "
+                   "float64 round-off, and the values are not float32's: near the gradient, "
+                   "not equal to it, as an estimate such as finite differences is"),
     "rows": _rows,
     "sign-in-rows": _rows,
     "missing-sum": _missing_sum,

@@ -144,6 +144,20 @@ def test_float32_vs_float64_uses_looser_tolerance_and_notes_dtype():
     assert not strict.ok and "round-off" in flat(strict)
 
 
+def test_float32_round_off_is_named_only_where_the_values_are_float32s():
+    x = torch.randn(30, 30, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    exact = x @ x
+    # A float64 estimate, each entry off by about 1e-6 of the scale: near, and nothing
+    # said of float32.
+    noise = torch.randn(30, 30, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    estimate = compare("dx", exact * (1 + 1e-6 * noise), exact)
+    assert not estimate.ok and estimate[0].diagnosis.kind == "near"
+    assert "float32" not in str(estimate[0].diagnosis).replace("not float32's", "")
+    # A product of the same size made in float32: float32 round-off.
+    rounded = compare("dx", (x.float() @ x.float()).double(), exact)
+    assert not rounded.ok and rounded[0].diagnosis.kind == "round-off-32"
+
+
 def test_explicit_tolerance_overrides_default():
     r = compare("dx", 1.01, 1.0, rtol=0.02)
     assert r.ok and "rtol=0.02" in flat(r)

@@ -123,10 +123,10 @@ _WRONG_WAY = ("you named the layer under the threshold nearest the input, as a w
               "nothing too, so those layers are merely downstream of the damage. Walk from "
               "the loss down (the last layer first), as backward does, and stop at the first "
               "layer whose input gradient is under the threshold")
-_GRAD_OUTPUT = ("you found the layer just below the culprit: you measured the gradient "
-                "arriving at each layer's output (grad_output). The layer that kills the "
-                "gradient receives a healthy one and sends back a tiny one: measure what each "
-                "layer sends back to its input (grad_input)")
+_GRAD_OUTPUT = ("you found the layer just below the culprit, the one a measure of the "
+                "gradient arriving at each layer's output (grad_output) finds. The layer that "
+                "kills the gradient receives a healthy one and sends back a tiny one: measure "
+                "what each layer sends back to its input (grad_input)")
 _OLD_HOOK = ("the zeroed Linear layer was missed: register_backward_hook, the old form, sees "
              "only a module's last operation, and a Linear's is adding the bias, so its "
              "grad_input[0] is the bias's gradient, healthy above a dead layer. "

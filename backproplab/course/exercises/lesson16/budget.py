@@ -182,8 +182,8 @@ def _too_costly(chosen, cost, found):
     if sorted(kinds[i] for i in chosen) == sorted(kinds[i] for i in found["by_ratio"]):
         over = found["budget"] - found["by_ratio_kept"]
         return said + (
-            "You took the blocks with the most bytes per multiply-add first until the budget "
-            f"was met, and the last one you took saves {over:,} bytes more than the budget "
+            "Your blocks are the ones taken with the most bytes per multiply-add first until "
+            f"the budget is met, and the last of those saves {over:,} bytes more than the budget "
             "still needed: another mix of blocks fits for less. Bytes per multiply-add rank "
             "the blocks, they do not choose the set: compare the choices that fit the budget")
     if len(chosen) == found["fewest"]:
