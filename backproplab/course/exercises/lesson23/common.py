@@ -39,7 +39,8 @@ def _watch_all_reduce() -> list[dict[str, Any]]:
     """Record every dist.all_reduce call in this worker: the dtype and size it sent, whether
     it ran inside backward, the values sent (a copy, taken before the call sums them), and
     for a call with async_op=True, "waited": whether its work's wait() or get_future() was
-    ever called (the tensor holds the sum only once that work is done)."""
+    ever called, or its is_completed() ever said True (the tensor holds the sum only once
+    that work is done)."""
     sent: list[dict[str, Any]] = []
     started: list[tuple[Any, dict[str, Any]]] = []  # (work, call): held, so each stays itself
     original = dist.all_reduce
@@ -55,12 +56,13 @@ def _watch_all_reduce() -> list[dict[str, Any]]:
             started.append((work, call))
         return work
 
-    def watched(method):
+    def watched(method, done=lambda said: True):
         def waiting(self, *args, **kwargs):
+            said = method(self, *args, **kwargs)
             for work, call in started:
-                if work is self:
+                if work is self and done(said):
                     call["waited"] = True
-            return method(self, *args, **kwargs)
+            return said
         return waiting
 
     # A worker process is thrown away afterwards, so it may be patched freely.
@@ -69,6 +71,7 @@ def _watch_all_reduce() -> list[dict[str, Any]]:
     Work = dist.distributed_c10d.Work  # noqa: N806 - the class, named as torch names it
     Work.wait = watched(Work.wait)
     Work.get_future = watched(Work.get_future)
+    Work.is_completed = watched(Work.is_completed, done=bool)  # polled until done
     return sent
 
 
@@ -84,8 +87,8 @@ def _never_waited(count: int, where: str) -> str | None:
     some = "an all-reduce" if count == 1 else f"{count} all-reduces"
     return (f"{where} {some} made with async_op=True {'was' if count == 1 else 'were'} never "
             "waited for (neither the returned work's wait() nor its get_future() was "
-            "called): the tensor holds the sum only once wait() has returned, so read it "
-            "after that.")
+            "called, and its is_completed() never said True): the tensor holds the sum only "
+            "once wait() has returned, so read it after that.")
 
 
 def _watch_ddp() -> list[int]:
