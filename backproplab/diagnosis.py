@@ -27,6 +27,9 @@ __all__ = ["Diagnosis", "diagnose", "name_mistake"]
 
 Close = Callable[[torch.Tensor], bool]
 
+# Closer than this (relative) is told as round-off or as "near", never as a mistake.
+NEAR = 1e-4
+
 
 def name_mistake(
     a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float, *, accumulation: bool = True
@@ -69,7 +72,7 @@ def name_mistake(
     # Right up to round-off, but the tolerance is tighter than the arithmetic.
     if all_close(a, b, max(rtol, 1e-12), atol):
         return Diagnosis("round-off-64")
-    if all_close(a, b, max(rtol, 1e-4), atol):
+    if all_close(a, b, max(rtol, NEAR), atol):
         # Said to be float32's only when every value is one a float32 holds exactly.
         held = bool((a.float().double() == a).all())
         return Diagnosis("round-off-32" if held else "near")
@@ -279,8 +282,9 @@ def _diagnose_factor(a: torch.Tensor, b: torch.Tensor, close: Close, accumulatio
         return Diagnosis("factor" if sign > 0 else "negative-factor", factor=sign * exact,
                          readings=tuple(dict.fromkeys(readings)), size=size, dims=dims)
     # Any two numbers differ by "a factor": only claim a generic factor when
-    # it relates several non-zero entries at once.
-    if int((b.abs() > 0).sum()) < 2:
+    # it relates several non-zero entries at once, and is more than the difference
+    # that round-off or an estimate makes (those are told as round-off or "near").
+    if int((b.abs() > 0).sum()) < 2 or abs(c - 1) <= NEAR:
         return None
     return Diagnosis("rough-factor", factor=c)
 

@@ -15,6 +15,7 @@ Likely mistake: backward's result is all zeros but the reference is not: ...
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -204,8 +205,11 @@ def _negative_factor(d: Diagnosis, you: str, yours: str) -> str:
 def _rough_factor(d: Diagnosis, you: str, yours: str) -> str:
     c = float(d.factor or 0)
     sign = "and the sign is flipped " if c < 0 else ""
-    return (f"{you} is off by a constant factor of about {fmt(c)} {sign}"
-            f"({yours} ≈ {fmt(c)} × reference)")
+    # As many digits as it takes to tell the factor from 1 (1.00012 is not "about 1").
+    gap = abs(abs(c) - 1)
+    digits = max(4, 2 - math.floor(math.log10(gap))) if gap > 0 else 4
+    return (f"{you} is off by a constant factor of about {fmt(c, digits)} {sign}"
+            f"({yours} ≈ {fmt(c, digits)} × reference)")
 
 
 def _arrangement(d: Diagnosis, you: str) -> str:

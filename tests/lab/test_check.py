@@ -158,6 +158,17 @@ def test_float32_round_off_is_named_only_where_the_values_are_float32s():
     assert not rounded.ok and rounded[0].diagnosis.kind == "round-off-32"
 
 
+def test_a_factor_within_round_off_of_one_is_not_named_a_factor():
+    x = torch.randn(30, 30, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    # A uniform scale of 1 + 1e-6: near, not "off by a constant factor of about 1".
+    scaled = compare("dx", x * (1 + 1e-6), x)
+    assert not scaled.ok and scaled[0].diagnosis.kind == "near"
+    # A scale just past the tolerance is a factor, said with the digits that tell it from 1.
+    off = compare("dx", x * 1.00012, x)
+    assert off[0].diagnosis.kind == "rough-factor"
+    assert "about 1.00012 " in str(off[0].diagnosis)
+
+
 def test_explicit_tolerance_overrides_default():
     r = compare("dx", 1.01, 1.0, rtol=0.02)
     assert r.ok and "rtol=0.02" in flat(r)

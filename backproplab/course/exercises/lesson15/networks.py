@@ -35,9 +35,16 @@ class Gate(nn.Module):
 
 
 def _linear(n_in: int, n_out: int) -> nn.Linear:
-    """A float64 Linear whose weights the caller sets: made without drawing them, so that it
-    moves neither the learner's random generator nor the check's inputs."""
-    return nn.utils.skip_init(nn.Linear, n_in, n_out, dtype=torch.float64)
+    """A float64 Linear whose weights the caller sets. Its initialisation is not run: it
+    would draw from the learner's random generator. Set up as ``nn.Linear.__init__`` does
+    it, less that draw, this takes a tenth of ``nn.utils.skip_init``'s time, which showed
+    in a check that builds a few thousand layers."""
+    fc = nn.Linear.__new__(nn.Linear)
+    nn.Module.__init__(fc)
+    fc.in_features, fc.out_features = n_in, n_out
+    fc.weight = nn.Parameter(torch.zeros(n_out, n_in, dtype=torch.float64))
+    fc.bias = nn.Parameter(torch.zeros(n_out, dtype=torch.float64))
+    return fc
 
 
 def _draft(gen: torch.Generator, kind: str,
