@@ -523,6 +523,23 @@ def test_a_deadlocking_answer_is_named_and_leaves_no_worker(monkeypatch):
     _assert_no_worker_left()
 
 
+def late_shard_trial(answer, seed, seconds):
+    """lesson 23's trial of one rank, rank 0 calling the answer half a second after rank 1."""
+    from backproplab.course.exercises.lesson23 import sharding
+
+    if dist.get_rank() == 0:
+        time.sleep(0.5)
+    return sharding._shard_trial(answer, seed, seconds)
+
+
+def test_ranks_that_reach_a_deadlock_apart_are_each_told_they_waited():
+    # Rank 1 reaches its deadline first; rank 0, still inside its own call, must reach its
+    # deadline too rather than be told that rank 1 closed the connection.
+    results = processes.run(late_shard_trial, 2, shard_mean_that_deadlocks, 0, 1.0, timeout=20)
+    assert [r.get("last") for r in results] == ["send", "send"]
+    _assert_no_worker_left()
+
+
 # --------------------------------------------------------------------------
 # Model, data, text and picture
 # --------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from typing import Any
 
 import torch
@@ -136,6 +137,10 @@ def _shard_trial(answer: Any, seed: int, seconds: float) -> dict[str, Any]:
         if "error" in box:
             raise box["error"]
         if "value" not in box:
+            # Not gone at once: leaving closes this rank's connections, and a rank still
+            # waiting inside its own call (begun a few milliseconds later) would then be told
+            # its connection closed, not reach its deadline and be told it was waiting.
+            time.sleep(seconds)
             return {"waiting": name, "last": wire.last}
         result = box["value"]
         kept = result.detach().clone() if isinstance(result, torch.Tensor) else None
