@@ -5,7 +5,7 @@ node's list that never ends (the engine's sum goes to the node before), one that
 the node before ends (backward()'s ones_like and the engine's sum go to the next node), the
 silent nodes left out, a dict keyed by the node's name, backward run outside the mode, the
 op's overload or namespace dropped, tensors kept alive by the mode (AccumulateGrad copies),
-a dict returned, the hooks left on the graph. cumprod: the textbook division (NaN at
+a dict returned, the hooks left on the graph (the report or a copy of it returned). cumprod: the textbook division (NaN at
 zeros), the NaN replaced by 0, the sum the wrong way, x_k left in, one term only, dim moved
 back the wrong way. atan2: numerators swapped, a sign, the
 distance for its square, the broadcast not summed.
@@ -125,6 +125,10 @@ WRONG = {
         (_mode(report="dict(mode.report)"), "returned a dict"),
         # the hooks never removed: a later backward through a leaf adds to the report
         (_mode().replace("    for handle in handles:\n        handle.remove()\n", ""),
+         "hooks were left on the graph"),
+        # the same, a copy of the report returned: the later backward still calls its hooks
+        (_mode(report="list(mode.report)").replace(
+            "    for handle in handles:\n        handle.remove()\n", ""),
          "hooks were left on the graph"),
     ],
     "l28-cumprod": [

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._spec import METHOD, Method, call_answer
+from ..lesson03.calls import CallWatch
 from .graphs import build, describe, leaves, make_inputs, timeline
 
 __all__ = ["OPS_BY_NODE"]
@@ -52,16 +53,18 @@ def _plain(got: Any) -> Any:
         else {"returned": type(got).__name__}
 
 
-def _hooks_left(loss: Any, got: Any) -> bool:
+def _hooks_left(answer: Any, loss: Any, got: Any) -> bool:
     """Whether hooks of the answer's are still on the graph: a later backward through its
-    leaves (their AccumulateGrad nodes are the graph's own) adds to the report returned, or
-    raises in them."""
+    leaves (their AccumulateGrad nodes are the graph's own) calls a function of the
+    answer's (one that shares its globals: a hook, a dispatch mode left on), adds to the
+    report returned, or raises."""
     before = _plain(got)
+    watch = CallWatch(getattr(answer, "__globals__", None))
     try:
-        sum(leaf.sum() for leaf in leaves(loss)).backward()
+        watch.run(lambda: sum(leaf.sum() for leaf in leaves(loss)).backward())
     except Exception:  # our backward is plain: what raised is a hook of the answer's
         return True
-    return _plain(got) != before
+    return bool(watch.running) or _plain(got) != before
 
 
 def _observe(answer: Any, inputs: dict[str, Any]) -> list[Any] | dict:
@@ -78,7 +81,7 @@ def _observe(answer: Any, inputs: dict[str, Any]) -> list[Any] | dict:
                                            f"raised {type(err).__name__}: {err}"))
         if failed is not None:
             return failed
-        said.append({"hooks left": True} if _hooks_left(loss, got) else _plain(got))
+        said.append({"hooks left": True} if _hooks_left(answer, loss, got) else _plain(got))
     return said
 
 
