@@ -5,10 +5,10 @@ node's list that never ends (the engine's sum goes to the node before), one that
 the node before ends (backward()'s ones_like and the engine's sum go to the next node), the
 silent nodes left out, a dict keyed by the node's name, backward run outside the mode, the
 op's overload or namespace dropped, tensors kept alive by the mode (AccumulateGrad copies),
-a dict returned, the hooks left on the graph (the report or a copy of it returned). cumprod: the textbook division (NaN at
-zeros), the NaN replaced by 0, the sum the wrong way, x_k left in, one term only, dim moved
-back the wrong way. atan2: numerators swapped, a sign, the
-distance for its square, the broadcast not summed.
+a dict returned, the hooks left on the graph (the report or a copy of it returned).
+cumprod: the textbook division (NaN at zeros), the NaN replaced by 0, the sum the wrong
+way, x_k left in, one term only, dim moved back the wrong way. atan2: numerators swapped,
+a sign, the distance for its square, the broadcast not summed.
 """
 
 # The walk over every node of the graph, once each: {hooks} registers its hooks.
