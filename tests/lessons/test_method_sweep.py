@@ -13,6 +13,10 @@ answer fail on all of them.
 An exercise whose observation starts worker processes or compiles (lesson 23's process
 groups, torch.compile in lessons 25 and 27: seconds per observation, a dozen wrong
 answers) is swept on ``COSTLY_SEEDS`` seeds instead, which the suite's time allows.
+
+An exercise of ``PURE`` (its solution and every kept slip a function of its arguments alone)
+holds cases that are the same on every seed; each answer meets a case it has met before
+with the result it gave then (`_remembered`), so a shared case costs one call an answer.
 """
 
 from __future__ import annotations
@@ -34,6 +38,24 @@ pytestmark = pytest.mark.slow
 
 METHODS = exercises_of(Method)
 
+# l16-tbptt: the pass message's loop of 8 units and 400 steps (k = 10 and 100) is in every
+# seed's inputs, four fifths of an observation's time.
+PURE = {"l16-tbptt"}
+
+
+def _remembered(answer):
+    """``answer``, called once for each distinct list of arguments (tensors by their values)."""
+    results: dict[tuple, object] = {}
+
+    def remembered(*args):
+        key = tuple((str(a.dtype), tuple(a.shape), a.detach().numpy().tobytes())
+                    if isinstance(a, torch.Tensor) else repr(a) for a in args)
+        if key not in results:
+            results[key] = answer(*args)
+        return results[key]
+
+    return remembered
+
 
 def _answer(nb: nbformat.NotebookNode, graded: grade.Graded, exercise: Method,
             source: str | None):
@@ -54,9 +76,10 @@ def _answer(nb: nbformat.NotebookNode, graded: grade.Graded, exercise: Method,
     if rules.read([p.tree for p in pieces], exercise.vocabulary):
         return None
     try:
-        return sandbox.load_answer(files, graded.names)
+        answer = sandbox.load_answer(files, graded.names)
     except Exception:  # its own source fails to run: it fails on every seed
         return None
+    return _remembered(answer) if graded.key in PURE else answer
 
 
 _INPUTS: dict[tuple[int, int], object] = {}
