@@ -43,12 +43,17 @@ METHODS = exercises_of(Method)
 PURE = {"l16-tbptt"}
 
 
+def _bytes(tensor: torch.Tensor) -> bytes:
+    """A tensor's values as bytes (numpy has no bfloat16, so read them as bytes first)."""
+    return tensor.detach().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes()
+
+
 def _remembered(answer):
     """``answer``, called once for each distinct list of arguments (tensors by their values)."""
     results: dict[tuple, object] = {}
 
     def remembered(*args):
-        key = tuple((str(a.dtype), tuple(a.shape), a.detach().numpy().tobytes())
+        key = tuple((str(a.dtype), tuple(a.shape), _bytes(a))
                     if isinstance(a, torch.Tensor) else repr(a) for a in args)
         if key not in results:
             results[key] = answer(*args)
