@@ -144,6 +144,29 @@ def test_the_scale_check_has_a_zero_and_a_negative_largest_on_every_trial():
         assert both.max() < both.abs().max() / 2 and both.min() == -both.abs().max()
 
 
+def test_the_scale_check_sets_where_the_ways_of_rounding_part_on_every_trial():
+    """The bounds' ratios are exact powers of two where the ways of rounding part (the
+    lowest on even seeds, the highest on odd ones), whatever order the sums are taken in;
+    and the largest |dL/dy| is 2**12 or more times the smallest, so taking the largest
+    never lands where lifting the smallest to 2**-24 would (two slips told apart)."""
+    lesson = _lesson_module()
+    for seed in range(40):
+        x, W, b, t = lesson._new_layer(torch.Generator().manual_seed(seed))
+        W, b = W.requires_grad_(), b.requires_grad_()
+        y = x @ W.T + b
+        gy, gW, gb = torch.autograd.grad(F.mse_loss(y, t), (y, W, b))
+        by_hand = lesson._grads(x, W.detach(), b.detach(), t)
+        rows = sum(by_hand[0][i] for i in range(len(x)))  # another order of the same sum
+        assert torch.equal(gy, by_hand[0]) and torch.equal(gb, by_hand[2])
+        assert torch.equal(gb, rows)
+        smallest, largest = gy.abs()[gy != 0].min(), gy.abs().max()
+        high = torch.maximum(gW.abs().max(), gb.abs().max())
+        low_exact = torch.log2(lesson.FP16_NORMAL / smallest) % 1 == 0
+        high_exact = torch.log2(lesson.FP16_MAX / high) % 1 == 0
+        assert (bool(low_exact), bool(high_exact)) == (seed % 2 == 0, seed % 2 == 1)
+        assert largest / smallest >= 2**12
+
+
 def test_a_compensated_step_keeps_what_rounding_drops():
     lesson = _lesson_module()
     # Section 4's float16 run, compensated, ends where its float32 master weights do.

@@ -58,7 +58,12 @@ WRONG = {
         # The next power of two as floor + 1 (2 ** frexp's exponent): twice too big where the
         # ratio is itself a power of two, which every check meets.
         (_range().replace("2.0 ** torch.ceil(", "2.0 ** (1 + torch.floor(").replace(
-            "/ smallest))", "/ smallest)))"), "lowest scale"),
+            "/ smallest))", "/ smallest)))"), "floor(log2 ...) + 1"),
+        # The power below as ceil - 1: half too small where the ratio is itself a power of
+        # two, which every check meets (the largest |dL/db| is set so on odd seeds).
+        (_range().replace("2.0 ** torch.floor(torch.log2(f16.max / largest))",
+                          "2.0 ** (torch.ceil(torch.log2(f16.max / largest)) - 1)"),
+         "ceil(log2 ...) - 1"),
         # round for ceil: too small where the ratio's log2 has a fraction under one half.
         (_range(up="torch.round"), "lowest scale"),
         # A pair of scales that worked once, written in.

@@ -72,31 +72,64 @@ def _new_layer(gen):
     entry of dL/dW and dL/db is several times smaller: a max taken without abs misses it.
     The last row of x is zeros and one residual there is 0, so t equals y exactly at that
     entry however y is computed: dL/dy has an exact zero, which "every nonzero entry"
-    leaves out."""
+    leaves out.
+
+    Every number is a short binary fraction (x and W to 2**-12, b to 2**-20, t to 2**-44),
+    so y, dL/dy and dL/db come out exact whatever order an answer adds in. That lets the
+    bounds' ratios be set exactly, where the ways of rounding part (see below)."""
     n = 2 ** int(torch.randint(3, 6, (1,), generator=gen))  # N * M a power of two: see below
     k = int(torch.randint(1, 9, (1,), generator=gen))
     m = 4 * int(torch.randint(1, 3, (1,), generator=gen))  # 4 or more: no slip mimics another
-    x = 0.05 * torch.randn(n, k, generator=gen, dtype=torch.float64)
-    W = 0.5 * torch.randn(m, k, generator=gen, dtype=torch.float64)
-    b = 0.1 * torch.randn(m, generator=gen, dtype=torch.float64)
-    b[0] = torch.round(b[0] * 64) / 64  # a short binary fraction: see below
+    x = _short(0.05 * torch.randn(n, k, generator=gen, dtype=torch.float64), 12)
+    W = _short(0.5 * torch.randn(m, k, generator=gen, dtype=torch.float64), 12)
+    b = _short(0.1 * torch.randn(m, generator=gen, dtype=torch.float64), 20)
+    b[0] = _short(b[0], 6)  # shorter still: see below
     size = 10.0 ** float(-5 + 4 * torch.rand(1, generator=gen, dtype=torch.float64))
     x[-1] = 0.0  # y's last row is b exactly, so a zero residual there stays exactly zero
     offset = -(2 + torch.rand(m, generator=gen, dtype=torch.float64))
     residual = offset + 0.3 * torch.randn(n, m, generator=gen, dtype=torch.float64)
     residual[0, 0] *= 0.01
     residual[-1, -1] = 0.0
-    t = x @ W.T + b - size * residual
+    # On odd seeds the largest |dL/db| is 65504 over a power of two, where floor and
+    # ceil - 1 part: the size is scaled by 0.7 to 1.4 to bring it there (every ratio the
+    # other slips need is kept), then one entry of its column takes up what rounding left.
+    odd = gen.initial_seed() % 2
+    if odd:
+        kept = residual.clone()
+        kept[-1, 0] = 0.0  # the smallest |dL/dy| goes there (below): next to nothing
+        largest = size * kept.sum(0).abs().max().item()
+        size *= _at_the_limit(largest, n * m) / largest
+    t = _short(x @ W.T + b - size * residual, 44)
     # The smallest nonzero |dL/dy| is set exactly: on even seeds a power of two, where ceil
     # and floor + 1 (or 2 ** frexp's exponent) part; on odd seeds 1.5 times one, where ceil
     # and round part. Trials use consecutive seeds, so both show in every check. It sits in
     # the last row, where y is b exactly; with b[0] a short binary fraction and N * M a power
     # of two, 2 * (y - t) / (N * M) is exact however it is computed, and it is smaller than
-    # every other entry (under half of residual[0, 0]).
-    power = 2.0 ** math.floor(math.log2(0.004 * size * 2 / (n * m)))
-    power *= 1.5 if gen.initial_seed() % 2 else 1.0
+    # every other entry (under half of residual[0, 0]), and 2**12 to 2**14 times smaller
+    # than the largest: taking the largest never lands where lifting the smallest to
+    # 2**-24 instead of 2**-14 would, so the two slips stay apart.
+    power = 2.0 ** math.floor(math.log2(0.0005 * size * 2 / (n * m)))
+    power *= 1.5 if odd else 1.0
     t[-1, 0] = b[0] + power * n * m / 2
+    if odd:  # the largest |dL/db| made 65504 over a power of two exactly, to the last bit
+        r = x @ W.T + b - t
+        sums = r.sum(0)
+        c = int(sums.abs().argmax())
+        t[1, c] += sums[c] - _at_the_limit(sums[c].item(), n * m)
     return x, W, b, t
+
+
+def _at_the_limit(column_sum: float, entries: int) -> float:
+    """The residual column sum nearest ``column_sum`` whose dL/db entry, 2 * sum / entries,
+    is 65504 times a power of two, with its sign."""
+    gb = 2 * abs(column_sum) / entries
+    power = 2.0 ** -round(math.log2(FP16_MAX / gb))
+    return math.copysign(FP16_MAX * power * entries / 2, column_sum)
+
+
+def _short(v: torch.Tensor, bits: int) -> torch.Tensor:
+    """``v`` rounded to a multiple of 2**-bits."""
+    return torch.round(v * 2.0**bits) / 2.0**bits
 
 
 def _grads(x, W, b, t, divide=None, factor=2.0):
@@ -144,6 +177,16 @@ SCALE_SLIPS = {
     "highest must stay at 65504 or below (round its exponent down)":
         lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t),
                                         rounding=(torch.floor, torch.ceil)),
+    "the lowest scale was rounded up as 2 ** (floor(log2 ...) + 1) (2 ** frexp's exponent "
+    "too): where 2**-14 over the smallest |dL/dy| is itself a power of two, that power lifts "
+    "it to 2**-14 exactly, and this gives twice it. Round the exponent up, 2 ** ceil(log2 ...)":
+        lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t),
+                                        rounding=(lambda v: torch.floor(v) + 1, torch.floor)),
+    "the highest scale was rounded down as 2 ** (ceil(log2 ...) - 1): where 65504 over the "
+    "largest gradient is itself a power of two, that power brings it to 65504 exactly, which "
+    "float16 holds, and this gives half it. Round the exponent down, 2 ** floor(log2 ...)":
+        lambda x, W, b, t: scale_bounds(*_grads(x, W, b, t),
+                                        rounding=(torch.ceil, lambda v: torch.ceil(v) - 1)),
 }
 
 SCALE_ADVICE = (
