@@ -129,16 +129,22 @@ def test_gradscaler_equals_the_loop_by_hand(cells):
     assert "same parameters, bit for bit: True" in out
 
 
+def _scale_layers(seeds: int = 40):
+    """The scale check's layers of the first ``seeds`` seeds, each with its seed and its
+    gradients (dL/dy, dL/dW, dL/db) from autograd."""
+    lesson = _lesson_module()
+    for seed in range(seeds):
+        x, W, b, t = lesson._new_layer(torch.Generator().manual_seed(seed))
+        Wg, bg = W.clone().requires_grad_(), b.clone().requires_grad_()
+        y = x @ Wg.T + bg
+        yield seed, (x, W, b, t), torch.autograd.grad(F.mse_loss(y, t), (y, Wg, bg))
+
+
 def test_the_scale_check_has_a_zero_and_a_negative_largest_on_every_trial():
     """dL/dy has an exact zero (left out of "every nonzero entry"), and the largest |dL/dW|
     or |dL/db| is negative with every positive entry under half its size (so a max without
     abs lands on another power of two)."""
-    lesson = _lesson_module()
-    for seed in range(40):
-        x, W, b, t = lesson._new_layer(torch.Generator().manual_seed(seed))
-        W, b = W.requires_grad_(), b.requires_grad_()
-        y = x @ W.T + b
-        gy, gW, gb = torch.autograd.grad(F.mse_loss(y, t), (y, W, b))
+    for _, _, (gy, gW, gb) in _scale_layers():
         assert (gy == 0).any()
         both = torch.cat([gW.flatten(), gb])
         assert both.max() < both.abs().max() / 2 and both.min() == -both.abs().max()
@@ -150,13 +156,9 @@ def test_the_scale_check_sets_where_the_ways_of_rounding_part_on_every_trial():
     and the largest |dL/dy| is 2**12 or more times the smallest, so taking the largest
     never lands where lifting the smallest to 2**-24 would (two slips told apart)."""
     lesson = _lesson_module()
-    for seed in range(40):
-        x, W, b, t = lesson._new_layer(torch.Generator().manual_seed(seed))
-        W, b = W.requires_grad_(), b.requires_grad_()
-        y = x @ W.T + b
-        gy, gW, gb = torch.autograd.grad(F.mse_loss(y, t), (y, W, b))
-        by_hand = lesson._grads(x, W.detach(), b.detach(), t)
-        rows = sum(by_hand[0][i] for i in range(len(x)))  # another order of the same sum
+    for seed, layer, (gy, gW, gb) in _scale_layers():
+        by_hand = lesson._grads(*layer)
+        rows = sum(by_hand[0][i] for i in range(len(gy)))  # another order of the same sum
         assert torch.equal(gy, by_hand[0]) and torch.equal(gb, by_hand[2])
         assert torch.equal(gb, rows)
         smallest, largest = gy.abs()[gy != 0].min(), gy.abs().max()
