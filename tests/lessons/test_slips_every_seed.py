@@ -32,10 +32,11 @@ BY_HAND = exercises_of(ByHand)
 
 
 class _Largest(QuietDispatchMode):
-    """The entries of the largest tensor an operation made: all of `run_answer`'s watch an
-    exercise "without" a Jacobian needs here. Its estimate watch (`Nudges`, 40 ms a run of
-    lesson 26's answers) can only fail an answer more, so leaving it out can only show a
-    slip passing that the check fails, never hide one."""
+    """The entries of the largest tensor an operation made: the one part of `run_answer`'s
+    watch that an exercise asking to do without something (a Jacobian) needs here. The
+    other part, the estimate watch (`Nudges`, 40 ms a run of lesson 26's answers), can only
+    fail an answer more: leaving it out may show a slip passing that the check fails, and
+    never hides one that passes."""
 
     def __init__(self) -> None:
         super().__init__()
