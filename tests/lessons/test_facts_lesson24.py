@@ -7,7 +7,6 @@ compensation that keeps the updates float16 alone loses.
 
 from __future__ import annotations
 
-import importlib
 import re
 from pathlib import Path
 
@@ -20,18 +19,9 @@ from stored import output_text
 from torch import nn
 
 import backproplab as bl
+from backproplab.course.exercises.lesson24 import compensated, scale
 
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "24-lower-precision.ipynb"
-
-
-def _lesson_module():
-    """lesson24.py, wherever the package keeps the exercise modules."""
-    for name in ("backproplab.course.exercises.lesson24",):
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue
-    raise ModuleNotFoundError("lesson24")
 
 
 @pytest.fixture(scope="module")
@@ -132,9 +122,8 @@ def test_gradscaler_equals_the_loop_by_hand(cells):
 def _scale_layers(seeds: int = 40):
     """The scale check's layers of the first ``seeds`` seeds, each with its seed and its
     gradients (dL/dy, dL/dW, dL/db) from autograd."""
-    lesson = _lesson_module()
     for seed in range(seeds):
-        x, W, b, t = lesson._new_layer(torch.Generator().manual_seed(seed))
+        x, W, b, t = scale._new_layer(torch.Generator().manual_seed(seed))
         Wg, bg = W.clone().requires_grad_(), b.clone().requires_grad_()
         y = x @ Wg.T + bg
         yield seed, (x, W, b, t), torch.autograd.grad(F.mse_loss(y, t), (y, Wg, bg))
@@ -155,38 +144,36 @@ def test_the_scale_check_sets_where_the_ways_of_rounding_part_on_every_trial():
     lowest on even seeds, the highest on odd ones), whatever order the sums are taken in;
     and the largest |dL/dy| is 2**12 or more times the smallest, so taking the largest
     never lands where lifting the smallest to 2**-24 would (two slips told apart)."""
-    lesson = _lesson_module()
     for seed, layer, (gy, gW, gb) in _scale_layers():
-        by_hand = lesson._grads(*layer)
+        by_hand = scale._grads(*layer)
         rows = sum(by_hand[0][i] for i in range(len(gy)))  # another order of the same sum
         assert torch.equal(gy, by_hand[0]) and torch.equal(gb, by_hand[2])
         assert torch.equal(gb, rows)
         smallest, largest = gy.abs()[gy != 0].min(), gy.abs().max()
         high = torch.maximum(gW.abs().max(), gb.abs().max())
-        low_exact = torch.log2(lesson.FP16_NORMAL / smallest) % 1 == 0
-        high_exact = torch.log2(lesson.FP16_MAX / high) % 1 == 0
+        low_exact = torch.log2(scale.FP16_NORMAL / smallest) % 1 == 0
+        high_exact = torch.log2(scale.FP16_MAX / high) % 1 == 0
         assert (bool(low_exact), bool(high_exact)) == (seed % 2 == 0, seed % 2 == 1)
         assert largest / smallest >= 2**12
 
 
 def test_a_compensated_step_keeps_what_rounding_drops():
-    lesson = _lesson_module()
     # Section 4's float16 run, compensated, ends where its float32 master weights do.
     w = torch.ones(3, dtype=torch.float16)
     comp = torch.zeros_like(w)
     update = -0.002 * torch.tensor([0.05, 0.3, 1.0])
     for _ in range(1000):
-        w, comp = lesson.compensated_reference(w, comp, update)
+        w, comp = compensated.compensated_reference(w, comp, update)
     assert w.dtype == comp.dtype == torch.float16
     assert torch.allclose(w.double(), torch.tensor([0.9, 0.4, -1.0], dtype=torch.float64),
                           atol=2.0**-11)
     # On the check's own trainings it stays within a gap, and every kept slip ends far off
     # (ten gaps or more), so the limit of two gaps parts them on any seed.
     for seed in range(5):
-        worst, wrong = lesson._trained(lesson.compensated_reference, seed)
+        worst, wrong = compensated._trained(compensated.compensated_reference, seed)
         assert wrong is None and worst < 0.6
-        for slip in lesson.STEP_SLIPS.values():
-            worst, wrong = lesson._trained(slip, seed)
+        for slip in compensated.STEP_SLIPS.values():
+            worst, wrong = compensated._trained(slip, seed)
             assert wrong is not None and worst > 10
 
 
