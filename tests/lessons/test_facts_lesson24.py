@@ -7,6 +7,7 @@ compensation that keeps the updates float16 alone loses.
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -130,13 +131,18 @@ def _scale_layers(seeds: int = 40):
 
 
 def test_the_scale_check_has_a_zero_and_a_negative_largest_on_every_trial():
-    """dL/dy has an exact zero (left out of "every nonzero entry"), and the largest |dL/dW|
-    or |dL/db| is negative with every positive entry under half its size (so a max without
-    abs lands on another power of two)."""
+    """dL/dy has an exact zero (left out of "every nonzero entry"). The largest |dL/db| and
+    |dL/dW| are negative, and the largest entry of dL/dW and dL/db by sign is positive; the
+    four sizes the highest scale can be taken from (by sign, |dL/dy|, |dL/dW|, |dL/db|) are
+    each at least twice the one before. So a max without abs, the highest scale from dL/dy,
+    the bias left out and the right answer each land on a power of two of their own, on
+    every trial, and a max without abs has a positive number to take the log of."""
     for _, _, (gy, gW, gb) in _scale_layers():
         assert (gy == 0).any()
-        both = torch.cat([gW.flatten(), gb])
-        assert both.max() < both.abs().max() / 2 and both.min() == -both.abs().max()
+        assert gb.min() == -gb.abs().max() and gW.min() == -gW.abs().max()
+        by_sign = torch.cat([gW.flatten(), gb]).max()
+        sizes = [by_sign, gy.abs().max(), gW.abs().max(), gb.abs().max()]
+        assert by_sign > 0 and all(2 * a <= b for a, b in itertools.pairwise(sizes))
 
 
 def test_the_scale_check_sets_where_the_ways_of_rounding_part_on_every_trial():

@@ -42,11 +42,15 @@ def _new_layer(gen):
 
     Every slip must show on every trial, so the numbers are arranged for it: each column's
     residual leans one way (an offset of 2 to 3, in units of its size), so dL/db, a sum
-    over N >= 6 rows, is several times every entry of dL/dy; x is small (sd 0.05), so dL/dW
-    stays several times below dL/db; and one entry of the residual is a hundred times
-    smaller than the rest, so the smallest and largest entries of dL/dy are far apart.
-    Every column leans negative, so the largest |dL/db| is negative and every positive
-    entry of dL/dW and dL/db is several times smaller: a max taken without abs misses it.
+    over N >= 16 rows, is many times every entry of dL/dy; and one entry of the residual
+    is a hundred times smaller than the rest, so the smallest and largest entries of dL/dy
+    are far apart. Every column leans negative, so dL/db is negative. The columns of x
+    have means 0.3, -0.01, then 0 over the batch (a spread of 0.05 around them), and an
+    entry of dL/dW is about its column's mean times an entry of dL/db: dL/dW's first column
+    is negative, three times or more below dL/db and above dL/dy (the bias left out, and
+    the highest scale taken from dL/dy, land on powers of two of their own), and its second
+    column is positive and thirty times smaller, under half of dL/dy: a max taken without
+    abs lands there, apart from all of them.
     The last row of x is zeros and one residual there is 0, so t equals y exactly at that
     entry however y is computed: dL/dy has an exact zero, which "every nonzero entry"
     leaves out.
@@ -54,15 +58,19 @@ def _new_layer(gen):
     Every number is a short binary fraction (x and W to 2**-12, b to 2**-20, t to 2**-44),
     so y, dL/dy and dL/db come out exact whatever order an answer adds in. That lets the
     bounds' ratios be set exactly, where the ways of rounding part (see below)."""
-    n = 2 ** int(torch.randint(3, 6, (1,), generator=gen))  # N * M a power of two: see below
-    k = int(torch.randint(1, 9, (1,), generator=gen))
+    n = 2 ** int(torch.randint(4, 6, (1,), generator=gen))  # N * M a power of two: see below
+    k = int(torch.randint(2, 9, (1,), generator=gen))  # 2 or more: see x's column means above
     m = 4 * int(torch.randint(1, 3, (1,), generator=gen))  # 4 or more: no slip mimics another
-    x = _short(0.05 * torch.randn(n, k, generator=gen, dtype=torch.float64), 12)
+    x = 0.05 * torch.randn(n, k, generator=gen, dtype=torch.float64)
+    x[-1] = 0.0  # y's last row is b exactly, so a zero residual there stays exactly zero
+    x[:-1] -= x[:-1].mean(0)  # then each column's mean over the batch is set
+    x[:-1, 0] += 0.3
+    x[:-1, 1] -= 0.01
+    x = _short(x, 12)
     W = _short(0.5 * torch.randn(m, k, generator=gen, dtype=torch.float64), 12)
     b = _short(0.1 * torch.randn(m, generator=gen, dtype=torch.float64), 20)
     b[0] = _short(b[0], 6)  # shorter still: see below
     size = 10.0 ** float(-5 + 4 * torch.rand(1, generator=gen, dtype=torch.float64))
-    x[-1] = 0.0  # y's last row is b exactly, so a zero residual there stays exactly zero
     offset = -(2 + torch.rand(m, generator=gen, dtype=torch.float64))
     residual = offset + 0.3 * torch.randn(n, m, generator=gen, dtype=torch.float64)
     residual[0, 0] *= 0.01
