@@ -89,9 +89,10 @@ WRONG = {
          "other dimension"),
         # The gradient of the output handed back as it is.
         (GATHER.format("return g"), "g itself"),
-        # Always along dimension 0: right on half the inputs only.
+        # Always along dimension 0: right where dim is 0 only (how many of the three trials
+        # that is changes with the seed; the name does not).
         (GATHER.format("return torch.zeros_like(x).scatter_add_(0, index, g)"),
-         "matches on 2 of 3"),
+         "does not follow the argument dim"),
         # The same slip: the message names the argument dim that sets the trials apart.
         (GATHER.format("return torch.zeros_like(x).scatter_add_(0, index, g)"),
          "it is right on every input where dim is 0 and wrong on every one where dim is 1: "
