@@ -244,3 +244,23 @@ def test_the_ratio_policy_on_the_mixed_model_is_what_the_prose_says(cells):
                           and "At 16 every product" in c.source).source.split())
     budgets = _rows(_cell(cells, "activation_memory_budget=budget").outputs[0]["text"])
     assert f"kept {int(budgets['0.3'][0]):,} bytes for {int(budgets['0.3'][2]):,} FLOPs" in prose
+
+
+def test_a_wrong_flop_count_is_named_by_what_every_graph_shows():
+    """Counting mm alone leaves out addmm and bmm; on the addmm function's graph, where
+    addmm makes half of the FLOPs, that count is also half the total. The check names what
+    every graph shows (the products left out), never the multiply-adds, which would halve
+    every graph's count, the right ones too."""
+    from backproplab.course.exercises.lesson25 import flops
+
+    mm_only = [(96, {"mm": 96}), (192, {"mm": 192, "addmm": 192}), (0, {"bmm": 80})]
+    said = flops._flop_slip(192, "int", mm_only[1][1], mm_only)
+    assert "addmm nodes are missing" in said and "Half" not in said
+    said = flops._flop_slip(0, "int", mm_only[2][1], mm_only)
+    assert "bmm nodes are missing" in said and "addmm" not in said
+    halved = [(48, {"mm": 96}), (192, {"mm": 192, "addmm": 192}), (40, {"bmm": 80})]
+    assert "multiply-adds" in flops._flop_slip(192, "int", halved[1][1], halved)
+    # A count that fits neither on every graph is given the plain advice.
+    mixed = [(48, {"mm": 96}), (192, {"mm": 192, "addmm": 192}), (80, {"bmm": 80})]
+    assert "Look for the mm, addmm and bmm nodes" in flops._flop_slip(
+        192, "int", mixed[1][1], mixed)

@@ -174,8 +174,10 @@ def _observe_flops(answer: Any, inputs: dict[str, Any]) -> Any:
     return {"trials": trials}
 
 
-def _trial_slip(kind: str, got: dict[str, Any], want: dict[str, Any]) -> str | None:
-    """What is wrong with one function's counts and gradients, or None."""
+def _trial_slip(kind: str, got: dict[str, Any], want: dict[str, Any],
+                counted: list[tuple[Any, dict[str, int]]]) -> str | None:
+    """What is wrong with one function's counts and gradients, or None; ``counted`` is
+    every graph's (count, FLOPs by product) of the check, to name a wrong count's slip."""
     where = f"on a new function with {kind}"
     if is_failure(got):
         return got["detail"]
@@ -198,13 +200,16 @@ def _trial_slip(kind: str, got: dict[str, Any], want: dict[str, Any]) -> str | N
         if mine != total:
             return (f"{where}, the {label} graph: yours {shown if mine is None else mine}, "
                     f"FlopCounterMode measured {total:,}. "
-                    + _flop_slip(mine, kind_of, total, parts))
+                    + _flop_slip(mine, kind_of, parts, counted))
     return None
 
 
 def _flops_slip(got: dict[str, Any], wants: list[dict[str, Any]]) -> str | None:
     kinds = [want["kind"] for want in wants]
-    return next(filter(None, (_trial_slip(kind, trial, want) for kind, trial, want
+    counted = [(count[0], parts) for trial, want in zip(got["trials"], wants, strict=True)
+               if not is_failure(trial) and len(trial["counts"]) == 2
+               for count, parts in zip(trial["counts"], want["flops"], strict=True)]
+    return next(filter(None, (_trial_slip(kind, trial, want, counted) for kind, trial, want
                               in zip(kinds, got["trials"], wants, strict=True))), None)
 
 
@@ -227,19 +232,30 @@ FLOP_COMPILER = Method(
 )
 
 
-def _flop_slip(mine: Any, kind_of: str, want: int, parts: dict[str, int]) -> str:
-    """The slip a wrong count shows, named only when the numbers show it."""
+def _flop_slip(mine: Any, kind_of: str, parts: dict[str, int],
+               counted: list[tuple[Any, dict[str, int]]]) -> str:
+    """The slip a wrong count shows, named only when every graph's count shows it: half of
+    the FLOPs, or all but those of some kinds of product (on one graph alone the two can
+    be the same number, when one product makes half of the graph's FLOPs)."""
     if not isinstance(mine, (int, float)) or isinstance(mine, bool):
         return f"Append a number (an int), not {kind_of}."
-    if mine * 2 == want:
+    if all(n == sum(p.values()) / 2 for n, p in counted):
         return ("Half of it: that is the multiply-adds. FlopCounterMode counts 2 FLOPs per "
                 "multiply-add, 2 * m * k * n for an (m, k) @ (k, n) product.")
-    where_from = {"mm": "x @ w becomes aten.mm",
-                  "addmm": "a Linear with a bias becomes addmm(bias, x, weight.T)",
-                  "bmm": "torch.bmm becomes aten.bmm"}
-    for op in _PRODUCTS:
-        if op in parts and mine == want - parts[op]:
-            return (f"Exactly the FLOPs of its {op} nodes are missing: {where_from[op]}, a "
-                    "matrix product too.")
+    left_out = [ops for ops in _kinds_of_products()
+                if all(n == sum(v for op, v in p.items() if op not in ops) for n, p in counted)]
+    here = [op for op in (left_out[0] if len(left_out) == 1 else ()) if op in parts]
+    if here:
+        where_from = {"mm": "x @ w becomes aten.mm",
+                      "addmm": "a Linear with a bias becomes addmm(bias, x, weight.T)",
+                      "bmm": "torch.bmm becomes aten.bmm"}
+        return (f"Exactly the FLOPs of its {' and '.join(here)} nodes are missing: "
+                + "; ".join(where_from[op] for op in here) + ", a matrix product too.")
     return ("Look for the mm, addmm and bmm nodes (node.target is torch.ops.aten.mm.default "
             "and so on) and read their sizes from node.meta['val'] and their inputs'.")
+
+
+def _kinds_of_products() -> list[tuple[str, ...]]:
+    """Every nonempty set of the kinds of product, as tuples in `_PRODUCTS`' order."""
+    return [tuple(op for i, op in enumerate(_PRODUCTS) if mask >> i & 1)
+            for mask in range(1, 2 ** len(_PRODUCTS))]
