@@ -274,3 +274,40 @@ def test_non_reentrant_checkpoint_stores_its_inputs_itself(cells):
     prose = cells["l16-40"].source
     assert "_CheckpointFrame" in prose and "keeps the block's inputs through saved-tensor hooks" \
         not in prose
+
+
+def test_a_check_run_again_names_what_an_earlier_run_left_in_the_answer():
+    """A function that keeps its recomputed tensors from one call to the next meets them in
+    the check's own second call, and, when the check cell runs again, in its first: both
+    times the message names the keeping, the second time where the tensors were held."""
+    from torch.autograd.graph import saved_tensors_hooks
+
+    from backproplab.course.grading import find_exercise
+
+    def leaky(block, x, recomputed=[]):  # noqa: B006 (the slip under test)
+        rng_state, saves = torch.get_rng_state(), []
+
+        def pack(t):
+            saves.append(None)
+            return len(saves) - 1
+
+        def unpack(i):
+            if not recomputed:
+                with torch.random.fork_rng(), torch.enable_grad():
+                    torch.set_rng_state(rng_state)
+                    with saved_tensors_hooks(lambda t: recomputed.append(t) or t, lambda t: t):
+                        block(x.detach().requires_grad_(x.requires_grad))
+            return recomputed[i]
+
+        with saved_tensors_hooks(pack, unpack):
+            return block(x)
+
+    check = find_exercise("l16-checkpoint-by-hooks").check
+    first = check(leaky, 0)
+    assert not first and "a second call on the same block and input fails" in first[0].message
+    again = check(leaky, 0)
+    assert not again and "the first call fails" in again[0].message
+    held = len(leaky.__defaults__[0])
+    assert held and f"its default argument recomputed already held {held} tensors" in \
+        again[0].message
+    assert "start from nothing of an earlier one" in again[0].message

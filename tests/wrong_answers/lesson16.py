@@ -155,9 +155,11 @@ WRONG = {
         (hooked(forward="torch.random.fork_rng(), saved_tensors_hooks(pack, unpack)"),
          "draw this same mask again"),
         # The recomputed tensors in a default argument: the next call finds the last one's.
-        (leaky(default_argument=True), "a second call on the same block and input fails"),
+        # Told on a second call inside the check, or on its first when an earlier run of
+        # the check left them there.
+        (leaky(default_argument=True), "a list given as a default argument"),
         # ... or in a list at module level.
-        (leaky(default_argument=False), "something the first call left behind"),
+        (leaky(default_argument=False), "start from nothing of an earlier one"),
         # The recomputation's input never requires grad: its saves no longer line up.
         (hooked(again="x.detach()"), "require grad as x does"),
         # The tensors handed out in the order backward asks, not by the pack's position.

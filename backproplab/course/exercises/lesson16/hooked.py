@@ -9,8 +9,11 @@ a plain run leaves it.
 
 from __future__ import annotations
 
+import collections
 import functools
 import gc
+import inspect
+import types
 import weakref
 
 import torch
@@ -160,7 +163,7 @@ def _hooked_reference(inputs: dict) -> list[dict]:
 def _observe_hooked(answer, inputs: dict) -> list | dict:
     """Each block's run through the answer (see `_watched`), up to the first that failed
     or used torch's own checkpoint."""
-    seen = []
+    seen, held = [], _held(answer)
     # Whatever lived before the run cannot be a copy the answer made: frozen, it is left
     # out of the collections and of the look through live objects (`_Watch.kept`), which
     # then cost what the answer made, not what the whole process holds.
@@ -177,7 +180,7 @@ def _observe_hooked(answer, inputs: dict) -> list | dict:
                         handle.remove()
             if failed is not None and not ran["used"]:
                 return failed
-            seen.append(ran)
+            seen.append(dict(ran, held=held) if k == 0 and held else ran)
             if ran["used"]:
                 break
     finally:
@@ -186,6 +189,42 @@ def _observe_hooked(answer, inputs: dict) -> list | dict:
         # object, tens of milliseconds a call in a process that holds torch.
         gc.unfreeze()
     return seen
+
+
+_STORES = (list, dict, set, collections.deque)
+
+
+def _tensors_in(value) -> int:
+    """How many tensors a list, dict (its values), set or deque holds directly."""
+    if type(value) not in _STORES:
+        return 0
+    return sum(isinstance(v, torch.Tensor) for v in (value.values() if isinstance(value, dict)
+                                                     else value))
+
+
+def _held(answer) -> list[list]:
+    """The tensors the answer holds before the check first calls it, as [where, how many]:
+    in a default argument, or in a module-level name its code (or a function inside it)
+    reads. A fresh answer (the grade's) holds none; one called before, by an earlier run
+    of the check, may."""
+    found = []
+    try:
+        params = inspect.signature(answer).parameters.values()
+    except (TypeError, ValueError):  # not a plain function: nothing to look at
+        params = ()
+    for p in params:
+        if p.default is not p.empty and _tensors_in(p.default):
+            found.append([f"its default argument {p.name}", _tensors_in(p.default)])
+    codes, names = [getattr(answer, "__code__", None)], set()
+    while codes:
+        code = codes.pop()
+        if isinstance(code, types.CodeType):
+            names.update(code.co_names)
+            codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    module = getattr(answer, "__globals__", {})
+    found += [[f"the module-level {type(module[name]).__name__} {name}", _tensors_in(module[name])]
+              for name in sorted(names) if name in module and _tensors_in(module[name])]
+    return found
 
 
 def _watched(answer, block, case, watch, copies_too) -> tuple[dict, dict | None]:
@@ -252,6 +291,15 @@ def _explain_hooked(inputs: dict, got: list, want: list) -> str:
              f"({', '.join(type(m).__name__ for m in block)}), "
              f"{'an input that requires grad' if case['wants_grad'] else 'an input of data'}")
     passed = [(c["dropout"], c["wants_grad"]) for c in inputs["blocks"][:at]]
+    if ran.get("held"):  # an earlier call's tensors, met by the check's first call
+        held = " and ".join(f"{holder} already held {n} tensor{'s' * (n > 1)}"
+                            for holder, n in ran["held"])
+        return (f"{where}: the first call fails ({_symptom(ran, want[at])}), and before the "
+                f"check called checkpoint_by_hooks, {held}, which it reads. "
+                "Something kept from one call to the next (a list given as a default argument, "
+                "def f(block, x, saved=[]), or kept at module level) hands each call what an "
+                "earlier one left, such as an earlier run of this check: each call must start "
+                "from nothing of an earlier one")
     return f"{where}: {_what_went_wrong(case, ran, want[at], passed)}"
 
 
