@@ -8,7 +8,9 @@ replaced, the definitions it needs) and observed on the inputs of seeds 0 to
 ``SEEDS + trials - 2``. A check with seed s judges trials s .. s + trials - 1 and passes
 only if all of them agree with the reference, so the check of every seed s < SEEDS is
 known from these observations. The solution must pass on all of them, each wrong
-answer fail on all of them.
+answer fail on all of them, and be told the mistake kept with it (the fragment its message
+holds on seed 0) on the checks of the seeds in ``NAMED`` too. The same answer runs every
+check, as a learner's function does when the check cell is run again.
 
 An exercise whose observation starts worker processes or compiles (lesson 23's process
 groups, torch.compile in lessons 25 and 27: seconds per observation, a dozen wrong
@@ -22,6 +24,8 @@ with the result it gave then (`_remembered`), so a shared case costs one call an
 from __future__ import annotations
 
 import copy
+import functools
+import re
 
 import nbformat
 import pytest
@@ -29,10 +33,11 @@ import torch
 from registry import exercises_of, lesson_of, wrong_answers
 
 from backproplab.course import grade, rules, sandbox
-from backproplab.course.grading import Method, is_failure, same
+from backproplab.course.grading import Method, is_failure, judge_method, same
 
 SEEDS = 50
 COSTLY_SEEDS = 3
+NAMED = (20, 40)  # two checks of each wrong answer judged in full: a second each, or less
 pytestmark = pytest.mark.slow
 
 
@@ -149,7 +154,7 @@ def _seeds(exercise: Method) -> int:
 
 
 @pytest.mark.parametrize("key", sorted(METHODS))
-def test_the_solution_passes_and_every_kept_slip_fails_on_every_seed(key):
+def test_the_solution_passes_and_every_kept_slip_fails_and_is_named_on_every_seed(key):
     exercise = METHODS[key]
     seeds = _seeds(exercise)
     nb, graded = lesson_of(key)
@@ -159,13 +164,18 @@ def test_the_solution_passes_and_every_kept_slip_fails_on_every_seed(key):
     failing = [s for s in range(seeds) if not all(agrees[s:s + exercise.trials])]
     assert not failing, f"{key}: the solution fails on {len(failing)} of {seeds} seeds, " \
                         f"e.g. seed {failing[0]}"
-    passing = []
+    problems = []
     for k, (source, fragment) in enumerate(wrong_answers(key)):
         answer = _answer(nb, graded, exercise, source)
         if answer is None:
             continue
         passed = _passing_seeds(exercise, answer, seeds)
         if passed:
-            passing.append(f"wrong answer {k} ({fragment!r}) passes on {len(passed)} of "
-                           f"{seeds} seeds, e.g. seed {passed[0]}")
-    assert not passing, f"{key}:\n" + "\n".join(passing)
+            problems.append(f"wrong answer {k} ({fragment!r}) passes on {len(passed)} of "
+                            f"{seeds} seeds, e.g. seed {passed[0]}")
+        for s in (s for s in NAMED if s < seeds and s not in passed):
+            report = judge_method(exercise, functools.partial(exercise.run, answer), seed=s)
+            told = " ".join(str(report).split())  # wrapped to the lab's width: one line
+            if not re.search(re.escape(fragment), told, re.IGNORECASE):
+                problems.append(f"wrong answer {k} is not told {fragment!r} on seed {s}: {told}")
+    assert not problems, f"{key}:\n" + "\n".join(problems)
