@@ -4,6 +4,7 @@ flows, judged against ``FlopCounterMode``'s measure of each pass in eager mode."
 
 from __future__ import annotations
 
+import itertools
 import numbers
 import warnings
 from typing import Any
@@ -16,6 +17,9 @@ from .._spec import METHOD, Method, failure, is_failure
 from .._spec import first_line as _first_line
 
 _PRODUCTS = ("mm", "addmm", "bmm")
+# Every nonempty set of the kinds of product: what a wrong count may have left out.
+_LEFT_OUT = [ops for k in range(1, len(_PRODUCTS) + 1)
+             for ops in itertools.combinations(_PRODUCTS, k)]
 
 
 def _new_function(kind: str, gen: torch.Generator, data_input: bool):
@@ -242,7 +246,7 @@ def _flop_slip(mine: Any, kind_of: str, parts: dict[str, int],
     if all(n == sum(p.values()) / 2 for n, p in counted):
         return ("Half of it: that is the multiply-adds. FlopCounterMode counts 2 FLOPs per "
                 "multiply-add, 2 * m * k * n for an (m, k) @ (k, n) product.")
-    left_out = [ops for ops in _kinds_of_products()
+    left_out = [ops for ops in _LEFT_OUT
                 if all(n == sum(v for op, v in p.items() if op not in ops) for n, p in counted)]
     here = [op for op in (left_out[0] if len(left_out) == 1 else ()) if op in parts]
     if here:
@@ -253,9 +257,3 @@ def _flop_slip(mine: Any, kind_of: str, parts: dict[str, int],
                 + "; ".join(where_from[op] for op in here) + ", a matrix product too.")
     return ("Look for the mm, addmm and bmm nodes (node.target is torch.ops.aten.mm.default "
             "and so on) and read their sizes from node.meta['val'] and their inputs'.")
-
-
-def _kinds_of_products() -> list[tuple[str, ...]]:
-    """Every nonempty set of the kinds of product, as tuples in `_PRODUCTS`' order."""
-    return [tuple(op for i, op in enumerate(_PRODUCTS) if mask >> i & 1)
-            for mask in range(1, 2 ** len(_PRODUCTS))]
