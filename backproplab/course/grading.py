@@ -143,9 +143,10 @@ class Method:
     -> the observation it gives, from the inputs) is named only when the answer shows
     exactly that on every trial; otherwise ``explain(inputs, got, want)`` says what the
     first trial that disagrees shows (a `failure`, to give it a verdict of its own, such
-    as ``estimate``). ``allows`` names the sandbox's refused families the
-    observation needs (`backproplab.course.runner.EVENTS`), ``vocabulary`` what the
-    answer's source may use.
+    as ``estimate``). ``wrong(got, want)`` stands for either that is not given: None when
+    an observation is right, else what is wrong with it. ``allows`` names the sandbox's
+    refused families the observation needs (`backproplab.course.runner.EVENTS`),
+    ``vocabulary`` what the answer's source may use.
 
     ``check(answer, seed)`` is the whole check run in one process (the learner's kernel):
     the observation, then the judgement.
@@ -159,17 +160,23 @@ class Method:
     mistakes: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     trials: int = 2
     agree: Callable[[Any, Any], bool] | None = None
+    wrong: Callable[[Any, Any], str | dict | None] | None = None
     passed: str = "works on every new case the check made"
     vocabulary: rules.Vocabulary = rules.METHOD
     allows: frozenset[str] = frozenset()
     check: Callable[[Any, int], Report] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        wrong = self.wrong
+        if wrong is not None and self.agree is None:
+            object.__setattr__(self, "agree", lambda got, want: wrong(got, want) is None)
+        if wrong is not None and self.explain is None:
+            object.__setattr__(self, "explain", lambda inputs, got, want: wrong(got, want))
         missing = [f for f in ("make_inputs", "observe", "reference", "explain")
                    if not callable(getattr(self, f))]
         if missing or not self.name:
             raise TypeError(f"Method {self.name!r}: expected functions for make_inputs, "
-                            f"observe, reference and explain, and a name; missing "
+                            f"observe, reference and explain (or wrong), and a name; missing "
                             f"{', '.join(missing) or 'name'}")
         if isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1:
             raise ValueError(f"Method {self.name!r}: trials: expected an int >= 1, got "

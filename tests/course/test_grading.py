@@ -7,6 +7,7 @@ machinery on small functions of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import warnings
@@ -308,3 +309,20 @@ def test_a_slip_that_is_a_constant_is_named_before_hard_coded():
     text = str(_check(lambda x: torch.zeros_like(x), mistakes=slips))
     assert "taken for an exact 0" in text and "hard-coded" not in text
     assert "hard-coded" in str(_check(lambda x: torch.zeros_like(x)))
+
+
+def test_a_methods_wrong_stands_for_agree_and_explain():
+    def too_big(got, want):
+        return "too big" if got > want else None
+
+    coin = Method(name="coin", make_inputs=lambda gen: {"n": 3},
+                  observe=lambda answer, inputs: float(answer(inputs["n"])),
+                  reference=lambda inputs: 0.5, wrong=too_big)
+    assert coin.check(lambda n: 0.25)
+    report = coin.check(lambda n: 0.75)
+    assert not report and report[0].message == "too big"
+    # a copy keeps the judgement (the grade copies an exercise to wrap its functions)
+    copy = dataclasses.replace(coin, name="coin copy")
+    assert copy.check(lambda n: 0.25)
+    report = copy.check(lambda n: 0.75)
+    assert not report and report[0].message == "too big"

@@ -384,9 +384,8 @@ ENGINE_FREES = Method(
     make_inputs=_engine_inputs,
     observe=_observe_engine,
     reference=_torch_cases,
-    explain=lambda inputs, got, want: _engine_problem(got, want) or "",
+    wrong=_engine_problem,
     trials=1,  # one trial of 2 sets of numbers, drawn as the check always drew them
-    agree=lambda got, want: _engine_problem(got, want) is None,
     passed=f"runs where torch runs and raises where torch raises, in {len(_CASES)} cases on 2 "
            "new sets of numbers, and a freed box lets go of its tensor",
 )

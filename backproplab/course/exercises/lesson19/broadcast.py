@@ -271,8 +271,7 @@ BROADCAST = Method(
     make_inputs=_broadcast_inputs,
     observe=_observe_broadcast,
     reference=_broadcast_want,
-    agree=lambda got, want: _broadcast_slip(got, want) is None,
-    explain=lambda inputs, got, want: _broadcast_slip(got, want),
+    wrong=_broadcast_slip,
     trials=1,
     passed="backward returns gradients shaped like a and b, equal to autograd's, for inputs "
            f"of {len(_shape_pairs())} pairs of shapes that broadcast, and for (3, 1) and (1, 4) "

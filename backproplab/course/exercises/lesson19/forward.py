@@ -202,8 +202,7 @@ GATE = Method(
     make_inputs=lambda gen: {"trials": by_hand_trials(gate_inputs, gen)},
     observe=_observe,
     reference=_reference,
-    agree=lambda got, want: _slip(got, want) is None,
-    explain=lambda inputs, got, want: _slip(got, want),
+    wrong=_slip,
     trials=1,
     passed="jvp's tangent and backward's gradients match the derivative on 3 new random "
            "inputs; torch.func.jvp agrees, and jacfwd equals jacrev",

@@ -225,8 +225,7 @@ SOFTPLUS = Method(
     make_inputs=lambda gen: {"trials": by_hand_trials(softplus_inputs, gen)},
     observe=_observe_softplus,
     reference=_softplus_want,
-    agree=lambda got, want: _softplus_slip(got, want) is None,
-    explain=lambda inputs, got, want: _softplus_slip(got, want),
+    wrong=_softplus_slip,
     trials=1,
     passed="backward matches autograd on 3 new random inputs; in place: "
            "softplus written into x, declared with mark_dirty, the output alone saved; far "

@@ -195,9 +195,8 @@ SAFE_SOFTPLUS = Method(
     make_inputs=_soft_trial,
     observe=_observe_soft,
     reference=_soft_reference,
-    explain=lambda inputs, got, want: _soft_problem(got, want),
+    wrong=_soft_problem,
     trials=3,
-    agree=lambda got, want: _soft_problem(got, want) is None,
     passed="the same values as soft_relu and finite gradients with respect to x and beta "
            "equal to the safe rewrite's, on 3 new inputs in every region (exp overflowing "
            "included)",

@@ -299,8 +299,7 @@ BUCKETS = Method(
     make_inputs=_bucket_inputs,
     observe=_observe_bucketed,
     reference=_bucket_want,
-    agree=lambda got, want: _bucket_slip(got, want) is None,
-    explain=lambda inputs, got, want: _bucket_slip(got, want),
+    wrong=_bucket_slip,
     trials=1,
     passed=f"in 2 and in 3 processes, {STEPS} steps each: one all-reduce per bucket, the "
            "buckets closed at the cap in the order the gradients became ready, each sent from "

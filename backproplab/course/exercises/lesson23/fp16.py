@@ -262,8 +262,7 @@ FP16_HOOK = Method(
     make_inputs=lambda gen: {"seed": gen.initial_seed()},
     observe=_observe_fp16,
     reference=_fp16_want,
-    agree=lambda got, want: _fp16_slip(got, want) is None,
-    explain=lambda inputs, got, want: _fp16_slip(got, want),
+    wrong=_fp16_slip,
     trials=1,
     passed="one float16 all-reduce per bucket (4 buckets in 2 steps, then 1 in a step with "
            "gradients near 40,000), float32 handed back, and the gradients agree with DDP's "

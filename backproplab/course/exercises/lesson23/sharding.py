@@ -338,8 +338,7 @@ SHARD_MEAN = Method(
     make_inputs=lambda gen: {"seed": gen.initial_seed()},
     observe=_observe_shard,
     reference=_shard_want,
-    agree=lambda got, want: _shard_slip(got, want) is None,
-    explain=lambda inputs, got, want: _shard_slip(got, want),
+    wrong=_shard_slip,
     trials=1,
     passed="each rank kept the mean over the ranks of its own rows, in FSDP's layout (7 rows "
            f"as {_layouts(7, 2)} over 2 ranks and {_layouts(7, 3)} over 3; 4 rows as "

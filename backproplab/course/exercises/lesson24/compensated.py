@@ -236,8 +236,7 @@ COMPENSATED = Method(
     make_inputs=lambda gen: {"seed": gen.initial_seed()},
     observe=_observe_compensated,
     reference=_compensated_want,
-    agree=lambda got, want: _compensated_slip(got, want) is None,
-    explain=lambda inputs, got, want: _compensated_slip(got, want),
+    wrong=_compensated_slip,
     trials=1,
     passed=f"section 4's run ends where its updates add up, and in trainings of {STEPS} steps "
            f"in float16 and bfloat16 every weight ends within {LIMIT:g} gaps of the exact sum "

@@ -223,8 +223,7 @@ FLOP_COMPILER = Method(
     observe=_observe_flops,
     reference=lambda inputs: [{"kind": kind, **_eager(fn, args)}
                               for kind, fn, args in _functions(inputs["seed"])],
-    agree=lambda got, want: _flops_slip(got, want) is None,
-    explain=lambda inputs, got, want: _flops_slip(got, want),
+    wrong=_flops_slip,
     trials=1,
     passed="matches FlopCounterMode on 3 new functions (mm, addmm and bmm; forward and "
            "backward graphs; one with an input that needs no gradient), read from the graphs "
