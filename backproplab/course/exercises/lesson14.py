@@ -1,8 +1,12 @@
-"""Lesson 14's exercise (``l14-windows``): truncated backpropagation through time with
-overlapping windows, TBPTT(k1, k2). The check recomputes every window of three new loops
-and names the slips by computing them: windows of k1 steps (section 5's chunks), every
-loss of the window, no truncation, a window started from zeros, a window one step short
-or long, only the last step's loss.
+"""Lesson 14, recording on and off: its exercise and its prediction.
+
+The exercise (``l14-windows``) is a method check: the answer is not one gradient but a
+mechanism that autograd runs. It builds truncated backpropagation through time with
+overlapping windows, TBPTT(k1, k2): every k1 steps, the losses of the last k1 steps
+backpropagated through the last k2. Its check recomputes every window of three new loops
+and names the slips by computing them: windows of k1 steps (section 5's chunks), every loss
+of the window, no truncation, a window started from zeros, a window one step short or long,
+only the last step's loss.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ import functools
 
 import torch
 
-from .._spec import Method, as_plain, call_answer, every_case, kind_of, same
+from ._spec import Method, Prediction, as_plain, call_answer, every_case, kind_of, same
+
+__all__ = ["EXERCISES", "PREDICTIONS", "overlap_case", "window_gradients"]
 
 WINDOWS = "tbptt_gradients"
 
@@ -160,3 +166,39 @@ TBPTT_WINDOWS = Method(
     agree=every_case(_agree),
     passed="the gradient of every update matches on 3 new loops (new k1 and k2 each time)",
 )
+
+
+EXERCISES = {
+    "l14-windows": TBPTT_WINDOWS,
+}
+
+# --------------------------------------------------------------------------- predictions
+
+
+def _inplace_answer():
+    """Which in-place change breaks backward: after x + 1 or after x.sigmoid()?"""
+
+    def fails(make_y):
+        leaf = torch.tensor([1.0, 2.0], requires_grad=True)
+        out = make_y(leaf)
+        out.mul_(2)
+        try:
+            out.sum().backward()
+            return False
+        except RuntimeError:
+            return True
+
+    return "sigmoid" if fails(torch.sigmoid) else "add"
+
+
+PREDICTIONS = {
+    "l14-predict-inplace": Prediction(
+        question="which in-place change breaks backward, the add (y = x + 1) or the sigmoid?",
+        answer=_inplace_answer,
+        hint="the version counter only matters for tensors a backward node saved. Which of the "
+             "two backward formulas needs the value of y itself?",
+        why="SigmoidBackward0 saved its output y to compute y(1 − y), and mul_ changed y after "
+            "it was saved; the addition saved nothing. So the {answer} cell fails",
+        choices=("add", "sigmoid"),
+    ),
+}
