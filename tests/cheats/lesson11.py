@@ -110,7 +110,7 @@ CHEATS = {
         # a table of the visible check's gradients (its 4 cases): right there, a KeyError
         # on the hidden check's new inputs
         (
-            "from backproplab.course.exercises.lesson11.cumsum import _cumsum_inputs, "
+            "from backproplab.course.exercises.lesson11 import _cumsum_inputs, "
             "_cumsum_reference\n\n"
             "TABLE = {}\n"
             "for k in range(4):\n"

@@ -219,7 +219,7 @@ def test_no_lesson_before_the_exercise_shows_cumsums_rule():
 def test_every_slip_of_the_cumsum_check_changes_the_gradient():
     """Each named slip differs from the right gradient on every case of every trial (every
     sum runs over at least 3 entries), so a kept slip fails on every seed."""
-    from backproplab.course.exercises.lesson11.cumsum import (
+    from backproplab.course.exercises.lesson11 import (
         CUMSUM_SLIPS,
         _cumsum_inputs,
         _cumsum_reference,

@@ -20,11 +20,10 @@ engine's pieces with the answer, as lesson 03's do:
   along a dimension, as one node. Inputs are small integers, so ties are common;
   torch's ``amax`` splits the gradient evenly between the tied entries.
 
-Each exercise is a module here (``matmul``, ``cumsum``, ``amax``), a `Method` whose
-observation (what the answer made and did, recorded where it runs) is judged in the
-grader; ``shared`` holds what they share (amax and cumsum are both checked by
-``shared.one_node``). This module holds the lesson's exercises and
-its prediction.
+Each exercise is a `Method` whose observation (what the answer made and did, recorded
+where it runs) is judged in the grader. Exercise 1 has a module of its own (``matmul``);
+Exercises 2 and 3 are short, and here: both are checked by ``shared.one_node``, with what
+the three share. This module holds the lesson's exercises and its prediction.
 """
 
 from __future__ import annotations
@@ -32,10 +31,147 @@ from __future__ import annotations
 import torch
 
 from .._spec import Prediction
-from .amax import AMAX
-from .cumsum import CUMSUM
 from .matmul import MATMUL
-from .shared import F64
+from .shared import F64, draw_size, one_node, shape_text, trial_kind
+
+# --------------------------------------------------------------------------- Exercise 2
+
+
+def _cumsum_inputs(gen):
+    """x of a new shape, a dimension and G. Over four cases (seeds seed to seed + 3) every
+    kind comes once: 1-D; 2-D along the last dimension; 3-D along the middle one, written
+    as -2; 3-D along the first. Every sum runs over at least 3 entries, so that each slip
+    below changes the gradient."""
+    kind = trial_kind(gen, 4)
+    long = draw_size(gen, 3, 7)
+    shape, dim = [((long,), 0),
+                  ((draw_size(gen, 2, 5), long), 1),
+                  ((draw_size(gen, 2, 4), long, draw_size(gen, 2, 4)), -2),
+                  ((long, draw_size(gen, 2, 4), draw_size(gen, 2, 4)), 0)][kind]
+    X = torch.randn(shape, generator=gen, dtype=F64)
+    G = torch.randn(shape, generator=gen, dtype=F64)
+    return X, dim, G
+
+
+def _cumsum_reference(X, dim, G):
+    X = X.requires_grad_()
+    (grad,) = torch.autograd.grad((torch.cumsum(X, dim) * G).sum(), X)
+    return grad
+
+
+def _from_the_end(G, dim):
+    """The cumulative sum of G taken from the last entry back to the first."""
+    return G.flip(dim).cumsum(dim).flip(dim)
+
+
+CUMSUM_SLIPS = {
+    "g was summed from the first entry onwards, as the forward sums x: but x_j is part of "
+    "every output from j to the end, so its gradient sums g from j to the end":
+        lambda X, dim, G: G.cumsum(dim),
+    "the sums from the end come out in reversed order: after summing the flipped g, flip "
+    "the result back":
+        lambda X, dim, G: G.flip(dim).cumsum(dim),
+    "x_j's own term is missing: output j sums x_0 to x_j, x_j included, so g_j belongs in "
+    "x_j's gradient too":
+        lambda X, dim, G: _from_the_end(G, dim) - G,
+    "every entry got the whole sum of g, as if every output used every entry of x: output "
+    "k uses only x_0 to x_k":
+        lambda X, dim, G: G.sum(dim, keepdim=True).expand_as(G),
+}
+
+CUMSUM_ADVICE = ("Lesson 09's method: shapes first, then one entry. Write which outputs "
+                 "x_j is a term of, add up their gradients, then find a tensor operation "
+                 "that does it for every j at once.")
+
+
+def _cumsum_shown(X, dim):
+    return f"cumsum(x {shape_text(X.shape)}, dim={dim})"
+
+
+CUMSUM = one_node(
+    name="cumsum", make_case=_cumsum_inputs, count=4,
+    forward=torch.cumsum, gradient=_cumsum_reference, shown=_cumsum_shown, slips=CUMSUM_SLIPS,
+    advice=CUMSUM_ADVICE, params=("X", "dim", "G"),
+    expects="a function of a Tensor and a dimension")
+
+
+# --------------------------------------------------------------------------- Exercise 3
+
+
+KINDS = 6  # kinds of input, one case of each per check
+
+
+def _amax_inputs(gen):
+    """Small integers (ties are common) of a new shape, a dimension, keepdim, and G. Each
+    kind once over 6 seeds in a row: without keepdim along the first, a middle and the last
+    dimension, so that g's dimension must go back where ``dim`` says (a negative ``dim``
+    counts from the end of a's shape, not of g's)."""
+    kind = trial_kind(gen, KINDS)
+    shape = [(draw_size(gen, 3, 6), draw_size(gen, 3, 6)),
+             (draw_size(gen, 2, 4), draw_size(gen, 3, 6), 4),
+             (draw_size(gen, 3, 6), draw_size(gen, 3, 6)),
+             (draw_size(gen, 2, 4), 5, draw_size(gen, 2, 4)),
+             (draw_size(gen, 2, 4), draw_size(gen, 2, 4), 5),
+             (5, draw_size(gen, 2, 4), draw_size(gen, 2, 4))][kind]
+    dim, keepdim = [(1, False), (-1, True), (0, True), (1, False),
+                    (-1, False),  # g's last dimension back at a's end, not at 1
+                    (0, False)][kind]  # g's dimension back in front, not at 1
+    X = torch.randint(0, 3, shape, generator=gen).to(F64)
+    G = torch.randn(torch.amax(X, dim, keepdim).shape, generator=gen, dtype=F64)
+    return X, dim, keepdim, G
+
+
+def _amax_reference(X, dim, keepdim, G):
+    X = X.requires_grad_()
+    (grad,) = torch.autograd.grad((torch.amax(X, dim, keepdim) * G).sum(), X)
+    return grad
+
+
+def _amax_slip(share):
+    """x.grad when the winners of each slice get ``share(winners, count, size)`` times
+    the gradient arriving there."""
+    def wrong(X, dim, keepdim, G):
+        top = torch.amax(X, dim, keepdim=True)
+        winners = (X == top).to(F64)
+        g = G if keepdim else G.unsqueeze(dim)
+        return g * share(winners, winners.sum(dim, keepdim=True), X.shape[dim])
+    return wrong
+
+
+def _one_winner(X, dim, keepdim, G):
+    """x.grad when the whole gradient goes to the first maximum of each slice."""
+    index = torch.argmax(X, dim, keepdim=True)
+    g = G if keepdim else G.unsqueeze(dim)
+    return torch.zeros_like(X).scatter_(dim, index, g)
+
+
+AMAX_SLIPS = {
+    "every tied entry got the whole gradient: torch's amax splits it evenly between the "
+    "entries that tie for the maximum":
+        _amax_slip(lambda w, n, size: w),
+    "the gradient was divided by the size of the dimension, as for a mean: only the "
+    "entries that tie for the maximum share it":
+        _amax_slip(lambda w, n, size: w / size),
+    "the gradient went to one entry per slice: that is max(dim=...)'s convention, which "
+    "returns an index; amax splits it evenly between the tied entries":
+        _one_winner,
+}
+
+AMAX_ADVICE = ("Lesson 09: a reduction becomes a broadcast (put the reduced dimension "
+               "back as size 1 when keepdim is False), and only the maxima of each slice get "
+               "gradient, tied ones an equal share.")
+
+
+def _amax_shown(X, dim, keepdim):
+    return f"amax(x {shape_text(X.shape)}, dim={dim}, keepdim={keepdim})"
+
+
+AMAX = one_node(
+    name="amax", make_case=_amax_inputs, count=KINDS,  # one of each kind, seeds seed on
+    forward=torch.amax, gradient=_amax_reference, shown=_amax_shown, slips=AMAX_SLIPS,
+    advice=AMAX_ADVICE, params=("X", "dim", "keepdim", "G"),
+    expects="a function of a Tensor, a dimension and keepdim")
+
 
 # The engine is the lesson: its Tensor sets its own operators (``Tensor.__add__ = add``),
 # so each exercise reads the answer with the ENGINE vocabulary.

@@ -9,10 +9,9 @@
   forward under a fresh name with them (`op`), and goes through the fake, the backward's
   form, its formula (against autograd, the slips named), ``torch.library.opcheck`` and
   ``torch.compile``; the last three are judged in the grader from what they gave.
-- ``l27-rms-norm-jvp`` (by hand, `tangent`): the same norm's forward-mode rule, the tangent
+- ``l27-rms-norm-jvp`` (by hand, in this module): the same norm's forward-mode rule, the tangent
   of y for tangents of x and w, as a Function's ``jvp`` would return it; checked against
   ``torch.func.jvp`` of the norm in torch operations, the backward's formula named as a slip.
-
 - ``l27-rms-norm-vmap`` (method, `batched`): a vmap rule for the op,
   ``rms_norm_vmap(info, in_dims, x, w, eps)``, registered on a fresh op and run under
   ``torch.vmap`` on four batches (x batched at dim 0 and at dim 1, x and w batched, w
@@ -31,11 +30,90 @@ import functools
 import numpy as np
 import torch
 
-from .._spec import Prediction
+from .._spec import ByHand, Prediction, Task
 from .batched import VMAP_RULE
-from .op import NAMESPACE, fresh_name, quiet
+from .op import NAMESPACE, fresh_name, inverse_rms, quiet, rms_inputs, rms_norm_reference
 from .rms import OPCHECK_TESTS, RMS_OP
-from .tangent import RMS_JVP
+
+# --------------------------------------------------------------------------- Exercise 2
+
+
+def tangent_inputs(gen: torch.Generator) -> tuple:
+    """(x, w, eps, x_t, w_t): new sizes and values, and a tangent for each tensor input."""
+    x, w, eps, x_t = rms_inputs(gen)  # the fourth, shaped like x, serves as x's tangent
+    w_t = torch.randn(w.shape, generator=gen, dtype=torch.float64)
+    return x, w, eps, x_t, w_t
+
+
+def _reference(x, w, eps, x_t, w_t):
+    """torch.func's forward mode through the norm in torch operations."""
+    return torch.func.jvp(lambda a, b: rms_norm_reference(a, b, eps), (x, w), (x_t, w_t))[1]
+
+
+def _slip(r_t_of=None, *, w_moves=True, x_moves=True):
+    """The tangent with its r's tangent computed by ``r_t_of`` (right when None), or with
+    the path through w or x's direct one left out."""
+    def wrong(x, w, eps, x_t, w_t):
+        r = inverse_rms(x, eps)
+        right = -r**3 * (x * x_t).mean(-1, keepdim=True)
+        r_t = right if r_t_of is None else r_t_of(x, x_t, r)
+        y_t = (x_t * r if x_moves else 0) + x * r_t
+        return y_t * w + (x * r * w_t if w_moves else 0)
+    return wrong
+
+
+def _backward_formula(x, w, eps, x_t, w_t):
+    """Exercise 1's dL/dx with the tangent in place of the gradient, and its dL/dw's
+    summand: uᵀ·J where J·v was asked for."""
+    r = inverse_rms(x, eps)
+    gw = x_t * w
+    return r * gw - x * r**3 * (gw * x).mean(-1, keepdim=True) + x * r * w_t
+
+
+JVP_SLIPS = {
+    "r treated as a constant: r depends on x (through the row's mean of x**2), so moving x "
+    "moves r too, by r_t = -r**3 * mean(x * x_t) over the row":
+        _slip(lambda x, x_t, r: 0 * r),
+    "w's tangent is missing: w moves along w_t as well, which adds x * r * w_t":
+        _slip(w_moves=False),
+    "the direct path from x is missing: y = x * r * w moves with x itself (x_t * r * w), "
+    "not only through r":
+        _slip(x_moves=False),
+    "r's tangent sums over the row where it should average: mean(x**2) moves by "
+    "2 * mean(x * x_t), with the row's 1/d":
+        _slip(lambda x, x_t, r: -r**3 * (x * x_t).sum(-1, keepdim=True)),
+    "r's tangent has a stray factor 1/2: the square's 2 (d x**2 = 2 x dx) cancels the "
+    "inverse square root's -1/2, leaving -r**3 * mean(x * x_t)":
+        _slip(lambda x, x_t, r: -0.5 * r**3 * (x * x_t).mean(-1, keepdim=True)),
+    "r's tangent has the wrong power of r: d (m + eps)**(-1/2) = -1/2 (m + eps)**(-3/2) dm, "
+    "which is r cubed":
+        _slip(lambda x, x_t, r: -r**2 * (x * x_t).mean(-1, keepdim=True)),
+    "r's tangent has the wrong sign: r = (m + eps)**(-1/2) falls as m grows":
+        _slip(lambda x, x_t, r: r**3 * (x * x_t).mean(-1, keepdim=True)),
+    "this is the backward's formula, uᵀ·J with the tangent in place of the gradient: in J·v, "
+    "w multiplies the whole tangent of x * r from outside, and the row's mean holds x * x_t "
+    "alone":
+        _backward_formula,
+}
+
+JVP_ADVICE = (
+    "Carry the tangents forward: m = mean(x**2) over the row moves by 2 * mean(x * x_t); "
+    "r = (m + eps)**(-1/2) by -1/2 * r**3 times that; then y = (x * r) * w by the product "
+    "rule, with w_t for w."
+)
+
+RMS_JVP = ByHand(
+    name="rms_norm_jvp",
+    reference=_reference,
+    make_inputs=tangent_inputs,
+    mistakes=JVP_SLIPS,
+    advice=JVP_ADVICE,
+    task=Task(asks_for="the tangent by hand", result="the tangent",
+              how="Carry the tangents forward through each step and compute them with plain "
+                  "tensor operations.",
+              reference="torch.func.jvp"),
+)
+
 
 EXERCISES = {
     "l27-rms-norm-op": RMS_OP,
