@@ -54,7 +54,7 @@ _HOME = {
     "count_autograd": "watch", "forbid_autograd": "watch", "AutogradForbidden": "watch",
     "check_by_hand": "course.byhand", "check_prediction": "course.grading",
     "reveal": "course.grading", "Prediction": "course.grading",
-    "ByHand": "course.grading", "Method": "course.grading",
+    "ByHand": "course.byhand", "Method": "course.grading",
     "check_exercise": "course.grading",
     "short_tracebacks": "tracebacks",
 }

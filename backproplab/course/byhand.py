@@ -1,4 +1,4 @@
-"""Checking a gradient worked out by hand: `check_by_hand`.
+"""Checking a gradient worked out by hand: the `ByHand` exercise and `check_by_hand`.
 
 An exercise that says "by hand" asks for a *function*, not a number, so the
 check can call it on inputs the learner has never seen. For a few seeds it
@@ -32,8 +32,8 @@ import inspect
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -52,11 +52,8 @@ from .slips import (
     shapes,
 )
 
-if TYPE_CHECKING:  # grading imports this module; the type is only named here
-    from .grading import ByHand
-
-__all__ = ["ADVICE", "Ran", "Task", "check_by_hand", "feedback", "judge_by_hand", "run_answer",
-           "seeded", "source_refusal"]
+__all__ = ["ADVICE", "ByHand", "Ran", "Task", "check_by_hand", "feedback", "judge_by_hand",
+           "run_answer", "seeded", "source_refusal"]
 
 ADVICE = (
     "Work one entry out on paper for a tiny input (one or two elements) and compare it "
@@ -183,6 +180,63 @@ class Task:
         return f"this exercise asks for {self.asks_for}, but your code {did}. {self.how}"
 
 
+@dataclass(frozen=True)
+class ByHand:
+    """A "by hand" exercise: the arguments of `check_by_hand` but the answer.
+
+    The lessons keep these in ``backproplab.course.exercises``, so that a check cell
+    shows neither the reference nor the slips it knows (they are near-solutions).
+    ``vocabulary`` is what the answer's source may use (`rules.BY_HAND` unless the
+    exercise allows more, such as complex numbers); ``without`` names what the answer
+    must not build (a Jacobian): no tensor it makes may be larger than its largest input.
+    ``rtol``/``atol`` replace the by-hand tolerance (round-off); ``entries`` names the
+    entries of a 1-D result; ``task`` words what the exercise asks for when it is not a
+    gradient checked against autograd. The options are checked here, once, when the
+    exercise is made.
+
+    >>> ByHand("dz/dx", reference=abs, make_inputs=lambda gen: (), trials=1)
+    Traceback (most recent call last):
+    ValueError: trials: expected an int >= 2 (one trial cannot spot a hard-coded answer), got 1
+    """
+
+    name: str
+    reference: Callable[..., Any]
+    make_inputs: Callable[[torch.Generator], Sequence[Any]]
+    outputs: Sequence[str] | None = None
+    mistakes: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    advice: str = ADVICE
+    trials: int = 3
+    vocabulary: rules.Vocabulary = rules.BY_HAND
+    without: str | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    entries: Sequence[str] | None = None
+    task: Task = Task()
+
+    def __post_init__(self) -> None:
+        """Refuse an exercise that is set up wrong (the lesson's bug, never the learner's)."""
+        if not isinstance(self.name, str):
+            raise TypeError(f"name: expected a str, got {type(self.name).__name__}")
+        if not callable(self.reference):
+            raise TypeError(f"reference: expected a function, got "
+                            f"{type(self.reference).__name__}")
+        if not callable(self.make_inputs):
+            raise TypeError(f"make_inputs: expected a function of a torch.Generator, got "
+                            f"{type(self.make_inputs).__name__}")
+        trials = self.trials
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 2:
+            raise ValueError(f"trials: expected an int >= 2 (one trial cannot spot a "
+                             f"hard-coded answer), got {trials!r}")
+        if self.entries is not None and (isinstance(self.entries, str) or not all(
+                isinstance(e, str) for e in self.entries)):
+            raise TypeError(f"entries: expected a sequence of names such as ('x.grad', "
+                            f"'w.grad'), got {self.entries!r:.60}")
+
+    def check(self, answer: Any, seed: int = 0) -> Report:
+        """Feedback on a live answer: its source read, then run here."""
+        return feedback(self, answer, seed=seed)
+
+
 def check_by_hand(
     answer: Callable[..., Any],
     reference: Callable[..., Any],
@@ -239,7 +293,6 @@ def check_by_hand(
     ... ))  # doctest: +ELLIPSIS
     ✗ dz/dx: on new inputs (x of shape 4): mismatch. Likely mistake: ...factor 2...
     """
-    from .grading import ByHand  # here, not above: grading imports this module
 
     exercise = ByHand(name, reference, make_inputs, outputs=outputs, mistakes=mistakes or {},
                       advice=advice, trials=trials, vocabulary=vocabulary or rules.BY_HAND,

@@ -46,8 +46,8 @@ import nbformat
 from ..check import Report
 from . import rules, sources
 from .assignment import CourseError, read_notebook
-from .byhand import judge_by_hand
-from .grading import ByHand, find_exercise, grading_seed, judge_method
+from .byhand import ByHand, judge_by_hand
+from .grading import find_exercise, grading_seed, judge_method
 from .handout import find_notebooks
 from .sandbox import INSTALL, Answer, Sandbox, SandboxError, WireError, encode
 from .sandbox import available as sandbox_available

@@ -1,8 +1,8 @@
 """Exercises and predictions, by id: the feedback a learner's kernel gives.
 
 Each lesson's exercises live in ``backproplab.course.exercises.lessonNN`` as
-data: a `ByHand` (a gradient worked out by hand, checked by `check_by_hand`
-on new inputs) or a `Method` (a check of how the answer was reached: passes
+data: a `ByHand` (a gradient worked out by hand, checked on new inputs:
+`backproplab.course.byhand`) or a `Method` (a check of how the answer was reached: passes
 counted, hooks watched); beside them its "predict, then run" questions, each a
 `Prediction`. A check cell names one by id:
 ``bl.check_exercise("l02-cubic", cubic_slope)``,
@@ -32,7 +32,7 @@ import importlib
 import os
 import re
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,13 +41,12 @@ import torch
 
 from ..check import Check, Report, compare, wrap
 from . import rules
-from .byhand import ADVICE, Task, feedback, seeded, source_refusal
+from .byhand import seeded, source_refusal
 from .slips import fail
 
 __all__ = [
     "SECRET_FILE_VARIABLE",
     "SECRET_VARIABLE",
-    "ByHand",
     "Method",
     "Prediction",
     "check_exercise",
@@ -70,63 +69,6 @@ __all__ = [
 # --------------------------------------------------------------------------
 # Exercises and predictions, as data
 # --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ByHand:
-    """A "by hand" exercise: the arguments of `check_by_hand` but the answer.
-
-    The lessons keep these in ``backproplab.course.exercises``, so that a check cell
-    shows neither the reference nor the slips it knows (they are near-solutions).
-    ``vocabulary`` is what the answer's source may use (`rules.BY_HAND` unless the
-    exercise allows more, such as complex numbers); ``without`` names what the answer
-    must not build (a Jacobian): no tensor it makes may be larger than its largest input.
-    ``rtol``/``atol`` replace the by-hand tolerance (round-off); ``entries`` names the
-    entries of a 1-D result; ``task`` words what the exercise asks for when it is not a
-    gradient checked against autograd. The options are checked here, once, when the
-    exercise is made.
-
-    >>> ByHand("dz/dx", reference=abs, make_inputs=lambda gen: (), trials=1)
-    Traceback (most recent call last):
-    ValueError: trials: expected an int >= 2 (one trial cannot spot a hard-coded answer), got 1
-    """
-
-    name: str
-    reference: Callable[..., Any]
-    make_inputs: Callable[[torch.Generator], Sequence[Any]]
-    outputs: Sequence[str] | None = None
-    mistakes: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
-    advice: str = ADVICE
-    trials: int = 3
-    vocabulary: rules.Vocabulary = rules.BY_HAND
-    without: str | None = None
-    rtol: float | None = None
-    atol: float | None = None
-    entries: Sequence[str] | None = None
-    task: Task = Task()
-
-    def __post_init__(self) -> None:
-        """Refuse an exercise that is set up wrong (the lesson's bug, never the learner's)."""
-        if not isinstance(self.name, str):
-            raise TypeError(f"name: expected a str, got {type(self.name).__name__}")
-        if not callable(self.reference):
-            raise TypeError(f"reference: expected a function, got "
-                            f"{type(self.reference).__name__}")
-        if not callable(self.make_inputs):
-            raise TypeError(f"make_inputs: expected a function of a torch.Generator, got "
-                            f"{type(self.make_inputs).__name__}")
-        trials = self.trials
-        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 2:
-            raise ValueError(f"trials: expected an int >= 2 (one trial cannot spot a "
-                             f"hard-coded answer), got {trials!r}")
-        if self.entries is not None and (isinstance(self.entries, str) or not all(
-                isinstance(e, str) for e in self.entries)):
-            raise TypeError(f"entries: expected a sequence of names such as ('x.grad', "
-                            f"'w.grad'), got {self.entries!r:.60}")
-
-    def check(self, answer: Any, seed: int = 0) -> Report:
-        """Feedback on a live answer: its source read, then run here."""
-        return feedback(self, answer, seed=seed)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from registry import exercises_of, with_tensor_inputs
 import backproplab as bl
 from backproplab.course import allowlist, grading, rules, sources
 from backproplab.course.audit import findings_in
-from backproplab.course.byhand import check_by_hand
-from backproplab.course.grading import ByHand, find_exercise
+from backproplab.course.byhand import ByHand, check_by_hand
+from backproplab.course.grading import find_exercise
 
 HERE = Path(__file__).parents[1]
 _spec = importlib.util.spec_from_file_location("shortcuts", HERE / "cheats" / "shortcuts.py")

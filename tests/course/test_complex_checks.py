@@ -112,7 +112,7 @@ def test_a_complex_step_on_the_real_input_of_a_complex_exercise_is_an_estimate()
 def test_an_exercise_may_allow_complex_numbers():
     """A by-hand exercise about complex gradients needs z.conj(); its vocabulary allows
     complex numbers for it alone, and every other refusal stays."""
-    from backproplab.course.grading import ByHand
+    from backproplab.course.byhand import ByHand
     from backproplab.course.rules import BY_HAND
 
     def make(vocabulary):

@@ -24,8 +24,8 @@ from registry import exercises_of, with_tensor_inputs
 
 import backproplab as bl
 from backproplab.course import byhand
-from backproplab.course.byhand import _estimate_message, run_answer
-from backproplab.course.grading import ByHand, find_exercise
+from backproplab.course.byhand import ByHand, _estimate_message, run_answer
+from backproplab.course.grading import find_exercise
 from backproplab.course.nudges import Nudges, NudgeSeen
 
 FAMILIES = list(estimates.FAMILIES)

@@ -170,7 +170,8 @@ def test_every_graded_exercise_has_honest_answers_of_its_own():
     """Each exercise is held to an honest answer written otherwise than its solution."""
     from registry import exercises_of
 
-    from backproplab.course.grading import ByHand, Method
+    from backproplab.course.byhand import ByHand
+    from backproplab.course.grading import Method
 
     graded = set(exercises_of(ByHand)) | set(exercises_of(Method))
     assert len(graded) > 80
@@ -234,7 +235,8 @@ def test_every_function_of_an_exercise_the_grader_runs_holds_the_graders_lock():
     seeded for a reference): one thread's draws between another's seed and its layer gave
     a cached reference other weights, and an honest student 0 (l16-checkpoint-by-hooks,
     beside l15-vanishing's inputs). Each runs holding the grader's lock."""
-    from backproplab.course.grading import ByHand, Method
+    from backproplab.course.byhand import ByHand
+    from backproplab.course.grading import Method
 
     held = []
 

@@ -21,8 +21,7 @@ import torch
 
 from backproplab import check
 from backproplab.course import grade
-from backproplab.course.byhand import check_by_hand, judge_by_hand, run_answer
-from backproplab.course.grading import ByHand
+from backproplab.course.byhand import ByHand, check_by_hand, judge_by_hand, run_answer
 
 LESSONS = Path(__file__).parents[2] / "notebooks"
 

@@ -24,21 +24,21 @@ EXERCISES = Path(grading.__file__).resolve().parent / "exercises"
 TRIALS = 3
 
 
-def _by_hand() -> list[tuple[str, grading.ByHand]]:
+def _by_hand() -> list[tuple[str, byhand.ByHand]]:
     found = []
     # lessonNN.py, or a package lessonNN/ when a lesson's checks are long
     for path in sorted(p for p in EXERCISES.glob("lesson[0-9][0-9]*")
                        if p.suffix == ".py" or (p / "__init__.py").is_file()):
         module = importlib.import_module(f"backproplab.course.exercises.{path.stem}")
         found += [(key, ex) for key, ex in sorted(module.EXERCISES.items())
-                  if isinstance(ex, grading.ByHand)]
+                  if isinstance(ex, byhand.ByHand)]
     return found
 
 
 BY_HAND = _by_hand()
 
 
-def _trials(exercise: grading.ByHand) -> list[tuple[tuple, tuple]]:
+def _trials(exercise: byhand.ByHand) -> list[tuple[tuple, tuple]]:
     """(inputs, reference outputs) of the visible check's trials."""
     out = []
     for k in range(TRIALS):
@@ -66,7 +66,7 @@ NAMED = re.compile(r"1/N|\bmean\b|averag", re.IGNORECASE)
 
 
 @pytest.mark.parametrize(("key", "exercise"), BY_HAND, ids=[k for k, _ in BY_HAND])
-def test_a_mean_for_a_sum_is_named(key: str, exercise: grading.ByHand) -> None:
+def test_a_mean_for_a_sum_is_named(key: str, exercise: byhand.ByHand) -> None:
     trials = _trials(exercise)
     pairs = _reductions(trials)
     tried = 0

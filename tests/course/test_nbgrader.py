@@ -34,7 +34,8 @@ import pytest
 from backproplab.__main__ import main
 from backproplab.course import assignment as course
 from backproplab.course.audit import audit
-from backproplab.course.grading import ByHand, find_exercise
+from backproplab.course.byhand import ByHand
+from backproplab.course.grading import find_exercise
 
 try:
     from nbgrader.api import Gradebook

@@ -28,8 +28,7 @@ import torch
 from registry import exercises_of, lesson_of, wrong_answers
 
 from backproplab.course import grade, rules, sandbox, slips
-from backproplab.course.byhand import Ran, _float64, _positional_names, judge_by_hand
-from backproplab.course.grading import ByHand
+from backproplab.course.byhand import ByHand, Ran, _float64, _positional_names, judge_by_hand
 from backproplab.watch import QuietDispatchMode
 
 SEEDS = 300

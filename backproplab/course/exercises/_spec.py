@@ -36,8 +36,8 @@ from ...check import Check, Report, compare
 from ...custom_function import check_function
 from ...values import aligned, as_value, close_mask, finite_abs, relative
 from ...watch import AutogradForbidden, count_autograd, forbid_autograd
-from ..byhand import Ran, Task, check_by_hand, judge_by_hand, run_answer, seeded
-from ..grading import ByHand, Method, Prediction, failure, is_failure, same
+from ..byhand import ByHand, Ran, Task, check_by_hand, judge_by_hand, run_answer, seeded
+from ..grading import Method, Prediction, failure, is_failure, same
 from ..rules import BY_HAND, METHOD
 from ..slips import fresh
 
