@@ -203,35 +203,39 @@ def test_every_graded_exercise_sits_under_the_exercises_heading(cells):
     assert all(order.index(k) > order.index(heading) for k in graded)
 
 
-def test_checkpointing_built_from_hooks_is_checked_and_names_its_slips(cells):
-    import torch
+def _built(block, x, *, keep_rng=True, recomputed=None):
+    """Checkpointing from saved-tensor hooks, as the lesson's answer builds it; with
+    ``recomputed`` given, its recomputed tensors go there (and stay there) instead of
+    into a new list of this call's own."""
     from torch.autograd.graph import saved_tensors_hooks
 
+    rng_state, saves = torch.get_rng_state(), []
+    recomputed = [] if recomputed is None else recomputed
+
+    def pack(t):
+        saves.append(None)
+        return len(saves) - 1
+
+    def unpack(i):
+        if not recomputed:
+            with torch.random.fork_rng(), torch.enable_grad():
+                if keep_rng:
+                    torch.set_rng_state(rng_state)
+                with saved_tensors_hooks(lambda t: recomputed.append(t) or t, lambda t: t):
+                    block(x.detach().requires_grad_(x.requires_grad))
+        return recomputed[i]
+
+    with saved_tensors_hooks(pack, unpack):
+        return block(x)
+
+
+def test_checkpointing_built_from_hooks_is_checked_and_names_its_slips(cells):
     from backproplab.course.grading import find_exercise
-
-    def built(block, x, *, keep_rng=True):
-        rng_state, recomputed, saves = torch.get_rng_state(), [], []
-
-        def pack(t):
-            saves.append(None)
-            return len(saves) - 1
-
-        def unpack(i):
-            if not recomputed:
-                with torch.random.fork_rng(), torch.enable_grad():
-                    if keep_rng:
-                        torch.set_rng_state(rng_state)
-                    with saved_tensors_hooks(lambda t: recomputed.append(t) or t, lambda t: t):
-                        block(x.detach().requires_grad_(x.requires_grad))
-            return recomputed[i]
-
-        with saved_tensors_hooks(pack, unpack):
-            return block(x)
 
     check = find_exercise("l16-checkpoint-by-hooks").check
     for seed in (0, 29):
-        assert check(built, seed)
-        report = check(lambda block, x: built(block, x, keep_rng=False), seed)
+        assert check(_built, seed)
+        report = check(lambda block, x: _built(block, x, keep_rng=False), seed)
         assert not report and "new mask" in report[0].message
         report = check(lambda block, x: block(x), seed)  # everything kept
         assert not report and "still in memory" in report[0].message
@@ -280,27 +284,10 @@ def test_a_check_run_again_names_what_an_earlier_run_left_in_the_answer():
     """A function that keeps its recomputed tensors from one call to the next meets them in
     the check's own second call, and, when the check cell runs again, in its first: both
     times the message names the keeping, the second time where the tensors were held."""
-    from torch.autograd.graph import saved_tensors_hooks
-
     from backproplab.course.grading import find_exercise
 
     def leaky(block, x, recomputed=[]):  # noqa: B006 (the slip under test)
-        rng_state, saves = torch.get_rng_state(), []
-
-        def pack(t):
-            saves.append(None)
-            return len(saves) - 1
-
-        def unpack(i):
-            if not recomputed:
-                with torch.random.fork_rng(), torch.enable_grad():
-                    torch.set_rng_state(rng_state)
-                    with saved_tensors_hooks(lambda t: recomputed.append(t) or t, lambda t: t):
-                        block(x.detach().requires_grad_(x.requires_grad))
-            return recomputed[i]
-
-        with saved_tensors_hooks(pack, unpack):
-            return block(x)
+        return _built(block, x, recomputed=recomputed)
 
     check = find_exercise("l16-checkpoint-by-hooks").check
     first = check(leaky, 0)
