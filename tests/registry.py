@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,12 @@ def exercises_of(kind: type) -> dict[str, Any]:
             module = importlib.import_module(f"{exercises.__name__}.{info.name}")
             found |= {k: v for k, v in module.EXERCISES.items() if isinstance(v, kind)}
     return dict(sorted(found.items()))
+
+
+def tells(message: str, fragment: str) -> bool:
+    """Whether a check's message says a kept answer's fragment: in any case, and across the
+    line breaks the lab wraps its messages at."""
+    return re.search(re.escape(fragment), " ".join(message.split()), re.IGNORECASE) is not None
 
 
 def with_tensor_inputs(found: dict[str, Any]) -> list[str]:

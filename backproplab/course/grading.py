@@ -1,10 +1,10 @@
 """Exercises and predictions, by id: the feedback a learner's kernel gives.
 
 Each lesson's exercises live in ``backproplab.course.exercises.lessonNN`` as
-data: a `ByHand` (a gradient worked out by hand, checked on new inputs:
-`backproplab.course.byhand`) or a `Method` (a check of how the answer was reached: passes
-counted, hooks watched); beside them its "predict, then run" questions, each a
-`Prediction`. A check cell names one by id:
+data: a `ByHand` (a gradient worked out by hand, checked on new inputs, from
+`backproplab.course.byhand`) or a `Method` (a check of how the answer was
+reached: passes counted, hooks watched); beside them its "predict, then run"
+questions, each a `Prediction`. A check cell names one by id:
 ``bl.check_exercise("l02-cubic", cubic_slope)``,
 ``bl.check_prediction("l02-predict-paths", paths_guess)``.
 
@@ -110,6 +110,9 @@ class Method:
 
     def __post_init__(self) -> None:
         wrong = self.wrong
+        if wrong is not None and not callable(wrong):
+            raise TypeError(f"Method {self.name!r}: wrong: expected a function (got, want) -> "
+                            f"None or what is wrong, got {type(wrong).__name__}")
         if wrong is not None and self.agree is None:
             object.__setattr__(self, "agree", lambda got, want: wrong(got, want) is None)
         if wrong is not None and self.explain is None:

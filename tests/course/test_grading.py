@@ -321,6 +321,8 @@ def test_a_methods_wrong_stands_for_agree_and_explain():
     assert coin.check(lambda n: 0.25)
     report = coin.check(lambda n: 0.75)
     assert not report and report[0].message == "too big"
+    with pytest.raises(TypeError, match="wrong: expected a function .* got str"):
+        dataclasses.replace(coin, wrong="too big", agree=None, explain=None)
     # a copy keeps the judgement (the grade copies an exercise to wrap its functions)
     copy = dataclasses.replace(coin, name="coin copy")
     assert copy.check(lambda n: 0.25)

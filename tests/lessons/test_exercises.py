@@ -33,6 +33,7 @@ import nbformat
 import pytest
 import rounds
 from notebook_runner import NOTEBOOKS, grade_id
+from registry import tells
 from rounds import check_after, meta, solution_ids
 
 import backproplab as bl
@@ -236,8 +237,7 @@ def _assert_rejected(outcomes: list[rounds.Outcome], table: dict, lesson: Path) 
         elif error.ename != "AssertionError":
             failures.append(f"{where}: the check raised {error.ename}: {error.evalue}")
         # Messages are wrapped to fit the lab's width: match across line breaks.
-        elif not re.search(re.escape(variant.fragment), " ".join(error.evalue.split()),
-                           re.IGNORECASE):
+        elif not tells(error.evalue, variant.fragment):
             failures.append(f"{where}: message lacks {variant.fragment!r}: {error.evalue}")
         elif len(error.evalue.strip()) < 20:
             failures.append(f"{where}: message too terse: {error.evalue!r}")
