@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 from stored import output_text as _text
 
 ROOT = Path(__file__).parents[2]
@@ -101,6 +102,25 @@ def test_fsdp_keeps_half_the_bytes_of_ddp_and_the_same_gradients(cells):
     assert "equal to DDP's, bit for bit: True" in grads
 
 
+def test_the_bucket_checks_model_fills_its_gradients_in_the_order_the_rule_assumes():
+    """The check's model registers its output layer first: its parameters() start with a
+    gradient backward fills second, so neither that order nor its reverse is the order
+    the hooks fire in, which is what `ready_order` and `_registered` say."""
+    from backproplab.course.exercises.lesson23 import buckets
+
+    widths = [5, 7, 9, 4, 3]
+    model = buckets.bucket_model(widths, seed=0)
+    fired: list[int] = []
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(lambda p: fired.append(p.numel()))
+    model(torch.randn(4, 5)).pow(2).sum().backward()
+    assert fired == buckets.ready_order(widths)
+    listed = [p.numel() for p in model.parameters()]
+    assert listed == [buckets._size(widths, q) for q in buckets._registered(widths)]
+    assert listed[0] == fired[1]  # the first listed is the second ready
+    assert listed not in (fired, fired[::-1])
+
+
 def test_the_reduce_scatter_exercise_is_graded_in_two_and_three_processes(cells):
     from backproplab.course.exercises.lesson23 import common
 
@@ -134,7 +154,7 @@ def test_the_bucket_exercise_asks_for_the_buckets_ddp_made(cells):
     for seed in range(20):
         widths, cap = buckets.pick(seed)
         layouts = [buckets.buckets(buckets.ready_order(widths), cap),
-                   *buckets._slips(buckets.ready_order(widths), cap).values()]
+                   *buckets._slips(widths, cap).values()]
         assert len({tuple(x) for x in layouts}) == len(layouts)
     out = _text(cells["l23-buckets-check"])
     assert out.count("✓ bucketed_averaging") == 2  # the visible check and the hidden tests

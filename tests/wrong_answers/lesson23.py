@@ -40,7 +40,8 @@ def _buckets(**slip):
     return BUCKETS.format(**(RIGHT | slip))
 
 
-# The buckets planned from model.parameters(), each sent once all of it is ready.
+# The buckets planned in the order model.parameters() lists them, each sent once all of it
+# is ready.
 FORWARD_PLAN = """def bucketed_averaging(model, cap):
     world = dist.get_world_size()
     plan, current, size = [], [], 0
@@ -322,7 +323,10 @@ WRONG = {
         (_buckets(write="            p.grad.clone().copy_(flat[start:start + p.numel()]"
                         ".view_as(p.grad))"), "each rank kept its own gradient"),
         (BEFORE_PASSING, "closed before the gradient that would pass the cap"),
-        (FORWARD_PLAN, "the forward order"),
+        (FORWARD_PLAN, "the buckets follow model.parameters()"),
+        # The first parameter parameters() lists taken for the last gradient of a step.
+        (_buckets(send_when="full or p is next(model.parameters())"),
+         "went out with the gradient of the first parameter model.parameters() lists"),
         (AT_THE_END, "later than the hook of its last gradient"),
         # DDP itself.
         ("def bucketed_averaging(model, cap):\n"

@@ -6,10 +6,12 @@ sending the gradients as DDP does: in the order they become ready, gathered into
 that close once they hold ``cap`` bytes or more, each bucket one ``dist.all_reduce`` of a
 flat tensor, sent as soon as its last gradient is ready, and what is left sent with the
 last gradient. The check runs two steps of a model whose widths and cap come from the
-seed (chosen so that every slip below gives other bucket sizes), in 2 and in 3
-processes. Inside the workers the observation records every all-reduce (its size,
-whether it ran inside backward, and for one made with async_op=True whether its work was
-waited for) and how many had been sent when each gradient was ready.
+seed (chosen so that every slip below gives other bucket sizes), in 2 and in 3 processes.
+The model registers its output layer first, so ``model.parameters()`` lists the gradients
+neither in the order backward fills them nor in its reverse. Inside the workers the
+observation records every all-reduce (its size, whether it ran inside backward, and for
+one made with async_op=True whether its work was waited for) and how many had been sent
+when each gradient was ready.
 The verdict compares the sizes with the buckets the rule gives, the moments with the
 earliest possible ones, and the gradients with what DDP's averaging gives on the same
 data (computed in the grader's own process). A slip is named only when the sizes are
@@ -48,20 +50,52 @@ from .common import (
 STEPS = 2  # a second step catches buckets that carry over from the first
 
 
-def bucket_model(widths: list[int], seed: int) -> nn.Sequential:
-    """Linear layers through ``widths`` with tanh between them, the weights from ``seed``."""
+class HeadFirst(nn.Module):
+    """Linear layers through ``widths`` with tanh between them, the output layer registered
+    before the layers under it, as models often are. ``model.parameters()`` then starts with
+    the output layer's weight, which backward fills second, not last: an answer that takes
+    the first parameter for the last gradient of a step, or plans its buckets in the order
+    ``parameters()`` lists them, gives other buckets than the rule."""
+
+    def __init__(self, widths: list[int]) -> None:
+        super().__init__()
+        self.head = nn.Linear(widths[-2], widths[-1])
+        layers: list[nn.Module] = []
+        for n_in, n_out in zip(widths[:-2], widths[1:-1], strict=True):
+            layers += [nn.Linear(n_in, n_out), nn.Tanh()]
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+def bucket_model(widths: list[int], seed: int) -> HeadFirst:
+    """The check's model through ``widths``, the weights from ``seed``."""
     torch.manual_seed(seed)
-    layers: list[nn.Module] = []
-    for n_in, n_out in zip(widths, widths[1:], strict=False):
-        layers += [nn.Linear(n_in, n_out), nn.Tanh()]
-    return nn.Sequential(*layers[:-1])
+    return HeadFirst(widths)
+
+
+def _ready(widths: list[int]) -> list[tuple[str, int]]:
+    """The parameters in the order backward fills their gradients, as (kind, layer): the
+    last layer first, each bias before its weight (what section 3's timeline shows)."""
+    return [(kind, j) for j in reversed(range(len(widths) - 1)) for kind in ("bias", "weight")]
+
+
+def _registered(widths: list[int]) -> list[tuple[str, int]]:
+    """The parameters in the order ``HeadFirst.parameters()`` lists them."""
+    last = len(widths) - 2
+    return [("weight", last), ("bias", last),
+            *((kind, j) for j in range(last) for kind in ("weight", "bias"))]
+
+
+def _size(widths: list[int], param: tuple[str, int]) -> int:
+    kind, j = param
+    return widths[j + 1] * (widths[j] if kind == "weight" else 1)
 
 
 def ready_order(widths: list[int]) -> list[int]:
-    """The sizes of the parameters in the order backward fills their gradients: the last
-    layer first, each bias before its weight (what section 3's timeline shows)."""
-    pairs = list(zip(widths, widths[1:], strict=False))
-    return [n for n_in, n_out in reversed(pairs) for n in (n_out, n_out * n_in)]
+    """The sizes of the parameters in the order backward fills their gradients."""
+    return [_size(widths, param) for param in _ready(widths)]
 
 
 def buckets(sizes: list[int], cap: int, bytes_per_value: int = 4,
@@ -81,8 +115,30 @@ def buckets(sizes: list[int], cap: int, bytes_per_value: int = 4,
     return out + ([current] if current else [])
 
 
-def _slips(sizes: list[int], cap: int) -> dict[str, list[int]]:
+def _planned(widths: list[int], cap: int) -> list[int]:
+    """Buckets planned in the order ``parameters()`` lists them, each sent once all of its
+    gradients are ready: the sizes in the order they go out."""
+    plan, current = [], []
+    for param in _registered(widths):
+        current.append(param)
+        if 4 * sum(_size(widths, q) for q in current) >= cap:
+            plan, current = plan + [current], []
+    plan += [current] if current else []
+    ready = _ready(widths)
+    plan.sort(key=lambda bucket: max(ready.index(q) for q in bucket))
+    return [sum(_size(widths, q) for q in bucket) for bucket in plan]
+
+
+def _first_for_last(sizes: list[int], cap: int) -> list[int]:
+    """What is left sent with the gradient of the first parameter ``parameters()`` lists
+    (the second one ready), and never at the end."""
+    rest = buckets(sizes[2:], cap)
+    return buckets(sizes[:2], cap) + (rest[:-1] if rest and 4 * rest[-1] < cap else rest)
+
+
+def _slips(widths: list[int], cap: int) -> dict[str, list[int]]:
     """The sizes of the all-reduce calls each slip makes, for one step."""
+    sizes = ready_order(widths)
     per_layer = [a + b for a, b in zip(sizes[::2], sizes[1::2], strict=True)]
     return {
         "one all-reduce per parameter: gather the gradients into buckets and send a bucket "
@@ -94,13 +150,18 @@ def _slips(sizes: list[int], cap: int) -> dict[str, list[int]]:
             buckets(sizes, cap, before_passing=True),
         "the cap was counted in values; it is in bytes, 4 for each float32 value "
         "(t.numel() * t.element_size())": buckets(sizes, cap, bytes_per_value=1),
-        "the buckets follow model.parameters(), the forward order; gradients become ready "
-        "the other way, the last layer first, and a bucket fills in that order":
-            list(reversed(buckets(list(reversed(sizes)), cap))),
+        "the buckets follow model.parameters(), the order the layers were registered in (this "
+        "model registers its output layer first); gradients become ready in the order "
+        "backward reaches them, the output layer's bias first and the first layer's weight "
+        "last, and a bucket fills in that order": _planned(widths, cap),
         "a bucket was closed only once it held more than the cap; DDP's close once they hold "
         "cap bytes or more (>=, not >)": buckets(sizes, cap, past=1),
         "the last bucket was never sent: it does not reach the cap, so send what is left "
         "once every parameter's gradient is in": buckets(sizes, cap)[:-1],
+        "what was left went out with the gradient of the first parameter model.parameters() "
+        "lists, which is not the last one ready (this model registers its output layer "
+        "first): count the gradients that have arrived, and send what is left with the last":
+            _first_for_last(sizes, cap),
         "everything went in one all-reduce: close a bucket as soon as it holds the cap or "
         "more, and send it then": [sum(sizes)],
     }
@@ -117,7 +178,7 @@ def pick(seed: int) -> tuple[list[int], int]:
         sizes, good = ready_order(widths), []
         for cap in range(4 * min(sizes), 2 * sum(sizes), 4):  # only these can be held exactly
             want = buckets(sizes, cap)
-            layouts = [want, *_slips(sizes, cap).values()]
+            layouts = [want, *_slips(widths, cap).values()]
             if (len(want) > 1 and 4 * want[-1] < cap
                     and all(a != b for i, a in enumerate(layouts) for b in layouts[i + 1:])):
                 good.append(cap)
@@ -181,7 +242,8 @@ def _earliest(want: list[int], sizes: list[int]) -> list[int]:
     return out
 
 
-def _sizes_slip(steps: list[dict], sizes: list[int], cap: int, where: str) -> str | None:
+def _sizes_slip(steps: list[dict], widths: list[int], cap: int, where: str) -> str | None:
+    sizes = ready_order(widths)
     want = buckets(sizes, cap)
     for k, step in enumerate(steps):
         if step["sizes"] == want:
@@ -190,7 +252,7 @@ def _sizes_slip(steps: list[dict], sizes: list[int], cap: int, where: str) -> st
             return (f"{where} the first step's buckets were right and the second's were "
                     f"{step['sizes']} values instead of {want}: start every backward with an "
                     "empty bucket and a fresh count.")
-        for words, theirs in _slips(sizes, cap).items():
+        for words, theirs in _slips(widths, cap).items():
             if step["sizes"] == theirs:
                 return f"{where} {words}."
         return (f"{where} step {k + 1} made all-reduce calls of {step['sizes']} values. With "
@@ -248,7 +310,7 @@ def _world_slip(results: list[dict], want: dict, world: int) -> str | None:
         return (f"{where} made no dist.all_reduce call; the exercise sends each bucket in "
                 "one all-reduce of a flat tensor.")
     done = [step for step in steps if "error" not in step]
-    slip = _sizes_slip(done, sizes, cap, where)
+    slip = _sizes_slip(done, widths, cap, where)
     if slip is None and len(done) < len(steps):
         error = steps[len(done)]["error"]
         slip = f"{where} step {len(done) + 1} raised {error}" + _advice(error) + (
