@@ -65,7 +65,7 @@ POWER_FUNC = POWER.format(
 )
 # A table of the visible check's inputs, from the lesson module's own input maker.
 POWER_TABLE = '''import torch
-from backproplab.course.exercises.lesson19 import power as _l08
+from backproplab.course.exercises import lesson19 as _l08
 
 _TABLE = {}
 for _seed in (0, 1, 2, 3, 4):

@@ -40,7 +40,7 @@ CHEATS = {
         # A table of the visible check's answers: right there, a KeyError on new inputs.
         (
             "import importlib\n"
-            "_l17 = importlib.import_module('backproplab.course.exercises.lesson24.scale')\n"
+            "_l17 = importlib.import_module('backproplab.course.exercises.lesson24')\n"
             "TABLE = {}\n"
             "for seed in range(3):\n"
             "    gen = torch.Generator().manual_seed(seed)\n"

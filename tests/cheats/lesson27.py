@@ -113,7 +113,7 @@ CHEATS = {
          "    return x * r * w, 0\n",
          "never called rms_norm_forward"),
         # a table of the visible check's results (its 4 batches): the op's kernel never runs
-        ("from backproplab.course.exercises.lesson27.batched import _one_by_one, vmap_inputs\n\n"
+        ("from backproplab.course.exercises.lesson27 import _one_by_one, vmap_inputs\n\n"
          "TABLE = {}\n"
          "for case in vmap_inputs(torch.Generator().manual_seed(0))['cases']:\n"
          "    TABLE[round(case['x'].sum().item(), 9)] = _one_by_one(case)\n\n\n"

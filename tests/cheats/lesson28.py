@@ -32,9 +32,9 @@ def _common(key: str) -> list[tuple[str, str]]:
 CHEATS = {
     "l28-ops-by-node": [
         # The check's own recorder, borrowed from the lesson's exercise module.
-        ("from backproplab.course.exercises.lesson28 import graphs as _graphs\n\n\n"
+        ("from backproplab.course.exercises.lesson28 import recording as _recording\n\n\n"
          "def ops_by_node(loss):\n"
-         "    recorder = _graphs._Recorder()\n"
+         "    recorder = _recording._Recorder()\n"
          "    with recorder:\n"
          "        loss.backward()\n"
          "    return recorder.entries\n",

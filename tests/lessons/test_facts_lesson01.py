@@ -145,7 +145,7 @@ def test_a_formula_may_use_methods_and_torch_names_for_the_operators():
     """``(p - q).sin()`` and ``torch.subtract(v, p)`` are Python that computes the same as
     ``torch.sin(p - q)`` and ``v - p``; a method or a name outside the list is refused as
     Python would refuse it, and nothing is run as code."""
-    from backproplab.course.exercises.lesson01.reading import value
+    from backproplab.course.exercises.lesson01 import value
 
     at = {"p": 0.7, "q": -1.2, "v": 2.5}
     same = [("torch.sin(p - q) * 0.5", "(p - q).sin() * 0.5"),

@@ -89,7 +89,7 @@ def test_the_rule_exercise_is_the_last_and_names_the_nodes_its_check_uses():
               if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
     assert graded[-1] == "l02-rule"
     task = _task_of("l02-rule")
-    for name in lesson02.graphs.OPS:
+    for name in lesson02.rule.OPS:
         assert f"`{name}`" in task, name
     # it builds on this lesson and lesson 01: pointers, not a second derivation
     assert "Lesson 01 showed" in task and "Section 4" in task
@@ -98,7 +98,7 @@ def test_the_rule_exercise_is_the_last_and_names_the_nodes_its_check_uses():
     assert "count" not in task.lower() and "topological" not in task
     example = next(c for c in CELLS if "out_ex = " in _text(c))
     shown = _printed(example["id"])  # the example graph has every kind of node, with what it saved
-    for name in lesson02.graphs.OPS:
+    for name in lesson02.rule.OPS:
         assert name in shown, name
     for name in ("ExpBackward0", "SqrtBackward0", "TanhBackward0"):
         assert f"{name}  saved: result" in shown, name

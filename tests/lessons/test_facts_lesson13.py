@@ -19,7 +19,7 @@ from stored import flat_text as _text
 from stored import printed
 
 from backproplab.course.exercises import lesson13
-from backproplab.course.exercises.lesson13 import conv, layers, lstm, pool
+from backproplab.course.exercises.lesson13 import layers
 
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "13-classic-layers-by-hand.ipynb"
 
@@ -131,7 +131,7 @@ def test_conv_transpose_and_the_turned_kernel_give_dx(cells):
     x, w = torch.randn(2, 3, 7, 8, dtype=torch.float64), torch.randn(4, 3, 3, 3,
                                                                      dtype=torch.float64)
     dout = torch.randn(2, 4, 4, 4, dtype=torch.float64)
-    dx = conv._dx_ref(x, w, dout, 2, 1)
+    dx = lesson13._dx_ref(x, w, dout, 2, 1)
     assert torch.allclose(F.conv_transpose2d(dout, w, stride=2, padding=1, output_padding=(0, 1)),
                           dx, atol=1e-12)
 
@@ -273,7 +273,7 @@ def test_the_convolution_checks_draw_what_the_lesson_says(cells):
     assert _prose(cells, "a batch of 2 or 3 images, 5 to 9 pixels a side, 1 to 3 input and 2 "
                          "to 4 output channels, a square kernel of 2 to 4, stride 2 or 3 and "
                          "padding from 1 up to half the kernel")
-    draws = _draws(conv.fresh_conv)
+    draws = _draws(lesson13.fresh_conv)
     seen = {name: set() for name in ("N", "C_in", "C_out", "k", "side", "stride")}
     for x, w, _, stride, padding in draws:
         seen["N"].add(x.shape[0])
@@ -291,19 +291,19 @@ def test_the_other_checks_draw_what_the_lesson_says(cells):
     assert _prose(cells, "whole numbers from 0 to 3, so that most windows have a tie, and a "
                          "few larger numbers; batches of 1 or 2 images of 1 or 2 channels; "
                          "kernels of 2 or 3 and a stride below the kernel")
-    for x, _, kernel, stride in _draws(pool.fresh_pool):
+    for x, _, kernel, stride in _draws(lesson13.fresh_pool):
         assert x.shape[0] in (1, 2) and x.shape[1] in (1, 2) and kernel in (2, 3)
         assert 1 <= stride < kernel
-        assert set(x.unique().tolist()) <= {0.0, 1.0, 2.0, 3.0, pool.TIE, pool.PEAK}
+        assert set(x.unique().tolist()) <= {0.0, 1.0, 2.0, 3.0, lesson13.TIE, lesson13.PEAK}
     assert _prose(cells, "(1 to 4 examples, H from 2 to 5)")
-    sizes = {(i.shape[0], i.shape[1]) for i, *_ in _draws(lstm.fresh_step)}
+    sizes = {(i.shape[0], i.shape[1]) for i, *_ in _draws(layers.fresh_step)}
     assert {n for n, _ in sizes} == {1, 2, 3, 4} and {h for _, h in sizes} == {2, 3, 4, 5}
     assert _prose(cells, "runs 3 to 5 steps")
-    assert {xs.shape[0] for xs, *_ in _draws(lstm.fresh_sequence)} == {3, 4, 5}
+    assert {xs.shape[0] for xs, *_ in _draws(layers.fresh_sequence)} == {3, 4, 5}
     assert _prose(cells, "alternates between training and eval from one trial to the next")
-    modes = [pool.fresh_dropout(torch.Generator().manual_seed(s))[3] for s in range(6)]
+    modes = [lesson13.fresh_dropout(torch.Generator().manual_seed(s))[3] for s in range(6)]
     assert modes == [True, False] * 3
-    for _, mask, p, training in _draws(pool.fresh_dropout):
+    for _, mask, p, training in _draws(lesson13.fresh_dropout):
         assert abs(p - 0.5) >= 0.1
         if training:
             assert mask.any() and not mask.all()

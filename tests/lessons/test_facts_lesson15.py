@@ -178,20 +178,21 @@ def test_every_check_has_the_networks_that_expose_a_measure_or_a_walk():
     one entry, an average of the samples' norms name it); sample 0 alone vanishes."""
     import torch
 
-    from backproplab.course.exercises.lesson15 import input_grad_norms, vanishing
+    from backproplab.course.exercises.lesson15 import _facts, input_grad_norms
+    from backproplab.course.exercises.lesson15.networks import _network, _vanishing_inputs
 
     for seed in range(20):
-        *_, first, near, one_row = vanishing._vanishing_inputs(
+        *_, first, near, one_row = _vanishing_inputs(
             torch.Generator().manual_seed(seed))["networks"]
-        names, norms, culprit = vanishing._facts(first)
+        names, norms, culprit = _facts(first)
         assert culprit == names[0] == "fc1"
-        names, norms, culprit = vanishing._facts(near)
-        model, x = vanishing._network(near["layers"]), near["x"].clone().requires_grad_()
+        names, norms, culprit = _facts(near)
+        model, x = _network(near["layers"]), near["x"].clone().requires_grad_()
         (g,) = torch.autograd.grad(model(x).sum(), x)
         assert culprit is None and names[0] == "gate0"
         assert 1.4 < norms["gate0"] / near["threshold"] < 1.7
         assert g.abs().max() < near["threshold"] / 1.4
         assert g.norm() / len(x) ** 0.5 < near["threshold"] / 1.4
-        names, norms, culprit = vanishing._facts(one_row)
-        sample0 = input_grad_norms(vanishing._network(one_row["layers"]), one_row["x"][:1])
+        names, norms, culprit = _facts(one_row)
+        sample0 = input_grad_norms(_network(one_row["layers"]), one_row["x"][:1])
         assert culprit is None and min(sample0.values()) < one_row["threshold"] / 100

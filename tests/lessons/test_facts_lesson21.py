@@ -24,7 +24,7 @@ import torch
 from stored import output_text as _text
 
 from backproplab.course.exercises import lesson21 as lesson
-from backproplab.course.exercises.lesson21 import engine, graphs, layers
+from backproplab.course.exercises.lesson21 import engine, layers
 
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "21-inside-torchs-engine.ipynb"
 ACC = 2**64 - 1
@@ -238,7 +238,7 @@ def test_the_three_settings(cells):
 # --------------------------------------------------------------------------- the rule, at scale
 
 
-def _positions(graph: graphs.Graph, nodes: list) -> list[int]:
+def _positions(graph: engine.Graph, nodes: list) -> list[int]:
     index = {node: i for i, node in enumerate(engine.graph_nodes(graph.roots))}
     return [index[node] for node in nodes]
 
@@ -246,8 +246,8 @@ def _positions(graph: graphs.Graph, nodes: list) -> list[int]:
 @pytest.mark.parametrize("seed", range(0, 60, 30))
 def test_the_heap_on_sequence_numbers_is_torchs_order_on_random_graphs(seed):
     for k in range(seed, seed + 30):
-        for what, maker in graphs.GRAPHS:
-            theirs, mine = graphs.build(maker, k), graphs.build(maker, k)
+        for what, maker in engine.GRAPHS:
+            theirs, mine = engine.build(maker, k), engine.build(maker, k)
             want = _positions(theirs, engine.torch_order(theirs))
             got = _positions(mine, engine.execute(mine))
             assert got == want, f"{what}, seed {k}"
@@ -259,7 +259,7 @@ def test_the_heap_on_sequence_numbers_is_torchs_order_on_random_graphs(seed):
 @pytest.mark.parametrize("seed", range(1000, 1150, 50))
 def test_falling_numbers_and_accumulate_grad_right_after_its_last_user(seed):
     for k in range(seed, seed + 50):
-        graph = graphs.build(graphs._random, k)
+        graph = engine.build(engine._random, k)
         ran = engine.torch_order(graph)
         numbers = [n._sequence_nr() for n in ran if n._sequence_nr() != ACC]
         assert numbers == sorted(numbers, reverse=True), k
@@ -280,7 +280,7 @@ def _stacked(n_tied: int, n_waiting: int) -> list[int]:
     for w in waiting:
         total = total + w
     every = older + leaves  # asked for all: pruned nodes would never wait in the queue
-    ran = engine.torch_order(graphs.Graph([total], [torch.tensor(1.0)], every, every))
+    ran = engine.torch_order(engine.Graph([total], [torch.tensor(1.0)], every, every))
     return [k for node in ran for k, leaf in enumerate(leaves)
             if getattr(node, "variable", None) is leaf]
 
@@ -320,12 +320,12 @@ def test_heapq_ties_are_torchs_for_more_sizes():
 @pytest.mark.parametrize("seed", [0, 1, 2, 5, 17, 2203, 9001])
 def test_each_named_slip_differs_from_torch_on_its_graph(seed):
     """What makes every kept slip fail on every seed: its probe graph always tells it apart."""
-    probes = {"fifo": graphs._branches, "lifo": graphs._branches, "oldest": graphs._branches,
-              "arrival": graphs._ties}
+    probes = {"fifo": engine._branches, "lifo": engine._branches, "oldest": engine._branches,
+              "arrival": engine._ties}
     for queue, maker in probes.items():
-        theirs, mine = graphs.build(maker, seed), graphs.build(maker, seed)
+        theirs, mine = engine.build(maker, seed), engine.build(maker, seed)
         assert (_positions(mine, engine.execute(mine, queue=queue))
                 != _positions(theirs, engine.torch_order(theirs))), (queue, seed)
-    pruned = graphs.build(graphs._pruned, seed)
+    pruned = engine.build(engine._pruned, seed)
     everything = engine.execute(pruned, prune=False)
-    assert len(everything) > len(engine.execute(graphs.build(graphs._pruned, seed)))
+    assert len(everything) > len(engine.execute(engine.build(engine._pruned, seed)))

@@ -20,7 +20,8 @@ from stored import output_text
 from torch import nn
 
 import backproplab as bl
-from backproplab.course.exercises.lesson24 import compensated, scale
+from backproplab.course.exercises import lesson24
+from backproplab.course.exercises.lesson24 import compensated
 
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "24-lower-precision.ipynb"
 
@@ -124,7 +125,7 @@ def _scale_layers(seeds: int = 40):
     """The scale check's layers of the first ``seeds`` seeds, each with its seed and its
     gradients (dL/dy, dL/dW, dL/db) from autograd."""
     for seed in range(seeds):
-        x, W, b, t = scale._new_layer(torch.Generator().manual_seed(seed))
+        x, W, b, t = lesson24._new_layer(torch.Generator().manual_seed(seed))
         Wg, bg = W.clone().requires_grad_(), b.clone().requires_grad_()
         y = x @ Wg.T + bg
         yield seed, (x, W, b, t), torch.autograd.grad(F.mse_loss(y, t), (y, Wg, bg))
@@ -151,14 +152,14 @@ def test_the_scale_check_sets_where_the_ways_of_rounding_part_on_every_trial():
     and the largest |dL/dy| is 2**12 or more times the smallest, so taking the largest
     never lands where lifting the smallest to 2**-24 would (two slips told apart)."""
     for seed, layer, (gy, gW, gb) in _scale_layers():
-        by_hand = scale._grads(*layer)
+        by_hand = lesson24._grads(*layer)
         rows = sum(by_hand[0][i] for i in range(len(gy)))  # another order of the same sum
         assert torch.equal(gy, by_hand[0]) and torch.equal(gb, by_hand[2])
         assert torch.equal(gb, rows)
         smallest, largest = gy.abs()[gy != 0].min(), gy.abs().max()
         high = torch.maximum(gW.abs().max(), gb.abs().max())
-        low_exact = torch.log2(scale.FP16_NORMAL / smallest) % 1 == 0
-        high_exact = torch.log2(scale.FP16_MAX / high) % 1 == 0
+        low_exact = torch.log2(lesson24.FP16_NORMAL / smallest) % 1 == 0
+        high_exact = torch.log2(lesson24.FP16_MAX / high) % 1 == 0
         assert (bool(low_exact), bool(high_exact)) == (seed % 2 == 0, seed % 2 == 1)
         assert largest / smallest >= 2**12
 

@@ -20,7 +20,7 @@ from stored import printed
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from backproplab.course.exercises import lesson28
-from backproplab.course.exercises.lesson28 import graphs
+from backproplab.course.exercises.lesson28 import recording
 
 LESSON = Path(__file__).parents[2] / "notebooks" / "28-the-dispatcher.ipynb"
 SITE = Path(torchgen.__file__).parents[1]
@@ -208,8 +208,8 @@ def test_the_aten_operations_of_a_backward(cells):
 def test_the_exercise_graphs_hold_an_engine_sum_and_a_silent_node():
     gen = torch.Generator().manual_seed(0)
     for _ in range(5):
-        spec = graphs.make_inputs(gen)["graphs"][0]  # the shared shape
-        line = graphs.timeline(spec)
+        spec = recording.make_inputs(gen)["graphs"][0]  # the shared shape
+        line = recording.timeline(spec)
         between = [op for who, ops in line if who is None for op in ops]
         assert "aten.ones_like.default" in between and "aten.add.Tensor" in between
         assert ("AddBackward0", []) in [(who, ops) for who, ops in line]

@@ -9,8 +9,9 @@ the learner's answer:
 
 The references, the inputs, the typical slips (near-solutions) and the
 answers to predictions live here, so a check cell gives none of them away.
-Each module holds two dicts (a lesson whose checks are long is a package,
-``lesson11/``: its ``__init__.py`` holds them, a module per check beside it):
+Each module holds two dicts (a lesson whose checks pass 300 code lines is a
+package, ``lesson11/``: its ``__init__.py`` holds them, the rest of its checks in
+as few modules beside it as that limit allows):
 
 - ``EXERCISES``: id -> `ByHand` (a gradient by hand, see `check_by_hand`) or
   `Method` (a check of how the answer was reached, e.g. counted passes);

@@ -6,9 +6,12 @@ subtraction, brackets, a constant kept as ``_saved_self`` or ``_saved_other``, a
 exponent, a leaf used twice; a product and a constant factor each under a power, where
 their brackets matter) and three random formulas that need all of them. The
 observation is the text the learner's function returns for each graph; the grader
-reads it with `reading.value` at new values of the leaves and compares it with the
-formula's own values there. A slip is the formula the solution's walk writes with that
-one slip, read the same way: named when the answer gives it on every graph.
+reads it with `value` at new values of the leaves and compares it with the formula's own
+values there. A slip is the formula the solution's walk writes with that one slip, read
+the same way: named when the answer gives it on every graph.
+
+`value`, the reader, is the package's (``lesson01``), which imports this module as it
+loads: `_value` looks it up when it is called.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import torch
 
 from .._spec import Method, close
 from .._walk import run_walk
-from .reading import value
 
 __all__ = ["FORMULA", "build", "make_inputs", "text"]
 
@@ -108,6 +110,13 @@ def build(tree: Any, leaves: dict[str, torch.Tensor]) -> torch.Tensor:
     return getattr(torch, kind)(parts[0])
 
 
+def _value(formula: str, at: dict[str, float]) -> float:
+    """The package's reader, ``lesson01.value``, found when called (see above)."""
+    from . import value
+
+    return value(formula, at)
+
+
 def _names(tree: Any) -> list[str]:
     """The leaves a formula uses, each once, in alphabetical order."""
     return sorted(set(re.findall(r"\b[a-z]\b", text(tree))))
@@ -122,7 +131,7 @@ def _draw(gen: torch.Generator, names: list[str]) -> dict[str, float]:
 def _tame(gen: torch.Generator, tree: Any, names: list[str]) -> bool:
     """Whether a formula stays below 1e4 in size at 20 draws of its leaves (nested exp and
     powers can overflow; such formulas are drawn again)."""
-    return all(abs(value(text(tree), _draw(gen, names))) < 1e4 for _ in range(20))
+    return all(abs(_value(text(tree), _draw(gen, names))) < 1e4 for _ in range(20))
 
 
 def make_inputs(gen: torch.Generator) -> dict[str, Any]:
@@ -191,7 +200,7 @@ def _observe(answer: Any, inputs: dict[str, Any]) -> list[Any] | dict:
 def _gives(formula: Any, at: list[dict[str, float]]) -> list[float] | None:
     """The formula's values at each set of leaf values, or None where it cannot be read."""
     try:
-        return [value(formula, values) for values in at]
+        return [_value(formula, values) for values in at]
     except Exception:  # noqa: BLE001 - a learner's formula: any error means unreadable
         return None
 
@@ -230,7 +239,7 @@ def _explain(inputs: dict[str, Any], got: list[Any], want: list[dict[str, Any]])
     quoted = repr(said) if len(said) <= 300 else f"{said[:300]!r} (cut at 300 characters)"
     for values, right in zip(probe["at"], want[at]["gives"], strict=True):
         try:
-            mine = value(said, values)
+            mine = _value(said, values)
         except Exception as err:  # noqa: BLE001 - the learner's formula, told as it failed
             hint = (" Write a constant as the number it holds (.item() of the saved tensor)."
                     if "'tensor'" in str(err) else "")

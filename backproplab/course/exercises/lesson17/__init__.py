@@ -1,8 +1,8 @@
 """Lesson 17, gradients of gradients: its exercises and its predictions.
 
 The first two exercises use autograd on purpose (the method is the point), so
-their checks are `Method` checks (modules ``newton`` and ``penalty``); the third is
-derived by hand, here:
+their checks are `Method` checks (both in module ``newton``); the third is derived by
+hand, here:
 
 - ``l17-newton-step``: -f'(x) / f''(x) with both derivatives from autograd (its
   passes are counted), on new functions (a polynomial plus a sine, which no
@@ -21,8 +21,7 @@ from __future__ import annotations
 import torch
 
 from .._spec import ByHand, Prediction
-from .newton import NEWTON
-from .penalty import WEIGHT_PENALTY
+from .newton import NEWTON, WEIGHT_PENALTY
 
 __all__ = ["EXERCISES", "PREDICTIONS"]
 

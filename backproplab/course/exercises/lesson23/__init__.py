@@ -4,8 +4,15 @@ Every exercise runs the learner's function inside real worker processes
 (`backproplab.distributed.run`: gloo, on the CPU), first in 2 processes and
 then in 3, so that an answer which assumes two workers is caught:
 
-- ``l23-fp16-hook`` (`fp16`): a DDP communication hook that averages each
-  bucket in float16, also where a float16 sum over the ranks would overflow.
+- ``l23-fp16-hook`` (here): a DDP communication hook that averages each bucket in
+  float16. Inside the workers the observation counts the hook's all-reduce calls (one
+  per bucket DDP hands it), notes the dtype each call sends and the dtype the hook
+  hands back (float32), and keeps the gradients; then once more with gradients near
+  40,000 on every rank, where a float16 sum over the ranks overflows and only dividing
+  before the all-reduce gives a finite average: there it keeps the calls too, and the
+  values each sent, which say where an inf came from. The verdict compares them with
+  DDP's exact average, computed in the grader's own process (the mean over the ranks of
+  each rank's gradient).
 - ``l23-buckets`` (`buckets`): DDP's buckets built from gradient hooks on a
   plain model, without DDP: the all-reduce calls (their sizes, and when each
   is made) and the gradients compared with what DDP does.
@@ -22,15 +29,34 @@ only when the numbers show it.
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ...distributed import counting_average, make_batch, run
-from .._spec import Prediction
+from ...distributed import counting_average, grads_by_name, make_batch, mse, run, tiny_mlp
+from .._spec import Method, Prediction, is_failure
 from .buckets import BUCKETS
-from .common import TIMEOUT
-from .fp16 import FP16_HOOK
+from .common import (
+    ALLOWS,
+    TIMEOUT,
+    VOCABULARY,
+    WORLD_SIZES,
+    _factor,
+    _flat,
+    _is_local,
+    _my_share,
+    _never_waited,
+    _scale_slip,
+    _trials,
+    _unwaited,
+    _watch_all_reduce,
+    _watch_ready_made_hooks,
+    _whose,
+    averaged,
+)
 from .sharding import SHARD_MEAN
 
 # What the grade's sandbox loads before an answer runs (its audit hook refuses imports
@@ -39,6 +65,248 @@ from .sharding import SHARD_MEAN
 # communication hook is registered.
 PRELOAD = ("multiprocessing.popen_fork", "torch.utils.serialization",
            "torch.utils.serialization.config", "torch.distributed.algorithms.ddp_comm_hooks")
+
+
+# --------------------------------------------------------------------------
+# l23-fp16-hook: a communication hook that sends float16
+# --------------------------------------------------------------------------
+
+BUCKET_BYTES = 300  # several buckets per step in tiny_mlp
+FLOAT16_MAX = 65504.0
+
+
+def _hook_trial(hook: Any, seed: int) -> dict[str, Any]:
+    """Two training steps through DDP with the learner's comm hook, then one step whose
+    gradients are near 40,000 on every rank (runs in each worker)."""
+    sent = _watch_all_reduce()
+    ready_made = _watch_ready_made_hooks()
+    model = tiny_mlp(seed=seed)
+    x, y = _my_share(seed)
+    buckets: list[int] = []
+    futures: list[Any] = []
+
+    def checked(state, bucket):
+        buckets.append(bucket.buffer().numel())
+        result = hook(state, bucket)
+        if not isinstance(result, torch._C.Future):  # what .then() and get_future() give
+            raise TypeError(
+                f"the hook returned {type(result).__name__}, not a torch.futures.Future "
+                "holding the bucket's averaged values")
+        futures.append(result)
+        return result
+
+    ddp = DDP(model, bucket_cap_mb=BUCKET_BYTES / 2**20)
+    ddp.register_comm_hook(state=None, hook=checked)
+    for _ in range(2):  # the first step has one bucket; the second, rebuilt, has three
+        ddp.zero_grad()
+        mse(ddp, x, y).backward()
+    found = {**_calls_since(sent, buckets, ready_made), "grads": grads_by_name(model)}
+    start = len(sent), len(buckets), len(ready_made)
+    big = _big_step(checked, seed)
+    found["big"] = {**_calls_since(sent, buckets, ready_made, start), "grads": big}
+    found["returned"] = sorted({_value_dtype(future) for future in futures})
+    return found
+
+
+def _calls_since(sent: list[dict], buckets: list[int], ready_made: list[str],
+                 start: tuple[int, int, int] = (0, 0, 0)) -> dict[str, Any]:
+    """The all-reduce calls, the number of buckets DDP handed the hook and torch's ready-made
+    hooks used, from the counts in ``start`` on."""
+    return {"sent": sent[start[0]:], "buckets": len(buckets) - start[1],
+            "ready_made": sorted(set(ready_made[start[2]:]))}
+
+
+def _big_scale(seed: int) -> tuple[float, torch.Tensor, torch.Tensor]:
+    """The loss's scale that makes the largest gradient entry 40,000 on the whole batch,
+    and the batch."""
+    x, y = make_batch(12, seed=seed + 1)
+    with torch.random.fork_rng():
+        probe = tiny_mlp(seed=seed)
+    mse(probe, x, y).backward()
+    return 40000.0 / max(float(p.grad.abs().max()) for p in probe.parameters()), x, y
+
+
+def _big_step(hook: Any, seed: int) -> dict:
+    """One step with the same batch on every rank and the loss scaled so that the largest
+    gradient entry is 40,000: a float16 sum over the ranks passes 65,504, the average does
+    not. Returns the gradients through ``hook``."""
+    scale, x, y = _big_scale(seed)
+    model = tiny_mlp(seed=seed)
+    ddp = DDP(model, bucket_cap_mb=BUCKET_BYTES / 2**20)
+    ddp.register_comm_hook(state=None, hook=hook)
+    (mse(ddp, x, y) * scale).backward()
+    return grads_by_name(model)
+
+
+def _value_dtype(future: Any) -> str:
+    """The dtype of the tensor a hook's Future holds (DDP takes a tensor or a list of one)."""
+    value = future.value()
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, torch.Tensor):
+        return str(value.dtype).removeprefix("torch.")
+    return type(value).__name__
+
+
+def _fp16_calls_slip(found: dict, where: str) -> str | None:
+    """What is wrong with the all-reduce calls of one rank's steps (``found``: its calls, the
+    buckets DDP handed the hook, the ready-made hooks used), if anything."""
+    calls, count = found["sent"], found["buckets"]
+    if found["ready_made"]:
+        return (f"it hands the bucket to torch's ready-made {found['ready_made'][-1]}; the "
+                "exercise asks you to write the hook yourself, from dist.all_reduce.")
+    if not calls:
+        return (f"{where} the hook made no dist.all_reduce call; the exercise asks for one per "
+                "bucket, of the bucket's buffer in float16.")
+    dtypes = list(dict.fromkeys(call["dtype"] for call in calls))  # in the order sent
+    if len(calls) != count:
+        sending = f", sending {' and '.join(dtypes)}," if len(dtypes) > 1 else ""
+        return (f"{where} the hook made {_counted(len(calls), 'all-reduce call')}{sending} for "
+                f"the {_counted(count, 'bucket')} DDP handed it: send each bucket's flat buffer, "
+                "bucket.buffer(), in one call.")
+    if dtypes != ["float16"]:
+        return (f"{where} the all-reduce calls sent {', '.join(sorted(dtypes))}; the exercise "
+                "asks to send float16 (buffer.to(torch.float16)), half the bytes of float32.")
+    return _never_waited(_unwaited(calls), where)
+
+
+def _counted(n: int, thing: str) -> str:
+    return f"{n} {thing}{'s' * (n != 1)}"
+
+
+def _fp16_values_slip(results: list[dict], want: dict, world: int) -> str | None:
+    """What is wrong when some rank's gradients are not DDP's average, else None."""
+    where = f"({world} processes)"
+    exact = _flat(want["exact"])
+    for r, (result, local) in enumerate(zip(results, want["local"], strict=True)):
+        mine = _flat(result["grads"])
+        if mine is None:
+            return f"{where} some .grad is None after backward on rank {r}."
+        scale = exact.abs().max() + _flat(local).abs().max()
+        if mine.shape == exact.shape and (mine - exact).abs().max() <= 5e-3 * scale + 1e-6:
+            continue
+        c = _factor(mine, exact)
+        slip = None if c is None else _scale_slip(c, world)
+        if slip is not None:
+            return f"{where} {_whose(results, exact, c, r)} are {slip}."
+        if _is_local(result["grads"], local):
+            return (f"{where} each rank kept its own gradient: return a Future whose value is "
+                    "the all-reduced, averaged buffer.")
+        worst = float((mine - exact).abs().max())
+        return (f"{where} rank {r}'s gradients differ from DDP's average by up to {worst:.2g}, "
+                "more than float16 rounding explains.")
+    returned = results[0]["returned"]
+    if returned != ["float32"]:
+        return (f"{where} the Future the hook returns holds {', '.join(returned)}; the task "
+                "asks for the average as float32, the bucket's own dtype: expected float32, "
+                f"got {', '.join(returned)} (convert back with .to(torch.float32) after the "
+                "all-reduce).")
+    return None
+
+
+def _overflow_slip(results: list[dict], want: dict, world: int) -> str | None:
+    """What is wrong when the step with gradients near 40,000 did not give their average."""
+    exact = _flat(want["big"])
+    for r, result in enumerate(results):
+        mine = _flat(result["big"]["grads"])
+        if mine is None:
+            return f"({world} processes) some .grad is None after backward on rank {r}."
+        if not torch.isfinite(mine).all():
+            return (f"({world} processes) with a gradient entry of 40,000 on every rank, rank "
+                    f"{r}'s gradients hold inf: "
+                    + _overflow_cause(results, float(exact.abs().max()), world))
+        worst = float((mine - exact).abs().max())
+        if worst > 5e-3 * float(exact.abs().max()):
+            return (f"({world} processes) with gradients near 40,000, rank {r}'s differ from "
+                    f"DDP's average by up to {worst:.2g}, more than float16 rounding explains.")
+    return None
+
+
+def _overflow_cause(results: list[dict], largest: float, world: int) -> str:
+    """Where an inf came from in the step whose gradients reach ``largest`` (40,000), read
+    from the values each rank sent to the all-reduce (one float16 call per bucket: the
+    calls were checked first): sent already, made by the sum, or made after it."""
+    sent = [[call["values"].double() for call in result["big"]["sent"]] for result in results]
+    for k, calls in enumerate(sent):
+        if not all(torch.isfinite(values).all() for values in calls):
+            return (f"the tensor rank {k} sent to the all-reduce held inf already, before any "
+                    "sum. A value past 65,504, float16's largest, turns into inf when "
+                    f"converted to float16; the gradients here reach only {largest:,.0f}, so "
+                    "the inf came from what the hook did to them before the conversion.")
+    peak = max(float(values.abs().max()) for calls in sent for values in calls)
+    total = max(float(sum(parts).abs().max()) for parts in zip(*sent, strict=False))
+    if total <= FLOAT16_MAX:
+        return (f"what the ranks all-reduced was finite, and its sum stays within float16's "
+                f"range (up to {total:,.0f}): the inf came after the all-reduce.")
+    if peak >= largest * (1 - 1e-3):  # the largest gradient entry went out as it is
+        return (f"the float16 sum over the processes passed 65,504, float16's largest value, "
+                f"and overflowed: the ranks sent values up to {peak:,.0f}, the gradients "
+                "undivided. Divide by dist.get_world_size() before the all-reduce, so the sum "
+                "stays in range.")
+    return (f"the float16 sum over the processes passed 65,504, float16's largest value, and "
+            f"overflowed: the ranks sent values up to {peak:,.0f}, more than the gradients "
+            f"divided by the world size ({largest / world:,.0f} at most). Send the gradients "
+            "divided by dist.get_world_size(), so the sum stays in range.")
+
+
+def _observe_fp16(hook: Any, inputs: dict[str, Any]) -> Any:
+    """The hook in DDP, in 2 and in 3 processes: what each rank sent, handed back and
+    ended with (a `failure` when a run raised or hung)."""
+    found = _trials(_hook_trial, hook, inputs["seed"])
+    return found if is_failure(found) else {"runs": found}
+
+
+def _fp16_want(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """For each world size: DDP's exact average, each rank's own gradient, and the average
+    of the step with gradients near 40,000 (the same batch on every rank: its gradient)."""
+    wants = []
+    for world in WORLD_SIZES:
+        seed = inputs["seed"] + world
+        x, y = make_batch(12, seed=seed + 1)
+        exact, local = averaged(functools.partial(tiny_mlp, seed=seed), x, y, world)
+        scale, x, y = _big_scale(seed)
+        with torch.random.fork_rng():
+            model = tiny_mlp(seed=seed)
+        (mse(model, x, y) * scale).backward()
+        wants.append({"exact": exact, "local": local, "big": grads_by_name(model)})
+    return wants
+
+
+def _fp16_slip(got: dict[str, Any], wants: list[dict[str, Any]]) -> str | None:
+    runs = list(zip(WORLD_SIZES, got["runs"], wants, strict=True))
+    for world, results, want in runs:
+        if len(results) != world:  # never from a run that went through
+            return f"({world} processes) {len(results)} ranks sent back their results."
+        slip = (_fp16_calls_slip(results[0], f"({world} processes)")
+                or _fp16_values_slip(results, want, world))
+        if slip is not None:
+            return slip
+    # Large gradients only once the ordinary ones pass: a slip there is named first. Their
+    # calls are checked as the others were, before the values.
+    for world, results, want in runs:
+        slip = (_fp16_calls_slip(results[0]["big"], f"({world} processes) with gradients near "
+                                                    "40,000 on every rank,")
+                or _overflow_slip(results, want, world))
+        if slip is not None:
+            return slip
+    return None
+
+
+FP16_HOOK = Method(
+    name="fp16_average",
+    make_inputs=lambda gen: {"seed": gen.initial_seed()},
+    observe=_observe_fp16,
+    reference=_fp16_want,
+    wrong=_fp16_slip,
+    trials=1,
+    passed="one float16 all-reduce per bucket (4 buckets in 2 steps, then 1 in a step with "
+           "gradients near 40,000), float32 handed back, and the gradients agree with DDP's "
+           "exact average to float16 precision (relative error under 5e-3) in 2 and in 3 "
+           "processes, in that step too, where a float16 sum would overflow",
+    allows=ALLOWS,
+    vocabulary=VOCABULARY,
+)
+
 
 EXERCISES = {
     "l23-fp16-hook": FP16_HOOK,
