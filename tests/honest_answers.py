@@ -5526,6 +5526,44 @@ class LogSumExp(torch.autograd.Function):
         x, out = ctx.saved_tensors
         return grad_output.unsqueeze(-1) * torch.exp(x - out.unsqueeze(-1))
 '''),
+    # Tensors kept as ctx attributes: right, and told the warning section 3 promises.
+    Honest('l19-broadcast-function', 'a and b kept as ctx attributes', '''\
+class SquaredGap(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.a, ctx.b = a, b
+        return (a - b) ** 2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        a, b = ctx.a, ctx.b
+        grad = 2 * (a - b) * grad_output
+        return grad.sum_to_size(a.shape), (-grad).sum_to_size(b.shape)
+'''),
+    Honest('l19-gate-jvp', 'x and sigmoid(g) kept as ctx attributes, read by backward and jvp',
+           '''\
+class Gate(torch.autograd.Function):
+    generate_vmap_rule = True  # jacfwd runs jvp under vmap
+
+    @staticmethod
+    def forward(x, g):
+        return x * torch.sigmoid(g)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, g = inputs
+        ctx.x, ctx.s = x, torch.sigmoid(g)  # both backward and jvp read them
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, s = ctx.x, ctx.s
+        return grad_output * s, grad_output * x * s * (1 - s)
+
+    @staticmethod
+    def jvp(ctx, x_t, g_t):
+        x, s = ctx.x, ctx.s
+        return x_t * s + x * s * (1 - s) * g_t
+'''),
     Honest('l19-gate-jvp',
            'an IntEnum naming the inputs, inputs read by it',
            '''\

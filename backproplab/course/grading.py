@@ -86,7 +86,9 @@ class Method:
     exactly that on every trial; otherwise ``explain(inputs, got, want)`` says what the
     first trial that disagrees shows (a `failure`, to give it a verdict of its own, such
     as ``estimate``). ``wrong(got, want)`` stands for either that is not given: None when
-    an observation is right, else what is wrong with it. ``allows`` names the sandbox's
+    an observation is right, else what is wrong with it. ``caution(got)`` words what a
+    passing observation still deserves to hear (None when nothing): a warning shown beside
+    the pass, which keeps its points. ``allows`` names the sandbox's
     refused families the observation needs (`backproplab.course.runner.EVENTS`),
     ``vocabulary`` what the answer's source may use.
 
@@ -103,6 +105,7 @@ class Method:
     trials: int = 2
     agree: Callable[[Any, Any], bool] | None = None
     wrong: Callable[[Any, Any], str | dict | None] | None = None
+    caution: Callable[[Any], str | None] | None = None
     passed: str = "works on every new case the check made"
     vocabulary: rules.Vocabulary = rules.METHOD
     allows: frozenset[str] = frozenset()
@@ -113,6 +116,9 @@ class Method:
         if wrong is not None and not callable(wrong):
             raise TypeError(f"Method {self.name!r}: wrong: expected a function (got, want) -> "
                             f"None or what is wrong, got {type(wrong).__name__}")
+        if self.caution is not None and not callable(self.caution):
+            raise TypeError(f"Method {self.name!r}: caution: expected a function got -> None "
+                            f"or a warning, got {type(self.caution).__name__}")
         if wrong is not None and self.agree is None:
             object.__setattr__(self, "agree", lambda got, want: wrong(got, want) is None)
         if wrong is not None and self.explain is None:
@@ -199,7 +205,10 @@ def judge_method(exercise: Method, observe: Callable[[Any], Any], *, seed: int =
             return fail(exercise.name, got["detail"], got["failed"])
         trials.append((inputs, got, exercise.reference(inputs)))
     if all(agree(got, want) for _, got, want in trials):
-        return Report((Check(exercise.name, True, "pass", exercise.passed),))
+        heard = [exercise.caution(got) for _, got, _ in trials] if exercise.caution else []
+        warned = next((words for words in heard if words), None)
+        return Report((Check(exercise.name, True, "pass", exercise.passed),
+                       *([Check(exercise.name, True, "warning", warned)] if warned else [])))
     for words, slip in exercise.mistakes.items():
         if all(agree(got, slip(inputs)) for inputs, got, _ in trials):
             return fail(exercise.name, words)

@@ -328,3 +328,22 @@ def test_a_methods_wrong_stands_for_agree_and_explain():
     assert copy.check(lambda n: 0.25)
     report = copy.check(lambda n: 0.75)
     assert not report and report[0].message == "too big"
+
+
+def test_a_methods_caution_is_a_warning_beside_the_pass_and_keeps_it_a_pass():
+    def loud(got):
+        return "right, but loud" if got > 0.4 else None
+
+    coin = Method(name="coin", make_inputs=lambda gen: {"n": 3},
+                  observe=lambda answer, inputs: float(answer(inputs["n"])),
+                  reference=lambda inputs: 0.5,
+                  wrong=lambda got, want: "too small" if got < want - 0.2 else None,
+                  caution=loud)
+    quiet = coin.check(lambda n: 0.35)
+    assert quiet.ok and [c.verdict for c in quiet.checks] == ["pass"]
+    warned = coin.check(lambda n: 0.5)
+    assert warned.ok and [c.verdict for c in warned.checks] == ["pass", "warning"]
+    assert "⚠ coin: right, but loud" in str(warned)
+    assert not coin.check(lambda n: 0.1)  # a failing answer is told its failure, not the caution
+    with pytest.raises(TypeError, match="caution: expected a function .* got str"):
+        dataclasses.replace(coin, caution="loud")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 from stored import output_text as _text
 
 ROOT = Path(__file__).parents[2]
@@ -165,3 +166,53 @@ def test_gradgradcheck_in_a_check_does_not_depend_on_what_ran_before():
         torch.manual_seed(state)
         seen.add(tuple(torch_check(torch.autograd.gradgradcheck, Detached.apply, (x,))))
     assert seen == {(False, "")}
+
+
+class _StashedPower(torch.autograd.Function):
+    """Exercise 1's PowerMix with its tensors kept as ctx attributes: right, but fragile."""
+
+    @staticmethod
+    def forward(ctx, x, y, p):
+        ctx.x, ctx.y, ctx.p = x, y, p
+        return x**p * y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y, p = ctx.x, ctx.y, ctx.p
+        return grad_output * p * x ** (p - 1) * y, grad_output * x**p, None
+
+
+class _SavedPower(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, p):
+        ctx.save_for_backward(x, y)
+        ctx.p = p  # a plain number: nothing for autograd to track
+        return x**p * y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y = ctx.saved_tensors
+        return grad_output * ctx.p * x ** (ctx.p - 1) * y, grad_output * x**ctx.p, None
+
+
+def test_a_function_keeping_tensors_on_ctx_passes_with_the_warning_section_3_promises(cells):
+    from backproplab.course.grading import find_exercise
+
+    assert "The checker warns about it." in _markdown(cells)
+    kept = find_exercise("l19-power-mix").check(_StashedPower)
+    assert kept.ok and [c.verdict for c in kept.checks] == ["pass", "warning"]
+    assert "keeps ctx.x, ctx.y as plain ctx attributes" in str(kept)
+    saved = find_exercise("l19-power-mix").check(_SavedPower)
+    assert saved.ok and [c.verdict for c in saved.checks] == ["pass"]
+    # Without the warning, the in-place change section 3 speaks of goes unnoticed.
+    x, y = torch.rand(3, dtype=torch.float64) + 0.5, torch.rand(3, dtype=torch.float64)
+    for fn, noticed in ((_SavedPower, True), (_StashedPower, False)):
+        xi, yg = x * 1, y.clone().requires_grad_()
+        out = fn.apply(xi, yg, 2.0)
+        xi.add_(1.0)
+        try:
+            torch.autograd.grad(out.sum(), yg)
+            raised = False
+        except RuntimeError:
+            raised = True
+        assert raised is noticed

@@ -31,6 +31,8 @@ is, then through torch.func's jvp and jacfwd.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -38,22 +40,23 @@ from torch.autograd.function import once_differentiable
 
 from ...slips import fresh
 from .._spec import Method, Prediction, compare, is_failure
+from .._spec import first_line as _first_line
 from .broadcast import BROADCAST
 from .calling import (
     GATE,
     backward_runs,
     by_hand_trials,
     call_directly,
-    double_backward_slip,
     judged_by_hand,
+    kept_when_applied,
     not_a_function,
     real_run,
+    stash_caution,
     stopped,
     through_autograd,
     torch_check,
     words,
 )
-from .calling import second_order as _second_order
 from .logsumexp import LOGSUMEXP
 from .softplus import SOFTPLUS
 
@@ -152,7 +155,8 @@ def _observe_power(power_mix: Any, inputs: dict[str, Any]) -> dict[str, Any]:
         return {"backward": runs, "edge": edge}
     return {"backward": runs, "edge": edge, "alone": alone,
             "gradcheck": torch_check(torch.autograd.gradcheck, power_mix.apply, (x, y, p)),
-            "second": _second_order(power_mix.apply, (x, y, p))}
+            "second": _second_order(power_mix.apply, (x, y, p)),
+            "kept": kept_when_applied(power_mix, (x, y, p))}
 
 
 def _power_want(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -160,6 +164,45 @@ def _power_want(inputs: dict[str, Any]) -> dict[str, Any]:
     return {"trials": inputs["trials"], "edge": inputs["edge"],
             "grads": [_power_reference(*fresh(trial)) for trial in inputs["trials"]],
             "edge_grads": _power_reference(*fresh(inputs["edge"]))}
+
+
+def _second_order(apply: Callable[..., Any], inputs: Sequence[Any]) -> dict[str, Any]:
+    """How double backward goes through the Function, as gradgradcheck would meet it:
+    ``kind`` is "raised" (``why`` says what), "once" (an Error node: once_differentiable),
+    "constant" (the first gradients have no graph) or "graph"; then ``passed`` is
+    gradgradcheck's result."""
+    xs = [t.detach().clone().requires_grad_() if isinstance(t, torch.Tensor) else t
+          for t in inputs]
+    wrt = [t for t in xs if isinstance(t, torch.Tensor)]
+    try:
+        out = apply(*xs)
+        # grad_outputs that require grad, as gradgradcheck uses: a backward that only
+        # detaches a saved tensor still has a graph then, and is caught as wrong.
+        grads = torch.autograd.grad(out, wrt, torch.ones_like(out, requires_grad=True),
+                                    create_graph=True, allow_unused=True)
+    except Exception as err:  # not differentiable: a fact, not the learner's error
+        return {"kind": "raised", "why": f"{type(err).__name__}: {_first_line(err)}"}
+    if any(g is not None and g.grad_fn is not None and "Error" in g.grad_fn.name()
+           for g in grads):
+        return {"kind": "once", "why": "backward is marked @once_differentiable"}
+    if all(g is None or not g.requires_grad for g in grads):
+        return {"kind": "constant", "why": "its result has no grad_fn"}
+    passed, why = torch_check(torch.autograd.gradgradcheck, apply, inputs)
+    return {"kind": "graph", "passed": passed, "why": why}
+
+
+def _double_backward_slip(second: dict[str, Any]) -> str | None:
+    """The words for a backward whose second derivatives are wrong. Not being
+    differentiable at all (raised, once_differentiable, no graph) is not a slip here."""
+    if second["kind"] != "graph" or second["passed"]:
+        return None
+    if re.search(r"once_differentiable|does not require grad|does not have a grad_fn",
+                 second["why"]):
+        return None
+    return ("gradgradcheck: backward gives the right first derivatives, but differentiating "
+            "backward itself gives wrong second derivatives (does backward use a detached "
+            "copy of a saved tensor?)" + (f": {second['why']}" if second["why"] else ""))
+
 
 
 _ADVICE = ("Differentiate x**p * y with respect to x (power rule, y a constant) and y (x**p a "
@@ -214,7 +257,7 @@ def _power_slip(got: dict[str, Any], want: dict[str, Any]) -> str | None:
                 "autograd it does not match finite differences of forward (does forward compute "
                 "x**p * y?)" + (f"; it raised {got['gradcheck'][1]}" if got["gradcheck"][1]
                                else ""))
-    return slip or double_backward_slip(got["second"])
+    return slip or _double_backward_slip(got["second"])
 
 
 POWER_MIX = Method(
@@ -223,6 +266,7 @@ POWER_MIX = Method(
     observe=_observe_power,
     reference=_power_want,
     wrong=_power_slip,
+    caution=stash_caution,
     trials=1,
     passed="backward's gradients for x and for y match autograd on 3 new random inputs and on "
            "one with x < 0 and y = 0 at a whole-number p, and through autograd when only x or "

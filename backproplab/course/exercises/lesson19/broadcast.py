@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from .._spec import Method, call_answer, compare, failure, forbid_autograd, is_failure, relative
-from .calling import plain, randn, shape_of, torch_check, words
+from .calling import kept_when_applied, plain, randn, shape_of, stash_caution, torch_check, words
 
 _FUNCTION = "(a - b)**2 as a Function"
 # Every check starts on the shapes of the exercise's text, then runs every pair below:
@@ -174,7 +174,8 @@ def _observe_broadcast(answer: Any, inputs: dict[str, Any]) -> Any:
         if is_failure(record):
             return record
         constants[constant] = record
-    return {"pairs": records, "constants": constants}
+    a, b, _ = inputs["pairs"][0]
+    return {"pairs": records, "constants": constants, "kept": kept_when_applied(answer, (a, b))}
 
 
 def _broadcast_want(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -272,6 +273,7 @@ BROADCAST = Method(
     observe=_observe_broadcast,
     reference=_broadcast_want,
     wrong=_broadcast_slip,
+    caution=stash_caution,
     trials=1,
     passed="backward returns gradients shaped like a and b, equal to autograd's, for inputs "
            f"of {len(_shape_pairs())} pairs of shapes that broadcast, and for (3, 1) and (1, 4) "

@@ -25,7 +25,6 @@ and backward to the derivative as a by-hand answer is held, then the transforms'
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -153,6 +152,30 @@ def through_autograd(fn_class: type, inputs: tuple[Any, ...], labels: list[str],
     return {label: plain(g) for label, g in zip(wanted, grads, strict=True)}
 
 
+def kept_on_ctx(node: Any) -> list[str]:
+    """The names under which a Function's node keeps tensors as plain ctx attributes, not
+    through save_for_backward (section 3): autograd neither frees them after backward nor
+    notices an in-place change to them before it."""
+    return [key for key, value in vars(node).items() if isinstance(value, torch.Tensor) or (
+        isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value))]
+
+
+def kept_when_applied(fn_class: type, inputs: tuple[Any, ...]) -> list[str]:
+    """`kept_on_ctx` of the node that applying the Function to ``inputs`` makes."""
+    return kept_on_ctx(fn_class.apply(*(t.detach().clone().requires_grad_()
+                                         if isinstance(t, torch.Tensor) else t
+                                         for t in inputs)).grad_fn)
+
+
+def stash_caution(got: dict[str, Any]) -> str | None:
+    """The warning for a Function that keeps tensors on ctx, which is right but fragile."""
+    kept = got.get("kept") or []
+    return (f"the Function keeps {', '.join('ctx.' + k for k in kept)} as plain ctx "
+            "attributes: right here, but autograd neither frees them after backward nor notices an "
+            "in-place change to them before it. Keep tensors with ctx.save_for_backward(...) "
+            "(section 3).") if kept else None
+
+
 def plain(value: Any, depth: int = 0) -> Any:
     """A result as plain data: tensors (detached copies), numbers, strings, None and
     tuples of them; anything else as the words of what it is."""
@@ -208,31 +231,6 @@ def torch_check(test: Callable[..., Any], apply: Callable[..., Any],
             return [False, f"{type(err).__name__}: {_first_line(err)}"]
 
 
-def second_order(apply: Callable[..., Any], inputs: Sequence[Any]) -> dict[str, Any]:
-    """How double backward goes through the Function, as gradgradcheck would meet it:
-    ``kind`` is "raised" (``why`` says what), "once" (an Error node: once_differentiable),
-    "constant" (the first gradients have no graph) or "graph"; then ``passed`` is
-    gradgradcheck's result."""
-    xs = [t.detach().clone().requires_grad_() if isinstance(t, torch.Tensor) else t
-          for t in inputs]
-    wrt = [t for t in xs if isinstance(t, torch.Tensor)]
-    try:
-        out = apply(*xs)
-        # grad_outputs that require grad, as gradgradcheck uses: a backward that only
-        # detaches a saved tensor still has a graph then, and is caught as wrong.
-        grads = torch.autograd.grad(out, wrt, torch.ones_like(out, requires_grad=True),
-                                    create_graph=True, allow_unused=True)
-    except Exception as err:  # not differentiable: a fact, not the learner's error
-        return {"kind": "raised", "why": f"{type(err).__name__}: {_first_line(err)}"}
-    if any(g is not None and g.grad_fn is not None and "Error" in g.grad_fn.name()
-           for g in grads):
-        return {"kind": "once", "why": "backward is marked @once_differentiable"}
-    if all(g is None or not g.requires_grad for g in grads):
-        return {"kind": "constant", "why": "its result has no grad_fn"}
-    passed, why = torch_check(torch.autograd.gradgradcheck, apply, inputs)
-    return {"kind": "graph", "passed": passed, "why": why}
-
-
 # --------------------------------------------------------------------------
 # Judging from the records
 # --------------------------------------------------------------------------
@@ -255,19 +253,6 @@ def words(report: Report, name: str) -> str | None:
     if bad is None:
         return None
     return bad.message if bad.name == name else f"{bad.name}: {bad.message}"
-
-
-def double_backward_slip(second: dict[str, Any]) -> str | None:
-    """The words for a backward whose second derivatives are wrong. Not being
-    differentiable at all (raised, once_differentiable, no graph) is not a slip here."""
-    if second["kind"] != "graph" or second["passed"]:
-        return None
-    if re.search(r"once_differentiable|does not require grad|does not have a grad_fn",
-                 second["why"]):
-        return None
-    return ("gradgradcheck: backward gives the right first derivatives, but differentiating "
-            "backward itself gives wrong second derivatives (does backward use a detached "
-            "copy of a saved tensor?)" + (f": {second['why']}" if second["why"] else ""))
 
 
 def randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
@@ -394,6 +379,7 @@ def _observe(gate: Any, inputs: dict[str, Any]) -> dict[str, Any]:
     seen["backward"] = backward_runs(_backward_alone(gate), inputs["trials"])
     if not stopped(seen["backward"]):
         seen["real"] = _transforms(gate, x, g, x_t, g_t)
+        seen["kept"] = kept_when_applied(gate, (x, g))
     return seen
 
 
@@ -446,6 +432,7 @@ GATE = Method(
     observe=_observe,
     reference=_reference,
     wrong=_slip,
+    caution=stash_caution,
     trials=1,
     passed="jvp's tangent and backward's gradients match the derivative on 3 new random "
            "inputs; torch.func.jvp agrees, and jacfwd equals jacrev",

@@ -17,6 +17,7 @@ from .calling import (
     by_hand_trials,
     call_directly,
     judged_by_hand,
+    kept_on_ctx,
     not_a_function,
     plain,
     real_run,
@@ -130,8 +131,7 @@ def _far(fn_class: type, x: torch.Tensor, g: torch.Tensor) -> list[dict[str, Any
 def _saved(fn_class: type, x: torch.Tensor) -> dict[str, Any]:
     """What the Function keeps for backward: saved tensors, and tensors kept on ctx."""
     node = fn_class.apply(x.detach().clone().requires_grad_()).grad_fn
-    return {"stashed": [key for key, value in vars(node).items()
-                        if isinstance(value, torch.Tensor)],
+    return {"stashed": kept_on_ctx(node),
             "tensors": [t.detach().clone() for t in node.saved_tensors]}
 
 

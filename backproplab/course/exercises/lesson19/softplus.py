@@ -17,6 +17,7 @@ from .calling import (
     by_hand_trials,
     call_directly,
     judged_by_hand,
+    kept_on_ctx,
     not_a_function,
     plain,
     stopped,
@@ -100,8 +101,7 @@ def _how_written(fn_class: type, inp: torch.Tensor, out: torch.Tensor) -> dict[s
             "node": type(inp.grad_fn).__name__,
             "node_name": inp.grad_fn.name() if inp.grad_fn is not None else "None",
             "saved": saved,
-            "stashed": [key for key, value in vars(node).items()
-                        if isinstance(value, torch.Tensor)] if node is not None else []}
+            "stashed": kept_on_ctx(node) if node is not None else []}
 
 
 def _far(fn_class: type) -> dict[str, Any]:
