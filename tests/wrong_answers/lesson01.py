@@ -115,6 +115,18 @@ WRONG = {
         (WALK.format(SKIP_NONE_AND_SEEN, "node.variable").replace(
             "hasattr(node, 'variable')", "node.name() == 'AccumulateGrad'"),
          "torch::autograd::AccumulateGrad"),
+        # Follows next_functions[0] and [1] only, as if a node had one or two inputs.
+        (WALK.format(SKIP_NONE_AND_SEEN, "node.variable").replace(
+            "        todo.extend(fn for fn, _ in node.next_functions)\n",
+            "        todo.extend(fn for fn, _ in node.next_functions[:2])\n"),
+         "third input of torch.addcmul"),
+        # No memory of nodes: a leaf already found is told apart by its value (torch.equal).
+        (WALK.format("        if node is None:\n            continue\n",
+                     "node.variable").replace(
+            "            leaves.append(node.variable)\n",
+            "            if not any(torch.equal(node.variable, t) for t in leaves):\n"
+            "                leaves.append(node.variable)\n"),
+         "hold the same value"),
     ],
     "l01-formula": [
         # The two sides of every operation swapped (the inputs walked from the last).
@@ -153,5 +165,15 @@ WRONG = {
         ("def formula(out, names):\n    return str(out.item())\n", "at new values"),
         # The graph's nodes, not a formula.
         ("def formula(out, names):\n    return out.grad_fn\n", "expected a string"),
+        # A leaf's name looked up by its value (==): two leaves of one value get one name.
+        (slip("if tensor is leaf)", "if tensor == leaf)"), "hold the same value"),
+        # The same, with torch.equal.
+        (slip("if tensor is leaf)", "if torch.equal(tensor, leaf))"), "hold the same value"),
+        # A power written without its own brackets: (x ** 2) ** 3 comes out as x ** 2 ** 3.
+        (slip("f'({text(first)} ** {node._saved_exponent})'",
+              "f'{text(first)} ** {node._saved_exponent}'"), "without its brackets"),
+        # Constants rounded to two decimals (:.2f): 1/3 comes out as 0.33.
+        (slip(SELF, SELF.replace(".item()}", ".item():.2f}")).replace(
+            OTHER, OTHER.replace(".item()}", ".item():.2f}")), "0.3333333333333333), your formula"),
     ],
 }

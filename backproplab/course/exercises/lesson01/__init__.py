@@ -48,27 +48,34 @@ def _pick(gen: torch.Generator, items: Any) -> Any:
 def _graph_inputs(gen: torch.Generator) -> dict[str, Any]:
     """A new expression, as plain data: its leaves' values, a constant (an input that
     does not require grad, which shows up in next_functions as ``(None, 0)``), how each
-    further leaf joins in, and the leaf used a second time."""
+    further leaf joins in, and the leaf used a second time. The first two leaves hold the
+    same value: a walk that tells leaves apart by value keeps only one of them."""
     n = int(torch.randint(2, 5, (1,), generator=gen))
     size = int(torch.randint(1, 4, (1,), generator=gen))
     leaves = [torch.randn(size, generator=gen) for _ in range(n)]
+    leaves[1] = leaves[0].clone()
     constant = torch.randn(size, generator=gen)
     steps = [[_pick(gen, ["add", "mul", "sub"]), _pick(gen, _UNARY)] for _ in leaves[1:]]
     return {"leaves": leaves, "constant": constant, "steps": steps,
             "twice": _pick(gen, list(range(n)))}
 
 
+def _join(a: torch.Tensor, op: str, b: torch.Tensor) -> torch.Tensor:
+    return a + b if op == "add" else a * b if op == "mul" else a - b
+
+
 def _build(inputs: dict[str, Any]) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The expression's scalar output and its leaves, made new (one leaf reached along
-    two paths)."""
+    two paths). The last leaf and the second use of that one join in through the third
+    input of ``torch.addcmul(value, constant, term)`` (value + constant * term): a node
+    can have more than two inputs."""
     leaves = [t.clone().requires_grad_() for t in inputs["leaves"]]
-    constant = inputs["constant"]
+    constant, (*steps, (op, unary)) = inputs["constant"], inputs["steps"]
     value = leaves[0] * constant
-    for leaf, (op, unary) in zip(leaves[1:], inputs["steps"], strict=True):
-        term = getattr(torch, unary)(leaf)
-        value = value + term if op == "add" else value * term if op == "mul" else value - term
-    value = value * (leaves[inputs["twice"]] + constant)
-    return value.sum(), leaves
+    for leaf, (step, call) in zip(leaves[1:-1], steps, strict=True):
+        value = _join(value, step, getattr(torch, call)(leaf))
+    term = _join(getattr(torch, unary)(leaves[-1]), op, leaves[inputs["twice"]] + constant)
+    return torch.addcmul(value, constant, term).sum(), leaves
 
 
 def _first_inputs_only(inputs: dict[str, Any]) -> list[int]:
@@ -132,7 +139,15 @@ def _explain_leaves(inputs: dict[str, Any], got: dict[str, Any], want: dict[str,
                 "leaf's node (the AccumulateGrad node, the one with .variable; its name() is "
                 "the full 'torch::autograd::AccumulateGrad'), or it stops before reaching one: "
                 "a leaf can lie several nodes down, so go on from every node you reach.")
-    return (f"{where}: it missed {n - len(set(got['leaves']))} of the {n} leaves. Follow every "
+    missed = set(range(n)) - set(got["leaves"])
+    facts = "".join(
+        words for holds, words in (
+            (n - 1 in missed, " The leaf behind the third input of torch.addcmul (a node "
+             "with three inputs) is one of those."),
+            (len(missed & {0, 1}) == 1, " Two of the leaves hold the same value, and it "
+             "returned only one of them: tell leaves apart by identity, never by value."))
+        if holds)
+    return (f"{where}: it missed {len(missed)} of the {n} leaves.{facts} Follow every "
             "entry of next_functions, from every node, and remember the nodes you have seen by "
             "the node itself: two nodes can have the same name().")
 

@@ -1,10 +1,12 @@
 """``l01-formula``: the formula a graph records, read back from its nodes.
 
-A trial is nine small formulas, written as trees of plain data (a leaf's name, or
-``[kind, ...]``): six probes that each isolate one thing to get right (the order of a
-subtraction, brackets, a constant kept as ``_saved_self`` or ``_saved_other``, an
-exponent, a leaf used twice; a product and a constant factor each under a power, where
-their brackets matter) and three random formulas that need all of them. The
+A trial is ten small formulas, written as trees of plain data (a leaf's name, or
+``[kind, ...]``): seven probes that each isolate one thing to get right (the order of a
+subtraction, whose two leaves hold the same value, so that only their identity tells
+them apart; brackets; a constant kept as ``_saved_self`` or ``_saved_other``, the latter
+one that needs all its digits; an exponent; a leaf used twice; a product and a constant
+factor each under a power, and a power under a power, where their brackets matter) and
+three random formulas that need all of them. The
 observation is the text the learner's function returns for each graph; the grader
 reads it with `value` at new values of the leaves and compares it with the formula's own
 values there. A slip is the formula the solution's walk writes with that one slip, read
@@ -56,11 +58,11 @@ def _random_tree(gen: torch.Generator, leaves: list[str], depth: int) -> tuple[A
 
 
 def text(tree: Any, *, brackets: bool = True, swap: bool = False, constants: bool = True,
-         square: bool = False, once: bool = False) -> str:
+         square: bool = False, once: bool = False, powers: bool = True) -> str:
     """The formula as the lesson's solution writes it (``(2.5 * torch.sin(p))``), or as it
     writes it with one slip: no brackets around ``+ - *``, operands swapped, constant
-    factors left out, every power a square, or (``once``) a leaf met again written as
-    nothing.
+    factors left out, every power a square, (``once``) a leaf met again written as
+    nothing, or no brackets around a power (``x ** 2 ** 3``).
 
     >>> text(["mul", ["add", "p", "q"], "s"], brackets=False)
     'p + q * s'
@@ -83,7 +85,8 @@ def text(tree: Any, *, brackets: bool = True, swap: bool = False, constants: boo
             inner = write(operand)
             return inner if not constants else f"({c} * {inner})" if on_left else f"({inner} * {c})"
         if kind == "pow":
-            return f"({write(t[1])} ** {2 if square else t[2]})"
+            shown = f"{write(t[1])} ** {2 if square else t[2]}"
+            return f"({shown})" if powers else shown
         return f"torch.{kind}({write(t[1])})"
 
     return write(tree)
@@ -135,16 +138,19 @@ def _tame(gen: torch.Generator, tree: Any, names: list[str]) -> bool:
 
 
 def make_inputs(gen: torch.Generator) -> dict[str, Any]:
-    """Nine formulas (what each probes, its tree), the values of their leaves in the graph,
+    """Ten formulas (what each probes, its tree), the values of their leaves in the graph,
     and two new sets of values to read the learner's formula at."""
     a, b, d = (_LEAF_NAMES[int(i)] for i in torch.randperm(len(_LEAF_NAMES), generator=gen)[:3])
     c = _pick(gen, _CONSTANTS)
     # A constant factor and a product under a power: (c * x) ** 2 written without the
-    # product's brackets reads as c * x ** 2, a slip no other probe shows.
+    # product's brackets reads as c * x ** 2, a slip no other probe shows; a power under a
+    # power, (x ** 2) ** 3 written as x ** 2 ** 3, reads as x ** 8. The constant 1/3 needs
+    # all its digits: rounded to 0.33, it gives other values.
     probes = [("order", ["sub", a, b]), ("brackets", ["mul", ["add", a, b], d]),
               ("self", ["pow", ["scale", c, ["sin", a], True], 2]),
-              ("other", ["scale", c, ["exp", a], False]),
-              ("power", ["pow", ["mul", a, b], 3]), ("twice", ["mul", ["sin", a], a])]
+              ("other", ["scale", 1 / 3, ["exp", a], False]),
+              ("power", ["pow", ["mul", a, b], 3]), ("twice", ["mul", ["sin", a], a]),
+              ("power twice", ["pow", ["pow", ["exp", a], 2], 3])]
     for _ in range(3):
         leaves = [_LEAF_NAMES[int(i)] for i in torch.randperm(len(_LEAF_NAMES), generator=gen)[
             :int(torch.randint(2, 4, (1,), generator=gen))]]
@@ -155,9 +161,11 @@ def make_inputs(gen: torch.Generator) -> dict[str, Any]:
                     and min(uses) > 0 and _tame(gen, tree, leaves):
                 break
         probes.append(("all", tree))
-    return {"probes": [{"what": what, "tree": tree, "values": _draw(gen, _names(tree)),
-                        "at": [_draw(gen, _names(tree)) for _ in range(2)]}
-                       for what, tree in probes]}
+    made = [{"what": what, "tree": tree, "values": _draw(gen, _names(tree)),
+             "at": [_draw(gen, _names(tree)) for _ in range(2)]} for what, tree in probes]
+    # The subtraction's two leaves hold one value: a name looked up by value is one for both.
+    made[0]["values"] = dict.fromkeys(made[0]["values"], made[0]["values"][a])
+    return {"probes": made}
 
 
 def _raised(shown: str):
@@ -212,6 +220,13 @@ def _slip(**style: Any):
         return [{"at": p["at"], "gives": _gives(text(p["tree"], **style), p["at"])}
                 for p in inputs["probes"]]
     return observation
+
+
+def _by_value(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The slip of finding a leaf's name by its value: right on every graph but the
+    subtraction whose two leaves hold one value, where one name written twice gives 0."""
+    return [{"at": w["at"], "gives": [0.0] * len(w["at"])} if p["what"] == "order" else w
+            for p, w in zip(inputs["probes"], _slip()(inputs), strict=True)]
 
 
 def _same_values(said: Any, want: dict[str, Any]) -> bool:
@@ -273,11 +288,18 @@ FORMULA = Method(
         "second.": _slip(constants=False),
         _SHOWS + "the exponent is written in: a power keeps its own in _saved_exponent.":
             _slip(square=True),
+        _SHOWS + "a power came out without its brackets: (x ** 2) ** 3 written as x ** 2 ** 3, "
+        "which Python reads as x ** (2 ** 3). Put each power inside brackets.":
+            _slip(powers=False),
+        "on the graph of a subtraction whose two leaves hold the same value, your formula gives "
+        "0, as if both were one leaf (and it is right on every other graph). Find a leaf's name "
+        "by identity (tensor is leaf), not by value (== or torch.equal): two leaves can hold "
+        "the same value.": _by_value,
         _SHOWS + "a leaf used twice must appear twice in the formula: each use is an entry of "
         "next_functions of its own (remembering the nodes you have seen is for finding "
         "leaves, not for reading a formula).": _slip(once=True),
     },
-    trials=1,  # one trial of nine graphs, as the check always had
+    trials=1,  # one trial of ten graphs
     agree=_agree,
-    passed="reads back the formula of 9 new graphs",
+    passed="reads back the formula of 10 new graphs",
 )
