@@ -119,6 +119,12 @@ WRONG = {
         # a float returned: no node, nothing for backward to reach
         ("def exp(a):\n    return math.exp(a.data)\n\n\n" + ops().split("\n\n\n", 1)[1],
          "must return a new Value"),
+        # the power built as exp(k * log(a)): log is not defined at a base below 0 or of 0
+        (OP.format(**EXP) + "\n\n" + OP.format(**LOG)
+         + "\n\ndef power(a, k):\n    return exp(log(a) * k)\n", "log(a.data) is not"),
+        # the rule written k * a**k / a with the output: a division by 0 at a base of 0
+        (ops(power={"rule": "a.grad += k * out.data / a.data * out.grad"}),
+         "nor is a division by a.data"),
     ],
     "l03-softmax-ce": [
         # the minus sign forgotten
@@ -202,6 +208,23 @@ WRONG = {
         # a float, not a count
         (_paths("return paths.get(id(leaf), 0)", "return float(paths.get(id(leaf), 0))"),
          "expected a whole number"),
+        # counted in floats, the output's count seeded 1.0, an int returned: 2**120 + 1 is lost
+        (_paths("paths = {id(root): 1}", "paths = {id(root): 1.0}").replace(
+            "return paths.get(id(leaf), 0)", "return int(paths.get(id(leaf), 0))"),
+         "kept in floats"),
+        # counted in .grad, as backward seeds it: floats again
+        (
+            "def count_paths(root, leaf):\n"
+            "    order = topo_order(root)\n"
+            "    for node in order:\n"
+            "        node.grad = 0.0\n"
+            "    root.grad = 1.0  # one path from the root to itself, as backward seeds it\n"
+            "    for node in reversed(order):\n"
+            "        for parent in node.parents:  # one share per edge\n"
+            "            parent.grad += node.grad\n"
+            "    return int(leaf.grad)\n",
+            "kept in floats",
+        ),
     ],
 }
 

@@ -157,5 +157,26 @@ WRONG = {
         (PLAYERS.format("grads_a = torch.autograd.grad(loss_a, A)\n"
                         "    grads_b = torch.autograd.grad(loss_b, B)"),
          "retain_graph=True"),
+        # backward(inputs=...) for each player, .grad never cleared: right on fresh leaves,
+        # but in a loop the next step adds its gradients to the last one's.
+        (PLAYERS.format("loss_a.backward(inputs=A, retain_graph=True)\n"
+                        "    loss_b.backward(inputs=B)\n"
+                        "    with torch.no_grad():\n"
+                        "        for p in A + B:\n"
+                        "            p -= lr * p.grad"),
+         "two steps, a new forward pass before each"),
+        # .grad cleared only between the two passes: loss_b's pass leaves A a .grad that the
+        # next step's loss_a adds to.
+        (PLAYERS.format("loss_a.backward(retain_graph=True)\n"
+                        "    grads_a = [p.grad.clone() for p in A]\n"
+                        "    for p in A + B:\n"
+                        "        p.grad = None\n"
+                        "    loss_b.backward()\n"
+                        "    with torch.no_grad():\n"
+                        "        for p, g in zip(A, grads_a):\n"
+                        "            p -= lr * g\n"
+                        "        for p in B:\n"
+                        "            p -= lr * p.grad"),
+         "two steps, a new forward pass before each"),
     ],
 }

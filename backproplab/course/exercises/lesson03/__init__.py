@@ -8,12 +8,13 @@ over the engine's pieces along with the answer:
   from new random numbers (a new exponent for the power each time), runs the
   lesson's ``backward`` and compares the three leaf gradients with torch's. u
   reaches the output along two paths, so a rule that sets ``a.grad`` with ``=``
-  loses one. The rules run with autograd switched off, as a gradient by hand
-  runs, and the grader judges them as it judges one (`judge_by_hand`): each
-  slip (module ``slips``) is named only when the learner's gradients equal it
-  on every trial. Last, tanh is built from the learner's exp and power,
-  ``(e - 1) * (e + 1)**-1`` with ``e = exp(2u)``, and must give the gradients
-  of the engine's own tanh node.
+  loses one. The power also runs at u = -1.5 (k = 3) and u = 0 (k = 2), where a**k
+  is defined and log(a) is not, nor, at 0, a division by a. The rules run with
+  autograd switched off, as a gradient by hand runs, and the grader judges them as
+  it judges one (`judge_by_hand`): each slip (module ``slips``) is named only when
+  the learner's gradients equal it on every trial. Last, tanh is built from the
+  learner's exp and power, ``(e - 1) * (e + 1)**-1`` with ``e = exp(2u)``, and must
+  give the gradients of the engine's own tanh node.
 - Exercise 2 (``l03-softmax-ce``) passes ``(cross_entropy, Value, backward)``:
   a softmax cross-entropy of 3 logits built from those operations. The check
   compares the loss with ``F.cross_entropy`` and the logits' gradients, from
@@ -37,9 +38,10 @@ depend on that limit), with backward passes refused, on
 graphs given as plain data: new random graphs, a chain of squares (each node takes its
 parent twice), c = a * a + a (for a, and for a leaf b it does not use: 0 paths), a ladder
 whose paths double at each rung (2**LADDER of them: every read of ``.parents`` is counted,
-and a walk that reads more than a few per node is stopped), and a chain 10,000 operations
-deep. The observation is the counts, graph by graph; the reference is the check's own
-count over the parent lists.
+and a walk that reads more than a few per node is stopped), that ladder under one more sum
+that also takes the leaf (2**LADDER + 1 paths, past the whole numbers a float holds
+exactly), and a chain 10,000 operations deep. The observation is the counts, graph by
+graph; the reference is the check's own count over the parent lists.
 """
 
 from __future__ import annotations
@@ -180,6 +182,11 @@ def _make_inputs(gen: torch.Generator) -> dict[str, Any]:
                            "use", "parents": small, "leaf": 1})
     graphs.append({"what": f"a ladder of {LADDER} rungs, each two nodes and their sum",
                    "parents": _ladder(LADDER), "leaf": 0})
+    # One more sum, of the ladder's top and the leaf: 2**LADDER + 1 paths, which a float
+    # (a count seeded 1.0, or kept in .grad) rounds to 2**LADDER.
+    ladder = _ladder(LADDER)
+    graphs.append({"what": f"the ladder of {LADDER} rungs, its top added to the leaf",
+                   "parents": ladder + [[len(ladder) - 1, 0]], "leaf": 0})
     graphs.append({"what": f"a chain {CHAIN:,} operations deep",
                    "parents": [[]] + [[k] for k in range(CHAIN)], "leaf": 0})
     return {"graphs": graphs}
@@ -324,6 +331,11 @@ PATHS = Method(
         "the counts were handed on in topological order, parents first, so a node passed its "
         "count on before its users had handed it theirs. Walk the order backwards, the "
         "output first, as backward does.": _slip(reverse=False),
+        "the counts were kept in floats (as when the output's count is seeded 1.0, or the "
+        f"counts are kept in .grad): a float holds every whole number only up to 2**53, so "
+        f"2**{LADDER} + 1 rounds to 2**{LADDER}. Keep them in ints (the output's count "
+        "starts at 1): Python's ints are exact at any size.":
+            lambda inputs: [int(float(_count(spec))) for spec in inputs["graphs"]],
     },
     trials=2,
     passed=f"the number of paths on new random graphs, squares, a ladder of 2**{LADDER} "

@@ -26,6 +26,10 @@ __all__ = ["CROSS_ENTROPY", "OPS_AND_TANH", "ce_inputs", "op_inputs", "tanh_prob
 F64 = torch.float64
 _EXPONENTS = (-2.0, -1.0, -0.5, 0.5, 1.5, 2.0, 3.0)
 _OPS_PIECES = ("exp", "log", "power", "Value", "backward", "tanh")
+# power's own trials (x, w, b, k), after the 4 random ones: u = -1.5 (k = 3) and u = 0
+# (k = 2), where a**k is defined but log(a) is not (a power built as exp(k * log(a))), and
+# where a rule written k * out.data / a.data divides by 0.
+_POWER_AT = ((1.5, -2.0, 1.5, 3.0), (2.0, -0.75, 1.5, 2.0))
 _CE_PIECES = ("cross_entropy", "Value", "backward")
 
 
@@ -111,6 +115,8 @@ def _ops_inputs(gen: torch.Generator) -> dict[str, Any]:
     return {"forward": at,
             "by_hand": [list(op_inputs(torch.Generator().manual_seed(seed + k)))
                         for k in range(4)],
+            "power_at": [[*(torch.tensor(v, dtype=F64) for v in xwb), k]
+                         for *xwb, k in _POWER_AT],
             "tanh": [[float(t) for t in torch.randn(3, generator=tanh, dtype=F64)]
                      for _ in range(3)]}
 
@@ -178,7 +184,7 @@ def _observe_ops(answer: Any, inputs: dict[str, Any]) -> dict[str, Any]:
         values = _forward_values(op, fn, value_class, inputs["forward"])
         if isinstance(values, dict):
             return values
-        runs = _passes(_engine_grads(op, fn, value_class, backward), inputs["by_hand"])
+        runs = _passes(_engine_grads(op, fn, value_class, backward), _trials(inputs, op))
         if isinstance(runs, dict):
             return runs
         seen[op] = {"forward": values, "passes": runs}
@@ -192,6 +198,11 @@ def _observe_ops(answer: Any, inputs: dict[str, Any]) -> dict[str, Any]:
     return {**seen, "tanh": both}
 
 
+def _trials(inputs: dict[str, Any], op: str) -> list[list[Any]]:
+    """``op``'s by-hand trials: the 4 random ones, and for power its own (`_POWER_AT`)."""
+    return inputs["by_hand"] + (inputs["power_at"] if op == "power" else [])
+
+
 def _tanh_reference(x: float, w: float, b: float) -> list[float]:
     leaves = [torch.tensor(v, dtype=F64, requires_grad=True) for v in (x, w, b)]
     u = leaves[0] * leaves[1] + leaves[2]
@@ -203,7 +214,7 @@ def _ops_expected(inputs: dict[str, Any]) -> dict[str, Any]:
     """What the judging needs: the right forward values, the by-hand inputs (their
     gradients are `judge_by_hand`'s to compute) and tanh's value and gradients."""
     return {**{op: {"forward": [forward(op, a, k) for a, k in inputs["forward"]],
-                    "at": inputs["forward"], "by_hand": inputs["by_hand"]} for op in OPS},
+                    "at": inputs["forward"], "by_hand": _trials(inputs, op)} for op in OPS},
             "tanh": [_tanh_reference(*xwb) for xwb in inputs["tanh"]], "at": inputs["tanh"]}
 
 
@@ -219,12 +230,25 @@ def _ops_problem(got: dict[str, Any], want: dict[str, Any]) -> str | None:
             if not close(said["data"], right):
                 return (f"{_shown(op, a, k)}.data is {said['data']:.6g}, but it should be "
                         f"{right:.6g}: the forward value is wrong")
-        judged = _judged(f"{op} in f(u)*u + f(u)", got[op]["passes"], want[op]["by_hand"],
-                         op_reference(op), slips(op), OP_ADVICE[op],
-                         ("x.grad", "w.grad", "b.grad"), ("x", "w", "b", "k"))
+        runs, trials = got[op]["passes"], want[op]["by_hand"]
+        judged = (op == "power" and _power_at(runs, trials)) or _judged(
+            f"{op} in f(u)*u + f(u)", runs, trials, op_reference(op), slips(op),
+            OP_ADVICE[op], ("x.grad", "w.grad", "b.grad"), ("x", "w", "b", "k"))
         if judged is not None:
             return judged
     return tanh_problem(got, want)
+
+
+def _power_at(runs: list[list[Any]], trials: list[list[Any]]) -> str | None:
+    """A `_POWER_AT` trial that raised, told with its base (the by-hand words leave u out)."""
+    for (x, w, b, k), (_, failed, detail, *_) in zip(trials[4:], runs[4:], strict=False):
+        if failed == "error":
+            u = float(x * w + b)
+            return (f"power in f(u)*u + f(u): power(Value({u:g}), {k:g}) raised {detail}, but "
+                    "a**k is defined there (only log needs a > 0); log(a.data) is not"
+                    + (", nor is a division by a.data. " if u == 0 else ". ")
+                    + OP_ADVICE["power"])
+    return None
 
 
 def tanh_problem(got: dict[str, Any], want: dict[str, Any]) -> str | None:

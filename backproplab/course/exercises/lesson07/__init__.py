@@ -10,9 +10,10 @@ All three exercises are about the method, so their checks are `Method` checks:
 - ``l07-two-players``: two players (weights A and B) whose losses share one
   forward pass, each stepped along its own loss's gradient, where a step
   before the second gradient trips the version counter. The check runs the
-  step on new problems and names the slips by rerunning them (the losses
-  summed, the counter dodged with ``.data``, the gradients swapped, a step
-  uphill, a step that rebinds a name).
+  step on new problems, and twice on a fixed one, a new forward pass before each
+  call as in a training loop (so a .grad left by one step shows in the next), and
+  names the slips by rerunning them (the losses summed, the counter dodged with
+  ``.data``, the gradients swapped, a step uphill, a step that rebinds a name).
 - ``l07-engine-frees``: the learner's ``Saved`` box and ``backward`` for a small
   tensor engine, checked in :mod:`.engine` against torch, case by case.
 
@@ -190,18 +191,20 @@ def _players_inputs(gen: torch.Generator) -> dict[str, Any]:
     c = torch.randn((), generator=gen, dtype=torch.float64)
     G = torch.randn(k, d, generator=gen, dtype=torch.float64) * 0.7
     lr = round(float(torch.rand((), generator=gen)) * 0.4 + 0.05, 2)
-    return {"z": z, "t": t, "D": D, "c": c, "G": G, "lr": lr}
+    return {"z": z, "t": t, "D": D, "c": c, "G": G, "lr": lr, "steps": 1}
 
 
 def _players_where(p: dict[str, Any]) -> str:
-    return f"{p['z'].shape[0]} examples, {p['D'].shape[0]} features, lr = {p['lr']}"
+    return (f"{p['z'].shape[0]} examples, {p['D'].shape[0]} features, lr = {p['lr']}"
+            + (", two steps, a new forward pass before each" if p["steps"] > 1 else ""))
 
 
 def _players_build(p: dict[str, Any]):
-    """A builder of new leaves and both losses: (A, B, loss_a, loss_b)."""
-    def build():
-        A = [p["D"].clone().requires_grad_(), p["c"].clone().requires_grad_()]
-        B = [p["G"].clone().requires_grad_()]
+    """A builder of new leaves (or of A and B again, for a loop's next step) and both
+    losses: (A, B, loss_a, loss_b)."""
+    def build(A=None, B=None):
+        A = A or [p["D"].clone().requires_grad_(), p["c"].clone().requires_grad_()]
+        B = B or [p["G"].clone().requires_grad_()]
         h = torch.tanh(p["z"] @ B[0])
         score = h @ A[0] + A[1]
         return A, B, ((score - p["t"]) ** 2).mean(), (score**2).mean() + 0.1 * (h**2).mean()
@@ -214,18 +217,19 @@ def _players(gen: torch.Generator):
     return _players_where(p), p["lr"], _players_build(p)
 
 
-def _after(step, build, lr) -> list[torch.Tensor]:
-    """The players' values after ``step`` ran on a new copy of the problem."""
-    A, B, loss_a, loss_b = build()
-    step(loss_a, loss_b, A, B, lr)
+def _after(step, build, lr, steps=1) -> list[torch.Tensor]:
+    """The players' values after ``step`` ran on a new copy of the problem (``steps``
+    times, a new forward pass before each)."""
+    A = B = None
+    for _ in range(steps):
+        A, B, loss_a, loss_b = build(A, B)
+        step(loss_a, loss_b, A, B, lr)
     return [p.detach().clone() for p in A + B]
 
 
 def _moved(A, B, ga, gb, lr, sign=1.0) -> None:
     with torch.no_grad():
-        for p, g in zip(A, ga, strict=True):
-            p -= sign * lr * g
-        for p, g in zip(B, gb, strict=True):
+        for p, g in zip(A + B, [*ga, *gb], strict=True):
             p -= sign * lr * g
 
 
@@ -235,9 +239,13 @@ def _reference_step(loss_a, loss_b, A, B, lr) -> None:
     _moved(A, B, ga, gb, lr)
 
 
-def _summed_step(loss_a, loss_b, A, B, lr) -> None:
-    grads = torch.autograd.grad(loss_a + loss_b, A + B)
-    _moved(A, B, grads[:len(A)], grads[len(A):], lr)
+def _summed_step(loss_a, loss_b, A, B, lr, kept=True) -> None:
+    """The sum's gradients in .grad, cleared first unless ``kept`` (then in the loop the second
+    step adds its own to the first's)."""
+    for p in A + B:
+        p.grad = p.grad if kept else None
+    (loss_a + loss_b).backward()
+    _moved(A, B, [p.grad for p in A], [p.grad for p in B], lr)
 
 
 def _swapped_step(loss_a, loss_b, A, B, lr) -> None:
@@ -257,16 +265,15 @@ def _data_step(loss_a, loss_b, A, B, lr) -> None:
     ga = torch.autograd.grad(loss_a, A, retain_graph=True)
     for p, g in zip(A, ga, strict=True):
         p.data -= lr * g
-    gb = torch.autograd.grad(loss_b, B)
-    with torch.no_grad():
-        for p, g in zip(B, gb, strict=True):
-            p -= lr * g
+    _moved([], B, [], torch.autograd.grad(loss_b, B), lr)
 
 
+_SUMMED = ("each player moved along the gradient of loss_a + loss_b: A must follow loss_a "
+           "only and B loss_b only (one backward of the sum mixes them, and so do two backward "
+           "calls whose .grad add up")
 _PLAYER_SLIPS = (
-    (_summed_step, "each player moved along the gradient of loss_a + loss_b: A must follow "
-                   "loss_a only and B loss_b only (one backward of the sum mixes them, and so "
-                   "do two backward calls whose .grad add up)"),
+    (_summed_step, _SUMMED + "; clear .grad before each step)"),  # as the loop leaves .grad
+    (lambda *step: _summed_step(*step, kept=False), _SUMMED + ")"),  # autograd.grad of the sum
     (_data_step, "B's gradient was computed with A's updated values: changing A through "
                  ".data hides the step from the version counter, so loss_b's backward used an "
                  "A its forward pass never saw. Take both gradients before any step"),
@@ -288,25 +295,27 @@ def _players_error(err: Exception, where: str) -> str:
 
 
 def _observe_players(two_player_step, inputs: dict[str, Any]) -> list[Any] | dict:
-    """On each problem, the players' weights after the learner's step."""
+    """On each problem, the players' weights after the learner's steps."""
     seen = []
     for p in inputs["problems"]:
-        A, B, loss_a, loss_b = _players_build(p)()
-        where = _players_where(p)
-        _, failed = call_answer(
-            two_player_step, loss_a, loss_b, A, B, p["lr"],
-            raised=lambda err, where=where: _players_error(err, where),
-            not_callable=f"expected a function two_player_step(loss_a, loss_b, A, B, lr), got "
-                         f"{type(two_player_step).__name__}")
-        if failed is not None:
-            return failed
+        build, where, A, B = _players_build(p), _players_where(p), None, None
+        for _ in range(p["steps"]):
+            A, B, loss_a, loss_b = build(A, B)
+            _, failed = call_answer(
+                two_player_step, loss_a, loss_b, A, B, p["lr"],
+                raised=lambda err, where=where: _players_error(err, where),
+                not_callable=f"expected a function two_player_step(loss_a, loss_b, A, B, lr), "
+                             f"got {type(two_player_step).__name__}")
+            if failed is not None:
+                return failed
         seen.append([t.detach().clone() for t in A + B])
     return seen
 
 
 def _stepped(step):
     """What ``step`` leaves on each problem (`_reference_step`, or a slip)."""
-    return lambda inputs: [_after(step, _players_build(p), p["lr"]) for p in inputs["problems"]]
+    return lambda given: [_after(step, _players_build(p), p["lr"], p["steps"])
+                          for p in given["problems"]]
 
 
 def _agree_players(got: list[Any], want: list[Any]) -> bool:
@@ -331,12 +340,15 @@ def _explain_players(inputs: dict[str, Any], got: list[Any], want: list[Any]) ->
 
 TWO_PLAYERS = Method(
     name="two_player_step",
-    make_inputs=lambda gen: {"problems": [_players_inputs(gen) for _ in range(2)]},
+    # The step is a training loop's: a fixed problem takes two, so that a .grad the first
+    # leaves behind (never cleared, or cleared only between the passes) shows in the second.
+    make_inputs=lambda gen: {"problems": [_players_inputs(gen) for _ in range(2)] + [
+        {**_players_inputs(torch.Generator().manual_seed(707)), "steps": 2}]},
     observe=_observe_players,
     reference=_stepped(_reference_step),
     explain=_explain_players,
     mistakes={f"{told}.": _stepped(slip) for slip, told in _PLAYER_SLIPS},
-    trials=1,  # one trial of 2 new problems, drawn as the check always drew them
+    trials=1,  # one trial: 2 new problems, drawn as the check always drew them, and the loop
     agree=_agree_players,
     passed="both players stepped along their own loss's gradient at the weights the forward "
            "pass saw, on 2 new problems",
