@@ -175,14 +175,17 @@ def test_every_check_has_the_networks_that_expose_a_measure_or_a_walk():
     """On every seed: the first layer is a culprit (a walk by index that stops before 0
     misses it); a gate lets the gradient back at 1.4 to 1.7 times the threshold, its largest
     entry and the batch's norm over sqrt(batch) under it (a squared norm, model(x).mean(),
-    one entry, an average of the samples' norms name it); sample 0 alone vanishes."""
+    one entry, an average of the samples' norms name it); sample 0 alone vanishes; a gate
+    lets it back at 1.4 to 1.7 times under the threshold, the only layer under it, its
+    entries' sizes and its samples' norms added up above it (an L1 norm, a sum of the
+    samples' norms miss it)."""
     import torch
 
     from backproplab.course.exercises.lesson15 import _facts, input_grad_norms
     from backproplab.course.exercises.lesson15.networks import _network, _vanishing_inputs
 
     for seed in range(20):
-        *_, first, near, one_row = _vanishing_inputs(
+        *_, first, near, one_row, under = _vanishing_inputs(
             torch.Generator().manual_seed(seed))["networks"]
         names, norms, culprit = _facts(first)
         assert culprit == names[0] == "fc1"
@@ -196,3 +199,11 @@ def test_every_check_has_the_networks_that_expose_a_measure_or_a_walk():
         names, norms, culprit = _facts(one_row)
         sample0 = input_grad_norms(_network(one_row["layers"]), one_row["x"][:1])
         assert culprit is None and min(sample0.values()) < one_row["threshold"] / 100
+        names, norms, culprit = _facts(under)
+        model, x = _network(under["layers"]), under["x"].clone().requires_grad_()
+        (g,) = torch.autograd.grad(model(x).sum(), x)
+        assert culprit == names[0] == "gate0"
+        assert 1.4 < under["threshold"] / norms["gate0"] < 1.7
+        assert all(norms[n] > 100 * under["threshold"] for n in names[1:])
+        assert g.abs().sum() > 1.4 * under["threshold"]
+        assert g.norm(dim=1).sum() > 1.4 * under["threshold"]

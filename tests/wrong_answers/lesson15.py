@@ -155,6 +155,12 @@ WRONG = {
         # The average of the samples' norms instead of the batch's norm.
         (VANISH.format(_measured("grad_input[0].norm(dim=1).mean().item()")) + FROM_THE_LOSS,
          "it does not vanish there"),
+        # The L1 norm (the entries' sizes added up) instead of the norm: larger than it.
+        (VANISH.format(_measured("grad_input[0].abs().sum().item()")) + FROM_THE_LOSS,
+         "a measure larger than the norm"),
+        # Each sample's norm added up over the batch instead of the batch's norm: larger too.
+        (VANISH.format(_measured("grad_input[0].flatten(1).norm(dim=1).sum().item()"))
+         + FROM_THE_LOSS, "a measure larger than the norm"),
         # The closure without name=name: every hook writes to the last layer's name, and the
         # walk reads the others as infinite.
         (

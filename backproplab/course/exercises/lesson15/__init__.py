@@ -1,15 +1,17 @@
 """Lesson 15, tools for looking inside backward: its exercise, its check and its prediction.
 
-The exercise (``l15-vanishing``) is a method check: a search with hooks for the layer where
-the gradient vanishes in a broken network. The check watches the answer on five new broken
-networks (a shut gate, a saturated sigmoid, a saturated tanh, a Linear layer zeroed, the
-first layer zeroed) and three healthy ones (one plain, one behind a gate that lets the
-gradient back just above the threshold, one whose first sample alone saturates), all made
-in module ``networks``. It sees the hooks the answer registers, its backward passes, the
-hooks it leaves behind, a non-leaf .grad read, and the layer it names; and it knows the
-slips of that hunt: the layer under the threshold nearest the input named (the walk
-started from the input), grad_output taken for grad_input, the old register_backward_hook
-(on a Linear it sees the bias's gradient, so only a Linear culprit shows it).
+The exercise (``l15-vanishing``) is a method check: a search with hooks for the layer
+where the gradient vanishes in a broken network. The check watches the answer on six new
+broken networks (a shut gate, a saturated sigmoid, a saturated tanh, a Linear layer
+zeroed, the first layer zeroed, a gate that lets the gradient back just under the
+threshold) and three healthy ones (one plain, one behind a gate that lets the gradient
+back just above the threshold, one whose first sample alone saturates), all made in module
+``networks``. It sees the hooks the answer registers, its backward passes, the hooks it
+leaves behind, a non-leaf .grad read, and the layer it names; and it knows the slips of
+that hunt: the layer under the threshold nearest the input named (the walk started from
+the input), grad_output taken for grad_input, the old register_backward_hook (on a Linear
+it sees the bias's gradient, so only a Linear culprit shows it), a measure larger than the
+norm (it misses the gate just under the threshold).
 """
 
 from __future__ import annotations
@@ -115,6 +117,13 @@ def _bottom(names, norms, threshold, culprit):
     return next((n for n in names if norms[n] < threshold), None)
 
 
+def _larger(names, norms, threshold, culprit):
+    """What a measure a few times larger than the norm finds: the culprit, but None where
+    the culprit's norm is only just under the threshold (everywhere else it is 100 times
+    under)."""
+    return culprit if culprit is None or norms[culprit] < threshold / 100 else None
+
+
 def _below(names, norms, threshold, culprit):
     """The layer just below the culprit, where the gradient it sends back arrives; None
     when the culprit is the first layer (every layer's output gradient is healthy)."""
@@ -131,6 +140,11 @@ _GRAD_OUTPUT = ("you found the layer just below the culprit, the one a measure o
                 "gradient arriving at each layer's output (grad_output) finds. The layer that "
                 "kills the gradient receives a healthy one and sends back a tiny one: measure "
                 "what each layer sends back to its input (grad_input)")
+_LARGER = ("you returned None where the gradient does vanish, its norm just under the "
+           "threshold at a gate in front of a healthy network, as a measure larger than the "
+           "norm does: the entries' sizes added up (the L1 norm, .abs().sum()), or each "
+           "sample's norm added up over the batch. Compare the norm of the whole batch's "
+           "gradient, grad_input[0].norm(), with the threshold")
 _OLD_HOOK = ("the zeroed Linear layer was missed: register_backward_hook, the old form, sees "
              "only a module's last operation, and a Linear's is adding the bias, so its "
              "grad_input[0] is the bias's gradient, healthy above a dead layer. "
@@ -223,14 +237,15 @@ VANISHING = Method(
     explain=_explain_vanishing,
     mistakes={f"{_WRONG_WAY}.": lambda inputs: _said(inputs, _bottom),
               f"{_GRAD_OUTPUT}.": lambda inputs: _said(inputs, _below),
-              f"{_OLD_HOOK}.": lambda inputs: _said(inputs, _found, full=False)},
+              f"{_OLD_HOOK}.": lambda inputs: _said(inputs, _found, full=False),
+              f"{_LARGER}.": lambda inputs: _said(inputs, _larger)},
     trials=1,
     agree=every_case(_hunted),
-    passed="the right layer on 5 new broken networks (a shut gate, a saturated sigmoid, a "
-           "saturated tanh, a Linear layer zeroed, the first layer zeroed) and None on 3 "
-           "healthy ones (one behind a gate that lets the gradient back just above the "
-           "threshold, one whose first sample alone saturates); one backward pass, every "
-           "hook removed",
+    passed="the right layer on 6 new broken networks (a shut gate, a saturated sigmoid, a "
+           "saturated tanh, a Linear layer zeroed, the first layer zeroed, a gate that lets "
+           "the gradient back just under the threshold) and None on 3 healthy ones (one "
+           "behind a gate that lets it back just above the threshold, one whose first "
+           "sample alone saturates); one backward pass, every hook removed",
 )
 
 EXERCISES = {

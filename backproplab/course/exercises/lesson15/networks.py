@@ -1,8 +1,9 @@
 """The networks of lesson 15's check: random stacks of Linear and tanh or sigmoid blocks,
 broken in one of four ways (a shut gate, a saturated sigmoid or tanh, a zeroed Linear) or
-healthy, each checked to hold a gradient far above the threshold down to its culprit and far
-below it there; the near misses that tell a norm from other measures; and each network as
-plain data (its layers' names, kinds and weights), rebuilt where the answer runs.
+healthy, each checked to hold a gradient far above the threshold down to its culprit and
+far below it there; the near misses that tell a norm from smaller and larger measures; and
+each network as plain data (its layers' names, kinds and weights), rebuilt where the answer
+runs.
 """
 
 from __future__ import annotations
@@ -169,21 +170,27 @@ def _network(layers: list[dict]) -> nn.Sequential:
     return nn.Sequential(OrderedDict(built))
 
 
-def _near_miss(gen: torch.Generator) -> tuple[nn.Sequential, torch.Tensor, float]:
+def _near_miss(gen: torch.Generator,
+               under: bool = False) -> tuple[nn.Sequential, torch.Tensor, float]:
     """A healthy network behind a nearly shut gate, "gate0" in front of fc1, the input in
     large units to match (so the rest runs as before): the gradient the gate sends back has
     a norm about 1.5 times the threshold, so it does not vanish and None is right; but a
     squared norm, a loss taken as model(x).mean(), an average of the samples' norms, the
-    largest entry or the mean entry all fall under the threshold there."""
+    largest entry or the mean entry all fall under the threshold there. ``under``: the norm
+    is about 1.5 times under the threshold instead, so "gate0" is right; but a measure
+    larger than the norm (the entries' sizes added up, or the samples' norms added up)
+    stays above the threshold there."""
     while True:
         model, x, threshold, _, _ = broken_network(gen, "healthy")
         x = x.clone().requires_grad_()
         (g,) = torch.autograd.grad(model(x).sum(), x)
-        # each of those measures is at least `short` times under the norm here
-        short = min(len(x) ** 0.5, float(g.norm() / g.abs().max()))
-        if short >= 2:
+        norm = float(g.norm())
+        # each of those measures is at least `apart` times under (above) the norm here
+        apart = (min(float(g.abs().sum()), float(g.norm(dim=1).sum())) / norm if under
+                 else min(len(x) ** 0.5, norm / float(g.abs().max())))
+        if apart >= 2:
             break
-    factor = short**0.5 * threshold / float(g.norm())
+    factor = apart ** (-0.5 if under else 0.5) * threshold / norm
     gated = nn.Sequential(OrderedDict([("gate0", Gate(factor)), *model.named_children()]))
     return gated, (x / factor).detach(), threshold
 
@@ -205,17 +212,19 @@ def _one_row_saturated(gen: torch.Generator) -> tuple[nn.Sequential, torch.Tenso
 
 
 def _vanishing_inputs(gen: torch.Generator) -> dict:
-    """Eight networks, each with its input and threshold; every check has all of them:
+    """Nine networks, each with its input and threshold; every check has all of them:
     four broken ones (a shut gate, a saturated sigmoid, a saturated tanh, a Linear zeroed,
     in a new order) and a healthy one, the culprit somewhere new; the first Linear zeroed
     (the culprit is the first layer: a walk that stops before index 0 misses it); a healthy
-    network behind a gate just above the threshold (`_near_miss`: a measure other than
+    network behind a gate just above the threshold (`_near_miss`: a measure smaller than
     the norm of model(x).sum()'s gradient names it); a healthy network whose first sample
-    alone saturates (`_one_row_saturated`: a measure of one sample names a layer)."""
+    alone saturates (`_one_row_saturated`: a measure of one sample names a layer); a healthy
+    network behind a gate just under the threshold (`_near_miss` ``under``: the gate is the
+    culprit, and a measure larger than the norm, such as the L1 norm, misses it)."""
     kinds = [("gate", "sigmoid", "tanh", "linear")[i]
              for i in torch.randperm(4, generator=gen).tolist()]
     drawn = [broken_network(gen, kind)[:3] for kind in [*kinds, "healthy"]]
     drawn += [broken_network(gen, "linear", first=True)[:3], _near_miss(gen),
-              _one_row_saturated(gen)]
+              _one_row_saturated(gen), _near_miss(gen, under=True)]
     return {"networks": [{"layers": _layers(model), "x": x, "threshold": threshold}
                          for model, x, threshold in drawn]}
