@@ -329,3 +329,8 @@ def test_each_named_slip_differs_from_torch_on_its_graph(seed):
     pruned = engine.build(engine._pruned, seed)
     everything = engine.execute(pruned, prune=False)
     assert len(everything) > len(engine.execute(engine.build(engine._pruned, seed)))
+    later, first = (engine.build(engine._later_output, seed) for _ in range(2))
+    engine.execute(later)
+    engine.execute(first, output_nr=False)
+    assert later.roots[0].output_nr > 0
+    assert not torch.equal(later.leaves[0].grad, first.leaves[0].grad)

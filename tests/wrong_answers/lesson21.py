@@ -107,6 +107,10 @@ WRONG = {
                     "    for root in roots:\n"
                     "        arrive(root.grad_fn, root.output_nr, torch.ones_like(root))\n")),
          "seeded with ones"),
+        # Every root's gradient given to slot 0 of its node, root.output_nr ignored.
+        (_executor(("        arrive(root.grad_fn, root.output_nr, grad)\n",
+                    "        arrive(root.grad_fn, 0, grad)\n")),
+         "slot 0 of root.grad_fn"),
         # The leaves' AccumulateGrad nodes never run: .grad is set by hand and not listed.
         (_executor(("        node = heapq.heappop(ready).node\n        order.append(node)\n",
                     "        node = heapq.heappop(ready).node\n"

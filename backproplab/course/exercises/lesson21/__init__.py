@@ -12,10 +12,12 @@ refused. Order and gradients must agree. The graphs each put one part of the
 engine's bookkeeping to the test (branches whose creation order is not their edge
 order, a shared result, several outputs, leaves tied in the ready queue while
 other nodes wait, pruning to the inputs asked for, a node with an empty input
-slot, a broadcast), then two random graphs mix them. Slips are named when they
-hold on every graph: a first-in-first-out or a last-in-first-out queue instead
-of the priority queue, ties broken by arrival, no pruning, a node run before all
-of its gradient arrived, ``=`` for ``+=`` in the input buffer.
+slot, a broadcast, an output that is a later piece of a split), then two random
+graphs mix them. Slips are named when they hold on every graph: a
+first-in-first-out or a last-in-first-out queue instead of the priority queue,
+ties broken by arrival, no pruning, a node run before all of its gradient
+arrived, ``=`` for ``+=`` in the input buffer, a root's gradient given to slot 0
+of its node instead of slot ``root.output_nr``.
 
 Exercise 2 (``l21-layers``) is checked by method too, in ``layers``. The learner's
 ``watch_layers(model, report)`` arranges hooks so that ``report(name, grads)``
@@ -128,7 +130,7 @@ def _raised(err: Exception) -> str:
 
 
 def executor_inputs(gen: torch.Generator) -> dict[str, Any]:
-    """The seed the nine graphs are built from (graph k from seed * 131 + k): where the
+    """The seed the ten graphs are built from (graph k from seed * 131 + k): where the
     answer runs, and again in the grader."""
     return {"seed": gen.initial_seed()}
 
@@ -288,6 +290,10 @@ def _grads_message(runs: list[_Run]) -> str | None:
     if all(_add_slip(r) for r in runs):
         return (f"{where}: where several gradients arrive in one input slot you kept the last "
                 "one: the input buffer adds them up (+=, not =).")
+    if all(_same_grads(r, _slot_zero(r)) for r in runs):
+        return (f"{where}: you gave a root's gradient to slot 0 of root.grad_fn. A root can "
+                "be a later output of its node (a piece of a split is output k of the split): "
+                "its gradient goes into slot root.output_nr.")
     if all(_same_grads(r, _seeded_with_ones(r)) for r in runs):
         return (f"{where}: your gradients are those of outputs seeded with ones. Backward "
                 "starts from the gradients it is given: grads[k] arrives at roots[k].")
@@ -306,6 +312,12 @@ def _add_slip(run: _Run) -> bool:
     copy = build(run.maker, run.seed)
     execute(copy, add=False)
     return _same_grads(run, copy)
+
+
+def _slot_zero(run: _Run) -> Graph:
+    copy = build(run.maker, run.seed)
+    execute(copy, output_nr=False)
+    return copy
 
 
 def _seeded_with_ones(run: _Run) -> Graph:
@@ -332,11 +344,11 @@ EXECUTOR_EXERCISE = Method(
     observe=_observe_executor,
     reference=_reference,
     explain=_explain,
-    trials=1,  # nine graphs in one trial: a queue slip is named when every graph shows it
+    trials=1,  # ten graphs in one trial: a queue slip is named when every graph shows it
     agree=_agrees,
     passed=f"torch's order and gradients on {len(GRAPHS)} new graphs (branches, shared "
-           "results, several outputs, ties, pruning, an empty slot, a broadcast, and two at "
-           "random)",
+           "results, several outputs, ties, pruning, an empty slot, a broadcast, an output "
+           "that is a later piece of a split, and two at random)",
 )
 
 

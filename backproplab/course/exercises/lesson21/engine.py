@@ -4,10 +4,11 @@ order on them, and the check's own executor.
 Each graph puts one part of the engine's bookkeeping to the test (branches whose creation
 order is not their edge order, a shared result, several outputs, leaves tied in the
 ready queue while other nodes wait, pruning to the inputs asked for, a node with an
-empty input slot, a broadcast); two random graphs then mix them. Each is made from a
-seed, so that torch and the learner each get a copy of the same graph. Torch's order is
-read with node pre-hooks; the check's own executor reproduces the engine's bookkeeping
-(counting, pruning, the input buffers, the ready queue), or one slip of it.
+empty input slot, a broadcast, an output that is not its node's output 0); two random
+graphs then mix them. Each is made from a seed, so that torch and the learner each get a
+copy of the same graph. Torch's order is read with node pre-hooks; the check's own
+executor reproduces the engine's bookkeeping (counting, pruning, the input buffers, the
+ready queue), or one slip of it.
 """
 
 from __future__ import annotations
@@ -112,6 +113,16 @@ def _empty_slot(gen: torch.Generator) -> Graph:
     return Graph([(first * last * b).sum()], [_seed(gen)], [a, b], [a, b])
 
 
+def _later_output(gen: torch.Generator) -> Graph:
+    """The output is piece k >= 1 of a split: output k of the split's node, so its
+    gradient goes into slot root.output_nr of root.grad_fn, and slot 0 stays empty."""
+    n = int(torch.randint(2, 5, (1,), generator=gen))
+    a, c = _leaf(gen, n), _values(gen, n)
+    piece = (_unary(gen, a) * c).split(1)[int(torch.randint(1, n, (1,), generator=gen))]
+    grad = torch.randn(1, generator=gen, dtype=torch.float64)
+    return Graph([piece], [grad], [a], [a])
+
+
 def _broadcast(gen: torch.Generator) -> Graph:
     n = int(torch.randint(2, 5, (1,), generator=gen))
     a, s = _leaf(gen, n), _leaf(gen)  # s has no dimensions: it is broadcast to a's shape
@@ -157,6 +168,8 @@ GRAPHS: tuple[tuple[str, Callable[[torch.Generator], Graph]], ...] = (
     ("a branch that leads to no input asked for (inputs=[a])", _pruned),
     ("a split whose middle piece is never used", _empty_slot),
     ("a leaf with no dimensions broadcast to a vector", _broadcast),
+    # every other output is output 0 of its node (a sum, a product)
+    ("an output that is a later piece of a split (output_nr 1 or more)", _later_output),
     ("a random graph", _random),
     ("another random graph", _random),
 )
@@ -228,15 +241,16 @@ BORROWED: dict[str, bool] = {"watching": False, "called": False}
 
 
 @torch.no_grad()
-def execute(graph: Graph, queue: str = "heap", prune: bool = True, add: bool = True
-            ) -> list[Any]:
+def execute(graph: Graph, queue: str = "heap", prune: bool = True, add: bool = True,
+            output_nr: bool = True) -> list[Any]:
     """The check's executor: torch's bookkeeping, or one slip of it.
 
     ``queue``: ``"heap"`` is torch's (largest sequence number first, ties as a binary
     heap gives them); ``"arrival"`` breaks ties by arrival; ``"fifo"``/``"lifo"`` keep the
     ready nodes in a plain queue or stack; ``"oldest"`` takes the smallest sequence
     number first. ``prune=False`` runs every node; ``add=False`` keeps the last gradient
-    that arrives in an input slot instead of the sum.
+    that arrives in an input slot instead of the sum; ``output_nr=False`` gives each
+    root's gradient to slot 0 of its node instead of slot ``root.output_nr``.
     """
     if BORROWED["watching"]:
         BORROWED["called"] = True
@@ -247,7 +261,7 @@ def execute(graph: Graph, queue: str = "heap", prune: bool = True, add: bool = T
         for fn, _ in node.next_functions:
             if fn is not None:
                 waiting[fn] += 1
-    edges = [(r.grad_fn, r.output_nr) for r in graph.roots]
+    edges = [(r.grad_fn, r.output_nr if output_nr else 0) for r in graph.roots]
     if len(edges) > 1:  # torch's root node: one edge to each output
         for fn, _ in edges:
             waiting[fn] += 1
