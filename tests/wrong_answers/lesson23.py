@@ -230,6 +230,18 @@ WRONG = {
             ),
             "the float16 sum over the processes passed 65,504",
         ),
+        # Converted to float16 first and divided after, before the all-reduce: right while
+        # every rank's gradients fit float16, inf where one rank's pass 65,504 although the
+        # average does not.
+        (
+            HOOK.format(
+                "    world = dist.get_world_size()\n"
+                "    half = bucket.buffer().to(torch.float16) / world\n"
+                "    sent = dist.all_reduce(half, async_op=True).get_future()\n"
+                "    return sent.then(lambda done: done.value()[0].to(torch.float32))\n"
+            ),
+            "as converting to float16 before dividing gives",
+        ),
         # The average handed back in float16, where the task asks for float32.
         (
             HOOK.format(

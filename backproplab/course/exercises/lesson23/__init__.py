@@ -7,12 +7,14 @@ then in 3, so that an answer which assumes two workers is caught:
 - ``l23-fp16-hook`` (here): a DDP communication hook that averages each bucket in
   float16. Inside the workers the observation counts the hook's all-reduce calls (one
   per bucket DDP hands it), notes the dtype each call sends and the dtype the hook
-  hands back (float32), and keeps the gradients; then once more with gradients near
-  40,000 on every rank, where a float16 sum over the ranks overflows and only dividing
-  before the all-reduce gives a finite average: there it keeps the calls too, and the
-  values each sent, which say where an inf came from. The verdict compares them with
-  DDP's exact average, computed in the grader's own process (the mean over the ranks of
-  each rank's gradient).
+  hands back (float32), and keeps the gradients; then two steps with large gradients:
+  one near 40,000 on every rank, where a float16 sum over the ranks overflows, and one
+  where rank 0's reach 80,000 and the other ranks' 20,000 (the average 50,000 or 40,000),
+  where converting to float16 before dividing overflows on rank 0. Only dividing, in
+  float32, before the conversion and the all-reduce gives a finite average in both: there
+  it keeps the calls too, and the values each sent, which say where an inf came from. The
+  verdict compares them with DDP's exact average, computed in the grader's own process
+  (the mean over the ranks of each rank's gradient).
 - ``l23-buckets`` (`buckets`): DDP's buckets built from gradient hooks on a
   plain model, without DDP: the all-reduce calls (their sizes, and when each
   is made) and the gradients compared with what DDP does.
@@ -33,6 +35,7 @@ import functools
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -77,7 +80,8 @@ FLOAT16_MAX = 65504.0
 
 def _hook_trial(hook: Any, seed: int) -> dict[str, Any]:
     """Two training steps through DDP with the learner's comm hook, then one step whose
-    gradients are near 40,000 on every rank (runs in each worker)."""
+    gradients are near 40,000 on every rank and one whose gradients are `_spread` times
+    that (runs in each worker)."""
     sent = _watch_all_reduce()
     ready_made = _watch_ready_made_hooks()
     model = tiny_mlp(seed=seed)
@@ -101,9 +105,10 @@ def _hook_trial(hook: Any, seed: int) -> dict[str, Any]:
         ddp.zero_grad()
         mse(ddp, x, y).backward()
     found = {**_calls_since(sent, buckets, ready_made), "grads": grads_by_name(model)}
-    start = len(sent), len(buckets), len(ready_made)
-    big = _big_step(checked, seed)
-    found["big"] = {**_calls_since(sent, buckets, ready_made, start), "grads": big}
+    for key, factor in (("big", 1.0), ("spread", _spread(dist.get_rank()))):
+        start = len(sent), len(buckets), len(ready_made)
+        big = _big_step(checked, seed, factor)
+        found[key] = {**_calls_since(sent, buckets, ready_made, start), "grads": big}
     found["returned"] = sorted({_value_dtype(future) for future in futures})
     return found
 
@@ -126,16 +131,29 @@ def _big_scale(seed: int) -> tuple[float, torch.Tensor, torch.Tensor]:
     return 40000.0 / max(float(p.grad.abs().max()) for p in probe.parameters()), x, y
 
 
-def _big_step(hook: Any, seed: int) -> dict:
+def _big_step(hook: Any, seed: int, factor: float) -> dict:
     """One step with the same batch on every rank and the loss scaled so that the largest
-    gradient entry is 40,000: a float16 sum over the ranks passes 65,504, the average does
-    not. Returns the gradients through ``hook``."""
+    gradient entry is 40,000 times ``factor``: with 1 on every rank a float16 sum over the
+    ranks passes 65,504, the average does not. Returns the gradients through ``hook``."""
     scale, x, y = _big_scale(seed)
     model = tiny_mlp(seed=seed)
     ddp = DDP(model, bucket_cap_mb=BUCKET_BYTES / 2**20)
     ddp.register_comm_hook(state=None, hook=hook)
-    (mse(ddp, x, y) * scale).backward()
+    (mse(ddp, x, y) * (scale * factor)).backward()
     return grads_by_name(model)
+
+
+def _spread(rank: int) -> float:
+    """Rank ``rank``'s factor in the step whose ranks differ: rank 0's largest gradient entry
+    is 80,000, past float16's range, every other rank's 20,000, and their average (50,000
+    in 2 processes, 40,000 in 3) is not: converting to float16 before dividing gives inf
+    on rank 0, where with 40,000 on every rank it gives none."""
+    return 2.0 if rank == 0 else 0.5
+
+
+# What each step with large gradients is called in the messages.
+_BIG = {"big": "with gradients near 40,000 on every rank",
+        "spread": "with gradients near 80,000 on rank 0 and 20,000 on every other rank"}
 
 
 def _value_dtype(future: Any) -> str:
@@ -204,49 +222,61 @@ def _fp16_values_slip(results: list[dict], want: dict, world: int) -> str | None
     return None
 
 
-def _overflow_slip(results: list[dict], want: dict, world: int) -> str | None:
-    """What is wrong when the step with gradients near 40,000 did not give their average."""
-    exact = _flat(want["big"])
+def _overflow_slip(results: list[dict], key: str, want: dict, world: int) -> str | None:
+    """What is wrong when the step ``key`` with large gradients did not give their average."""
+    where = f"({world} processes) {_BIG[key]},"
+    exact = _flat(want["exact"])
     for r, result in enumerate(results):
-        mine = _flat(result["big"]["grads"])
+        mine = _flat(result[key]["grads"])
         if mine is None:
             return f"({world} processes) some .grad is None after backward on rank {r}."
         if not torch.isfinite(mine).all():
-            return (f"({world} processes) with a gradient entry of 40,000 on every rank, rank "
-                    f"{r}'s gradients hold inf: "
-                    + _overflow_cause(results, float(exact.abs().max()), world))
+            return (f"{where} rank {r}'s gradients hold inf: "
+                    + _overflow_cause(results, key, want["local"], world))
         worst = float((mine - exact).abs().max())
         if worst > 5e-3 * float(exact.abs().max()):
-            return (f"({world} processes) with gradients near 40,000, rank {r}'s differ from "
-                    f"DDP's average by up to {worst:.2g}, more than float16 rounding explains.")
+            return (f"{where} rank {r}'s differ from DDP's average by up to {worst:.2g}, "
+                    "more than float16 rounding explains.")
     return None
 
 
-def _overflow_cause(results: list[dict], largest: float, world: int) -> str:
-    """Where an inf came from in the step whose gradients reach ``largest`` (40,000), read
-    from the values each rank sent to the all-reduce (one float16 call per bucket: the
+def _overflow_cause(results: list[dict], key: str, local: list[dict], world: int) -> str:
+    """Where an inf came from in the step ``key`` (``local``: each rank's own gradients),
+    read from the values each rank sent to the all-reduce (one float16 call per bucket: the
     calls were checked first): sent already, made by the sum, or made after it."""
-    sent = [[call["values"].double() for call in result["big"]["sent"]] for result in results]
+    sent = [[call["values"].double() for call in result[key]["sent"]] for result in results]
+    tops = [float(_flat(grads).abs().max()) for grads in local]
     for k, calls in enumerate(sent):
-        if not all(torch.isfinite(values).all() for values in calls):
-            return (f"the tensor rank {k} sent to the all-reduce held inf already, before any "
-                    "sum. A value past 65,504, float16's largest, turns into inf when "
-                    f"converted to float16; the gradients here reach only {largest:,.0f}, so "
-                    "the inf came from what the hook did to them before the conversion.")
+        if all(torch.isfinite(values).all() for values in calls):
+            continue
+        infs = sum(int(values.isinf().sum()) for values in calls)
+        past = int(_flat(local[k]).float().to(torch.float16).isinf().sum())
+        if infs == past > 0:  # inf exactly where float16 cannot hold the gradient itself
+            return (f"rank {k}'s gradients reach {tops[k]:,.0f} here, past 65,504, float16's "
+                    "largest: the tensor it sent to the all-reduce held inf already, before "
+                    f"any sum, at just the entries past that ({past}), as converting to float16 "
+                    "before dividing gives. Divide by dist.get_world_size() first, in float32 "
+                    f"({tops[k]:,.0f} / {world} = {tops[k] / world:,.0f} fits), then convert.")
+        return (f"the tensor rank {k} sent to the all-reduce held inf already, before any "
+                "sum. A value past 65,504, float16's largest, turns into inf when converted "
+                f"to float16; rank {k}'s gradients here reach {tops[k]:,.0f}, and "
+                f"{tops[k] / world:,.0f} once divided by the world size, so the inf came from "
+                "what the hook did to them before the conversion.")
     peak = max(float(values.abs().max()) for calls in sent for values in calls)
     total = max(float(sum(parts).abs().max()) for parts in zip(*sent, strict=False))
     if total <= FLOAT16_MAX:
         return (f"what the ranks all-reduced was finite, and its sum stays within float16's "
                 f"range (up to {total:,.0f}): the inf came after the all-reduce.")
-    if peak >= largest * (1 - 1e-3):  # the largest gradient entry went out as it is
-        return (f"the float16 sum over the processes passed 65,504, float16's largest value, "
-                f"and overflowed: the ranks sent values up to {peak:,.0f}, the gradients "
-                "undivided. Divide by dist.get_world_size() before the all-reduce, so the sum "
-                "stays in range.")
-    return (f"the float16 sum over the processes passed 65,504, float16's largest value, and "
-            f"overflowed: the ranks sent values up to {peak:,.0f}, more than the gradients "
-            f"divided by the world size ({largest / world:,.0f} at most). Send the gradients "
-            "divided by dist.get_world_size(), so the sum stays in range.")
+    said = (f"the float16 sum over the processes passed 65,504, float16's largest value, and "
+            f"overflowed: the ranks sent values up to {peak:,.0f}")
+    if peak >= max(tops) * (1 - 1e-3):  # the largest gradient entry went out as it is
+        return (f"{said}, the gradients undivided. Divide by dist.get_world_size() before "
+                "the all-reduce, so the sum stays in range.")
+    if peak > max(tops) / world * (1 + 1e-3):
+        return (f"{said}, more than the gradients divided by the world size "
+                f"({max(tops) / world:,.0f} at most). Send the gradients divided by "
+                "dist.get_world_size(), so the sum stays in range.")
+    return f"{said}."
 
 
 def _observe_fp16(hook: Any, inputs: dict[str, Any]) -> Any:
@@ -257,8 +287,9 @@ def _observe_fp16(hook: Any, inputs: dict[str, Any]) -> Any:
 
 
 def _fp16_want(inputs: dict[str, Any]) -> list[dict[str, Any]]:
-    """For each world size: DDP's exact average, each rank's own gradient, and the average
-    of the step with gradients near 40,000 (the same batch on every rank: its gradient)."""
+    """For each world size: DDP's exact average and each rank's own gradient, in the two
+    training steps and in the two with large gradients (the same batch on every rank: its
+    gradient, times each rank's factor)."""
     wants = []
     for world in WORLD_SIZES:
         seed = inputs["seed"] + world
@@ -268,7 +299,12 @@ def _fp16_want(inputs: dict[str, Any]) -> list[dict[str, Any]]:
         with torch.random.fork_rng():
             model = tiny_mlp(seed=seed)
         (mse(model, x, y) * scale).backward()
-        wants.append({"exact": exact, "local": local, "big": grads_by_name(model)})
+        big = grads_by_name(model)
+        spread = [{name: g * _spread(rank) for name, g in big.items()} for rank in range(world)]
+        wants.append({"exact": exact, "local": local,
+                      "big": {"exact": big, "local": [big] * world},
+                      "spread": {"exact": {name: sum(grads[name] for grads in spread) / world
+                                           for name in big}, "local": spread}})
     return wants
 
 
@@ -282,13 +318,13 @@ def _fp16_slip(got: dict[str, Any], wants: list[dict[str, Any]]) -> str | None:
         if slip is not None:
             return slip
     # Large gradients only once the ordinary ones pass: a slip there is named first. Their
-    # calls are checked as the others were, before the values.
-    for world, results, want in runs:
-        slip = (_fp16_calls_slip(results[0]["big"], f"({world} processes) with gradients near "
-                                                    "40,000 on every rank,")
-                or _overflow_slip(results, want, world))
-        if slip is not None:
-            return slip
+    # calls are checked as the others were, before the values; the same on every rank first.
+    for key in _BIG:
+        for world, results, want in runs:
+            slip = (_fp16_calls_slip(results[0][key], f"({world} processes) {_BIG[key]},")
+                    or _overflow_slip(results, key, want[key], world))
+            if slip is not None:
+                return slip
     return None
 
 
@@ -299,10 +335,11 @@ FP16_HOOK = Method(
     reference=_fp16_want,
     wrong=_fp16_slip,
     trials=1,
-    passed="one float16 all-reduce per bucket (4 buckets in 2 steps, then 1 in a step with "
-           "gradients near 40,000), float32 handed back, and the gradients agree with DDP's "
-           "exact average to float16 precision (relative error under 5e-3) in 2 and in 3 "
-           "processes, in that step too, where a float16 sum would overflow",
+    passed="one float16 all-reduce per bucket (4 buckets in 2 steps, then 1 in each of 2 "
+           "steps with large gradients), float32 handed back, and the gradients agree with "
+           "DDP's exact average to float16 precision (relative error under 5e-3) in 2 and in "
+           "3 processes, in those steps too: with 40,000 on every rank, where a float16 sum "
+           "would overflow, and with 80,000 on rank 0, where converting before dividing would",
     allows=ALLOWS,
     vocabulary=VOCABULARY,
 )
