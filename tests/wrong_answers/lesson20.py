@@ -170,5 +170,17 @@ WRONG = {
         # A new tensor where the memory should change: the base never sees the write.
         (engine(("        a.data.add_(b.data)\n", "        a.data = a.data + b.data\n")),
          "the value backward started from"),
+        # No record when b needs no gradient, though the base has a history.
+        (engine(("    if old_node is None and b_node is None:\n", "    if b_node is None:\n")),
+         "a write of a constant b is never recorded"),
+        # The refusal after the data write and the counter's move.
+        (engine(("    if owner.node is not None and owner.node.name == \"AccumulateGrad\":\n"
+                 "        raise RuntimeError(\"a leaf that requires grad, or a view of one, is "
+                 "written in place\")\n", ""),
+                ("    a.version.value += 1\n",
+                 "    a.version.value += 1\n"
+                 "    if old_node is not None and old_node.name == \"AccumulateGrad\":\n"
+                 "        raise RuntimeError(\"a leaf that requires grad is written in place\")\n")),
+         "refuses a write into a leaf that requires grad only after writing"),
     ],
 }

@@ -17,10 +17,13 @@ its predictions.
   one, raises. The check runs the same cases (`cases`) on the learner's engine, built in a
   namespace of its own around the four functions with autograd refused, and on torch:
   each case either runs, with the leaves' gradients, or raises a RuntimeError at one of
-  its steps. The learner's side is observed where the answer runs and comes back as plain
-  data; torch's side and every verdict are made in the grader. A slip is named only when
-  the learner's engine does exactly what that slip does (`solution` with the slip switched
-  on) in every case of every trial.
+  its steps. Two cases are there for answers that pass the rest: a constant copied into a
+  view of a base with a history (the write is recorded all the same), and the refusals
+  caught with the leaf used after them (torch raises before it writes or moves the counter).
+  The learner's side is observed where the answer runs and comes back as plain data;
+  torch's side and every verdict are made in the grader. A slip is named only when the
+  learner's engine does exactly what that slip does (`solution` with the slip switched on)
+  in every case of every trial.
 - Two predictions: which of eight expressions return a view, and what ``v.grad`` holds
   when two entries of ``v`` are written to one place.
 """
@@ -219,9 +222,10 @@ def _explain(inputs: dict[str, Any], got: dict, want: dict) -> str:
                     "raises RuntimeError; so must your engine, and only there.")
         if mine[0] == theirs[0] == "ran" and not same(mine[2], theirs[2], rtol=1e-9):
             return (f"{where}: the value backward started from is {mine[2]:.6g} in yours, "
-                    f"{theirs[2]:.6g} in torch's. A view's data is f(a.data), the same memory "
-                    "as its base's (no copy), and add_ and copy_ change that memory in place, "
-                    "so that the base and every view of it see the write.")
+                    f"{theirs[2]:.6g} in torch's. " + (case.why_value or "A view's data is "
+                    "f(a.data), the same memory as its base's (no copy), and add_ and copy_ "
+                    "change that memory in place, so that the base and every view of it see "
+                    "the write."))
         if mine[0] == theirs[0] == "ran":
             return f"{where}: {_grads_differ(case.leaves, mine[1], theirs[1])}. {case.why_grads}"
         if theirs[0] == "raised" and mine[0] == "ran":

@@ -3,7 +3,8 @@
 A `Side` gives a case the same few operations on either: leaves and constants from one
 seeded generator (so both sides get the same numbers), views by a plain description
 (``["row", i]``, ``["col", j]``, ``["block", i0, i1, j0, j1]``, ``["T"]``), the in-place
-``add_`` and ``copy_``, and ``add``, ``mul``, ``tanh``, ``total`` and ``backward``. `Side.play`
+``add_`` and ``copy_`` (or a write torch refuses, its RuntimeError caught: `Side.refused`),
+and ``add``, ``mul``, ``tanh``, ``total`` and ``backward``. `Side.play`
 runs a case's steps and says what happened as plain data: ``["ran", the leaves' grads, the
 value backward started from]``,
 ``["raised", step, op]`` (a RuntimeError, the way torch refuses) or ``["error", step, op,
@@ -95,6 +96,13 @@ class Side:
         return getattr(args[0], name)(*args[1:]) if name.endswith("_") \
             else getattr(torch, name)(*args)
 
+    def refused(self, name: str, *args: Any) -> None:
+        """A write that torch refuses, its RuntimeError caught: the case goes on after it."""
+        try:
+            self.do(name, *args)
+        except RuntimeError:
+            pass
+
     def play(self, steps: Callable[[Side, dict], None], inputs: dict) -> list:
         self.gen.manual_seed(inputs["seed"])
         self.shape = list(inputs["shape"])
@@ -115,7 +123,8 @@ class Side:
 @dataclass(frozen=True)
 class Case:
     """A case's steps, what it does, the views it shows, and why torch does what it does:
-    when the gradients differ, when torch raises and yours ran, and when torch runs."""
+    when the gradients differ, when torch raises and yours ran, when torch runs, and when
+    the value backward started from differs."""
 
     steps: Callable[[Side, dict], None]
     what: str
@@ -124,6 +133,7 @@ class Case:
     why_grads: str = ""
     why_raises: str = ""
     why_runs: str = ""
+    why_value: str = ""  # when the value backward started from differs; a default if empty
 
     def shown(self, inputs: dict) -> str:
         """The views the case took on this trial, as indexing: "[1:3, 0:2] and [:, 2]"."""
@@ -141,10 +151,11 @@ def _read(s, p):
     s.do("backward", s.do("total", s.do("mul", v, v)))
 
 
-def _write(op: str) -> Callable[[Side, dict], None]:
+def _write(op: str, constant: bool = False) -> Callable[[Side, dict], None]:
     def steps(s, p):
         y = _made(s)
-        s.do(op, s.view(y, p["block"]), s.leaf(p["block"]))
+        v = s.view(y, p["block"])
+        s.do(op, v, s.view(s.const(), p["block"]) if constant else s.leaf(p["block"]))
         s.do("backward", s.do("total", s.do("mul", y, y)))
     return steps
 
@@ -204,6 +215,14 @@ def _leaf(s, p):
     s.do("backward", s.do("total", x))
 
 
+def _leaf_kept(s, p):
+    x = s.leaf()
+    z = s.do("mul", x, x)  # saves x: a moved counter shows at backward
+    s.refused("add_", s.view(x, p["col"]), s.leaf(p["col"]))
+    s.refused("add_", x, s.const())
+    s.do("backward", s.do("total", s.do("add", z, x)))
+
+
 def _buffer(s, p):
     buffer = s.const(zeros=True)
     s.do("copy_", s.view(buffer, p["block"]), s.do("tanh", s.leaf(p["block"])))
@@ -243,6 +262,9 @@ _REBUILT = ("A view whose memory was written since its node was made must get a 
             "counter's value now.")
 _SHARED = ("A view and its base are one piece of memory with one version counter: a write "
            "through either moves the counter that the other's boxes check.")
+_KEPT = ("torch refuses the write before it touches anything: the leaf's data and its "
+         "version stay as they were, so the product that saved it still runs and x is read "
+         "unchanged. Raise before the write, not after it.")
 _LEAF = ("torch refuses this with a RuntimeError at the write: the leaf would get a history "
          "and stop being a leaf. Raise RuntimeError in add_ and copy_ when the memory "
          "belongs to a leaf that requires grad.")
@@ -298,4 +320,13 @@ CASES = {
                       "zeros, then the buffer times a leaf x read", ("block",), ("x",),
                       why_grads="A write where nothing needs a gradient makes no node, but "
                       "it still writes: x.grad is the buffer's new values."),
+    # A constant b written into a base with history: the write is recorded all the same.
+    "copy_constant": Case(_write("copy_", constant=True), "copy_ of a constant into a view of "
+                          "y = x * k, then y read", ("block",), ("x",), why_grads=_HISTORY +
+                          " The base has a history, so the write is recorded though b needs no "
+                          "gradient: the old values under the view get zeros."),
+    # The refusals caught and the leaf used after them: torch left it as it was.
+    "leaf_kept": Case(_leaf_kept, "x saved by x * x, refused add_ into a column of x and into "
+                      "x caught, then x * x + x read", ("col",), ("x", "w"),
+                      why_grads=_KEPT, why_runs=_KEPT, why_value=_KEPT),
 }

@@ -161,6 +161,13 @@ SLIPS = {
         "a write where neither the memory nor b needs a gradient never happens in your "
         "engine: the copy_ of one constant into another left it as it was. Only the node is "
         "unneeded there; the data must change and the counter move all the same.",
+    "constant_unrecorded":
+        "a write of a constant b is never recorded in your engine: copied into a view of a "
+        "base with a history, the old values under the view still get the gradient. Nothing "
+        "is recorded only when neither the base nor b needs a gradient.",
+    "raise_late":
+        "your engine refuses a write into a leaf that requires grad only after writing into "
+        "it and moving its counter: torch raises first and leaves the leaf as it was.",
 }
 
 
@@ -197,7 +204,8 @@ def solution(space: dict[str, Any], slip: str) -> tuple:
 
     def write(a, b, overwrite):
         owner = a if a.base is None or slip == "leaf_views" else a.base
-        if owner.node is not None and owner.node.name == "AccumulateGrad":
+        refused = owner.node is not None and owner.node.name == "AccumulateGrad"
+        if refused and slip != "raise_late":
             raise RuntimeError("a leaf that requires grad is being changed in place")
         owner = a if a.base is None else a.base
         before, b_fn = grad_fn(owner), grad_fn(b)
@@ -205,7 +213,10 @@ def solution(space: dict[str, Any], slip: str) -> tuple:
             return a
         a.data.copy_(b.data) if overwrite else a.data.add_(b.data)
         a.version.value += 0 if slip == "no_bump" else 1
-        if (before is None and b_fn is None) or (slip == "history_kept" and a.base is not None):
+        if refused:  # raise_late: the refusal after the write
+            raise RuntimeError("a leaf that requires grad is being changed in place")
+        if (before is None and b_fn is None) or (slip == "history_kept" and a.base is not None) \
+                or (slip == "constant_unrecorded" and b_fn is None):
             return a
         region_of = (lambda t: t) if a.base is None else a.view_of
 
