@@ -1129,9 +1129,10 @@ HONEST += [
     Honest("l27-rms-norm-vmap", "permute, and the batch left where x had it", (
         "def rms_norm_vmap(info, in_dims, x, w, eps):\n"
         "    x_dim, w_dim = in_dims[0], in_dims[1]\n"
-        "    if w_dim is None:  # one w for all: the batch can stay where it is\n"
-        "        return rms_norm_forward(x, w, eps), x_dim\n"
-        "    w = w.movedim(w_dim, 0).reshape(info.batch_size, 1, -1)\n"
+        "    if w_dim is None and x_dim != x.dim() - 1:  # one w for all, the rows intact:\n"
+        "        return rms_norm_forward(x, w, eps), x_dim  # the batch can stay where it is\n"
+        "    if w_dim is not None:\n"
+        "        w = w.movedim(w_dim, 0).reshape(info.batch_size, 1, -1)\n"
         "    if x_dim is not None:\n"
         "        order = [x_dim] + [k for k in range(x.dim()) if k != x_dim]\n"
         "        x = x.permute(order)\n"

@@ -176,5 +176,14 @@ WRONG = {
          "called rms_norm_forward"),
         # no batch dimension said for the output
         (_vmap(out="None"), "gave a result of shape"),
+        # the batch left where x had it when w is shared: at x's last dim, w lines up with it
+        ("def rms_norm_vmap(info, in_dims, x, w, eps):\n"
+         "    x_dim, w_dim, _ = in_dims\n"
+         "    if w_dim is None:\n"
+         "        return rms_norm_forward(x, w, eps), x_dim\n"
+         "    if x_dim is not None:\n"
+         "        x = x.movedim(x_dim, 0)\n"
+         "    return rms_norm_forward(x, w.movedim(w_dim, 0).unsqueeze(1), eps), 0\n",
+         "batch dimension is its last here"),
     ],
 }

@@ -16,8 +16,9 @@ second and third exercises.
 - ``l27-rms-norm-vmap`` (method, in this module): a vmap rule for the op,
   ``rms_norm_vmap(info, in_dims, x, w, eps)``, which runs a whole batch in one call of the
   numpy forward. It is registered on a fresh op (the lesson's forward, with a right fake and
-  backward), and ``torch.vmap`` of the op runs on four new batches: x batched at dim 0; x
-  batched at dim 1; x (at its last dim, 2) and w batched; w alone batched, at its dim 1.
+  backward), and ``torch.vmap`` of the op runs on five new batches: x batched at dim 0; x
+  batched at dim 1; x (at its last dim, 2) and w batched; w alone batched, at its dim 1; x
+  alone batched at its last dim, 2.
   Where the answer runs, the observation keeps each result and how many times the rule
   called ``rms_norm_forward`` (its name in the answer's namespace is watched); the grader
   holds each result against the norm applied example by example, and a rule that calls
@@ -133,8 +134,9 @@ RMS_JVP = ByHand(
 NAME = "rms_norm_vmap"
 # (x's batch dimension, w's): None where that input is one example's, shared by the batch.
 # x batched at dim 2 tells movedim(x_dim, 0) from transpose(0, x_dim) and movedim(0, x_dim),
-# which agree with it at dims 0 and 1.
-KINDS = ((0, None), (1, None), (2, 0), (None, 1))
+# which agree with it at dims 0 and 1. x alone batched at its last dim: a rule that leaves
+# x's batch in place when w is shared agrees at dims 0 and 1, not where the mean is taken.
+KINDS = ((0, None), (1, None), (2, 0), (None, 1), (2, None))
 
 
 def _fake(x, w, eps):
@@ -163,7 +165,7 @@ def _batched(gen, batch, shape, where):
 
 
 def vmap_inputs(gen: torch.Generator) -> dict[str, Any]:
-    """The four cases, each of new sizes: x, w, eps and in_dims (x's and w's batch
+    """The cases of KINDS, each of new sizes: x, w, eps and in_dims (x's and w's batch
     dimension, None for eps). The batch size differs from n and d, so that a batch
     dimension taken for another shows in the result's shape."""
     cases = []
@@ -192,9 +194,13 @@ LINE_UP = ("Move each batched input's batch dimension to the front, its other di
            "that each example's weights line up with its rows of x")
 
 
-def _raised(err: Exception, in_dims: tuple) -> str:
+def _raised(err: Exception, in_dims: tuple, x_dims: int) -> str:
     said = str(err).splitlines()[0].rstrip(" .") if str(err) else ""
     hint = f". {LINE_UP}" if in_dims[1] is not None else ""
+    if in_dims[1] is None and in_dims[0] == x_dims - 1:
+        hint = (". x's batch dimension is its last here, where the forward takes each row's "
+                "mean and lines w up: move it to the front, its other dimensions kept in "
+                "order (movedim(dim, 0))")
     return f"torch.vmap of the op with in_dims={in_dims} raised {type(err).__name__}: {said}{hint}"
 
 
@@ -223,7 +229,7 @@ def _observe(answer, inputs):
             with quiet():
                 out, failed = call_answer(
                     lambda c=case, d=in_dims: torch.vmap(op, in_dims=d)(c["x"], c["w"], c["eps"]),
-                    what=NAME, raised=lambda err, d=in_dims: _raised(err, d))
+                    what=NAME, raised=lambda err, d=in_dims, k=case["x"].ndim: _raised(err, d, k))
             if failed is not None:
                 return failed
             runs.append({"out": plain(out), "calls": len(calls)})
@@ -291,8 +297,8 @@ VMAP_RULE = Method(
     vocabulary=METHOD.allowing("torch.library.", "numpy", "numpy.", "Tensor.numpy",
                                "torch.from_numpy"),
     passed="torch.vmap of the op with your rule equals the norm applied example by example "
-           "on 4 new batches (x batched at dim 0 and at dim 1, x at dim 2 and w batched, w "
-           "alone batched), each in one call of the forward",
+           "on 5 new batches (x batched at dim 0, at dim 1 and at its last, 2; x at dim 2 "
+           "and w batched; w alone batched), each in one call of the forward",
 )
 
 
